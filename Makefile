@@ -1,0 +1,49 @@
+# One entry point for a fresh Debian 12 machine (run as root):
+#   make demo   install everything, then run the product's main job
+#   make test   install everything, then run the whole test suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Debian packages the demo and the root tests need.
+APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump
+
+.PHONY: all setup apt venv test test-unprivileged demo lint clean
+
+all: demo
+
+setup: apt venv
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root)"; exit 1; fi; \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+venv: $(BIN)/.installed
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+test: setup
+	$(BIN)/pytest -q
+
+# For users without root: everything but the tests that need root or Mininet.
+test-unprivileged: venv
+	$(BIN)/pytest -q -m "not root and not mininet"
+
+demo: setup
+	$(BIN)/ina solve topologies/examples/aro-fig1.yaml --scheme shortest --json out/demo-shortest.json
+	$(BIN)/ina evaluate topologies/examples/aro-fig1.yaml out/demo-shortest.json
+
+lint: venv
+	$(BIN)/ruff check controller dataplane tests
+
+clean:
+	rm -rf $(VENV) out

@@ -1,0 +1,182 @@
+"""`ina`: the command line of the controller.
+
+Every user-facing error (bad topology, bad plan, unknown scheme) is printed as one paragraph
+and exits with code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from controller.network import TopologyError, load_topology
+from controller.plan import Plan, PlanFormatError, load_plan
+
+console = Console()
+
+
+class UserError(Exception):
+    """An error caused by input; the message is shown as it is."""
+
+
+def _fmt(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+def print_plan(plan: Plan) -> None:
+    table = Table(title=f"plan: {plan.scheme} on {plan.topology or '?'}")
+    for col in ("job/task", "PS", "rate (Gbps)", "workers", "aggregation (switch:pipeline×fan-in)"):
+        table.add_column(col)
+    for tp in plan.tasks:
+        aggs = ", ".join(f"{a.switch}:{a.pipeline}×{a.fan_in}" for a in tp.aggregation) or "none"
+        table.add_row(f"{tp.job}/{tp.task}", tp.ps, _fmt(tp.rate_gbps), str(len(tp.paths)), aggs)
+    console.print(table)
+    gap = plan.gap
+    console.print(
+        f"status {plan.status}  objective {_fmt(plan.objective)}  bound {_fmt(plan.bound)}  "
+        f"gap {'-' if gap is None else f'{gap:.2%}'}  time {plan.solve_seconds:.3f}s  "
+        f"seed {plan.seed}"
+    )
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from controller.solvers import SolveOptions, UnknownScheme, solve
+
+    network = load_topology(args.topology)
+    if not network.tasks:
+        raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing to route")
+    warm = _load_plan(args.warm_start) if args.warm_start else None
+    params = dict(kv.split("=", 1) for kv in args.param)
+    options = SolveOptions(args.time_limit, args.seed, warm, _typed(params))
+    try:
+        plan = solve(network, args.scheme, options)
+    except UnknownScheme as exc:
+        raise UserError(str(exc)) from None
+    print_plan(plan)
+    if args.json:
+        plan.save(args.json)
+        console.print(f"plan written to {args.json}")
+    return 0
+
+
+def _typed(params: dict[str, str]) -> dict[str, object]:
+    """`--param quantization=100` arrives as text; numbers and booleans become values."""
+    out: dict[str, object] = {}
+    for key, text in params.items():
+        try:
+            out[key] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key] = text
+    return out
+
+
+def _load_plan(path: str) -> Plan:
+    try:
+        return load_plan(path)
+    except PlanFormatError as exc:
+        raise UserError(str(exc)) from None
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from controller.evaluate import evaluate
+
+    network = load_topology(args.topology)
+    plan = _load_plan(args.plan)
+    result = evaluate(network, plan, gradient_mb=args.gradient_mb)
+    table = Table(title=f"evaluation of {plan.scheme} plan on {network.name}")
+    for col in ("job/task", "rate (Gbps)", "claimed (Gbps)", "flows into PS", "volume (MB)",
+                "comm. time (s)"):
+        table.add_column(col)
+    for te in result.tasks:
+        table.add_row(
+            f"{te.job}/{te.task}", _fmt(te.rate_gbps), _fmt(te.claimed_rate_gbps),
+            str(te.flows_into_ps), _fmt(te.volume_mb), _fmt(te.communication_seconds),
+        )
+    console.print(table)
+    for problem in result.problems:
+        console.print(f"[red]inconsistent:[/red] {problem}")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        console.print(f"evaluation written to {args.json}")
+    return 0 if result.consistent else 1
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from controller.draw import draw
+
+    network = load_topology(args.topology)
+    plan = _load_plan(args.plan) if args.plan else None
+    draw(network, plan, args.png)
+    console.print(f"picture written to {args.png}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ina", description="Controller for in-network aggregation: plan, push, verify."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("solve", help="compute a routing plan for a topology's jobs")
+    p.add_argument("topology", help="topology YAML file")
+    p.add_argument("--scheme", default="shortest", help="routing scheme (default: shortest)")
+    p.add_argument("--json", metavar="OUT", help="write the plan as JSON")
+    p.add_argument("--time-limit", type=float, metavar="S", help="solver time limit in seconds")
+    p.add_argument("--seed", type=int, default=0, help="seed for randomised schemes (default 0)")
+    p.add_argument("--warm-start", metavar="PLAN.json", help="previous plan to start from")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="scheme parameter, repeatable (e.g. quantization=100)")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("evaluate", help="score a plan independently of the scheme that made it")
+    p.add_argument("topology")
+    p.add_argument("plan")
+    p.add_argument("--gradient-mb", type=float, default=100.0,
+                   help="gradient size per worker for volume and time (default 100 MB)")
+    p.add_argument("--json", metavar="OUT", help="write the evaluation as JSON")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("show", help="draw a topology and optionally a plan")
+    p.add_argument("topology")
+    p.add_argument("--plan", metavar="PLAN.json")
+    p.add_argument("--png", required=True, metavar="OUT.png")
+    p.set_defaults(func=cmd_show)
+
+    for register in _plugins():
+        register(sub)
+    return parser
+
+
+def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
+    """Subcommands owned by other modules (topology generators, switch target, benchmarks)."""
+    hooks = []
+    for module in ("controller.topogen", "dataplane.cli", "controller.bench"):
+        try:
+            mod = __import__(module, fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        hooks.append(mod.register)
+    return hooks
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (TopologyError, UserError) as exc:
+        console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""`ina show`: a picture of the topology, tiers stacked top-down, with a plan's paths on it.
+
+Switches are laid out by tier (spines/cores on top, hosts at the bottom) so that up-down
+routes read as they do in the papers' figures; INA switches are filled, aggregation points
+are ringed and labelled with their fan-in, and each task's paths get one colour.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import networkx as nx
+
+from controller.network import Network
+from controller.plan import Plan
+
+_LEVEL = {"core": 4, "spine": 4, "aggregation": 3, "leaf": 2, "tor": 2, "edge": 2, "other": 3}
+
+
+def _level(network: Network, node: str) -> int:
+    if not network.is_switch(node):
+        return 0
+    return _LEVEL[network.spec(node).tier]
+
+
+def layout(network: Network) -> dict[str, tuple[float, float]]:
+    """Nodes of one level spread evenly on one row; hosts ordered under their switch."""
+    rows: dict[int, list[str]] = {}
+    order = {n: i for i, n in enumerate(network.graph.nodes)}
+    for node in network.graph.nodes:
+        rows.setdefault(_level(network, node), []).append(node)
+    if 0 in rows:
+        def attach(host: str) -> int:
+            return min((order[s] for s in network.graph.successors(host)), default=0)
+        rows[0].sort(key=lambda h: (attach(h), order[h]))
+    pos = {}
+    for level, nodes in rows.items():
+        for i, node in enumerate(nodes):
+            pos[node] = ((i + 0.5) / len(nodes), float(level))
+    return pos
+
+
+def draw(network: Network, plan: Plan | None, out: str | Path) -> None:
+    graph = network.graph.to_undirected(as_view=True)
+    pos = layout(network)
+    width = max(8.0, 0.35 * len(network.hosts))
+    fig, ax = plt.subplots(figsize=(min(width, 40.0), 6.0))
+    nx.draw_networkx_edges(graph, pos, ax=ax, edge_color="#cccccc", width=1.0)
+    hosts = network.hosts
+    role_colour = {"worker": "#4c9be8", "ps": "#e8744c", "idle": "#dddddd"}
+    nx.draw_networkx_nodes(graph, pos, nodelist=hosts, ax=ax, node_shape="s", node_size=220,
+                           node_color=[role_colour[network.role(h)] for h in hosts])
+    switches = network.switches
+    nx.draw_networkx_nodes(graph, pos, nodelist=switches, ax=ax, node_size=420,
+                           node_color=["#2e7d32" if network.is_ina(s) else "#ffffff"
+                                       for s in switches], edgecolors="#333333")
+    if len(pos) <= 80:
+        nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
+    if plan is not None:
+        _draw_plan(network, plan, pos, ax)
+    ax.set_title(f"{network.name}" + (f" — {plan.scheme} plan" if plan else "")
+                 + "   (filled: INA switch, square: host, orange: PS)")
+    ax.axis("off")
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
+
+
+def _draw_plan(network: Network, plan: Plan, pos: dict, ax) -> None:
+    colours = plt.get_cmap("tab10")
+    for i, tp in enumerate(plan.tasks):
+        colour = colours(i % 10)
+        edges = {(u, v) for path in tp.paths.values() for u, v in pairwise(path)}
+        nx.draw_networkx_edges(network.graph, pos, edgelist=sorted(edges), ax=ax, width=2.2,
+                               edge_color=[colour], arrows=True, arrowsize=10,
+                               connectionstyle=f"arc3,rad={0.04 * (i + 1)}")
+        ax.plot([], [], color=colour, linewidth=2.2,
+                label=f"{tp.job}/{tp.task}: {tp.rate_gbps:.3g} Gbps")
+        for point in tp.aggregation:
+            x, y = pos[point.switch]
+            ax.scatter([x], [y], s=900, facecolors="none", edgecolors=[colour], linewidths=2)
+            ax.annotate(f"p{point.pipeline}×{point.fan_in}", (x, y), xytext=(12, 10),
+                        textcoords="offset points", fontsize=7, color=colour)
+    ax.legend(loc="upper left", fontsize=7)

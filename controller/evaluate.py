@@ -1,0 +1,281 @@
+"""Independent evaluator: what a plan achieves on a topology, from the paths alone.
+
+Every scheme, baseline or not, is scored here and never by its own claim. The evaluator
+replays each worker's path, merging a task's flows where the plan marks the (switch, pipeline)
+they enter as an aggregation point: flows entering the same switch through different pipelines
+are never merged. That yields the number of flows of each task on each directed link
+(`y[i]_u^v` in ARO's notation), from which rates follow:
+
+* the plan's claimed rates are checked against every link and aggregator capacity;
+* achievable rates are the max-min fair allocation (progressive filling) in which task i
+  consumes `flows(i, e) * r[i]` of resource e. When the claimed rates are feasible they are
+  used as the starting point, so the evaluator reports what the network can carry at least as
+  fast as the plan says; when they are not, filling starts from zero and the plan is reported
+  as inconsistent.
+
+Progressive filling is written by hand: networkx and OR-Tools offer max-flow / LP, not max-min
+fairness over fixed multi-flow paths.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from controller.network import Network
+from controller.plan import LinkLoad, Plan, TaskPlan
+
+_EPS = 1e-9
+
+FlowId = str | tuple[str, str, int]  # a worker's own flow, or ("agg", switch, pipeline)
+Resource = tuple[str, ...]  # ("link", u, v) or ("aggregator", switch)
+
+
+@dataclass
+class TaskFlows:
+    """How one task's paths load the network, before any rate is chosen."""
+
+    link_flows: dict[tuple[str, str], int]
+    aggregator_inflows: dict[tuple[str, int], int]
+    unaggregated_hops: int
+    problems: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TaskEvaluation:
+    job: str
+    task: str
+    ps: str
+    rate_gbps: float
+    claimed_rate_gbps: float
+    flows_into_ps: int
+    volume_mb: float | None = None
+    volume_without_ina_mb: float | None = None
+    communication_seconds: float | None = None
+
+
+@dataclass
+class AggregatorLoad:
+    switch: str
+    pipeline: int
+    task: str
+    fan_in: int
+    load_gbps: float
+
+
+@dataclass
+class Evaluation:
+    scheme: str
+    consistent: bool
+    tasks: list[TaskEvaluation]
+    link_loads: list[LinkLoad]
+    aggregator_loads: list[AggregatorLoad]
+    problems: list[str]
+    gradient_mb: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["link_loads"] = [
+            {"from": ll.src, "to": ll.dst, "flows": ll.flows, "load_gbps": ll.load_gbps,
+             "capacity_gbps": ll.capacity_gbps}
+            for ll in self.link_loads
+        ]
+        return data
+
+
+def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
+    """Replay a task's paths and count its flows per link and per aggregation point."""
+    problems: list[str] = []
+    on_link: dict[tuple[str, str], set[FlowId]] = defaultdict(set)
+    into_aggregator: dict[tuple[str, int], set[FlowId]] = defaultdict(set)
+    next_hop_of: dict[tuple[FlowId, str], str] = {}
+    hops = 0
+    label = f"{tp.job}/{tp.task}"
+    for worker, path in tp.paths.items():
+        if not _path_is_valid(network, tp, worker, path, problems):
+            continue
+        hops += len(path) - 1
+        flow: FlowId = worker
+        for u, v, after in zip(path, path[1:], path[2:] + [None]):
+            on_link[(u, v)].add(flow)
+            if after is None or not network.is_switch(v):
+                continue
+            pipe = network.ingress_pipeline(u, v)
+            if tp.aggregates_at(v, pipe):
+                into_aggregator[(v, pipe)].add(flow)
+                flow = ("agg", v, pipe)
+            if isinstance(flow, tuple):
+                known = next_hop_of.setdefault((flow, v), after)
+                if known != after:
+                    problems.append(
+                        f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} leaves {v} "
+                        f"toward both {known} and {after}; an aggregated flow cannot split"
+                    )
+    for point in tp.aggregation:
+        merged = len(into_aggregator.get((point.switch, point.pipeline), ()))
+        if merged != point.fan_in:
+            problems.append(
+                f"{label}: aggregation at {point.switch} pipeline {point.pipeline} declares "
+                f"fan-in {point.fan_in} but {merged} flow(s) enter it"
+            )
+    return TaskFlows(
+        link_flows={e: len(f) for e, f in on_link.items()},
+        aggregator_inflows={a: len(f) for a, f in into_aggregator.items()},
+        unaggregated_hops=hops,
+        problems=problems,
+    )
+
+
+def _path_is_valid(
+    network: Network, tp: TaskPlan, worker: str, path: list[str], problems: list[str]
+) -> bool:
+    label = f"{tp.job}/{tp.task}"
+    if len(path) < 2 or path[0] != worker or path[-1] != tp.ps:
+        problems.append(f"{label}: path of {worker} must run from {worker} to {tp.ps}: {path}")
+        return False
+    missing = [(u, v) for u, v in pairwise(path) if not network.graph.has_edge(u, v)]
+    if missing:
+        problems.append(f"{label}: path of {worker} uses link(s) absent from the topology: "
+                        f"{', '.join(f'{u}->{v}' for u, v in missing)}")
+        return False
+    return True
+
+
+def max_min_fair(
+    demand: dict[str, dict[Resource, int]],
+    capacity: dict[Resource, float],
+    start: dict[str, float] | None = None,
+) -> dict[str, float]:
+    """Progressive filling: raise all unfrozen rates together until a resource saturates.
+
+    `demand[t][e]` is how many units of task t's rate resource e carries (its flow count).
+    """
+    rate = {t: (start or {}).get(t, 0.0) for t in demand}
+    remaining = dict(capacity)
+    for t, uses in demand.items():
+        for e, n in uses.items():
+            remaining[e] -= n * rate[t]
+    active = {t for t, uses in demand.items() if uses}
+    while active:
+        step = float("inf")
+        for e, left in remaining.items():
+            weight = sum(demand[t].get(e, 0) for t in active)
+            if weight > 0:
+                step = min(step, max(left, 0.0) / weight)
+        if step == float("inf"):
+            break
+        for t in active:
+            rate[t] += step
+            for e, n in demand[t].items():
+                remaining[e] -= n * step
+        saturated = {e for e, left in remaining.items() if left <= _EPS * max(1.0, capacity[e])}
+        active = {t for t in active if not any(e in saturated for e in demand[t])}
+    return rate
+
+
+def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> Evaluation:
+    """Score `plan` on `network`; `gradient_mb` adds traffic volume and communication time."""
+    problems: list[str] = []
+    known = {t.key for t in network.tasks}
+    flows: dict[str, TaskFlows] = {}
+    plans: dict[str, TaskPlan] = {}
+    for tp in plan.tasks:
+        label = f"{tp.job}/{tp.task}"
+        if network.tasks and tp.key not in known:
+            problems.append(f"{label}: the topology has no such task")
+        plans[label] = tp
+        flows[label] = task_flows(network, tp)
+        problems.extend(flows[label].problems)
+
+    demand, capacity = _resources(network, plans, flows)
+    claimed = {label: tp.rate_gbps for label, tp in plans.items()}
+    overloaded = _overloaded(demand, capacity, claimed)
+    problems.extend(overloaded)
+    rates = max_min_fair(demand, capacity, start=None if overloaded else claimed)
+    for label, tp in plans.items():
+        if tp.rate_gbps > rates[label] * (1 + 1e-6) + _EPS:
+            problems.append(
+                f"{label}: the plan claims {tp.rate_gbps:.6g} Gbps but its paths carry at most "
+                f"{rates[label]:.6g} Gbps"
+            )
+
+    return Evaluation(
+        scheme=plan.scheme,
+        consistent=not problems,
+        tasks=[_task_evaluation(plans[k], flows[k], rates[k], gradient_mb) for k in plans],
+        link_loads=_link_loads(network, flows, rates),
+        aggregator_loads=[
+            AggregatorLoad(sw, pipe, label, n, n * rates[label])
+            for label, tf in flows.items()
+            for (sw, pipe), n in sorted(tf.aggregator_inflows.items())
+        ],
+        problems=problems,
+        gradient_mb=gradient_mb,
+    )
+
+
+def _resources(
+    network: Network, plans: dict[str, TaskPlan], flows: dict[str, TaskFlows]
+) -> tuple[dict[str, dict[Resource, int]], dict[Resource, float]]:
+    demand: dict[str, dict[Resource, int]] = {}
+    capacity: dict[Resource, float] = {}
+    for label, tf in flows.items():
+        uses: dict[Resource, int] = {}
+        for (u, v), n in tf.link_flows.items():
+            uses[("link", u, v)] = n
+            capacity[("link", u, v)] = network.capacity(u, v)
+        for (sw, _pipe), n in tf.aggregator_inflows.items():
+            limit = network.spec(sw).aggregation_capacity_gbps
+            if limit is not None:
+                key = ("aggregator", sw)
+                uses[key] = uses.get(key, 0) + n
+                capacity[key] = limit
+        demand[label] = uses
+    return demand, capacity
+
+
+def _overloaded(
+    demand: dict[str, dict[Resource, int]], capacity: dict[Resource, float],
+    rates: dict[str, float],
+) -> list[str]:
+    load: dict[Resource, float] = defaultdict(float)
+    for t, uses in demand.items():
+        for e, n in uses.items():
+            load[e] += n * rates[t]
+    return [
+        f"{' '.join(e[:1])} {'->'.join(e[1:])} carries {load[e]:.6g} Gbps at the claimed rates, "
+        f"over its capacity {capacity[e]:.6g} Gbps"
+        for e in sorted(load)
+        if load[e] > capacity[e] * (1 + 1e-6) + _EPS
+    ]
+
+
+def _task_evaluation(
+    tp: TaskPlan, tf: TaskFlows, rate: float, gradient_mb: float | None
+) -> TaskEvaluation:
+    into_ps = sum(n for (_u, v), n in tf.link_flows.items() if v == tp.ps)
+    result = TaskEvaluation(tp.job, tp.task, tp.ps, rate, tp.rate_gbps, into_ps)
+    if gradient_mb is not None:
+        result.volume_mb = gradient_mb * sum(tf.link_flows.values())
+        result.volume_without_ina_mb = gradient_mb * tf.unaggregated_hops
+        result.communication_seconds = (
+            gradient_mb * 8 / 1000 / rate if rate > 0 else float("inf")
+        )
+    return result
+
+
+def _link_loads(
+    network: Network, flows: dict[str, TaskFlows], rates: dict[str, float]
+) -> list[LinkLoad]:
+    count: dict[tuple[str, str], int] = defaultdict(int)
+    load: dict[tuple[str, str], float] = defaultdict(float)
+    for label, tf in flows.items():
+        for e, n in tf.link_flows.items():
+            count[e] += n
+            load[e] += n * rates[label]
+    return [
+        LinkLoad(u, v, count[(u, v)], load[(u, v)], network.capacity(u, v))
+        for (u, v) in sorted(count)
+    ]

@@ -1,0 +1,379 @@
+"""Topology model: the YAML schema, its validation, and the networkx graph every scheme reads.
+
+A topology file names hosts (workers, PSs, idle servers), switches (INA-capable or not, with
+their hardware pipelines and port→pipeline map, aggregation and DCN capacities, port budget for
+reconfigurable pools), links (capacity per direction, port numbers), and the jobs whose tasks
+are to be routed. `topologies/README.md` documents every field.
+
+Validation happens in two layers: pydantic checks types and ranges field by field, then
+`_check_semantics` checks what spans fields (unknown link ends, duplicate names, uncovered
+ports, unreachable PSs). Both raise `TopologyError`, whose text names the file, the field path
+and the problem, so the CLI can print it as one paragraph and exit with code 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import networkx as nx
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+Role = Literal["worker", "ps", "idle"]
+Tier = Literal["leaf", "spine", "core", "aggregation", "edge", "tor", "other"]
+
+
+class TopologyError(Exception):
+    """A topology file that cannot be used; the message is meant for the user as it is."""
+
+    def __init__(self, source: str, where: str, problem: str):
+        self.source, self.where, self.problem = source, where, problem
+        location = f" at {where}" if where else ""
+        super().__init__(f"{source}{location}: {problem}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostSpec(_Strict):
+    name: str = Field(min_length=1)
+    role: Role = "idle"
+
+
+class SwitchSpec(_Strict):
+    name: str = Field(min_length=1)
+    tier: Tier = "other"
+    ina: bool = False
+    pipelines: int = Field(default=1, ge=1)
+    # Port count of the switch; defaults to the number of links attached to it.
+    ports: int | None = Field(default=None, ge=1)
+    # port → pipeline; defaults to contiguous blocks (see `default_pipeline_map`).
+    pipeline_map: dict[int, int] | None = None
+    aggregation_capacity_gbps: float | None = Field(default=None, ge=0)
+    ingress_capacity_gbps: float | None = Field(default=None, ge=0)
+    egress_capacity_gbps: float | None = Field(default=None, ge=0)
+    # Port budget of a reconfigurable (optical patch panel) pool member.
+    max_ports: int | None = Field(default=None, ge=1)
+
+
+class LinkSpec(_Strict):
+    a: str
+    b: str
+    capacity_gbps: float = Field(ge=0)
+    # Capacity b→a when it differs from a→b.
+    reverse_capacity_gbps: float | None = Field(default=None, ge=0)
+    a_port: int | None = Field(default=None, ge=1)
+    b_port: int | None = Field(default=None, ge=1)
+
+
+class TaskSpec(_Strict):
+    name: str = Field(min_length=1)
+    ps: str
+    workers: list[str] = Field(min_length=1)
+
+
+class JobSpec(_Strict):
+    name: str = Field(min_length=1)
+    beta: float = Field(default=1.0, gt=0)
+    tasks: list[TaskSpec] = Field(min_length=1)
+
+
+class TopologySpec(_Strict):
+    name: str = "topology"
+    description: str = ""
+    hosts: list[HostSpec] = Field(min_length=1)
+    switches: list[SwitchSpec] = Field(min_length=1)
+    links: list[LinkSpec] = Field(min_length=1)
+    jobs: list[JobSpec] = Field(default_factory=list)
+    # Free-form parameters per scheme, e.g. {"aro": {"quantization": 100}}.
+    schemes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> TopologySpec:
+        seen: dict[str, str] = {}
+        for kind, items in (("hosts", self.hosts), ("switches", self.switches)):
+            for i, item in enumerate(items):
+                if item.name in seen:
+                    raise ValueError(
+                        f"duplicate node name {item.name!r} ({kind}[{i}] repeats {seen[item.name]})"
+                    )
+                seen[item.name] = f"{kind}[{i}]"
+        return self
+
+
+def default_pipeline_map(ports: int, pipelines: int) -> dict[int, int]:
+    """Contiguous port blocks, as on Tofino: ports 1..n split into `pipelines` equal runs.
+
+    Port p (1-based) goes to pipeline floor((p-1) * P / n), so with 32 ports and 4 pipelines,
+    ports 1-8 are pipeline 0, 9-16 pipeline 1, and so on.
+    """
+    return {p: (p - 1) * pipelines // ports for p in range(1, ports + 1)}
+
+
+@dataclass(frozen=True)
+class Task:
+    """One aggregation task: workers sending the same gradient shard to one PS."""
+
+    job: str
+    name: str
+    ps: str
+    workers: tuple[str, ...]
+    beta: float = 1.0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.job, self.name)
+
+
+@dataclass
+class Network:
+    """A validated topology: the directed graph plus the tasks to route.
+
+    Graph nodes carry `kind` ("host" / "switch") and the spec fields; each directed edge
+    (u, v) carries `capacity_gbps`, `out_port` (port at u, None for hosts) and `in_port`
+    (port at v). A link therefore appears as two directed edges.
+    """
+
+    name: str
+    graph: nx.DiGraph
+    tasks: list[Task]
+    source: str = "<memory>"
+    schemes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs_beta: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def switches(self) -> list[str]:
+        return [n for n, d in self.graph.nodes(data=True) if d["kind"] == "switch"]
+
+    @property
+    def hosts(self) -> list[str]:
+        return [n for n, d in self.graph.nodes(data=True) if d["kind"] == "host"]
+
+    def is_switch(self, node: str) -> bool:
+        return self.graph.nodes[node]["kind"] == "switch"
+
+    def is_ina(self, node: str) -> bool:
+        data = self.graph.nodes[node]
+        return data["kind"] == "switch" and data["spec"].ina
+
+    def pipelines(self, switch: str) -> int:
+        return self.graph.nodes[switch]["spec"].pipelines
+
+    def pipeline_map(self, switch: str) -> dict[int, int]:
+        return self.graph.nodes[switch]["pipeline_map"]
+
+    def ingress_pipeline(self, prev: str, switch: str) -> int:
+        """Pipeline of `switch` that receives traffic arriving from neighbour `prev`."""
+        port = self.graph.edges[prev, switch]["in_port"]
+        return self.pipeline_map(switch)[port]
+
+    def capacity(self, u: str, v: str) -> float:
+        return self.graph.edges[u, v]["capacity_gbps"]
+
+    def role(self, host: str) -> Role:
+        return self.graph.nodes[host]["spec"].role
+
+    def spec(self, node: str) -> HostSpec | SwitchSpec:
+        return self.graph.nodes[node]["spec"]
+
+
+def load_topology(path: str | Path) -> Network:
+    """Read, validate and build a topology file; raises `TopologyError` on any problem."""
+    source = str(path)
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise TopologyError(source, "", f"cannot read the file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise TopologyError(source, where, f"YAML syntax error: {problem}") from None
+    return build_network(data, source)
+
+
+def build_network(data: Any, source: str = "<memory>") -> Network:
+    """Validate a parsed topology document and build its `Network`."""
+    if not isinstance(data, dict):
+        raise TopologyError(source, "", "the document must be a mapping with hosts, switches, links")
+    try:
+        spec = TopologySpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = _field_path(err["loc"], data)
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        raise TopologyError(source, where, _plain(err) + more) from None
+    return _check_semantics(spec, source)
+
+
+def _field_path(loc: tuple, data: Any) -> str:
+    """Turn pydantic's location into `links[3].capacity_gbps (link W0-L1)`-style text."""
+    parts: list[str] = []
+    node = data
+    label = ""
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1] = f"{parts[-1]}[{item}]" if parts else f"[{item}]"
+        else:
+            parts.append(str(item))
+        if isinstance(node, (dict, list)):
+            try:
+                node = node[item]
+            except (KeyError, IndexError, TypeError):
+                node = None
+            if isinstance(node, dict):
+                if "name" in node:
+                    label = f" ({node['name']})"
+                elif "a" in node and "b" in node:
+                    label = f" (link {node['a']}-{node['b']})"
+    return ".".join(parts) + label
+
+
+def _plain(err: dict) -> str:
+    if err["type"] == "missing":
+        return "this required field is missing"
+    if err["type"] == "extra_forbidden":
+        return "unknown field (check the spelling against topologies/README.md)"
+    return err["msg"].removeprefix("Value error, ")
+
+
+def _check_semantics(spec: TopologySpec, source: str) -> Network:
+    graph = nx.DiGraph()
+    for host in spec.hosts:
+        graph.add_node(host.name, kind="host", spec=host)
+    for sw in spec.switches:
+        graph.add_node(sw.name, kind="switch", spec=sw)
+
+    next_port: dict[str, int] = {sw.name: 1 for sw in spec.switches}
+    used_ports: dict[str, dict[int, str]] = {sw.name: {} for sw in spec.switches}
+    host_links: dict[str, int] = {h.name: 0 for h in spec.hosts}
+    for i, link in enumerate(spec.links):
+        where = f"links[{i}] (link {link.a}-{link.b})"
+        for end in ("a", "b"):
+            name = getattr(link, end)
+            if name not in graph:
+                raise TopologyError(source, f"{where}.{end}", f"unknown node {name!r}")
+        if link.a == link.b:
+            raise TopologyError(source, where, "a link cannot connect a node to itself")
+        if graph.has_edge(link.a, link.b):
+            raise TopologyError(source, where, "duplicate link between these two nodes")
+        ports = {}
+        for end, port_field in (("a", link.a_port), ("b", link.b_port)):
+            name = getattr(link, end)
+            if name in host_links:
+                host_links[name] += 1
+                ports[end] = None
+                continue
+            port = port_field
+            if port is None:
+                while next_port[name] in used_ports[name]:
+                    next_port[name] += 1
+                port = next_port[name]
+            if port in used_ports[name]:
+                raise TopologyError(
+                    source, f"{where}.{end}_port",
+                    f"port {port} of {name} is already used by the link to {used_ports[name][port]}",
+                )
+            used_ports[name][port] = link.b if end == "a" else link.a
+            ports[end] = port
+        forward = link.capacity_gbps
+        reverse = link.reverse_capacity_gbps if link.reverse_capacity_gbps is not None else forward
+        graph.add_edge(link.a, link.b, capacity_gbps=forward, out_port=ports["a"], in_port=ports["b"])
+        graph.add_edge(link.b, link.a, capacity_gbps=reverse, out_port=ports["b"], in_port=ports["a"])
+
+    for name, count in host_links.items():
+        if count == 0:
+            raise TopologyError(source, f"hosts ({name})", f"host {name!r} has no link")
+
+    for i, sw in enumerate(spec.switches):
+        graph.nodes[sw.name]["pipeline_map"] = _pipeline_map(sw, used_ports[sw.name], i, source)
+
+    tasks = _tasks(spec, graph, source)
+    return Network(
+        name=spec.name,
+        graph=graph,
+        tasks=tasks,
+        source=source,
+        schemes=dict(spec.schemes),
+        jobs_beta={job.name: job.beta for job in spec.jobs},
+    )
+
+
+def _pipeline_map(sw: SwitchSpec, used: dict[int, str], index: int, source: str) -> dict[int, int]:
+    where = f"switches[{index}] ({sw.name})"
+    port_count = sw.ports if sw.ports is not None else max(used, default=0) or 1
+    too_high = [p for p in used if p > port_count]
+    if too_high:
+        raise TopologyError(
+            source, f"{where}.ports",
+            f"the switch has {port_count} ports but links use port {max(too_high)}",
+        )
+    if sw.pipelines > port_count:
+        raise TopologyError(
+            source, f"{where}.pipelines",
+            f"{sw.pipelines} pipelines cannot share {port_count} ports",
+        )
+    if sw.pipeline_map is None:
+        return default_pipeline_map(port_count, sw.pipelines)
+    bad = {p: pipe for p, pipe in sw.pipeline_map.items() if not 0 <= pipe < sw.pipelines}
+    if bad:
+        port, pipe = next(iter(bad.items()))
+        raise TopologyError(
+            source, f"{where}.pipeline_map.{port}",
+            f"pipeline {pipe} does not exist (the switch has pipelines 0..{sw.pipelines - 1})",
+        )
+    uncovered = sorted(p for p in used if p not in sw.pipeline_map)
+    if uncovered:
+        raise TopologyError(
+            source, f"{where}.pipeline_map",
+            f"the map does not cover port(s) {uncovered} used by links "
+            f"(to {', '.join(used[p] for p in uncovered)})",
+        )
+    return dict(sw.pipeline_map)
+
+
+def _tasks(spec: TopologySpec, graph: nx.DiGraph, source: str) -> list[Task]:
+    tasks: list[Task] = []
+    seen: set[tuple[str, str]] = set()
+    for j, job in enumerate(spec.jobs):
+        for t, task in enumerate(job.tasks):
+            where = f"jobs[{j}].tasks[{t}] ({job.name}/{task.name})"
+            if (job.name, task.name) in seen:
+                raise TopologyError(source, where, "duplicate task name in this job")
+            seen.add((job.name, task.name))
+            _check_host(graph, task.ps, "ps", f"{where}.ps", source)
+            if len(set(task.workers)) != len(task.workers):
+                raise TopologyError(source, f"{where}.workers", "a worker is listed twice")
+            for w, worker in enumerate(task.workers):
+                _check_host(graph, worker, "worker", f"{where}.workers[{w}]", source)
+                if not nx.has_path(graph, worker, task.ps):
+                    raise TopologyError(
+                        source, f"{where}.workers[{w}]",
+                        f"worker {worker!r} has no path to its PS {task.ps!r}",
+                    )
+            tasks.append(Task(job.name, task.name, task.ps, tuple(task.workers), job.beta))
+    return tasks
+
+
+def _check_host(graph: nx.DiGraph, name: str, role: str, where: str, source: str) -> None:
+    if name not in graph:
+        raise TopologyError(source, where, f"unknown node {name!r}")
+    data = graph.nodes[name]
+    if data["kind"] != "host":
+        raise TopologyError(source, where, f"{name!r} is a switch, not a {role} host")
+    if data["spec"].role != role:
+        raise TopologyError(
+            source, where, f"host {name!r} has role {data['spec'].role!r}, expected {role!r}"
+        )
+
+
+def dump_topology(spec: dict[str, Any], path: str | Path) -> None:
+    """Write a topology document (as produced by the generators) to YAML, validating it first."""
+    build_network(spec, str(path))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(yaml.safe_dump(spec, sort_keys=False, default_flow_style=None))

@@ -1,0 +1,202 @@
+"""The Plan: the one output of every scheme, and its stable JSON form.
+
+Scripts outside the code read these JSON keys, so they are part of the product's interface:
+top level `scheme`, `status`, `objective`, `bound`, `solve_seconds`, `seed`, `tasks`; each task
+`job`, `task`, `ps`, `rate_gbps`, `paths` (worker → node list), `aggregation` (list of
+`switch`, `pipeline`, `fan_in`, `next_hop`). `PLAN_JSON_SCHEMA` states them formally.
+
+Semantics the evaluator and the compiler rely on: a path is the physical node list from the
+worker to the PS. A task's flows that enter a switch through a pipeline listed in the task's
+`aggregation` become one flow there, which leaves toward `next_hop`; everywhere else flows are
+only forwarded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Status = Literal["optimal", "feasible", "timeout", "infeasible", "heuristic"]
+
+
+@dataclass(frozen=True)
+class AggregationPoint:
+    """A task's flows entering `switch` through `pipeline` are summed into one flow."""
+
+    switch: str
+    pipeline: int
+    fan_in: int
+    next_hop: str
+
+
+@dataclass
+class TaskPlan:
+    job: str
+    task: str
+    ps: str
+    rate_gbps: float
+    paths: dict[str, list[str]]
+    aggregation: list[AggregationPoint] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.job, self.task)
+
+    def aggregates_at(self, switch: str, pipeline: int) -> bool:
+        return any(a.switch == switch and a.pipeline == pipeline for a in self.aggregation)
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    src: str
+    dst: str
+    flows: int
+    load_gbps: float
+    capacity_gbps: float
+
+
+@dataclass
+class Plan:
+    scheme: str
+    status: Status
+    objective: float
+    bound: float | None
+    solve_seconds: float
+    seed: int | None
+    tasks: list[TaskPlan]
+    topology: str = ""
+    link_loads: list[LinkLoad] = field(default_factory=list)
+    # Scheme-specific extras (LP value, quantization, stage times, ...).
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap between the objective and the proven bound (None without a bound)."""
+        if self.bound is None:
+            return None
+        if self.bound <= 0:
+            return 0.0
+        return max(0.0, (self.bound - self.objective) / self.bound)
+
+    def task(self, job: str, task: str) -> TaskPlan:
+        for t in self.tasks:
+            if t.key == (job, task):
+                return t
+        raise KeyError(f"plan has no task {job}/{task}")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["gap"] = self.gap
+        data["link_loads"] = [
+            {"from": ll.src, "to": ll.dst, "flows": ll.flows, "load_gbps": ll.load_gbps,
+             "capacity_gbps": ll.capacity_gbps}
+            for ll in self.link_loads
+        ]
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(self.to_json() + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        tasks = [
+            TaskPlan(
+                job=t["job"], task=t["task"], ps=t["ps"], rate_gbps=float(t["rate_gbps"]),
+                paths={w: list(p) for w, p in t["paths"].items()},
+                aggregation=[AggregationPoint(**a) for a in t.get("aggregation", [])],
+            )
+            for t in data["tasks"]
+        ]
+        loads = [
+            LinkLoad(ll["from"], ll["to"], ll["flows"], ll["load_gbps"], ll["capacity_gbps"])
+            for ll in data.get("link_loads", [])
+        ]
+        return cls(
+            scheme=data["scheme"], status=data["status"], objective=data["objective"],
+            bound=data.get("bound"), solve_seconds=data["solve_seconds"], seed=data.get("seed"),
+            tasks=tasks, topology=data.get("topology", ""), link_loads=loads,
+            details=data.get("details", {}),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+class PlanFormatError(Exception):
+    """A plan file that does not follow PLAN_JSON_SCHEMA."""
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Load a plan file with a user-facing error instead of a KeyError traceback."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise PlanFormatError(f"{path}: cannot read the file ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise PlanFormatError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    try:
+        return Plan.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanFormatError(f"{path}: not a plan file (problem with field {exc})") from None
+
+
+_AGGREGATION = {
+    "type": "object",
+    "required": ["switch", "pipeline", "fan_in", "next_hop"],
+    "properties": {
+        "switch": {"type": "string"},
+        "pipeline": {"type": "integer", "minimum": 0},
+        "fan_in": {"type": "integer", "minimum": 1},
+        "next_hop": {"type": "string"},
+    },
+}
+
+PLAN_JSON_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "INA routing plan",
+    "type": "object",
+    "required": ["scheme", "status", "objective", "bound", "solve_seconds", "seed", "tasks"],
+    "properties": {
+        "scheme": {"type": "string"},
+        "status": {"enum": ["optimal", "feasible", "timeout", "infeasible", "heuristic"]},
+        "objective": {"type": "number"},
+        "bound": {"type": ["number", "null"]},
+        "gap": {"type": ["number", "null"]},
+        "solve_seconds": {"type": "number", "minimum": 0},
+        "seed": {"type": ["integer", "null"]},
+        "topology": {"type": "string"},
+        "tasks": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["job", "task", "ps", "rate_gbps", "paths", "aggregation"],
+                "properties": {
+                    "job": {"type": "string"},
+                    "task": {"type": "string"},
+                    "ps": {"type": "string"},
+                    "rate_gbps": {"type": "number", "minimum": 0},
+                    "paths": {
+                        "type": "object",
+                        "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                    },
+                    "aggregation": {"type": "array", "items": _AGGREGATION},
+                },
+            },
+        },
+        "link_loads": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["from", "to", "flows", "load_gbps", "capacity_gbps"],
+            },
+        },
+        "details": {"type": "object"},
+    },
+}

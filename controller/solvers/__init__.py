@@ -1,0 +1,59 @@
+"""Scheme registry: `--scheme NAME` → the function that turns a Network into a Plan.
+
+Schemes are imported lazily so that `ina --help` stays fast and a scheme with heavy
+dependencies costs nothing until it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.network import Network
+from controller.plan import Plan
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """What every scheme may be told; `params` carries scheme-specific settings."""
+
+    time_limit: float | None = None
+    seed: int | None = None
+    warm_start: Plan | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+Solver = Callable[[Network, SolveOptions], Plan]
+
+# scheme name → "module:function"
+_SCHEMES: dict[str, str] = {
+    "shortest": "controller.solvers.shortest:solve",
+}
+
+
+def register(name: str, target: str) -> None:
+    _SCHEMES[name] = target
+
+
+def scheme_names() -> list[str]:
+    return sorted(_SCHEMES)
+
+
+class UnknownScheme(ValueError):
+    pass
+
+
+def get_solver(name: str) -> Solver:
+    if name not in _SCHEMES:
+        raise UnknownScheme(f"unknown scheme {name!r}; choose one of: {', '.join(scheme_names())}")
+    module, func = _SCHEMES[name].split(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def solve(network: Network, scheme: str, options: SolveOptions | None = None) -> Plan:
+    options = options or SolveOptions()
+    params = {**network.schemes.get(scheme, {}), **options.params}
+    return get_solver(scheme)(network, SolveOptions(
+        options.time_limit, options.seed, options.warm_start, params))

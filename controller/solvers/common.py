@@ -1,0 +1,54 @@
+"""Helpers shared by schemes that choose paths and aggregation points but not rates."""
+
+from __future__ import annotations
+
+import time
+
+from controller.evaluate import evaluate
+from controller.network import Network, Task
+from controller.plan import AggregationPoint, Plan, Status, TaskPlan
+
+
+def plan_with_evaluated_rates(
+    network: Network,
+    scheme: str,
+    paths: dict[tuple[str, str], dict[str, list[str]]],
+    aggregation: dict[tuple[str, str], list[AggregationPoint]] | None = None,
+    *,
+    started: float,
+    seed: int | None = None,
+    status: Status = "heuristic",
+) -> Plan:
+    """Build a Plan whose rates are the evaluator's max-min fair rates for the given paths.
+
+    Heuristic schemes decide routes only; the rates their routes achieve are a property of the
+    network, so they come from the evaluator rather than from each scheme's own arithmetic.
+    """
+    aggregation = aggregation or {}
+    tasks = [
+        TaskPlan(t.job, t.name, t.ps, 0.0, paths[t.key], aggregation.get(t.key, []))
+        for t in network.tasks
+    ]
+    plan = Plan(scheme, status, 0.0, None, 0.0, seed, tasks, topology=network.name)
+    result = evaluate(network, plan)
+    for tp, te in zip(plan.tasks, result.tasks):
+        tp.rate_gbps = te.rate_gbps
+    plan.link_loads = result.link_loads
+    plan.objective = weighted_objective(network, plan)
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+def weighted_objective(network: Network, plan: Plan, mu: float = 0.001) -> float:
+    """ARO's objective family: Eq. (1) for one task, (2) for one job, (3) for several jobs."""
+    per_job: dict[str, float] = {}
+    for tp in plan.tasks:
+        per_job[tp.job] = per_job.get(tp.job, 0.0) + tp.rate_gbps
+    if len(per_job) <= 1:
+        return sum(per_job.values())
+    weighted = [network.jobs_beta.get(job, 1.0) * total for job, total in per_job.items()]
+    return min(weighted) + mu * sum(weighted)
+
+
+def task_by_key(network: Network, key: tuple[str, str]) -> Task:
+    return next(t for t in network.tasks if t.key == key)

@@ -1,0 +1,60 @@
+"""Shared fixtures: small topologies built in memory, and the repository's paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from controller.network import Network, build_network
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "topologies" / "examples"
+
+
+def leaf_spine_doc(
+    leaves: int,
+    spines: int,
+    workers_per_leaf: list[int],
+    *,
+    ina: set[str] = frozenset(),
+    pipelines: int = 1,
+    capacity: float = 1.0,
+) -> dict:
+    """A leaf-spine document: PS under L0, `workers_per_leaf[i]` workers under leaf i."""
+    hosts = [{"name": "PS", "role": "ps"}]
+    links = [{"a": "PS", "b": "L0", "capacity_gbps": capacity}]
+    workers = []
+    for leaf, count in enumerate(workers_per_leaf):
+        for k in range(count):
+            name = f"W{leaf}_{k}"
+            workers.append(name)
+            hosts.append({"name": name, "role": "worker"})
+            links.append({"a": name, "b": f"L{leaf}", "capacity_gbps": capacity})
+    switches = []
+    for s in range(spines):
+        switches.append({"name": f"S{s}", "tier": "spine", "ina": f"S{s}" in ina,
+                         "pipelines": pipelines if f"S{s}" in ina else 1})
+    for leaf in range(leaves):
+        name = f"L{leaf}"
+        switches.append({"name": name, "tier": "leaf", "ina": name in ina,
+                         "pipelines": pipelines if name in ina else 1})
+        for s in range(spines):
+            links.append({"a": name, "b": f"S{s}", "capacity_gbps": capacity})
+    for sw in switches:  # a switch needs at least one port per pipeline
+        degree = sum(sw["name"] in (link["a"], link["b"]) for link in links)
+        if sw["pipelines"] > degree:
+            sw["ports"] = sw["pipelines"]
+    return {
+        "name": "test-leaf-spine",
+        "hosts": hosts,
+        "switches": switches,
+        "links": links,
+        "jobs": [{"name": "job0", "tasks": [{"name": "t0", "ps": "PS", "workers": workers}]}],
+    }
+
+
+@pytest.fixture
+def fig1() -> Network:
+    """ARO Fig. 1: W0,W1 under L1, W2,W3 under L2, W4 under L3; L1, L2, S1 INA."""
+    return build_network(leaf_spine_doc(4, 2, [0, 2, 2, 1], ina={"L1", "L2", "S1"}))

@@ -1,0 +1,150 @@
+"""The evaluator: flow merging, pipelines, capacities, consistency, and its two invariants."""
+
+from __future__ import annotations
+
+from conftest import leaf_spine_doc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.evaluate import evaluate, max_min_fair, task_flows
+from controller.network import build_network
+from controller.plan import AggregationPoint, Plan, TaskPlan
+
+
+def _plan(paths, aggregation=(), rate=0.0, ps="PS") -> Plan:
+    task = TaskPlan("job0", "t0", ps, rate, paths, list(aggregation))
+    return Plan("test", "heuristic", rate, None, 0.0, 0, [task])
+
+
+def _fig1_ina_paths() -> dict[str, list[str]]:
+    up = {"W1_0": "L1", "W1_1": "L1", "W2_0": "L2", "W2_1": "L2", "W3_0": "L3"}
+    return {w: [w, leaf, "S1", "L0", "PS"] for w, leaf in up.items()}
+
+
+def test_no_ina_fig1_shares_the_ps_link(fig1):
+    result = evaluate(fig1, _plan(_fig1_ina_paths()))
+    assert result.tasks[0].rate_gbps == 0.2
+    assert result.tasks[0].flows_into_ps == 5
+    assert result.consistent
+
+
+def test_multi_hop_aggregation_fig1_reaches_rate_one(fig1):
+    aggregation = [
+        AggregationPoint("L1", 0, 2, "S1"),
+        AggregationPoint("L2", 0, 2, "S1"),
+        AggregationPoint("S1", 0, 3, "L0"),
+    ]
+    result = evaluate(fig1, _plan(_fig1_ina_paths(), aggregation, rate=1.0))
+    assert result.consistent, result.problems
+    assert result.tasks[0].rate_gbps == 1.0
+    assert result.tasks[0].flows_into_ps == 1
+
+
+def test_flows_on_different_pipelines_are_not_merged():
+    # S0 has 2 pipelines over its 2 ports: L1 lands on pipeline 0, L2 on pipeline 1.
+    doc = leaf_spine_doc(3, 1, [0, 1, 1], ina={"S0"}, pipelines=2)
+    network = build_network(doc)
+    assert network.ingress_pipeline("L1", "S0") != network.ingress_pipeline("L2", "S0")
+    paths = {"W1_0": ["W1_0", "L1", "S0", "L0", "PS"], "W2_0": ["W2_0", "L2", "S0", "L0", "PS"]}
+    both = [AggregationPoint("S0", 0, 1, "L0"), AggregationPoint("S0", 1, 1, "L0")]
+    result = evaluate(network, _plan(paths, both))
+    assert result.tasks[0].rate_gbps == 0.5  # two flows still share S0→L0
+
+    doc = leaf_spine_doc(3, 1, [0, 1, 1], ina={"S0"}, pipelines=1)
+    result = evaluate(build_network(doc), _plan(paths, [AggregationPoint("S0", 0, 2, "L0")]))
+    assert result.tasks[0].rate_gbps == 1.0
+
+
+def test_overclaimed_rate_is_inconsistent(fig1):
+    result = evaluate(fig1, _plan(_fig1_ina_paths(), rate=0.5))
+    assert not result.consistent
+    assert any("claims 0.5" in p for p in result.problems)
+    assert result.tasks[0].rate_gbps == 0.2
+
+
+def test_aggregated_flow_may_not_split(fig1):
+    paths = {"W1_0": ["W1_0", "L1", "S0", "L0", "PS"], "W1_1": ["W1_1", "L1", "S1", "L0", "PS"]}
+    result = evaluate(fig1, _plan(paths, [AggregationPoint("L1", 0, 2, "S0")]))
+    assert any("cannot split" in p for p in result.problems)
+
+
+def test_wrong_fan_in_and_bad_path_are_reported(fig1):
+    paths = {"W1_0": ["W1_0", "L1", "S1", "L0", "PS"], "W1_1": ["W1_1", "L2", "S1", "L0", "PS"]}
+    result = evaluate(fig1, _plan(paths, [AggregationPoint("L1", 0, 2, "S1")]))
+    assert any("absent from the topology" in p for p in result.problems)
+    assert any("fan-in 2 but 1" in p for p in result.problems)
+
+
+def test_aggregator_capacity_limits_rate():
+    doc = leaf_spine_doc(2, 1, [0, 2], ina={"L1"}, capacity=10.0)
+    doc["switches"][2]["aggregation_capacity_gbps"] = 4.0  # L1
+    network = build_network(doc)
+    paths = {w: [w, "L1", "S0", "L0", "PS"] for w in ("W1_0", "W1_1")}
+    result = evaluate(network, _plan(paths, [AggregationPoint("L1", 0, 2, "S0")]))
+    assert result.tasks[0].rate_gbps == 2.0  # two inflows share 4 Gbps of processing
+
+
+def test_max_min_fair_two_tasks():
+    demand = {"a": {("link", "x"): 1}, "b": {("link", "x"): 1, ("link", "y"): 2}}
+    rates = max_min_fair(demand, {("link", "x"): 3.0, ("link", "y"): 1.0})
+    assert rates == {"a": 2.5, "b": 0.5}
+
+
+@st.composite
+def random_plans(draw):
+    """A random leaf-spine with a random valid up-down plan and random aggregation points."""
+    leaves = draw(st.integers(2, 4))
+    spines = draw(st.integers(1, 3))
+    per_leaf = [draw(st.integers(0, 3)) for _ in range(leaves)]
+    if sum(per_leaf) == 0:
+        per_leaf[-1] = 1
+    names = [f"S{s}" for s in range(spines)] + [f"L{i}" for i in range(leaves)]
+    ina = set(draw(st.lists(st.sampled_from(names), unique=True)))
+    pipelines = draw(st.integers(1, 2))
+    capacities = draw(st.sampled_from([1.0, 2.5, 10.0]))
+    network = build_network(leaf_spine_doc(leaves, spines, per_leaf, ina=ina,
+                                           pipelines=pipelines, capacity=capacities))
+    spine_of_leaf = {f"L{i}": f"S{draw(st.integers(0, spines - 1))}" for i in range(leaves)}
+    paths = {}
+    for task in network.tasks:
+        for w in task.workers:
+            leaf = next(iter(network.graph.successors(w)))
+            paths[w] = [w, leaf, "PS"] if leaf == "L0" else [w, leaf, spine_of_leaf[leaf], "L0",
+                                                                 "PS"]
+    points = []
+    for sw in sorted(ina):
+        for pipe in range(network.pipelines(sw)):
+            if draw(st.booleans()):
+                points.append((sw, pipe))
+    plan = _plan(paths)
+    # Fan-ins are whatever the paths produce; declare them so the plan is consistent.
+    plan.tasks[0].aggregation = [AggregationPoint(sw, pipe, 1, "?") for sw, pipe in points]
+    flows = task_flows(network, plan.tasks[0])
+    plan.tasks[0].aggregation = [
+        AggregationPoint(sw, pipe, flows.aggregator_inflows[(sw, pipe)], "?")
+        for sw, pipe in points if (sw, pipe) in flows.aggregator_inflows
+    ]
+    return network, plan
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_plans())
+def test_evaluated_rates_never_violate_a_capacity(case):
+    network, plan = case
+    result = evaluate(network, plan, gradient_mb=1.0)
+    assert result.consistent, result.problems
+    for load in result.link_loads:
+        assert load.load_gbps <= load.capacity_gbps * (1 + 1e-9)
+    assert result.tasks[0].rate_gbps > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_plans())
+def test_aggregation_never_increases_traffic(case):
+    network, plan = case
+    with_ina = evaluate(network, plan, gradient_mb=1.0)
+    plan.tasks[0].aggregation = []
+    without = evaluate(network, plan, gradient_mb=1.0)
+    assert with_ina.tasks[0].volume_mb <= without.tasks[0].volume_mb
+    assert with_ina.tasks[0].volume_mb <= with_ina.tasks[0].volume_without_ina_mb
+    assert with_ina.tasks[0].rate_gbps >= without.tasks[0].rate_gbps - 1e-12
