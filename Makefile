@@ -8,11 +8,11 @@ BIN := $(VENV)/bin
 # Debian packages the demo and the root tests need.
 APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump
 
-.PHONY: all setup apt venv test test-unprivileged demo lint clean
+.PHONY: all setup apt venv mininet-link test test-unprivileged demo lint clean
 
 all: demo
 
-setup: apt venv
+setup: apt venv mininet-link
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -24,6 +24,13 @@ apt:
 	fi
 
 venv: $(BIN)/.installed
+
+# Debian's Mininet is newer than PyPI's (2.3.0.dev6, 2020) and ships mnexec; link its package
+# into the venv so the runner imports the same Mininet as `mn`.
+MININET_DEB := /usr/lib/python3/dist-packages/mininet
+mininet-link: venv apt
+	@site=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	[ -e $$site/mininet ] || ln -s $(MININET_DEB) $$site/mininet
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

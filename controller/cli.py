@@ -164,7 +164,8 @@ def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
             if exc.name != module:
                 raise
             continue
-        hooks.append(mod.register)
+        if hasattr(mod, "register"):  # a folder without __init__.py yet is not a plugin
+            hooks.append(mod.register)
     return hooks
 
 

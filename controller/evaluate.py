@@ -87,12 +87,13 @@ class Evaluation:
 
 def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
     """Replay a task's paths and count its flows per link and per aggregation point."""
-    problems: list[str] = []
+    label = f"{tp.job}/{tp.task}"
+    problems = _point_problems(network, tp)
     on_link: dict[tuple[str, str], set[FlowId]] = defaultdict(set)
     into_aggregator: dict[tuple[str, int], set[FlowId]] = defaultdict(set)
     next_hop_of: dict[tuple[FlowId, str], str] = {}
+    merged_at: dict[tuple[FlowId, str, int], bool] = {}
     hops = 0
-    label = f"{tp.job}/{tp.task}"
     for worker, path in tp.paths.items():
         if not _path_is_valid(network, tp, worker, path, problems):
             continue
@@ -103,7 +104,14 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
             if after is None or not network.is_switch(v):
                 continue
             pipe = network.ingress_pipeline(u, v)
-            if tp.aggregates_at(v, pipe):
+            point = tp.point_at(v, pipe)
+            merge = point is not None and point.merges(worker)
+            if isinstance(flow, tuple) and merged_at.setdefault((flow, v, pipe), merge) != merge:
+                problems.append(
+                    f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} holds workers "
+                    f"that {v} pipeline {pipe} merges and workers it does not"
+                )
+            if merge:
                 into_aggregator[(v, pipe)].add(flow)
                 flow = ("agg", v, pipe)
             if isinstance(flow, tuple):
@@ -126,6 +134,23 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         unaggregated_hops=hops,
         problems=problems,
     )
+
+
+def _point_problems(network: Network, tp: TaskPlan) -> list[str]:
+    """Aggregation points must sit on an existing pipeline of an INA switch with capacity."""
+    label = f"{tp.job}/{tp.task}"
+    problems = []
+    for point in tp.aggregation:
+        where = f"{label}: aggregation at {point.switch} pipeline {point.pipeline}"
+        if point.switch not in network.graph or not network.is_switch(point.switch):
+            problems.append(f"{where}: no such switch")
+        elif not network.is_ina(point.switch):
+            problems.append(f"{where}: the switch is not INA-capable")
+        elif not 0 <= point.pipeline < network.pipelines(point.switch):
+            problems.append(f"{where}: the switch has {network.pipelines(point.switch)} pipelines")
+        elif network.spec(point.switch).aggregation_capacity_gbps == 0:
+            problems.append(f"{where}: the switch has no aggregation capacity")
+    return problems
 
 
 def _path_is_valid(

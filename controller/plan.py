@@ -3,12 +3,15 @@
 Scripts outside the code read these JSON keys, so they are part of the product's interface:
 top level `scheme`, `status`, `objective`, `bound`, `solve_seconds`, `seed`, `tasks`; each task
 `job`, `task`, `ps`, `rate_gbps`, `paths` (worker → node list), `aggregation` (list of
-`switch`, `pipeline`, `fan_in`, `next_hop`). `PLAN_JSON_SCHEMA` states them formally.
+`switch`, `pipeline`, `fan_in`, `next_hop`, optional `workers`). `PLAN_JSON_SCHEMA` states
+them formally.
 
 Semantics the evaluator and the compiler rely on: a path is the physical node list from the
 worker to the PS. A task's flows that enter a switch through a pipeline listed in the task's
 `aggregation` become one flow there, which leaves toward `next_hop`; everywhere else flows are
-only forwarded.
+only forwarded. When a point lists `workers`, only flows carrying those workers' contributions
+are merged there and the others cross the pipeline untouched: the data plane keys aggregation
+by incoming flow, as GRID's <aggregation node, fragment> tags do.
 """
 
 from __future__ import annotations
@@ -23,12 +26,19 @@ Status = Literal["optimal", "feasible", "timeout", "infeasible", "heuristic"]
 
 @dataclass(frozen=True)
 class AggregationPoint:
-    """A task's flows entering `switch` through `pipeline` are summed into one flow."""
+    """A task's flows entering `switch` through `pipeline` are summed into one flow.
+
+    `workers`, when given, restricts the merge to flows made of those workers' contributions.
+    """
 
     switch: str
     pipeline: int
     fan_in: int
     next_hop: str
+    workers: tuple[str, ...] | None = None
+
+    def merges(self, worker: str) -> bool:
+        return self.workers is None or worker in self.workers
 
 
 @dataclass
@@ -44,8 +54,10 @@ class TaskPlan:
     def key(self) -> tuple[str, str]:
         return (self.job, self.task)
 
-    def aggregates_at(self, switch: str, pipeline: int) -> bool:
-        return any(a.switch == switch and a.pipeline == pipeline for a in self.aggregation)
+    def point_at(self, switch: str, pipeline: int) -> AggregationPoint | None:
+        return next(
+            (a for a in self.aggregation if a.switch == switch and a.pipeline == pipeline), None
+        )
 
 
 @dataclass(frozen=True)
@@ -109,7 +121,7 @@ class Plan:
             TaskPlan(
                 job=t["job"], task=t["task"], ps=t["ps"], rate_gbps=float(t["rate_gbps"]),
                 paths={w: list(p) for w, p in t["paths"].items()},
-                aggregation=[AggregationPoint(**a) for a in t.get("aggregation", [])],
+                aggregation=[_point(a) for a in t.get("aggregation", [])],
             )
             for t in data["tasks"]
         ]
@@ -127,6 +139,14 @@ class Plan:
     @classmethod
     def load(cls, path: str | Path) -> Plan:
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def _point(data: dict[str, Any]) -> AggregationPoint:
+    workers = data.get("workers")
+    return AggregationPoint(
+        data["switch"], int(data["pipeline"]), int(data["fan_in"]), data["next_hop"],
+        tuple(workers) if workers is not None else None,
+    )
 
 
 class PlanFormatError(Exception):
@@ -155,6 +175,7 @@ _AGGREGATION = {
         "pipeline": {"type": "integer", "minimum": 0},
         "fan_in": {"type": "integer", "minimum": 1},
         "next_hop": {"type": "string"},
+        "workers": {"type": ["array", "null"], "items": {"type": "string"}},
     },
 }
 

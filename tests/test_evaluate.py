@@ -148,3 +148,27 @@ def test_aggregation_never_increases_traffic(case):
     assert with_ina.tasks[0].volume_mb <= without.tasks[0].volume_mb
     assert with_ina.tasks[0].volume_mb <= with_ina.tasks[0].volume_without_ina_mb
     assert with_ina.tasks[0].rate_gbps >= without.tasks[0].rate_gbps - 1e-12
+
+
+def test_point_with_worker_list_lets_other_flows_cross_unmerged(fig1):
+    # S1 merges only the L1 flow; the L2 flow crosses S1 untouched: two flows reach the PS.
+    paths = {"W1_0": ["W1_0", "L1", "S1", "L0", "PS"], "W2_0": ["W2_0", "L2", "S1", "L0", "PS"]}
+    point = AggregationPoint("S1", 0, 1, "L0", workers=("W1_0",))
+    result = evaluate(fig1, _plan(paths, [point]))
+    assert result.consistent, result.problems
+    assert result.tasks[0].flows_into_ps == 2
+    assert Plan.from_dict(_plan(paths, [point]).to_dict()).tasks[0].aggregation == [point]
+
+
+def test_aggregated_flow_must_be_merged_whole(fig1):
+    paths = {w: [w, "L1", "S1", "L0", "PS"] for w in ("W1_0", "W1_1")}
+    points = [AggregationPoint("L1", 0, 2, "S1"),
+              AggregationPoint("S1", 0, 1, "L0", workers=("W1_0",))]
+    result = evaluate(fig1, _plan(paths, points))
+    assert any("merges and workers it does not" in p for p in result.problems)
+
+
+def test_aggregation_on_a_plain_switch_is_inconsistent(fig1):
+    paths = {w: [w, "L1", "S0", "L0", "PS"] for w in ("W1_0", "W1_1")}
+    result = evaluate(fig1, _plan(paths, [AggregationPoint("S0", 0, 2, "L0")]))
+    assert any("not INA-capable" in p for p in result.problems)

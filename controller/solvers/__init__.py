@@ -30,6 +30,19 @@ Solver = Callable[[Network, SolveOptions], Plan]
 # scheme name → "module:function"
 _SCHEMES: dict[str, str] = {
     "shortest": "controller.solvers.shortest:solve",
+    "grid": "controller.solvers.grid:solve",
+    "atp": "controller.solvers.atp:solve_atp",
+    "random": "controller.solvers.atp:solve_random",
+    "switchml": "controller.solvers.atp:solve_switchml",
+    "geryon": "controller.solvers.geryon:solve",
+    "aggtree": "controller.solvers.aggtree:solve",
+    "rr": "controller.solvers.rr:solve",
+    "deepsys": "controller.solvers.paring_baselines:solve_deepsys",
+    "deepsys-atp": "controller.solvers.paring_baselines:solve_deepsys_atp",
+    "deepsys-soar": "controller.solvers.paring_baselines:solve_deepsys_soar",
+    "marina": "controller.solvers.paring_baselines:solve_marina",
+    "panama": "controller.solvers.paring_baselines:solve_panama",
+    "spar": "controller.solvers.spar:solve",
 }
 
 

@@ -1,0 +1,152 @@
+"""Building blocks shared by the baseline schemes: path choice and per-task aggregation trees.
+
+Every baseline decides, per worker, a physical path and where the task's flows are summed. Under
+the plan semantics (`controller.plan`) a flow that enters a (switch, pipeline) marked as an
+aggregation point is merged there whether the scheme meant it or not, and the merged flow
+leaves toward one next hop. `AggregationTree` keeps each scheme's routes consistent with that
+rule, so a scheme only states its intent (which paths, where it wants to aggregate) and the
+physical consequences (forced merges, shared onward paths) follow here, the same way for all.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from itertools import pairwise
+
+import networkx as nx
+
+from controller.evaluate import task_flows
+from controller.network import Network, Task
+from controller.plan import AggregationPoint, Plan, TaskPlan
+from controller.solvers.common import plan_with_evaluated_rates
+
+Point = tuple[str, int]  # (switch, ingress pipeline)
+# aggregate(switch, pipeline, already_merged, next_node) -> open an aggregation point here?
+Policy = Callable[[str, int, bool, str], bool]
+
+
+def never(_switch: str, _pipe: int, _merged: bool, _next: str) -> bool:
+    return False
+
+
+def entry_point(network: Network, u: str, v: str) -> Point:
+    return (v, network.ingress_pipeline(u, v))
+
+
+class AggregationTree:
+    """One task's routes: worker paths plus aggregation points, each with its onward path."""
+
+    def __init__(self, network: Network, task: Task):
+        self.network = network
+        self.task = task
+        self.points: dict[Point, list[str]] = {}  # point -> path from its switch to the PS
+        self.intended: dict[str, list[str]] = {}
+
+    def open(self, point: Point, onward: list[str]) -> None:
+        """Declare an aggregation point whose merged flow follows `onward` (switch ... PS)."""
+        self.points.setdefault(point, onward)
+
+    def add(self, worker: str, path: list[str], policy: Policy = never) -> list[str]:
+        """Route `worker` along `path`, opening points where `policy` asks; returns the route."""
+        self.intended[worker] = path
+        return self._walk(path, policy)
+
+    def _walk(self, path: list[str], policy: Policy) -> list[str]:
+        route = [path[0]]
+        seq, i, merged, seen = path, 1, False, set()
+        while i < len(seq):
+            u, v = route[-1], seq[i]
+            route.append(v)
+            if i < len(seq) - 1 and self.network.is_switch(v):
+                point = entry_point(self.network, u, v)
+                if point in self.points and point not in seen:
+                    seen.add(point)
+                    merged, seq, i = True, self.points[point], 1
+                    continue
+                if point not in self.points and policy(v, point[1], merged, seq[i + 1]):
+                    self.points[point] = seq[i:]
+                    seen.add(point)
+                    merged = True
+            i += 1
+        return route
+
+    def task_plan(self) -> TaskPlan:
+        """Final routes (re-walked through every point opened since) and the points they feed."""
+        paths = {w: self._walk(p, never) for w, p in self.intended.items()}
+        probe = TaskPlan(self.task.job, self.task.name, self.task.ps, 0.0, paths,
+                         [AggregationPoint(s, p, 1, onward[1])
+                          for (s, p), onward in self.points.items()])
+        inflows = task_flows(self.network, probe).aggregator_inflows
+        probe.aggregation = [
+            AggregationPoint(s, p, inflows[(s, p)], onward[1])
+            for (s, p), onward in sorted(self.points.items())
+            if inflows.get((s, p), 0) > 0
+        ]
+        return probe
+
+
+def shortest_paths(network: Network, src: str, dst: str, avoid: set[Point] | None = None,
+                   limit: int = 256) -> list[list[str]]:
+    """All shortest paths src→dst (sorted, at most `limit`) that never enter a point in `avoid`."""
+    graph: nx.DiGraph = network.graph
+    if avoid:
+        def ok(u: str, v: str) -> bool:
+            return v == dst or not network.is_switch(v) or entry_point(network, u, v) not in avoid
+        graph = nx.subgraph_view(network.graph, filter_edge=ok)
+    try:
+        found = []
+        for path in nx.all_shortest_paths(graph, src, dst):
+            found.append(path)
+            if len(found) >= limit:
+                break
+    except nx.NetworkXNoPath:
+        return []
+    return sorted(found)
+
+
+def least_loaded(paths: Iterable[list[str]], network: Network,
+                 load: dict[tuple[str, str], float], rng: random.Random) -> list[str]:
+    """The path whose busiest link would be least utilised; ties broken with the seeded rng."""
+    def util(path: list[str]) -> float:
+        return max((load.get(e, 0.0) + 1) / max(network.capacity(*e), 1e-9)
+                   for e in pairwise(path))
+    scored = [(util(p), p) for p in paths]
+    best = min(s for s, _ in scored)
+    return rng.choice([p for s, p in scored if s <= best + 1e-12])
+
+
+def add_load(load: dict[tuple[str, str], float], path: Iterable[str]) -> None:
+    for e in pairwise(path):
+        load[e] = load.get(e, 0.0) + 1
+
+
+def access_switch(network: Network, host: str) -> str:
+    """The switch a host hangs off (its first hop)."""
+    return next(iter(sorted(network.graph.successors(host))))
+
+
+def rng_for(seed: int | None) -> random.Random:
+    return random.Random(0 if seed is None else seed)
+
+
+def plan_from_trees(network: Network, scheme: str, trees: list[AggregationTree], *,
+                    started: float, seed: int | None) -> Plan:
+    """The Plan of per-task trees, with rates from the evaluator."""
+    plans = [t.task_plan() for t in trees]
+    return plan_with_evaluated_rates(
+        network, scheme, {tp.key: tp.paths for tp in plans},
+        {tp.key: tp.aggregation for tp in plans}, started=started, seed=seed)
+
+
+def ecmp_path(network: Network, src: str, dst: str, rng: random.Random) -> list[str]:
+    """One shortest path drawn with the seed, as ECMP hashing would."""
+    return rng.choice(shortest_paths(network, src, dst))
+
+
+def can_aggregate(network: Network, node: str) -> bool:
+    """An INA switch whose aggregation capacity is not zero."""
+    if not network.is_ina(node):
+        return False
+    cap = network.spec(node).aggregation_capacity_gbps
+    return cap is None or cap > 0

@@ -1,0 +1,259 @@
+"""PARING's baselines (PARING Sec. V-B): `deepsys`, `deepsys-atp`, `deepsys-soar`, `marina`, `panama`.
+
+A plan routes the tasks a topology file defines, so placement is the file's: where PARING
+places workers with DeepSys (racks filled first), the example files carry that placement and
+these schemes only route.
+
+* `deepsys`: every gradient on a shortest path (ECMP-drawn with the seed), no INA.
+* `deepsys-atp`: the same paths, aggregation at each flow's first INA switch ("or the PS"),
+  i.e. `atp` with `ps_side=false`. ATP's partial aggregation (a full switch aggregates what it
+  can and forwards the rest) cannot be written as one path per worker: a full switch slows its
+  workers down instead, so PARING's Fig. 1(b) value (0.67 Gbps) is not reproduced when it
+  relies on that overflow.
+* `deepsys-soar`: SOAR's exact dynamic programme on the DeepSys tree (one shortest-path next
+  hop per node toward the PS, drawn with the seed): choose at most `k` INA switches (default:
+  all) that minimise the total traffic, i.e. the sum over links of the flows crossing them.
+* `marina`: the aggregation tree is an approximate vertex-weighted Steiner tree over the workers
+  and the PS (networkx's Mehlhorn 2-approximation; INA switches weigh `ina_weight`, default 0.5,
+  other nodes 1, an edge the mean of its ends), oriented toward the PS; every INA switch in it
+  aggregates. The tree is then reshaped to balance switch load: up to `rounds` times (default
+  8), a subtree hanging off the busiest aggregator moves to another tree neighbour when the
+  evaluator says the task gets faster.
+* `panama`: PANAMA spreads INA traffic round-robin over several aggregation trees, one per
+  top-tier switch (spines, cores), every switch on a tree aggregating. A worker has one path in
+  a plan, so the round-robin is over workers (worker i on tree i mod T), not packets.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from functools import cache
+
+import networkx as nx
+from networkx.algorithms.approximation import steiner_tree
+
+from controller.evaluate import evaluate
+from controller.network import Network, Task
+from controller.plan import Plan
+from controller.solvers import SolveOptions
+from controller.solvers.atp import _top_ina, atp_plan
+from controller.solvers.common import plan_with_evaluated_rates
+from controller.solvers.inatree import (
+    AggregationTree,
+    can_aggregate,
+    ecmp_path,
+    plan_from_trees,
+    rng_for,
+    shortest_paths,
+)
+
+
+def solve_deepsys(network: Network, options: SolveOptions) -> Plan:
+    started = time.perf_counter()
+    rng = rng_for(options.seed)
+    paths = {t.key: {w: ecmp_path(network, w, t.ps, rng) for w in sorted(t.workers)}
+             for t in network.tasks}
+    return plan_with_evaluated_rates(network, "deepsys", paths, started=started,
+                                     seed=options.seed)
+
+
+def solve_deepsys_atp(network: Network, options: SolveOptions) -> Plan:
+    return atp_plan(network, options, "deepsys-atp", ps_side=False)
+
+
+# ---------------------------------------------------------------- DeepSys + SOAR
+
+
+def solve_deepsys_soar(network: Network, options: SolveOptions) -> Plan:
+    started = time.perf_counter()
+    rng = rng_for(options.seed)
+    budget = options.params.get("k")
+    trees, chosen = [], {}
+    for task in network.tasks:
+        nxt = _next_hops(network, task, rng)
+        k = len(network.switches) if budget is None else int(budget)
+        selected = _soar(network, task, nxt, k)
+        chosen["/".join(task.key)] = sorted(selected)
+        tree = AggregationTree(network, task)
+        for w in sorted(task.workers):
+            tree.add(w, _follow(w, nxt), lambda v, *_, chosen_=selected: v in chosen_)
+        trees.append(tree)
+    plan = plan_from_trees(network, "deepsys-soar", trees, started=started, seed=options.seed)
+    plan.details["soar_switches"] = chosen
+    return plan
+
+
+def _next_hops(network: Network, task: Task, rng) -> dict[str, str]:
+    """One next hop toward the PS per node on the workers' shortest paths: the DeepSys tree."""
+    dist = nx.single_target_shortest_path_length(network.graph, task.ps)
+    dist = dict(dist)
+    nxt: dict[str, str] = {}
+    frontier = sorted(task.workers)
+    while frontier:
+        v = frontier.pop()
+        if v == task.ps or v in nxt:
+            continue
+        nxt[v] = rng.choice(sorted(u for u in network.graph.successors(v)
+                                   if dist.get(u, -1) == dist[v] - 1))
+        frontier.append(nxt[v])
+    return nxt
+
+
+def _follow(worker: str, nxt: dict[str, str]) -> list[str]:
+    path = [worker]
+    while path[-1] in nxt:
+        path.append(nxt[path[-1]])
+    return path
+
+
+def _soar(network: Network, task: Task, nxt: dict[str, str], k: int) -> set[str]:
+    """SOAR's DP: at most k aggregating switches minimising Σ_links flows on the given tree.
+
+    cost(v, d) is the traffic of v's subtree when v's flows, if not merged at v, travel d more
+    links before the next merge (or the PS); a merging v sends one flow d links.
+    """
+    children: dict[str, list[str]] = defaultdict(list)
+    hosts_at: dict[str, int] = defaultdict(int)
+    for v, u in nxt.items():
+        if network.is_switch(v):
+            children[u].append(v)
+        else:
+            hosts_at[u] += 1
+    top = nxt[task.workers[0]]
+    while nxt.get(top, task.ps) != task.ps:
+        top = nxt[top]
+
+    @cache
+    def cost(v: str, d: int) -> tuple[tuple[float, ...], tuple]:
+        """Best cost of v's subtree per budget 0..k, with the choices that reach it."""
+        keep, keep_how = _knapsack([cost(c, d + 1) for c in sorted(children[v])], k)
+        keep = [hosts_at[v] * (1 + d) + x for x in keep]
+        best = list(keep)
+        how: list[tuple] = [(False, keep_how[j]) for j in range(k + 1)]
+        if can_aggregate(network, v) and k > 0:
+            merge, merge_how = _knapsack([cost(c, 1) for c in sorted(children[v])], k - 1)
+            for j in range(1, k + 1):
+                total = hosts_at[v] + d + merge[j - 1]
+                if total < best[j] - 1e-12:
+                    best[j], how[j] = total, (True, merge_how[j - 1])
+        return tuple(best), tuple(how)
+
+    selected: set[str] = set()
+
+    def collect(v: str, d: int, j: int) -> None:
+        merged, split = cost(v, d)[1][j]
+        if merged:
+            selected.add(v)
+        for c, jc in zip(sorted(children[v]), split):
+            collect(c, 1 if merged else d + 1, jc)
+
+    collect(top, 1, k)
+    return selected
+
+
+def _knapsack(parts: list[tuple[tuple[float, ...], tuple]], k: int):
+    """Min-cost split of a budget over children: per budget, total and each child's share."""
+    best = [0.0] * (k + 1)
+    split: list[tuple[int, ...]] = [()] * (k + 1)
+    for costs, _ in parts:
+        new, new_split = [float("inf")] * (k + 1), [()] * (k + 1)
+        for j in range(k + 1):
+            for jc in range(j + 1):
+                total = best[j - jc] + costs[jc]
+                if total < new[j]:
+                    new[j], new_split[j] = total, (*split[j - jc], jc)
+        best, split = new, new_split
+    return best, split
+
+
+# ---------------------------------------------------------------- MARINA
+
+
+def solve_marina(network: Network, options: SolveOptions) -> Plan:
+    started = time.perf_counter()
+    weight_ina = float(options.params.get("ina_weight", 0.5))
+    rounds = int(options.params.get("rounds", 8))
+    undirected = nx.Graph()
+    for u, v in network.graph.edges:
+        wu = weight_ina if can_aggregate(network, u) else 1.0
+        wv = weight_ina if can_aggregate(network, v) else 1.0
+        undirected.add_edge(u, v, weight=(wu + wv) / 2)
+    parents = {}
+    for task in network.tasks:
+        tree = steiner_tree(undirected, [*task.workers, task.ps], weight="weight")
+        parents[task.key] = dict(nx.bfs_predecessors(tree, task.ps))
+    plan = _marina_plan(network, parents, started, options.seed)
+    for _ in range(rounds):
+        better = _reshape(network, parents, plan, started, options.seed)
+        if better is None:
+            break
+        plan = better
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+def _marina_plan(network: Network, parents: dict, started: float, seed: int | None) -> Plan:
+    trees = []
+    for task in network.tasks:
+        tree = AggregationTree(network, task)
+        for w in sorted(task.workers):
+            tree.add(w, _follow(w, parents[task.key]), lambda v, *_: can_aggregate(network, v))
+        trees.append(tree)
+    return plan_from_trees(network, "marina", trees, started=started, seed=seed)
+
+
+def _reshape(network: Network, parents: dict, plan: Plan, started: float,
+             seed: int | None) -> Plan | None:
+    """Move one subtree off the busiest aggregator if that speeds the plan up."""
+    loads = evaluate(network, plan).aggregator_loads
+    if not loads:
+        return None
+    hot = max(loads, key=lambda a: a.load_gbps / max(
+        network.spec(a.switch).aggregation_capacity_gbps or float("inf"), 1e-9))
+    task = next(t for t in network.tasks if "/".join(t.key) == hot.task)
+    parent = parents[task.key]
+    for child in sorted(c for c, p in parent.items() if p == hot.switch):
+        below = _subtree(parent, child)
+        for alt in sorted(network.graph.successors(child)):
+            if alt == hot.switch or alt in below or (alt not in parent and alt != task.ps):
+                continue
+            trial = {**parents, task.key: {**parent, child: alt}}
+            candidate = _marina_plan(network, trial, started, seed)
+            if candidate.objective > plan.objective + 1e-9:
+                parents[task.key] = trial[task.key]
+                return candidate
+    return None
+
+
+def _subtree(parent: dict[str, str], root: str) -> set[str]:
+    below = {root}
+    changed = True
+    while changed:
+        changed = False
+        for v, p in parent.items():
+            if p in below and v not in below:
+                below.add(v)
+                changed = True
+    return below
+
+
+# ---------------------------------------------------------------- PANAMA
+
+
+def solve_panama(network: Network, options: SolveOptions) -> Plan:
+    started = time.perf_counter()
+    rng = rng_for(options.seed)
+    apexes = sorted(_top_ina(network) | {s for s in network.switches
+                                         if network.spec(s).tier in ("spine", "core")})
+    trees = []
+    for task in network.tasks:
+        tree = AggregationTree(network, task)
+        for i, w in enumerate(sorted(task.workers)):
+            paths = shortest_paths(network, w, task.ps)
+            if apexes:
+                via = [p for p in paths if apexes[i % len(apexes)] in p]
+                paths = via or paths
+            tree.add(w, rng.choice(paths), lambda v, *_: can_aggregate(network, v))
+        trees.append(tree)
+    return plan_from_trees(network, "panama", trees, started=started, seed=options.seed)

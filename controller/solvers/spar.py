@@ -1,0 +1,62 @@
+"""`spar`: SPAR's greedy aggregator placement with shortest-path routing (ATRO Sec. IV-A).
+
+As ATRO runs it: only top-of-rack switches may host aggregators, aggregators are taken to have
+enough capacity, and traffic between elements follows shortest paths (ECMP-drawn with the
+seed). Greedily, one aggregator at a time, SPAR places the next one where the evaluated
+throughput grows most, until `aggregators` are placed (default: every candidate) or none helps.
+
+In a plan an aggregator can only sit on hardware that can aggregate, so the candidates are the
+INA switches that hosts hang off; a study that lets SPAR choose freely marks every ToR INA in
+the topology and sets `aggregators` to the budget (ATRO: 4).
+"""
+
+from __future__ import annotations
+
+import time
+
+from controller.network import Network
+from controller.plan import Plan
+from controller.solvers import SolveOptions
+from controller.solvers.inatree import (
+    AggregationTree,
+    access_switch,
+    can_aggregate,
+    ecmp_path,
+    plan_from_trees,
+    rng_for,
+)
+
+
+def solve(network: Network, options: SolveOptions) -> Plan:
+    started = time.perf_counter()
+    rng = rng_for(options.seed)
+    routes = {t.key: {w: ecmp_path(network, w, t.ps, rng) for w in sorted(t.workers)}
+              for t in network.tasks}
+    tors = sorted({access_switch(network, h) for h in network.hosts}
+                  & {s for s in network.switches if can_aggregate(network, s)})
+    budget = int(options.params.get("aggregators", len(tors)))
+    placed: set[str] = set()
+    plan = _plan(network, routes, placed, started, options.seed)
+    while len(placed) < budget:
+        trials = [(_plan(network, routes, placed | {s}, started, options.seed), s)
+                  for s in tors if s not in placed]
+        if not trials:
+            break
+        best, where = max(trials, key=lambda ps: (ps[0].objective, -tors.index(ps[1])))
+        if best.objective <= plan.objective + 1e-9:
+            break
+        plan, placed = best, placed | {where}
+    plan.details["aggregators"] = sorted(placed)
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+def _plan(network: Network, routes: dict, placed: set[str], started: float,
+          seed: int | None) -> Plan:
+    trees = []
+    for task in network.tasks:
+        tree = AggregationTree(network, task)
+        for w, path in routes[task.key].items():
+            tree.add(w, path, lambda v, *_: v in placed)
+        trees.append(tree)
+    return plan_from_trees(network, "spar", trees, started=started, seed=seed)
