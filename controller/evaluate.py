@@ -33,6 +33,16 @@ FlowId = str | tuple[str, str, int]  # a worker's own flow, or ("agg", switch, p
 Resource = tuple[str, ...]  # ("link", u, v) or ("aggregator", switch)
 
 
+@dataclass(frozen=True)
+class Hop:
+    """Flow `arriving` crosses link u→v and leaves v as `leaving` (they differ where v merges)."""
+
+    u: str
+    v: str
+    arriving: FlowId
+    leaving: FlowId
+
+
 @dataclass
 class TaskFlows:
     """How one task's paths load the network, before any rate is chosen."""
@@ -41,6 +51,10 @@ class TaskFlows:
     aggregator_inflows: dict[tuple[str, int], int]
     unaggregated_hops: int
     problems: list[str] = field(default_factory=list)
+    # Per worker, its path as hops with flow identities (what the compiler installs).
+    traces: dict[str, list[Hop]] = field(default_factory=dict)
+    # Per aggregation point, the identities of the flows it merges.
+    inflow_ids: dict[tuple[str, int], set[FlowId]] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,15 +107,19 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
     into_aggregator: dict[tuple[str, int], set[FlowId]] = defaultdict(set)
     next_hop_of: dict[tuple[FlowId, str], str] = {}
     merged_at: dict[tuple[FlowId, str, int], bool] = {}
+    traces: dict[str, list[Hop]] = {}
     hops = 0
     for worker, path in tp.paths.items():
         if not _path_is_valid(network, tp, worker, path, problems):
             continue
         hops += len(path) - 1
         flow: FlowId = worker
+        trace = traces[worker] = []
         for u, v, after in zip(path, path[1:], path[2:] + [None]):
             on_link[(u, v)].add(flow)
+            arriving = flow
             if after is None or not network.is_switch(v):
+                trace.append(Hop(u, v, arriving, flow))
                 continue
             pipe = network.ingress_pipeline(u, v)
             point = tp.point_at(v, pipe)
@@ -121,6 +139,7 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
                         f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} leaves {v} "
                         f"toward both {known} and {after}; an aggregated flow cannot split"
                     )
+            trace.append(Hop(u, v, arriving, flow))
     for point in tp.aggregation:
         merged = len(into_aggregator.get((point.switch, point.pipeline), ()))
         if merged != point.fan_in:
@@ -133,6 +152,8 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         aggregator_inflows={a: len(f) for a, f in into_aggregator.items()},
         unaggregated_hops=hops,
         problems=problems,
+        traces=traces,
+        inflow_ids=dict(into_aggregator),
     )
 
 

@@ -1,0 +1,240 @@
+"""Compiler: a Plan on a Network → the P4Runtime entities each INA switch needs.
+
+It implements the "What the controller installs" table of `p4src/README.md` by P4Info *names*
+(finsy resolves them against whichever P4Info the switch runs, bmv2's or the embedded
+target's). Flow identities come from the evaluator's replay of the plan (`task_flows`), so the
+switches realise exactly the flows the evaluator scored:
+
+* every flow of a task gets a `flow_id`: a worker's own flow is numbered by the worker's
+  position in the task, a flow emitted by an aggregation point by the point's position after
+  them;
+* `ina_forward` sends each flow leaving a switch to its planned next hop;
+* `ina_aggregate` has one entry per flow merged at a point, with the point's `tag`, the flow's
+  `member` bit and the point's `full` bitmap;
+* results go back down a tree: the first reversed worker path to reach a node chooses its
+  parent, so every worker receives each result exactly once even where the plan splits paths;
+* `job_slots` gives every job of the plan its own slot region (job isolation), `port_pipeline`
+  installs the switch's port→pipeline map, and clone session p sends control packets back out
+  of port p.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import networkx as nx
+from finsy import P4CloneSessionEntry, P4MulticastGroupEntry, P4TableAction, P4TableEntry
+
+from controller.evaluate import FlowId, TaskFlows, task_flows
+from controller.network import Network
+from controller.plan import Plan, TaskPlan
+
+SLOTS_PER_PIPE = 4096  # p4src/README.md "Sizes"
+MAX_FAN_IN = 32  # width of the member bitmap
+HOST_SUBNET = ipaddress.ip_network("10.0.0.0/16")
+
+
+class CompileError(ValueError):
+    """A plan that the data plane cannot realise (too many flows, a fan-in over 32, ...)."""
+
+
+@dataclass
+class Numbering:
+    """The ids the switches and the host agents must agree on, derived from the network."""
+
+    network: Network
+    node_id: dict[str, int] = field(init=False)
+    host_ip: dict[str, str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        nodes = list(self.network.graph.nodes)
+        self.node_id = {n: i + 1 for i, n in enumerate(nodes)}
+        hosts = self.network.hosts
+        self.host_ip = {h: str(HOST_SUBNET[i + 1]) for i, h in enumerate(hosts)}
+
+    def job_id(self, job: str) -> int:
+        jobs = list(dict.fromkeys(t.job for t in self.network.tasks))
+        return jobs.index(job) + 1
+
+    def task_id(self, job: str, task: str) -> int:
+        names = [t.name for t in self.network.tasks if t.job == job]
+        return names.index(task)
+
+
+@dataclass
+class SwitchProgram:
+    """Everything one switch gets; `entities()` lists them in a safe write order."""
+
+    switch: str
+    table_entries: list[P4TableEntry] = field(default_factory=list)
+    multicast_groups: list[P4MulticastGroupEntry] = field(default_factory=list)
+    clone_sessions: list[P4CloneSessionEntry] = field(default_factory=list)
+
+    def entities(self) -> list:
+        return [*self.clone_sessions, *self.multicast_groups, *self.table_entries]
+
+
+@dataclass(frozen=True)
+class WorkerAssignment:
+    """What a worker agent needs to send its contribution (published by the controller)."""
+
+    worker: str
+    job_id: int
+    task_id: int
+    flow_id: int
+    next_node: int
+    ps: str
+    ps_ip: str
+    rate_gbps: float
+    workers_in_task: int
+
+
+def compile_plan(network: Network, plan: Plan) -> tuple[dict[str, SwitchProgram], list[WorkerAssignment]]:
+    """Compile `plan`; raises CompileError if the plan is inconsistent or exceeds the target."""
+    ids = Numbering(network)
+    programs = {s: SwitchProgram(s) for s in network.switches}
+    for name, prog in programs.items():
+        _base_entries(network, ids, name, prog)
+    jobs = list(dict.fromkeys(tp.job for tp in plan.tasks))
+    share = SLOTS_PER_PIPE // max(1, len(jobs))
+    assignments: list[WorkerAssignment] = []
+    group_ids: dict[str, int] = {}
+    for tp in plan.tasks:
+        flows = task_flows(network, tp)
+        if flows.problems:
+            raise CompileError(f"plan is inconsistent: {flows.problems[0]}")
+        job_id = ids.job_id(tp.job)
+        task_id = ids.task_id(tp.job, tp.task)
+        flow_ids = _flow_ids(tp, flows)
+        _forwarding(network, programs, flows, flow_ids, job_id, task_id)
+        _aggregation(network, ids, programs, tp, flows, flow_ids, job_id, task_id)
+        _results(network, programs, tp, flows, job_id, task_id, group_ids)
+        for switch in {p.switch for p in tp.aggregation}:
+            prog = programs[switch]
+            if not any(_is_slots_for(e, job_id) for e in prog.table_entries):
+                base = jobs.index(tp.job) * share
+                prog.table_entries.append(P4TableEntry(
+                    "job_slots", match={"hdr.ina.job": job_id},
+                    action=P4TableAction("set_job_slots", base=base, count=share)))
+        assignments += _assignments(ids, tp, flows, flow_ids, job_id, task_id)
+    return programs, assignments
+
+
+def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
+    return entry.table_id == "job_slots" and entry.match["hdr.ina.job"] == job_id
+
+
+def _base_entries(network: Network, ids: Numbering, switch: str, prog: SwitchProgram) -> None:
+    """Port→pipeline map, collision clone sessions and IPv4 routes to every host."""
+    for port, pipe in sorted(network.pipeline_map(switch).items()):
+        prog.table_entries.append(P4TableEntry(
+            "port_pipeline", match={"standard_metadata.ingress_port": port},
+            action=P4TableAction("set_pipeline", pipe=pipe)))
+    ports = sorted(d["out_port"] for _, _, d in network.graph.out_edges(switch, data=True))
+    prog.clone_sessions = [P4CloneSessionEntry(p, replicas=[(p, 0)]) for p in ports]
+    first_hop = {
+        dst: path[1]
+        for dst, path in nx.single_source_shortest_path(network.graph, switch).items()
+        if dst in ids.host_ip
+    }
+    for host, nxt in sorted(first_hop.items()):
+        prog.table_entries.append(P4TableEntry(
+            "ipv4_lpm", match={"hdr.ipv4.dst_addr": f"{ids.host_ip[host]}/32"},
+            action=P4TableAction("forward", port=network.graph.edges[switch, nxt]["out_port"])))
+
+
+def _flow_ids(tp: TaskPlan, flows: TaskFlows) -> dict[FlowId, int]:
+    ids: dict[FlowId, int] = {w: i + 1 for i, w in enumerate(tp.paths)}
+    for point in tp.aggregation:
+        ids[("agg", point.switch, point.pipeline)] = len(ids) + 1
+    if len(ids) >= 1 << 16:
+        raise CompileError(f"{tp.job}/{tp.task}: {len(ids)} flows exceed the 16-bit flow id")
+    return ids
+
+
+def _forwarding(network, programs, flows: TaskFlows, flow_ids, job_id: int, task_id: int) -> None:
+    seen: set[tuple[str, int]] = set()
+    for trace in flows.traces.values():
+        for hop, nxt in pairwise(trace):
+            switch = hop.v
+            key = (switch, flow_ids[hop.leaving])
+            if key in seen or not network.is_switch(switch):
+                continue
+            seen.add(key)
+            programs[switch].table_entries.append(P4TableEntry(
+                "ina_forward",
+                match={"hdr.ina.job": job_id, "hdr.ina.task": task_id, "hdr.ina.flow_id": key[1]},
+                action=P4TableAction("forward", port=network.graph.edges[switch, nxt.v]["out_port"])))
+
+
+def _aggregation(network, ids: Numbering, programs, tp: TaskPlan, flows: TaskFlows, flow_ids,
+                 job_id: int, task_id: int) -> None:
+    tags: dict[str, int] = {}
+    for point in tp.aggregation:
+        inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()), key=flow_ids.get)
+        if len(inflows) > MAX_FAN_IN:
+            raise CompileError(f"{tp.job}/{tp.task}: fan-in {len(inflows)} at {point.switch} "
+                               f"exceeds the data plane's {MAX_FAN_IN}")
+        tag = tags[point.switch] = tags.get(point.switch, 0) + 1
+        full = (1 << len(inflows)) - 1
+        out_flow = flow_ids[("agg", point.switch, point.pipeline)]
+        for bit, flow in enumerate(inflows):
+            programs[point.switch].table_entries.append(P4TableEntry(
+                "ina_aggregate",
+                match={"hdr.ina.job": job_id, "hdr.ina.task": task_id, "meta.pipe": point.pipeline,
+                       "hdr.ina.flow_id": flow_ids[flow]},
+                action=P4TableAction("aggregate", tag=_tag(job_id, task_id, tag), member=1 << bit,
+                                     full=full, out_flow=out_flow,
+                                     next_node=_next_aggregator(ids, tp, flows, point.switch,
+                                                                out_flow, flow_ids))))
+
+
+def _tag(job_id: int, task_id: int, index: int) -> int:
+    """Non-zero, unique per switch across jobs and tasks (16 bits: 6 job, 4 task, 6 point)."""
+    if job_id >= 64 or task_id >= 16 or index >= 64:
+        raise CompileError("too many jobs, tasks or aggregation points for 16-bit tags")
+    return (job_id << 10) | (task_id << 6) | index
+
+
+def _next_aggregator(ids: Numbering, tp: TaskPlan, flows: TaskFlows, start: str, flow_id: int,
+                     flow_ids) -> int:
+    """Node id of the next point (or the PS) that the flow `flow_id` leaving `start` reaches."""
+    for trace in flows.traces.values():
+        for hop in trace:
+            if flow_ids[hop.arriving] == flow_id and hop.leaving != hop.arriving:
+                return ids.node_id[hop.v]
+    return ids.node_id[tp.ps]
+
+
+def _results(network, programs, tp: TaskPlan, flows: TaskFlows, job_id: int, task_id: int,
+             group_ids: dict[str, int]) -> None:
+    parent: dict[str, str] = {}
+    for trace in flows.traces.values():
+        for hop in reversed(trace):
+            parent.setdefault(hop.u, hop.v)
+    children: dict[str, list[str]] = {}
+    for child, up in parent.items():
+        children.setdefault(up, []).append(child)
+    for switch, below in sorted(children.items()):
+        if not network.is_switch(switch):
+            continue
+        group = group_ids[switch] = group_ids.get(switch, 0) + 1
+        ports = sorted(network.graph.edges[switch, c]["out_port"] for c in below)
+        prog = programs[switch]
+        prog.multicast_groups.append(P4MulticastGroupEntry(group, replicas=[(p, 0) for p in ports]))
+        prog.table_entries.append(P4TableEntry(
+            "result_multicast", match={"hdr.ina.job": job_id, "hdr.ina.task": task_id},
+            action=P4TableAction("set_result_group", group=group)))
+
+
+def _assignments(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_ids, job_id: int,
+                 task_id: int) -> list[WorkerAssignment]:
+    out = []
+    for worker, trace in flows.traces.items():
+        first = next((h.v for h in trace if h.leaving != h.arriving), tp.ps)
+        out.append(WorkerAssignment(
+            worker, job_id, task_id, flow_ids[worker], ids.node_id[first], tp.ps,
+            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths)))
+    return out
