@@ -41,6 +41,8 @@ class _Strict(BaseModel):
 class HostSpec(_Strict):
     name: str = Field(min_length=1)
     role: Role = "idle"
+    # Server-side aggregation capacity (PARING gives the PS one); None: not an aggregator.
+    aggregation_capacity_gbps: float | None = Field(default=None, ge=0)
 
 
 class SwitchSpec(_Strict):
