@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 import networkx as nx
-from finsy import P4CloneSessionEntry, P4MulticastGroupEntry, P4TableAction, P4TableEntry
+from finsy import (
+    P4CloneSessionEntry,
+    P4MulticastGroupEntry,
+    P4TableAction,
+    P4TableEntry,
+    P4TableMatch,
+)
 
 from controller.evaluate import FlowId, TaskFlows, task_flows
 from controller.network import Network
@@ -115,23 +121,25 @@ def compile_plan(network: Network, plan: Plan) -> tuple[dict[str, SwitchProgram]
             prog = programs[switch]
             if not any(_is_slots_for(e, job_id) for e in prog.table_entries):
                 base = jobs.index(tp.job) * share
-                prog.table_entries.append(P4TableEntry(
-                    "job_slots", match={"hdr.ina.job": job_id},
-                    action=P4TableAction("set_job_slots", base=base, count=share)))
+                prog.table_entries.append(_entry(
+                    "job_slots", {"job": job_id}, "set_job_slots", base=base, count=share))
         assignments += _assignments(ids, tp, flows, flow_ids, job_id, task_id)
     return programs, assignments
 
 
+def _entry(table: str, match: dict[str, object], action: str, **params: int) -> P4TableEntry:
+    return P4TableEntry(table, match=P4TableMatch(match), action=P4TableAction(action, **params))
+
+
 def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
-    return entry.table_id == "job_slots" and entry.match["hdr.ina.job"] == job_id
+    return entry.table_id == "job_slots" and entry.match["job"] == job_id
 
 
 def _base_entries(network: Network, ids: Numbering, switch: str, prog: SwitchProgram) -> None:
     """Port→pipeline map, collision clone sessions and IPv4 routes to every host."""
     for port, pipe in sorted(network.pipeline_map(switch).items()):
-        prog.table_entries.append(P4TableEntry(
-            "port_pipeline", match={"standard_metadata.ingress_port": port},
-            action=P4TableAction("set_pipeline", pipe=pipe)))
+        prog.table_entries.append(_entry(
+            "port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe))
     ports = sorted(d["out_port"] for _, _, d in network.graph.out_edges(switch, data=True))
     prog.clone_sessions = [P4CloneSessionEntry(p, replicas=[(p, 0)]) for p in ports]
     first_hop = {
@@ -140,9 +148,9 @@ def _base_entries(network: Network, ids: Numbering, switch: str, prog: SwitchPro
         if dst in ids.host_ip
     }
     for host, nxt in sorted(first_hop.items()):
-        prog.table_entries.append(P4TableEntry(
-            "ipv4_lpm", match={"hdr.ipv4.dst_addr": f"{ids.host_ip[host]}/32"},
-            action=P4TableAction("forward", port=network.graph.edges[switch, nxt]["out_port"])))
+        prog.table_entries.append(_entry(
+            "ipv4_lpm", {"dst_addr": f"{ids.host_ip[host]}/32"}, "forward",
+            port=network.graph.edges[switch, nxt]["out_port"]))
 
 
 def _flow_ids(tp: TaskPlan, flows: TaskFlows) -> dict[FlowId, int]:
@@ -163,10 +171,10 @@ def _forwarding(network, programs, flows: TaskFlows, flow_ids, job_id: int, task
             if key in seen or not network.is_switch(switch):
                 continue
             seen.add(key)
-            programs[switch].table_entries.append(P4TableEntry(
+            programs[switch].table_entries.append(_entry(
                 "ina_forward",
-                match={"hdr.ina.job": job_id, "hdr.ina.task": task_id, "hdr.ina.flow_id": key[1]},
-                action=P4TableAction("forward", port=network.graph.edges[switch, nxt.v]["out_port"])))
+                {"job": job_id, "task": task_id, "flow_id": key[1]},
+                "forward", port=network.graph.edges[switch, nxt.v]["out_port"]))
 
 
 def _aggregation(network, ids: Numbering, programs, tp: TaskPlan, flows: TaskFlows, flow_ids,
@@ -180,15 +188,14 @@ def _aggregation(network, ids: Numbering, programs, tp: TaskPlan, flows: TaskFlo
         tag = tags[point.switch] = tags.get(point.switch, 0) + 1
         full = (1 << len(inflows)) - 1
         out_flow = flow_ids[("agg", point.switch, point.pipeline)]
+        next_node = _next_aggregator(ids, tp, flows, out_flow, flow_ids)
         for bit, flow in enumerate(inflows):
-            programs[point.switch].table_entries.append(P4TableEntry(
+            programs[point.switch].table_entries.append(_entry(
                 "ina_aggregate",
-                match={"hdr.ina.job": job_id, "hdr.ina.task": task_id, "meta.pipe": point.pipeline,
-                       "hdr.ina.flow_id": flow_ids[flow]},
-                action=P4TableAction("aggregate", tag=_tag(job_id, task_id, tag), member=1 << bit,
-                                     full=full, out_flow=out_flow,
-                                     next_node=_next_aggregator(ids, tp, flows, point.switch,
-                                                                out_flow, flow_ids))))
+                {"job": job_id, "task": task_id, "pipe": point.pipeline,
+                 "flow_id": flow_ids[flow]},
+                "aggregate", tag=_tag(job_id, task_id, tag), member=1 << bit, full=full,
+                out_flow=out_flow, next_node=next_node))
 
 
 def _tag(job_id: int, task_id: int, index: int) -> int:
@@ -198,9 +205,9 @@ def _tag(job_id: int, task_id: int, index: int) -> int:
     return (job_id << 10) | (task_id << 6) | index
 
 
-def _next_aggregator(ids: Numbering, tp: TaskPlan, flows: TaskFlows, start: str, flow_id: int,
+def _next_aggregator(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_id: int,
                      flow_ids) -> int:
-    """Node id of the next point (or the PS) that the flow `flow_id` leaving `start` reaches."""
+    """Node id of the next point (or the PS) that merges the flow `flow_id`."""
     for trace in flows.traces.values():
         for hop in trace:
             if flow_ids[hop.arriving] == flow_id and hop.leaving != hop.arriving:
@@ -224,9 +231,9 @@ def _results(network, programs, tp: TaskPlan, flows: TaskFlows, job_id: int, tas
         ports = sorted(network.graph.edges[switch, c]["out_port"] for c in below)
         prog = programs[switch]
         prog.multicast_groups.append(P4MulticastGroupEntry(group, replicas=[(p, 0) for p in ports]))
-        prog.table_entries.append(P4TableEntry(
-            "result_multicast", match={"hdr.ina.job": job_id, "hdr.ina.task": task_id},
-            action=P4TableAction("set_result_group", group=group)))
+        prog.table_entries.append(_entry(
+            "result_multicast", {"job": job_id, "task": task_id},
+            "set_result_group", group=group))
 
 
 def _assignments(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_ids, job_id: int,

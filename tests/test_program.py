@@ -34,9 +34,9 @@ def test_fig1_aggregation_entries_chain_to_the_ps():
     assert len(s1) == 3 and {e.action.args["full"] for e in s1} == {7}
     # L1's merged flow is what S1 merges; S1's merged flow is the one L0 forwards to the PS.
     l1_out = l1[0].action.args["out_flow"]
-    assert l1_out in {e.match["hdr.ina.flow_id"] for e in s1}
+    assert l1_out in {e.match["flow_id"] for e in s1}
     s1_out = s1[0].action.args["out_flow"]
-    assert [e.match["hdr.ina.flow_id"] for e in _entries(programs["L0"], "ina_forward")] == [s1_out]
+    assert [e.match["flow_id"] for e in _entries(programs["L0"], "ina_forward")] == [s1_out]
     assert _entries(programs["L0"], "job_slots") == []
     assert len(_entries(programs["L1"], "job_slots")) == 1
     by_worker = {w.worker: w for w in workers}

@@ -1,0 +1,1 @@
+"""Drivers that make switches do what a compiled plan says (P4Runtime for INA switches)."""
