@@ -17,6 +17,8 @@ from rich.table import Table
 
 from controller.network import TopologyError, load_topology
 from controller.plan import Plan, PlanFormatError, load_plan
+from controller.program import CompileError
+from controller.southbound.p4runtime import SouthboundError
 
 console = Console()
 
@@ -118,6 +120,56 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_controller(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from controller import daemon
+    from controller.solvers import SolveOptions, UnknownScheme, solve
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    network = load_topology(args.topology)
+    if args.plan:
+        plan = _load_plan(args.plan)
+    else:
+        try:
+            plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
+        except UnknownScheme as exc:
+            raise UserError(str(exc)) from None
+    print_plan(plan)
+    session = daemon.Session(network, plan, daemon.load_targets(args.switches),
+                             Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None)
+    try:
+        asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    try:
+        state = json.loads(Path(args.state).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{args.state}: no controller state to show ({exc})") from None
+    plan = Plan.from_dict(state["plan"])
+    console.print(f"topology {state['topology']}  plan v{state['version']} ({plan.scheme})")
+    print_plan(plan)
+    table = Table(title="switches")
+    for col in ("switch", "address", "programmed", "last push (s)", "aggregations",
+                "collisions", "duplicates", "malformed", "unknown job"):
+        table.add_column(col)
+    for name, sw in sorted(state["switches"].items()):
+        counters = sw.get("counters", {})
+        table.add_row(
+            name, sw["address"], "yes" if sw["programmed"] else "no",
+            _fmt(sw["pushes_seconds"][-1] if sw["pushes_seconds"] else None, 3),
+            *(str(sum(counters.get(c, []))) for c in
+              ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")),
+        )
+    console.print(table)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ina", description="Controller for in-network aggregation: plan, push, verify."
@@ -149,6 +201,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--png", required=True, metavar="OUT.png")
     p.set_defaults(func=cmd_show)
 
+    p = sub.add_parser("controller", help="solve, push the plan to the switches, keep them so")
+    p.add_argument("topology")
+    p.add_argument("--scheme", default="shortest")
+    p.add_argument("--plan", metavar="PLAN.json", help="install this plan instead of solving")
+    p.add_argument("--switches", required=True, metavar="FILE.json",
+                   help='P4Runtime addresses: {"S1": {"address": "HOST:PORT", "device_id": 1}}')
+    p.add_argument("--state", default="out/controller/state.json",
+                   help="state file published to host agents and `ina status`")
+    p.add_argument("--p4blob", metavar="FILE", help="device config (bmv2 JSON from p4c)")
+    p.add_argument("--time-limit", type=float, metavar="S")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--connect-timeout", type=float, default=15.0, metavar="S")
+    p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    p.set_defaults(func=cmd_controller)
+
+    p = sub.add_parser("status", help="show switches, plan version, rates and counters")
+    p.add_argument("state", nargs="?", default="out/controller/state.json")
+    p.set_defaults(func=cmd_status)
+
     for register in _plugins():
         register(sub)
     return parser
@@ -177,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TopologyError, UserError) as exc:
         console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
         return 2
+    except (SouthboundError, CompileError) as exc:
+        console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
+        return 1
 
 
 if __name__ == "__main__":

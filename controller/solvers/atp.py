@@ -7,19 +7,24 @@ differ only in where they aggregate:
   aggregation capacity on each worker's path, and again at the PS-side switch when it is INA
   (ATP's two-level worker-ToR / PS-ToR design; ARO's Fig. 3a counts on it). `ps_side=false`
   gives PARING's reading ("first programmable switch or the PS"), used by `deepsys-atp`.
-  ATP's best-effort overflow, where part of a worker's fragments skip a full switch and reach
-  the PS unaggregated, splits one worker's traffic over two treatments; a plan has one path per
-  worker and merges whole flows, so here a full switch slows its workers down instead. That is
-  why GRID's Fig. 1 gives 2.25 Gbps here where the paper's fluid count gives 2.43
-  (9 Gbps / 4 workers at S1, plus (3 − 2.25) / 4 of overflow on the S1 uplink).
+  ATP packets name their aggregator, so a switch merges only what is addressed to it: an
+  aggregated flow crosses later first-level aggregators unmerged (an addressed tree).
+* Why GRID's Fig. 1 gives 2.25 Gbps here, not the paper's 2.43: ATP's best effort is per
+  fragment. When S1's 9 Gbps is exhausted, *part of each* worker's fragments skip it and reach
+  the PS raw, filling the 0.75 Gbps left on L1: 2.25 + 0.75 / 4 = 2.43. A plan gives each
+  worker one path and one treatment per switch, so a worker either is merged at S1 or crosses
+  it raw. With k of W1-W4 merged on their default paths, L1 carries 1 + (4 - k) flows and S1
+  k flows: the rate is min(3 / (5 - k), 9 / k), best at k = 4 (2.25); 2.43 would need one
+  worker's traffic split between two treatments, i.e. a fragment-level (multi-path) plan.
 * `random` (ARO Sec. IV-A): ATP's ECMP restricted to paths through a randomly drawn INA switch
   of the top tier (an INA spine in leaf-spine), aggregating at every INA switch on the way, so
   flows may be aggregated two or three times as ARO notes.
 * `switchml` (GRID Sec. 6.1): rack-scale aggregation at each worker's own switch, the result
-  sent on to the PS ("for fair evaluation" as GRID runs it).
+  sent on to the PS ("for fair evaluation" as GRID runs it); a rack's switch merges only its
+  rack's workers, so other racks' results cross it on their way to the PS (addressed tree).
 
-Everywhere, a flow entering a pipeline that another worker's rule made an aggregation point is
-merged there too: that is what the data plane does, and the evaluator scores what it does.
+In `random`, a flow entering a pipeline that another worker's rule made an aggregation point is
+merged there too: ARO's RANDOM aggregates at every INA switch on the way.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ def atp_plan(network: Network, options: SolveOptions, scheme: str, ps_side: bool
     rng = rng_for(options.seed)
     trees = []
     for task in network.tasks:
-        tree = AggregationTree(network, task)
+        tree = AggregationTree(network, task, addressed=True)
 
         def first_ina(v: str, _p: int, merged: bool, nxt: str, ps: str = task.ps) -> bool:
             return can_aggregate(network, v) and (not merged or (ps_side and nxt == ps))
@@ -92,7 +97,7 @@ def solve_switchml(network: Network, options: SolveOptions) -> Plan:
     rng = rng_for(options.seed)
     trees = []
     for task in network.tasks:
-        tree = AggregationTree(network, task)
+        tree = AggregationTree(network, task, addressed=True)
         for w in task.workers:
             tor = access_switch(network, w)
             tree.add(w, ecmp_path(network, w, task.ps, rng),

@@ -22,23 +22,19 @@ the bottleneck, yet its Fig. 1 is decided by a 3 Gbps link):
   model, which is how ARO evaluated GRID.
 * `candidates`: "all" INA switches (the paper), or "shortest": only INA switches on a shortest
   worker→PS path, ARO's up-down adaptation (own leaf, INA spines, the PS's leaf).
-* Model (1) treats workers behind the same access switch with the same access capacity as
-  interchangeable, so after rounding the router may permute their choices: the ones that stay
-  at their own access switch are those whose port lies in the pipelines that switch aggregates,
-  the others can then pass it without being merged (GRID's node-id matching, expressed with
-  pipelines under our plan semantics).
 * `draws` (default 16): R-GRIA is repeated with successive draws of the seeded generator and the
   draw the evaluator scores best is kept; `draws=1` is Alg. 1 verbatim.
-* Routing: each worker takes a least-loaded shortest path to its node that avoids the other
-  nodes' aggregation pipelines where the topology allows, each node's merged flow likewise to
-  the PS. Where no such path exists the flow is merged where it has to be (plan semantics);
-  `details["merged_at"]` lists, per worker, every switch that merges its gradient, so any
-  departure from single aggregation is visible.
+* Routing: each worker takes a least-loaded shortest path to its node, each node's merged flow
+  likewise to the PS. A switch aggregates only the fragments addressed to it (GRID tags them
+  <aggregation node, fragment>), so every aggregation point lists its workers and all other
+  flows, raw or merged, cross it untouched: single aggregation per worker holds by
+  construction. Workers that reach one node through different ingress pipelines form one
+  point per pipeline (pipelines do not share state), each sending its own merged flow.
+  `details["merged_at"]` lists, per worker, the switches that merge its gradient.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import defaultdict
 from itertools import pairwise
@@ -48,12 +44,10 @@ from ortools.linear_solver import pywraplp
 
 from controller.evaluate import evaluate
 from controller.network import Network, Task
-from controller.plan import Plan, TaskPlan
+from controller.plan import AggregationPoint, Plan, TaskPlan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.inatree import (
-    AggregationTree,
-    access_switch,
     add_load,
     entry_point,
     least_loaded,
@@ -80,7 +74,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
            for t in network.tasks}
     best: Plan | None = None
     for draw in range(draws):
-        assignment = {t.key: _relabel(network, t, _round(lps[t.key], rng)) for t in network.tasks}
+        assignment = {t.key: _round(lps[t.key], rng) for t in network.tasks}
         tasks = [_route(network, t, assignment[t.key], rng) for t in network.tasks]
         plan = Plan("grid", "heuristic", 0.0, None, 0.0, options.seed, tasks,
                     topology=network.name)
@@ -217,85 +211,38 @@ def _round(lp: _Lp, rng) -> dict[str, str]:
     return choice
 
 
-def _relabel(network: Network, task: Task, choice: dict[str, str]) -> dict[str, str]:
-    """Permute choices among interchangeable workers so that pipelines can keep them apart."""
-    classes: dict[tuple[str, float], list[str]] = defaultdict(list)
-    for n in task.workers:
-        a = access_switch(network, n)
-        classes[(a, network.capacity(n, a))].append(n)
-    result = dict(choice)
-    for (a, _cap), members in classes.items():
-        members = sorted(members)
-        own = sum(choice[n] == a for n in members)
-        if own in (0, len(members)) or network.pipelines(a) == 1:
-            continue
-        by_pipe: dict[int, list[str]] = defaultdict(list)
-        for n in members:
-            by_pipe[network.ingress_pipeline(n, a)].append(n)
-        pipes = _own_pipelines(by_pipe, own)
-        stay = [n for p in sorted(pipes) for n in by_pipe[p]]
-        leave = [n for n in members if n not in stay]
-        others = sorted(choice[n] for n in members if choice[n] != a)
-        order = stay[:own] + leave + stay[own:]
-        for n, node in zip(order, [a] * own + others):
-            result[n] = node
-    return result
-
-
-def _own_pipelines(by_pipe: dict[int, list[str]], own: int) -> tuple[int, ...]:
-    """The fewest ports' pipelines that can hold `own` workers with the fewest left inside."""
-    best: tuple[int, int, tuple[int, ...]] | None = None
-    pipes = sorted(by_pipe)
-    for k in range(1, min(len(pipes), 10) + 1):
-        for subset in itertools.combinations(pipes, k):
-            size = sum(len(by_pipe[p]) for p in subset)
-            if size >= own and (best is None or (size - own, k) < best[:2]):
-                best = (size - own, k, subset)
-    return best[2] if best else tuple(pipes)
-
-
 def _route(network: Network, task: Task, assign: dict[str, str], rng) -> TaskPlan:
-    """Paths to the chosen nodes over the real topology, keeping other nodes' pipelines clear."""
-    tree = AggregationTree(network, task)
+    """Paths to the chosen nodes over the real topology; each point merges its own workers."""
     load: dict[tuple[str, str], float] = {}
-    points: dict[tuple[str, int], str] = {}
     prefix: dict[str, list[str]] = {}
-    to_switch = [n for n in task.workers if assign[n] != PS]
-    to_switch.sort(key=lambda n: (assign[n] != access_switch(network, n), n))
-    for n in to_switch:
-        prefix[n] = _path(network, n, assign[n], points, load, rng)
-        points.setdefault(entry_point(network, prefix[n][-2], assign[n]), assign[n])
-    for n in to_switch:  # points opened later may sit on an earlier prefix: step around them
-        foreign = {p for p in points if p[0] != assign[n]}
-        hops = pairwise(prefix[n][:-1])
-        if any(network.is_switch(v) and entry_point(network, u, v) in foreign for u, v in hops):
-            prefix[n] = _path(network, n, assign[n], points, load, rng)
-            points.setdefault(entry_point(network, prefix[n][-2], assign[n]), assign[n])
-    onward = {}
-    for point in sorted(points):
-        onward[point] = _path(network, point[0], task.ps, points, load, rng)
-        tree.open(point, onward[point])
-    for n in sorted(to_switch):
-        tree.add(n, prefix[n] + onward[entry_point(network, prefix[n][-2], assign[n])][1:])
-    for n in sorted(set(task.workers) - set(to_switch)):
-        tree.add(n, _path(network, n, task.ps, points, load, rng))
-    return tree.task_plan()
+    members: dict[tuple[str, int], list[str]] = defaultdict(list)
+    for n in sorted(task.workers):
+        if assign[n] != PS:
+            prefix[n] = _path(network, n, assign[n], load, rng)
+            members[entry_point(network, prefix[n][-2], assign[n])].append(n)
+    onward = {point: _path(network, point[0], task.ps, load, rng) for point in sorted(members)}
+    paths = {}
+    for n in sorted(task.workers):
+        if assign[n] == PS:
+            paths[n] = _path(network, n, task.ps, load, rng)
+        else:
+            paths[n] = prefix[n] + onward[entry_point(network, prefix[n][-2], assign[n])][1:]
+    points = [AggregationPoint(s, p, len(ws), onward[(s, p)][1], tuple(ws))
+              for (s, p), ws in sorted(members.items())]
+    return TaskPlan(task.job, task.name, task.ps, 0.0, paths, points)
 
 
-def _path(network: Network, src: str, dst: str, points: dict[tuple[str, int], str],
-          load: dict[tuple[str, str], float], rng) -> list[str]:
-    foreign = {p for p in points if p[0] != dst}
-    options = shortest_paths(network, src, dst, foreign) or shortest_paths(network, src, dst)
-    path = least_loaded(options, network, load, rng)
+def _path(network: Network, src: str, dst: str, load: dict[tuple[str, str], float],
+          rng) -> list[str]:
+    path = least_loaded(shortest_paths(network, src, dst), network, load, rng)
     add_load(load, path)
     return path
 
 
 def _merges(network: Network, tp: TaskPlan) -> dict[str, list[str]]:
     """Per worker, the switches where its gradient is merged, in path order (GRID wants one)."""
-    marked = {(a.switch, a.pipeline) for a in tp.aggregation}
     return {
-        w: [v for u, v in pairwise(path[:-1])
-            if network.is_switch(v) and entry_point(network, u, v) in marked]
+        w: [v for u, v in pairwise(path[:-1]) if network.is_switch(v)
+            and (point := tp.point_at(*entry_point(network, u, v))) and point.merges(w)]
         for w, path in sorted(tp.paths.items())
     }

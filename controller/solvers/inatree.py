@@ -2,10 +2,13 @@
 
 Every baseline decides, per worker, a physical path and where the task's flows are summed. Under
 the plan semantics (`controller.plan`) a flow that enters a (switch, pipeline) marked as an
-aggregation point is merged there whether the scheme meant it or not, and the merged flow
-leaves toward one next hop. `AggregationTree` keeps each scheme's routes consistent with that
-rule, so a scheme only states its intent (which paths, where it wants to aggregate) and the
-physical consequences (forced merges, shared onward paths) follow here, the same way for all.
+aggregation point is merged there, unless the point names the workers it merges, and the
+merged flow leaves toward one next hop. `AggregationTree` keeps each scheme's routes consistent
+with that rule, so a scheme only states its intent (which paths, where it wants to aggregate)
+and the physical consequences (forced merges, shared onward paths) follow here, the same way for
+all. Schemes whose switches aggregate only what is addressed to them (ATP's aggregator ids,
+SwitchML's racks) build an `addressed` tree: its points list their workers and every other flow
+crosses them unmerged.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from controller.plan import AggregationPoint, Plan, TaskPlan
 from controller.solvers.common import plan_with_evaluated_rates
 
 Point = tuple[str, int]  # (switch, ingress pipeline)
+Source = str | Point  # what enters a point: a worker's own flow or another point's merged flow
 # aggregate(switch, pipeline, already_merged, next_node) -> open an aggregation point here?
 Policy = Callable[[str, int, bool, str], bool]
 
@@ -35,17 +39,19 @@ def entry_point(network: Network, u: str, v: str) -> Point:
 
 
 class AggregationTree:
-    """One task's routes: worker paths plus aggregation points, each with its onward path."""
+    """One task's routes: worker paths plus aggregation points, each with its onward path.
 
-    def __init__(self, network: Network, task: Task):
+    With `addressed`, a flow is merged at an existing point only if it was addressed to it (the
+    policy said so when the flow first reached it); otherwise every flow entering it is merged.
+    """
+
+    def __init__(self, network: Network, task: Task, addressed: bool = False):
         self.network = network
         self.task = task
+        self.addressed = addressed
         self.points: dict[Point, list[str]] = {}  # point -> path from its switch to the PS
+        self.members: dict[Point, set[Source]] = {}  # addressed trees: who each point merges
         self.intended: dict[str, list[str]] = {}
-
-    def open(self, point: Point, onward: list[str]) -> None:
-        """Declare an aggregation point whose merged flow follows `onward` (switch ... PS)."""
-        self.points.setdefault(point, onward)
 
     def add(self, worker: str, path: list[str], policy: Policy = never) -> list[str]:
         """Route `worker` along `path`, opening points where `policy` asks; returns the route."""
@@ -55,48 +61,63 @@ class AggregationTree:
     def _walk(self, path: list[str], policy: Policy) -> list[str]:
         route = [path[0]]
         seq, i, merged, seen = path, 1, False, set()
+        source: Source = path[0]
         while i < len(seq):
             u, v = route[-1], seq[i]
             route.append(v)
             if i < len(seq) - 1 and self.network.is_switch(v):
                 point = entry_point(self.network, u, v)
-                if point in self.points and point not in seen:
+                if point in seen:
+                    join = False
+                elif point in self.points:
+                    join = self._joins(point, source, policy(v, point[1], merged, seq[i + 1]))
+                else:
+                    join = policy(v, point[1], merged, seq[i + 1])
+                    if join:
+                        self.points[point] = seq[i:]
+                        self.members[point] = set()
+                if join:
                     seen.add(point)
-                    merged, seq, i = True, self.points[point], 1
+                    self.members[point].add(source)
+                    merged, seq, i, source = True, self.points[point], 1, point
                     continue
-                if point not in self.points and policy(v, point[1], merged, seq[i + 1]):
-                    self.points[point] = seq[i:]
-                    seen.add(point)
-                    merged = True
             i += 1
         return route
+
+    def _joins(self, point: Point, source: Source, asked: bool) -> bool:
+        return not self.addressed or source in self.members[point] or asked
+
+    def _workers(self, point: Point, trail: frozenset[Point] = frozenset()) -> tuple[str, ...]:
+        """The workers whose contributions reach `point`, through the points feeding it."""
+        found: set[str] = set()
+        for source in self.members[point]:
+            if isinstance(source, str):
+                found.add(source)
+            elif source not in trail:
+                found.update(self._workers(source, trail | {point}))
+        return tuple(sorted(found))
 
     def task_plan(self) -> TaskPlan:
         """Final routes (re-walked through every point opened since) and the points they feed."""
         paths = {w: self._walk(p, never) for w, p in self.intended.items()}
+        workers = {p: self._workers(p) if self.addressed else None for p in self.points}
         probe = TaskPlan(self.task.job, self.task.name, self.task.ps, 0.0, paths,
-                         [AggregationPoint(s, p, 1, onward[1])
+                         [AggregationPoint(s, p, 1, onward[1], workers[(s, p)])
                           for (s, p), onward in self.points.items()])
         inflows = task_flows(self.network, probe).aggregator_inflows
         probe.aggregation = [
-            AggregationPoint(s, p, inflows[(s, p)], onward[1])
+            AggregationPoint(s, p, inflows[(s, p)], onward[1], workers[(s, p)])
             for (s, p), onward in sorted(self.points.items())
             if inflows.get((s, p), 0) > 0
         ]
         return probe
 
 
-def shortest_paths(network: Network, src: str, dst: str, avoid: set[Point] | None = None,
-                   limit: int = 256) -> list[list[str]]:
-    """All shortest paths src→dst (sorted, at most `limit`) that never enter a point in `avoid`."""
-    graph: nx.DiGraph = network.graph
-    if avoid:
-        def ok(u: str, v: str) -> bool:
-            return v == dst or not network.is_switch(v) or entry_point(network, u, v) not in avoid
-        graph = nx.subgraph_view(network.graph, filter_edge=ok)
+def shortest_paths(network: Network, src: str, dst: str, limit: int = 256) -> list[list[str]]:
+    """All shortest paths src→dst (sorted, at most `limit`)."""
     try:
         found = []
-        for path in nx.all_shortest_paths(graph, src, dst):
+        for path in nx.all_shortest_paths(network.graph, src, dst):
             found.append(path)
             if len(found) >= limit:
                 break

@@ -1,0 +1,506 @@
+"""`ina bench compare --figure NAME`: the papers' scheme comparisons, rerun and scored by our evaluator.
+
+A figure is a set of settings (topology generator and its parameters, or an example file), a
+list of schemes and the values the paper states. Each run (setting × seed × scheme) builds its
+topology from the seed, solves and evaluates it, so a run is a pure function of its
+description: results are the same whichever process or machine computes them, and are stored
+in run order. Rates are the evaluator's (max-min fair, pipeline-aware), never the schemes' own.
+
+Executors: a local `concurrent.futures` process pool by default; `--cluster ADDRESS` sends the
+runs to an existing Dask distributed scheduler. Dask rather than Ray because it is pure Python
+and pip-installable without a native runtime, its `Client.map` takes the same picklable
+function and arguments as the process pool (no actor or object-store model to learn), and
+`distributed.LocalCluster` gives CI a real scheduler and workers in-process. Dask workers must
+be able to import this package (same environment as the client).
+
+Output per figure: `out/bench/compare/<figure>/results.json` (every run, per-setting means and
+the ratios between schemes next to the paper's) and `<figure>.png`, drawn like the paper's plot;
+plus the figure's rows in the "Scheme comparison (issue 6)" section of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from controller.network import Network, build_network, load_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTION = "## Scheme comparison (issue 6)"
+DEVIATION = 0.25  # ratios between schemes further than this from the paper's get flagged
+
+console = Console()
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of a figure: a topology recipe and what the paper reports there."""
+
+    label: str
+    builder: str  # key of BUILDERS
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    panel: str = ""  # subplot of the paper's figure
+    x: float | None = None  # x-axis value (number of workers) for line plots
+    paper: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    title: str
+    source: str  # where the paper states its values
+    schemes: tuple[str, ...]
+    settings: tuple[Setting, ...]
+    plot: str  # "bars", "violins" or "lines"
+    reference: str  # scheme the ratios are taken against
+    seeds: int = 30
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Run:
+    """Everything one solve needs; picklable, so any executor can compute it."""
+
+    index: int
+    figure: str
+    setting: Setting
+    seed: int
+    scheme: str
+    params: dict[str, Any]
+    time_limit: float | None
+
+
+# ------------------------------------------------------------------ topologies
+
+
+def _example(seed: int, file: str) -> Network:
+    return load_topology(ROOT / "topologies" / "examples" / file)
+
+
+def _aro_leaf_spine(seed: int, workers: int = 200, leaves: int = 24, spines: int = 24,
+                    hosts_per_leaf: int = 24, ina: float = 0.2, pipelines: int = 4) -> Network:
+    """ARO Sec. V-A: leaf-spine, 100 Gbps, γ of the switches INA (PS's leaf always), P pipelines."""
+    from controller.topogen import InaOptions, Workload, leaf_spine
+
+    doc = leaf_spine(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf,
+                     ina=InaOptions(ina=ina, pipelines=pipelines),
+                     workload=Workload(workers_per_job=workers), seed=seed)
+    return build_network(doc, source=f"aro leaf-spine seed {seed}")
+
+
+def _grid_fabric(seed: int, kind: str, scenario: str, workers: int) -> Network:
+    """GRID Sec. 6.2: 100 Gbps everywhere (PS ingress too), INA capacity drawn in 0.1-3.2 Tbps.
+
+    Scenario "a": every ToR INA; "b": 20 % of the switches drawn at random. GRID's model has no
+    pipelines and does not make the PS's switch INA, so neither do these networks.
+    """
+    from controller.topogen import InaOptions, Workload, fat_tree, leaf_spine
+
+    make: Callable[..., dict]
+    if kind == "fat-tree":  # k = 8: 32 edge, 32 aggregation, 16 core; 6 servers per edge
+        tors = [f"E{p}_{e}" for p in range(8) for e in range(4)]
+        make = partial(fat_tree, k=8, hosts_per_edge=6)
+    else:  # 30 leaves x 30 spines, 17 servers per leaf (510, GRID: 500)
+        tors = [f"L{i}" for i in range(30)]
+        make = partial(leaf_spine, leaves=30, spines=30, hosts_per_leaf=17)
+    ina: float | list[str] = tors if scenario == "a" else 0.2
+    doc = make(ina=InaOptions(ina=ina, pipelines=1, ps_switch_ina=False),
+               workload=Workload(workers_per_job=workers), seed=seed)
+    rng = random.Random(seed)
+    for sw in doc["switches"]:
+        if sw.get("ina"):
+            sw["aggregation_capacity_gbps"] = round(rng.uniform(100.0, 3200.0), 3)
+    _fill_racks(doc, rng)
+    return build_network(doc, source=f"grid {kind} ({scenario}) seed {seed}")
+
+
+def _fill_racks(doc: dict[str, Any], rng: random.Random) -> None:
+    """GRID: "the number of workers per rack is determined", so workers fill whole racks (drawn
+    in random order) instead of being scattered one by one over the servers."""
+    task = doc["jobs"][0]["tasks"][0]
+    hosts = {h["name"] for h in doc["hosts"]} - {task["ps"]}
+    racks: dict[str, list[str]] = {}
+    for link in doc["links"]:
+        if link["a"] in hosts:
+            racks.setdefault(link["b"], []).append(link["a"])
+    order = sorted(racks)
+    rng.shuffle(order)
+    chosen = [h for rack in order for h in racks[rack]][:len(task["workers"])]
+    role = {h: "worker" for h in chosen}
+    for host in doc["hosts"]:
+        if host["role"] != "ps":
+            host["role"] = role.get(host["name"], "idle")
+    task["workers"] = sorted(chosen)
+
+
+BUILDERS: dict[str, Callable[..., Network]] = {
+    "example": _example,
+    "aro-leaf-spine": _aro_leaf_spine,
+    "grid-fabric": _grid_fabric,
+}
+
+
+# ------------------------------------------------------------------ figures
+
+
+def _grid_settings(scenario: str, paper: dict[tuple[str, int], dict[str, float]]) -> tuple:
+    return tuple(
+        Setting(f"{kind}, {n} workers", "grid-fabric",
+                {"kind": kind, "scenario": scenario, "workers": n}, panel=kind, x=n,
+                paper=paper.get((kind, n), {}))
+        for kind in ("fat-tree", "leaf-spine") for n in (20, 40, 60, 80, 100)
+    )
+
+
+# GRID's own simulations score R-GRIA on model (1), which ignores links (Sec. 4.1), and ARO ran
+# GRID the same way; the evaluator then scores the resulting routes on the real links.
+_PURE_GRID = {"grid": {"links": False}}
+# GRID Sec. 6.1 describes ATP with one level ("the first encountered aggregation node").
+_GRID_PAPER = {**_PURE_GRID, "atp": {"ps_side": False}}
+
+FIGURES: dict[str, Figure] = {f.name: f for f in (
+    Figure(
+        "grid-fig1", "GRID Fig. 1: minimum sending rate on the motivating example",
+        "GRID Sec. 3.1", ("geryon", "atp", "switchml", "grid"),
+        (Setting("grid-fig1.yaml", "example", {"file": "grid-fig1.yaml"},
+                 paper={"geryon": 1.0, "atp": 2.43, "grid": 3.0}),),
+        plot="bars", reference="grid", seeds=1,
+    ),
+    Figure(
+        "aro-fig7a", "ARO Fig. 7a: SJST throughput, 200 workers, 20 % INA, 4 pipelines",
+        "ARO Sec. V-B", ("random", "atp", "grid", "aggtree", "aro", "aro-acc"),
+        (Setting("leaf-spine 24x24, 200 workers", "aro-leaf-spine",
+                 paper={"random": 7.92, "grid": 1.75, "aggtree": 8.76, "aro": 26.33}),),
+        plot="violins", reference="aro", params=_PURE_GRID,
+        notes="ARO-ACC: within 6.4 % of ARO (no value stated); ATP is not in ARO's figure "
+              "(ARO's RANDOM is its upgrade of ATP).",
+    ),
+    Figure(
+        "grid-fig11", "GRID Fig. 11: sending rate vs workers, scenario (a) ToR-only INA",
+        "GRID Sec. 6.2", ("geryon", "switchml", "atp", "grid"),
+        _grid_settings("a", {("fat-tree", 40): {"geryon": 2.5, "switchml": 10.0, "atp": 25.21,
+                                                "grid": 30.0}}),
+        plot="lines", reference="grid", params=_GRID_PAPER,
+        notes="Fig. 11(a) at 40 workers is stated as ratios (GRID +19 % over ATP, 2x over "
+              "SwitchML, 11x over Geryon); the absolute values assume Geryon = 100 Gbps / 40.",
+    ),
+    Figure(
+        "grid-fig12", "GRID Fig. 12: sending rate vs workers, scenario (b) 20 % random INA",
+        "GRID Sec. 6.2", ("geryon", "switchml", "atp", "grid"),
+        _grid_settings("b", {("fat-tree", 100): {"geryon": 1.0, "switchml": 8.9, "atp": 10.0,
+                                                 "grid": 23.5}}),
+        plot="lines", reference="grid", params=_GRID_PAPER,
+    ),
+    Figure(
+        "smoke", "Smoke test: a small leaf-spine, every kind of scheme",
+        "-", ("geryon", "atp", "aggtree", "grid"),
+        (Setting("leaf-spine 4x2, 6 workers", "aro-leaf-spine",
+                 {"workers": 6, "leaves": 4, "spines": 2, "hosts_per_leaf": 4, "ina": 0.5,
+                  "pipelines": 2}),),
+        plot="violins", reference="grid", seeds=3,
+    ),
+)}
+
+
+# ------------------------------------------------------------------ running
+
+
+def run_one(run: Run) -> dict[str, Any]:
+    """Build, solve, evaluate: the record of one run (an `error` instead when it fails)."""
+    from controller.evaluate import evaluate
+    from controller.solvers import SolveOptions, solve
+
+    record: dict[str, Any] = {"index": run.index, "setting": run.setting.label,
+                              "seed": run.seed, "scheme": run.scheme}
+    try:
+        network = BUILDERS[run.setting.builder](run.seed, **run.setting.kwargs)
+        plan = solve(network, run.scheme, SolveOptions(run.time_limit, run.seed, None, run.params))
+        result = evaluate(network, plan)
+    except Exception as exc:  # noqa: BLE001 - one failing scheme must not lose the sweep
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        record["traceback"] = traceback.format_exc(limit=4)
+        return record
+    record.update(
+        rate_gbps=min((t.rate_gbps for t in result.tasks), default=0.0),
+        consistent=result.consistent,
+        status=plan.status,
+        solve_seconds=plan.solve_seconds,
+    )
+    return record
+
+
+def plan_runs(figure: Figure, seeds: int, schemes: tuple[str, ...],
+              time_limit: float | None) -> list[Run]:
+    runs = []
+    for setting in figure.settings:
+        for seed in range(seeds):
+            for scheme in schemes:
+                runs.append(Run(len(runs), figure.name, setting, seed, scheme,
+                                figure.params.get(scheme, {}), time_limit))
+    return runs
+
+
+def execute(runs: list[Run], *, jobs: int | None = None, cluster: str | None = None,
+            progress: bool = True) -> list[dict[str, Any]]:
+    """Every run's record, in run order, computed locally or on a Dask cluster."""
+    results: list[dict[str, Any] | None] = [None] * len(runs)
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, disable=not progress) as bar:
+        task = bar.add_task("runs", total=len(runs))
+        for record in _records(runs, jobs, cluster):
+            results[record["index"]] = record
+            last = f"{record['scheme']} seed {record['seed']}"
+            bar.update(task, advance=1, description=f"runs (last: {last})")
+    return [r for r in results if r is not None]
+
+
+def _records(runs: list[Run], jobs: int | None, cluster: str | None) -> Iterator[dict[str, Any]]:
+    if cluster:
+        from distributed import Client
+        from distributed import as_completed as dask_completed
+
+        with Client(cluster) as client:
+            futures = client.map(run_one, runs, pure=False)
+            for future in dask_completed(futures):
+                yield future.result()
+        return
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_one, run) for run in runs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+# ------------------------------------------------------------------ summarising
+
+
+def summarise(figure: Figure, records: list[dict[str, Any]],
+              schemes: tuple[str, ...]) -> dict[str, Any]:
+    """Per setting and scheme: mean, spread and the paper's value; ratios to the reference."""
+    summary, ratios = [], []
+    for setting in figure.settings:
+        means: dict[str, float] = {}
+        for scheme in schemes:
+            rates = [r["rate_gbps"] for r in records
+                     if r["setting"] == setting.label and r["scheme"] == scheme and "error" not in r]
+            errors = sum(1 for r in records if r["setting"] == setting.label
+                         and r["scheme"] == scheme and "error" in r)
+            row = {"setting": setting.label, "panel": setting.panel, "x": setting.x,
+                   "scheme": scheme, "runs": len(rates), "errors": errors,
+                   "paper_gbps": setting.paper.get(scheme)}
+            if rates:
+                means[scheme] = statistics.fmean(rates)
+                row.update(mean_gbps=means[scheme], min_gbps=min(rates), max_gbps=max(rates),
+                           stdev_gbps=statistics.pstdev(rates))
+            summary.append(row)
+        ref = figure.reference
+        paper = setting.paper
+        for scheme in schemes:
+            if scheme == ref or ref not in paper or scheme not in paper:
+                continue
+            paper_ratio = paper[ref] / paper[scheme]
+            our_ratio = means[ref] / means[scheme] if means.get(scheme) and ref in means else None
+            deviation = None if our_ratio is None else our_ratio / paper_ratio - 1
+            ratios.append({"setting": setting.label, "ratio": f"{ref}/{scheme}",
+                           "paper": paper_ratio, "ours": our_ratio, "deviation": deviation,
+                           "flagged": deviation is None or abs(deviation) > DEVIATION})
+    return {"summary": summary, "ratios": ratios}
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else f"{value:.3g}"
+
+
+# ------------------------------------------------------------------ plots
+
+
+def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, Any]],
+         schemes: tuple[str, ...], path: Path) -> None:
+    """The paper's kind of plot: bars (Fig. 1), violins with means (ARO), lines vs workers (GRID)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = list(dict.fromkeys(s.panel for s in figure.settings))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        rows = [r for r in summary if r["panel"] == panel]
+        if figure.plot == "lines":
+            for scheme in schemes:
+                mine = [r for r in rows if r["scheme"] == scheme and "mean_gbps" in r]
+                line, = ax.plot([r["x"] for r in mine], [r["mean_gbps"] for r in mine],
+                                marker="o", label=scheme.upper())
+                paper = [r for r in rows if r["scheme"] == scheme and r["paper_gbps"]]
+                ax.scatter([r["x"] for r in paper], [r["paper_gbps"] for r in paper],
+                           marker="*", s=120, color=line.get_color(), edgecolor="black",
+                           label=f"{scheme.upper()} (paper)" if paper else None)
+            ax.set_xlabel("number of workers")
+            ax.set_title(panel)
+        elif figure.plot == "violins":
+            data = [[r["rate_gbps"] for r in records if r["scheme"] == s and "error" not in r]
+                    or [0.0] for s in schemes]
+            parts = ax.violinplot(data, showmeans=True, showextrema=True)
+            parts["cmeans"].set_color("red")
+            paper = [(i + 1, r["paper_gbps"]) for i, s in enumerate(schemes)
+                     for r in rows if r["scheme"] == s and r["paper_gbps"]]
+            if paper:
+                ax.scatter(*zip(*paper), marker="*", s=120, color="gold", edgecolor="black",
+                           zorder=3, label="paper mean")
+            ax.set_xticks(range(1, len(schemes) + 1), [s.upper() for s in schemes])
+        else:
+            by = {r["scheme"]: r for r in rows}
+            xs = range(len(schemes))
+            ax.bar([x - 0.2 for x in xs], [by[s].get("paper_gbps") or 0 for s in schemes],
+                   0.4, label="paper", color="lightgray", edgecolor="black")
+            ax.bar([x + 0.2 for x in xs], [by[s].get("mean_gbps", 0) for s in schemes], 0.4,
+                   label="ours (evaluator)")
+            ax.set_xticks(list(xs), [s.upper() for s in schemes])
+        ax.set_ylabel("sending rate (Gbps)")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.suptitle(figure.title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------ BENCHMARKS.md
+
+
+def table_rows(figure: Figure, summary: list[dict[str, Any]], seeds: int, png: str) -> list[str]:
+    """One row per setting: `scheme paper / ours` for each scheme."""
+    rows = []
+    for setting in figure.settings:
+        cells = []
+        for r in summary:
+            if r["setting"] == setting.label:
+                ours = _fmt(r.get("mean_gbps")) + (f" ({r['errors']} failed)" if r["errors"] else "")
+                cells.append(f"{r['scheme']} {_fmt(r['paper_gbps'])} / {ours}")
+        rows.append(f"| [{figure.name}]({png}) | {setting.label} | {seeds} | {' · '.join(cells)} |")
+    return rows
+
+
+_HEADER = "| figure | setting | seeds | scheme paper / ours (Gbps) |\n|---|---|---|---|"
+
+
+def update_benchmarks(path: Path, figure: str, rows: list[str]) -> None:
+    """Replace this figure's rows in our section of BENCHMARKS.md, leaving the rest untouched."""
+    begin, end = f"<!-- compare:{figure} -->", f"<!-- /compare:{figure} -->"
+    block = "\n".join([begin, "", _HEADER, *rows, "", end])
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + block + rest.split(end, 1)[1]
+    else:
+        if SECTION not in text:
+            text = text.rstrip("\n") + f"\n\n{SECTION}\n\n" + (
+                "Rates in Gbps, `paper / ours`, ours the mean over seeds of the evaluator's "
+                "rate. Regenerate a figure's table with `ina bench compare --figure NAME`.\n")
+        head, tail = text.split(SECTION, 1)
+        nxt = tail.find("\n## ")
+        section, after = (tail, "") if nxt < 0 else (tail[:nxt], tail[nxt:])
+        text = head + SECTION + section.rstrip("\n") + "\n\n" + block + "\n" + after
+    path.write_text(text)
+
+
+# ------------------------------------------------------------------ command
+
+
+def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, ...] | None = None,
+            jobs: int | None = None, cluster: str | None = None, out: Path | None = None,
+            benchmarks: Path | None = ROOT / "BENCHMARKS.md", time_limit: float | None = None,
+            progress: bool = True) -> dict[str, Any]:
+    """Run a figure, write its JSON, PNG and BENCHMARKS.md rows; returns the JSON document."""
+    from controller.solvers import scheme_names
+
+    figure = FIGURES[figure_name]
+    seeds = seeds or figure.seeds
+    known = set(scheme_names())
+    schemes = tuple(s for s in (schemes or figure.schemes) if s in known)
+    runs = plan_runs(figure, seeds, schemes, time_limit)
+    records = execute(runs, jobs=jobs, cluster=cluster, progress=progress)
+    result = {
+        "figure": figure.name, "title": figure.title, "source": figure.source,
+        "notes": figure.notes, "seeds": seeds, "schemes": list(schemes),
+        "executor": f"dask {cluster}" if cluster else "local process pool",
+        "settings": [asdict(s) for s in figure.settings],
+        "runs": records, **summarise(figure, records, schemes),
+    }
+    out = out or ROOT / "out" / "bench" / "compare" / figure.name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    png = out / f"{figure.name}.png"
+    plot(figure, records, result["summary"], schemes, png)
+    if benchmarks is not None:
+        link = png.relative_to(ROOT) if png.is_relative_to(ROOT) else png
+        update_benchmarks(benchmarks, figure.name,
+                          table_rows(figure, result["summary"], seeds, str(link)))
+    return result
+
+
+def _report(result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=result["title"])
+    for col in ("setting", "scheme", "paper", "ours (mean)", "min", "max", "runs"):
+        table.add_column(col)
+    for r in result["summary"]:
+        table.add_row(r["setting"], r["scheme"], _fmt(r["paper_gbps"]), _fmt(r.get("mean_gbps")),
+                      _fmt(r.get("min_gbps")), _fmt(r.get("max_gbps")),
+                      f"{r['runs']}" + (f" ({r['errors']} failed)" if r["errors"] else ""))
+    console.print(table)
+    for q in result["ratios"]:
+        if q["flagged"]:
+            console.print(f"[yellow]ratio {q['ratio']} at {q['setting']}: paper "
+                          f"{_fmt(q['paper'])}, ours {_fmt(q['ours'])}[/yellow]")
+    for r in result["runs"]:
+        if "error" in r:
+            console.print(f"[red]{r['scheme']} seed {r['seed']} ({r['setting']}):[/red] "
+                          f"{r['error']}", highlight=False)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    schemes = tuple(args.schemes.split(",")) if args.schemes else None
+    result = compare(args.figure, seeds=args.seeds, schemes=schemes, jobs=args.jobs,
+                     cluster=args.cluster, out=Path(args.out) if args.out else None,
+                     benchmarks=None if args.no_benchmarks else Path(args.benchmarks),
+                     time_limit=args.time_limit)
+    _report(result)
+    console.print(f"results in {args.out or Path('out/bench/compare') / args.figure}")
+    return 0 if not any("error" in r for r in result["runs"]) else 1
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """`compare` under `ina bench`."""
+    p = sub.add_parser("compare", help="rerun a paper's scheme comparison (JSON, PNG, "
+                       "BENCHMARKS.md row)")
+    p.add_argument("--figure", required=True, choices=sorted(FIGURES))
+    p.add_argument("--seeds", type=int, help="seeds per setting (default: the paper's)")
+    p.add_argument("--schemes", help="comma-separated subset of the figure's schemes")
+    p.add_argument("--jobs", type=int, help="local worker processes (default: CPU count)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="Dask scheduler address (tcp://host:8786) instead of local processes")
+    p.add_argument("--time-limit", type=float, metavar="S", help="per-solve time limit")
+    p.add_argument("--out", metavar="DIR", help="output folder (default out/bench/compare/NAME)")
+    p.add_argument("--benchmarks", default=str(ROOT / "BENCHMARKS.md"),
+                   help="BENCHMARKS.md to update (default: the repository's)")
+    p.add_argument("--no-benchmarks", action="store_true", help="do not touch BENCHMARKS.md")
+    p.set_defaults(func=cmd_compare)

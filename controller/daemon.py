@@ -1,0 +1,134 @@
+"""`ina controller`: solve, compile, push to every switch over P4Runtime, verify, publish, watch.
+
+The control channel to the host agents is a JSON state file (documented in README.md): the
+plan version, each task's rate, and for every worker the ids it must put in its packets. The
+daemon rewrites it atomically whenever something changes and, while it runs, once a second
+with the switches' counters, so `ina status` and the Mininet runner only ever read a file.
+
+Reconciliation after a switch restart is finsy's reconnect plus the driver's ready handler,
+which reinstalls everything and logs how long it took (`pushes` in the state file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from finsy import Controller
+
+from controller.network import Network
+from controller.plan import Plan
+from controller.program import compile_plan
+from controller.southbound.p4runtime import (
+    InaSwitchDriver,
+    SouthboundError,
+    SwitchTarget,
+    read_counters,
+)
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class Session:
+    """What the daemon drives: the network, the current plan and one driver per switch."""
+
+    network: Network
+    plan: Plan
+    targets: dict[str, SwitchTarget]
+    state_file: Path
+    p4blob: Path | None = None
+    version: int = 1
+    drivers: dict[str, InaSwitchDriver] = field(default_factory=dict)
+    counters: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.targets) - set(self.network.switches))
+        if unknown:
+            raise SouthboundError(f"switches file names unknown switch(es): {', '.join(unknown)}")
+        programs, self.assignments = compile_plan(self.network, self.plan)
+        extra = {"p4blob": self.p4blob} if self.p4blob else {}
+        self.drivers = {
+            name: InaSwitchDriver(target, programs[name], **extra)
+            for name, target in self.targets.items()
+        }
+
+    def state(self) -> dict:
+        return {
+            "version": self.version,
+            "written_at": time.time(),
+            "topology": self.network.name,
+            "plan": self.plan.to_dict(),
+            "workers": [asdict(a) for a in self.assignments],
+            "switches": {
+                name: {
+                    "address": d.target.address,
+                    "device_id": d.target.device_id,
+                    "programmed": d.ready.is_set(),
+                    "pushes_seconds": d.pushes,
+                    "problems": d.problems,
+                    "counters": self.counters.get(name, {}),
+                }
+                for name, d in self.drivers.items()
+            },
+        }
+
+    def publish(self) -> None:
+        """Write the state file atomically (readers never see half a file)."""
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state(), indent=2) + "\n")
+        os.replace(tmp, self.state_file)
+
+
+async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = False) -> None:
+    """Program every switch, verify, publish; then keep them programmed until cancelled."""
+    async with Controller([d.switch for d in session.drivers.values()]):
+        await _wait_programmed(session, connect_timeout)
+        mismatches = [p for d in session.drivers.values() for p in d.problems]
+        if mismatches:
+            raise SouthboundError("read-back differs from what was written: " + "; ".join(mismatches))
+        session.publish()
+        LOG.info("plan v%d installed on %d switch(es)", session.version, len(session.drivers))
+        if once:
+            return
+        while True:
+            await asyncio.sleep(1.0)
+            for name, driver in session.drivers.items():
+                if driver.switch.is_up:
+                    session.counters[name] = await read_counters(driver.switch)
+            session.publish()
+
+
+async def _wait_programmed(session: Session, timeout: float) -> None:
+    pending = {name: d for name, d in session.drivers.items()}
+    try:
+        async with asyncio.timeout(timeout):
+            for driver in pending.values():
+                await driver.ready.wait()
+    except TimeoutError:
+        late = [f"{n} at {d.target.address}" for n, d in pending.items() if not d.ready.is_set()]
+        raise SouthboundError(
+            f"switch(es) {', '.join(late)} did not accept a connection and the pipeline within "
+            f"{timeout:g} s (wrong address, switch not running, or pipeline refused)"
+        ) from None
+
+
+def load_targets(path: str | Path) -> dict[str, SwitchTarget]:
+    """Switches file: {"S1": {"address": "127.0.0.1:50001", "device_id": 1}, ...}."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SouthboundError(f"{path}: cannot read the switches file ({exc})") from None
+    try:
+        return {
+            name: SwitchTarget(name, entry["address"], int(entry.get("device_id", 1)))
+            for name, entry in data.items()
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise SouthboundError(f"{path}: each switch needs an address ({exc})") from None
