@@ -170,6 +170,38 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mininet(args: argparse.Namespace) -> int:
+    from controller import mininet_runner as runner
+    from controller.solvers import SolveOptions, UnknownScheme, solve
+
+    network = load_topology(args.topology)
+    try:
+        plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
+    except UnknownScheme as exc:
+        raise UserError(str(exc)) from None
+    print_plan(plan)
+    console.print(f"link scale: 1 model Gbps = {args.scale_mbps:g} Mbps of TCLink bandwidth")
+
+    def show(it: runner.IterationResult) -> None:
+        goodput = ", ".join(f"{w} {g:.2f}" for w, g in sorted(it.goodput_mbps.items()))
+        console.print(
+            f"iteration {it.iteration}: {it.seconds:.2f} s, result "
+            f"{'exact' if it.exact else '[red]WRONG[/red]'}, flows into the PS {it.ps_link_flows}"
+            f", goodput Mbps (plan {plan.tasks[0].rate_gbps * args.scale_mbps:.2f}): {goodput}")
+
+    try:
+        result = runner.run(network, plan, iterations=args.iterations,
+                            gradient_mb=args.gradient_mb, target=args.target,
+                            scale_mbps=args.scale_mbps, timeout=args.timeout, on_iteration=show)
+    except runner.RunnerError as exc:
+        console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
+        return 1
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    return 0 if result.exact else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ina", description="Controller for in-network aggregation: plan, push, verify."
@@ -216,6 +248,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     p.set_defaults(func=cmd_controller)
+
+    p = sub.add_parser("mininet", help="run the closed loop on Mininet with real packets (root)")
+    p.add_argument("topology")
+    p.add_argument("--scheme", default="shortest")
+    p.add_argument("--gradient-mb", type=float, default=1.0)
+    p.add_argument("--iterations", type=int, default=1)
+    p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded")
+    p.add_argument("--scale-mbps", type=float, default=10.0,
+                   help="TCLink Mbps per model Gbps (default 10)")
+    p.add_argument("--timeout", type=float, default=120.0, help="per-iteration limit (s)")
+    p.add_argument("--time-limit", type=float, metavar="S", help="solver time limit")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", metavar="OUT", help="write per-iteration results as JSON")
+    p.set_defaults(func=cmd_mininet)
 
     p = sub.add_parser("status", help="show switches, plan version, rates and counters")
     p.add_argument("state", nargs="?", default="out/controller/state.json")

@@ -1,9 +1,7 @@
-"""`ina bench ...`: benchmark commands, one module per subcommand.
+"""`ina bench ...`: benchmark commands (JSON + PNG into an output directory, never assertions).
 
-Each module listed in `COMMANDS` exposes `add_parser(sub)`, adding its own subcommand to the
-`bench` parser; `register` is the hook `controller.cli` calls for every plugin package.
-Modules are imported only when the command line is built, so benchmarks with heavy imports
-(Dask, matplotlib) cost nothing elsewhere.
+Each benchmark module exposes `add_parser(bench_subparsers)` and is listed in `BENCHMARKS`;
+adding `bench target`, `bench e2e` or `bench compare` is one more entry there.
 """
 
 from __future__ import annotations
@@ -11,12 +9,16 @@ from __future__ import annotations
 import argparse
 import importlib
 
-COMMANDS: list[str] = ["controller.bench.compare"]
+# sub-subcommand → module with `add_parser(subparsers)`
+BENCHMARKS: dict[str, str] = {
+    "compare": "controller.bench.compare",
+    "target": "dataplane.bench",
+}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add `bench` and, under it, every module's subcommand."""
-    bench = subparsers.add_parser("bench", help="reproduce the papers' benchmarks (JSON + PNG)")
-    sub = bench.add_subparsers(dest="bench_command", required=True, metavar="BENCHMARK")
-    for module in COMMANDS:
-        importlib.import_module(module).add_parser(sub)
+    """Called by `controller.cli`: adds `bench` and one sub-subcommand per benchmark."""
+    parser = subparsers.add_parser("bench", help="run a benchmark (writes JSON and PNG)")
+    bench = parser.add_subparsers(dest="benchmark", required=True, metavar="BENCHMARK")
+    for module in BENCHMARKS.values():
+        importlib.import_module(module).add_parser(bench)

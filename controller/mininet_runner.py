@@ -1,0 +1,306 @@
+"""`ina mininet`: the closed loop on an emulated network, with real packets.
+
+Builds the topology in Mininet (hosts in namespaces, TCLink shaping scaled from the model's
+Gbps), runs one switch process per switch (the embedded target, or bmv2 `simple_switch_grpc`
+when it is installed and asked for), starts `ina controller` on them, then runs K iterations
+of the job: a PS and every worker per iteration, each worker checking the result it receives
+against the exact sum. Everything is torn down even on failure.
+
+It lives in the `controller` package rather than in a top-level `mininet/` folder so that
+`ina mininet` works from any directory; a top-level folder of that name could also shadow the
+real `mininet` package for scripts run from the repository root.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Self
+
+from controller.network import Network
+from controller.plan import Plan
+from controller.program import Numbering
+
+# One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for a Python switch
+# on 2 cores, large enough that an iteration of a 1 MB gradient takes about a second.
+DEFAULT_SCALE_MBPS = 10.0
+# Workers pace slightly under their planned rate so shaping queues do not overflow.
+PACING_HEADROOM = 0.95
+
+
+class RunnerError(RuntimeError):
+    """A component failed; the message names it."""
+
+
+@dataclass
+class IterationResult:
+    iteration: int
+    seconds: float
+    exact: bool
+    goodput_mbps: dict[str, float]
+    ps_link_packets: int
+    ps_link_flows: float
+
+
+@dataclass
+class RunResult:
+    scheme: str
+    plan_rate_gbps: float
+    scale_mbps_per_gbps: float
+    iterations: list[IterationResult] = field(default_factory=list)
+    switch_push_seconds: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> bool:
+        return all(it.exact for it in self.iterations)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "exact": self.exact}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def switch_command(target: str, device_id: int, address: str, ports: dict[int, str]) -> list[str]:
+    """The command line of one switch process; both targets take simple_switch_grpc's flags."""
+    ifaces = [arg for port, name in sorted(ports.items()) for arg in ("-i", f"{port}@{name}")]
+    if target == "bmv2":
+        return ["simple_switch_grpc", "--device-id", str(device_id), *ifaces, "--no-p4", "--",
+                "--grpc-server-addr", address]
+    return [sys.executable, "-m", "controller.cli", "switch", "--device-id", str(device_id),
+            "--grpc-addr", address, *ifaces, "--log-level", "warning"]
+
+
+class Emulation:
+    """The Mininet network plus its switch and controller processes; a context manager."""
+
+    def __init__(self, network: Network, plan: Plan, *, target: str = "embedded",
+                 scale_mbps: float = DEFAULT_SCALE_MBPS, workdir: Path | None = None):
+        if target == "bmv2" and not shutil.which("simple_switch_grpc"):
+            raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine")
+        self.network, self.plan, self.target, self.scale = network, plan, target, scale_mbps
+        self.ids = Numbering(network)
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="ina-mininet-"))
+        self.net = None
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.switch_ports: dict[str, dict[int, str]] = {}
+        self.host_intf: dict[str, str] = {}
+        self.logs: list = []
+        self.addresses: dict[str, str] = {}
+
+    # -- lifecycle
+    def __enter__(self) -> Self:
+        try:
+            self._build()
+            self._start_switches()
+            self._start_controller()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs.clear()
+        for handle in self.logs:
+            handle.close()
+        self.logs.clear()
+        if self.net is not None:
+            self.net.stop()
+            self.net = None
+
+    # -- building
+    def _build(self) -> None:
+        from mininet.link import TCLink
+        from mininet.net import Mininet
+        from mininet.node import Host
+
+        net = self.net = Mininet(controller=None, link=TCLink, build=False, autoSetMacs=False,
+                                 waitConnected=False)
+        names = {}
+        for i, host in enumerate(self.network.hosts):
+            names[host] = net.addHost(f"h{i + 1}", cls=Host, ip=f"{self.ids.host_ip[host]}/16")
+        for i, switch in enumerate(self.network.switches):
+            names[switch] = net.addHost(f"s{i + 1}", cls=Host, inNamespace=False)
+        self.node = names
+        done = set()
+        graph = self.network.graph
+        for u, v, data in graph.edges(data=True):
+            if (v, u) in done:
+                continue
+            done.add((u, v))
+            back = graph.edges[v, u]
+            link = net.addLink(
+                names[u], names[v],
+                port1=data["out_port"], port2=data["in_port"],
+                params1={"bw": data["capacity_gbps"] * self.scale},
+                params2={"bw": back["capacity_gbps"] * self.scale},
+            )
+            for node, port, intf in ((u, data["out_port"], link.intf1),
+                                     (v, data["in_port"], link.intf2)):
+                if self.network.is_switch(node):
+                    self.switch_ports.setdefault(node, {})[port] = intf.name
+                else:
+                    self.host_intf[node] = intf.name
+        net.build()
+        for host in self.network.hosts:
+            names[host].cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+
+    def _start_switches(self) -> None:
+        for device_id, switch in enumerate(self.network.switches, start=1):
+            address = self.addresses[switch] = f"127.0.0.1:{_free_port()}"
+            self.procs[f"switch {switch}"] = subprocess.Popen(
+                switch_command(self.target, device_id, address, self.switch_ports[switch]),
+                stdout=self._log(f"switch-{switch}.log"), stderr=subprocess.STDOUT)
+        for switch, address in self.addresses.items():
+            _wait_listening(address, f"switch {switch}", self.procs[f"switch {switch}"])
+
+    def _start_controller(self) -> None:
+        plan_file = self.workdir / "plan.json"
+        self.plan.save(plan_file)
+        switches = {s: {"address": a, "device_id": i}
+                    for i, (s, a) in enumerate(self.addresses.items(), start=1)}
+        (self.workdir / "switches.json").write_text(json.dumps(switches))
+        self.state_file = self.workdir / "state.json"
+        self.procs["controller"] = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "controller", self.network.source,
+             "--plan", str(plan_file), "--switches", str(self.workdir / "switches.json"),
+             "--state", str(self.state_file), "--log-level", "warning"],
+            stdout=self._log("controller.log"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not self.state_file.exists():
+            if self.procs["controller"].poll() is not None:
+                raise RunnerError("controller exited before programming the switches: "
+                                  + (self.workdir / "controller.log").read_text()[-800:])
+            if time.monotonic() > deadline:
+                raise RunnerError("controller did not program the switches within 60 s")
+            time.sleep(0.1)
+
+    def _log(self, name: str):
+        """A log file in the work directory, closed with the emulation."""
+        handle = (self.workdir / name).open("wb")
+        self.logs.append(handle)
+        return handle
+
+    def state(self) -> dict:
+        return json.loads(self.state_file.read_text())
+
+    # -- running the job
+    def iterate(self, gradient_mb: float, iteration: int, timeout: float) -> list[IterationResult]:
+        results = []
+        for tp in self.plan.tasks:
+            results.append(self._iterate_task(tp, gradient_mb, iteration, timeout))
+        return results
+
+    def _iterate_task(self, tp, gradient_mb: float, iteration: int,
+                      timeout: float) -> IterationResult:
+        assignments = {row["worker"]: row for row in self.state()["workers"]
+                       if (row["job_id"], row["task_id"]) == self._ids(tp)}
+        ps_port = self._ps_port(tp)
+        before = _tx_packets(ps_port)
+        ps_host = self.node[tp.ps]
+        common = ["--job", str(self.ids.job_id(tp.job)),
+                  "--task", str(self.ids.task_id(tp.job, tp.task)),
+                  "--workers", str(len(tp.paths)), "--size-mb", str(gradient_mb)]
+        ps = ps_host.popen([sys.executable, "-m", "controller.cli", "ps", "--iface",
+                            self.host_intf[tp.ps], "--ip", self.ids.host_ip[tp.ps], *common,
+                            "--linger", "1.5"])
+        time.sleep(0.3)
+        wire_gbps = tp.rate_gbps * self.scale / 1000 * PACING_HEADROOM
+        started = time.monotonic()
+        workers = {}
+        for index, worker in enumerate(tp.paths):
+            a = assignments[worker]
+            workers[worker] = self.node[worker].popen(
+                [sys.executable, "-m", "controller.cli", "worker", "--iface",
+                 self.host_intf[worker], "--ip", self.ids.host_ip[worker], *common,
+                 "--ps-ip", a["ps_ip"], "--index", str(index), "--flow-id", str(a["flow_id"]),
+                 "--next-node", str(a["next_node"]), "--rate-gbps", f"{wire_gbps:.6f}",
+                 "--seed", str(iteration), "--verify"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        reports, exact = {}, True
+        for worker, proc in workers.items():
+            try:
+                out, _ = proc.communicate(timeout=max(1.0, timeout - (time.monotonic() - started)))
+            except subprocess.TimeoutExpired:
+                for p in workers.values():
+                    p.kill()
+                ps.kill()
+                raise RunnerError(f"worker {worker} did not finish iteration {iteration} within "
+                                  f"{timeout:g} s (hang)") from None
+            lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
+            if proc.returncode not in (0, 1) or not lines:
+                ps.kill()
+                raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
+            reports[worker] = json.loads(lines[-1])
+            exact &= bool(reports[worker].get("exact"))
+        seconds = time.monotonic() - started
+        ps.wait(timeout=10)
+        packets = _tx_packets(ps_port) - before
+        fragments = reports[next(iter(reports))]["fragments"]
+        goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
+        return IterationResult(iteration, seconds, exact, goodput, packets,
+                               round(packets / max(1, fragments), 2))
+
+    def _ids(self, tp) -> tuple[int, int]:
+        return self.ids.job_id(tp.job), self.ids.task_id(tp.job, tp.task)
+
+    def _ps_port(self, tp) -> str:
+        """Switch-side interface of the link into the PS: its tx counter counts PS-bound packets."""
+        (leaf,) = list(self.network.graph.predecessors(tp.ps))
+        port = self.network.graph.edges[leaf, tp.ps]["out_port"]
+        return self.switch_ports[leaf][port]
+
+
+def _tx_packets(interface: str) -> int:
+    return int(Path(f"/sys/class/net/{interface}/statistics/tx_packets").read_text())
+
+
+def _wait_listening(address: str, name: str, proc: subprocess.Popen, timeout: float = 20) -> None:
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RunnerError(f"{name} exited at start (code {proc.returncode})")
+        try:
+            socket.create_connection((host, int(port)), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RunnerError(f"{name} did not listen on {address} within {timeout:g} s")
+
+
+def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
+        target: str = "embedded", scale_mbps: float = DEFAULT_SCALE_MBPS,
+        timeout: float = 120.0, on_iteration=None) -> RunResult:
+    """Run the whole closed loop once; raises RunnerError naming the component that failed."""
+    result = RunResult(plan.scheme, plan.tasks[0].rate_gbps, scale_mbps)
+    with Emulation(network, plan, target=target, scale_mbps=scale_mbps) as emu:
+        for k in range(1, iterations + 1):
+            for it in emu.iterate(gradient_mb, k, timeout):
+                result.iterations.append(it)
+                if on_iteration:
+                    on_iteration(it)
+        result.switch_push_seconds = {
+            s: d["pushes_seconds"] for s, d in emu.state()["switches"].items()}
+    return result

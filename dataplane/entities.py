@@ -1,0 +1,334 @@
+"""P4Runtime entities of the embedded target: validation, storage for Read, and the pipeline.
+
+Each accepted update is stored in canonical form (so Read returns exactly what was written,
+"Read-Write Symmetry") and translated into the `Forwarding` dictionaries the pipeline uses.
+Errors are `P4Error`s carrying the canonical gRPC code the spec's "Write RPC" section asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from finsy.proto import p4r
+from grpc import StatusCode
+
+from dataplane.frame import MAX_PIPES, SLOTS_PER_PIPE
+from dataplane.pipeline import COUNTERS, Aggregate, Pipeline
+from dataplane.schema import COUNTER_PREFIX, Schema
+
+Key = tuple[tuple[int, bytes, int], ...]
+Params = dict[str, int]  # action parameters by name
+INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
+
+
+class P4Error(Exception):
+    """A rejected update or read, with its canonical code."""
+
+    def __init__(self, code: StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def canonical(value: bytes, bitwidth: int, what: str) -> bytes:
+    """P4Runtime canonical bytestring: no leading zero bytes, at least one byte, fits width."""
+    if not value:
+        raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what}: empty bytestring")
+    number = int.from_bytes(value, "big")
+    if number >> bitwidth:
+        raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what}: value does not fit {bitwidth} bits")
+    return number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
+
+
+class Entities:
+    """Table entries, multicast groups, clone sessions and counters of one pipeline config."""
+
+    def __init__(self, schema: Schema, pipeline: Pipeline) -> None:
+        self.schema = schema
+        self.pipeline = pipeline
+        self.tables: dict[int, dict[Key, p4r.TableEntry]] = {t: {} for t in schema.tables}
+        self.groups: dict[int, p4r.MulticastGroupEntry] = {}
+        self.sessions: dict[int, p4r.CloneSessionEntry] = {}
+        self._translate = {
+            schema.table_named(f"InaIngress.{name}").id: fn
+            for name, fn in (
+                ("port_pipeline", self._port_pipeline), ("job_slots", self._job_slots),
+                ("ina_aggregate", self._aggregate), ("ina_forward", self._forward),
+                ("result_multicast", self._result), ("ipv4_lpm", self._lpm),
+            )
+        }
+        self._counters = {c.id: c.name.removeprefix(COUNTER_PREFIX)
+                          for c in schema.counters.values()
+                          if c.name.removeprefix(COUNTER_PREFIX) in COUNTERS}
+
+    # *** Write
+
+    def write(self, update: p4r.Update) -> None:
+        kind = update.entity.WhichOneof("entity")
+        if kind == "table_entry":
+            self._write_table(update.type, update.entity.table_entry)
+        elif kind == "packet_replication_engine_entry":
+            pre = update.entity.packet_replication_engine_entry
+            if pre.WhichOneof("type") == "multicast_group_entry":
+                self._write_group(update.type, pre.multicast_group_entry)
+            elif pre.WhichOneof("type") == "clone_session_entry":
+                self._write_session(update.type, pre.clone_session_entry)
+            else:
+                raise P4Error(StatusCode.INVALID_ARGUMENT, "empty PacketReplicationEngineEntry")
+        elif kind == "counter_entry":
+            self._write_counter(update.type, update.entity.counter_entry)
+        else:
+            raise P4Error(StatusCode.UNIMPLEMENTED, f"writing {kind} is not supported")
+
+    def _write_table(self, kind: int, entry: p4r.TableEntry) -> None:
+        table = self.schema.tables.get(entry.table_id)
+        if table is None:
+            raise P4Error(StatusCode.NOT_FOUND, f"unknown table id {entry.table_id}")
+        if entry.is_default_action:
+            raise P4Error(StatusCode.UNIMPLEMENTED, "default actions are fixed by the program")
+        if entry.priority:
+            raise P4Error(StatusCode.INVALID_ARGUMENT,
+                          f"{table.name} has no ternary/range field: priority must be 0")
+        key = self._key(table.id, entry)
+        rows = self.tables[table.id]
+        if kind == DELETE:
+            if key not in rows:
+                raise P4Error(StatusCode.NOT_FOUND, f"{table.name}: no such entry")
+            del rows[key]
+            self._translate[table.id](key, None)
+            return
+        if kind == INSERT and key in rows:
+            raise P4Error(StatusCode.ALREADY_EXISTS, f"{table.name}: entry already exists")
+        if kind == MODIFY and key not in rows:
+            raise P4Error(StatusCode.NOT_FOUND, f"{table.name}: no such entry")
+        if kind == INSERT and len(rows) >= table.size:
+            raise P4Error(StatusCode.RESOURCE_EXHAUSTED, f"{table.name} is full ({table.size})")
+        stored = p4r.TableEntry(table_id=table.id)
+        for field_id, value, prefix in key:
+            match = stored.match.add(field_id=field_id)
+            if table.fields[field_id].match_type == "LPM":
+                match.lpm.value, match.lpm.prefix_len = value, prefix
+            else:
+                match.exact.value = value
+        action_id, params = self._action(table.id, entry)
+        stored.action.action.action_id = action_id
+        for param_id, value in sorted(params.items()):
+            stored.action.action.params.add(param_id=param_id, value=value)
+        stored.metadata = entry.metadata
+        action = self.schema.actions[action_id]
+        named = {action.params[i][0]: _int(v) for i, v in params.items()}
+        self._translate[table.id](key, None if action.name == "NoAction" else named)
+        rows[key] = stored
+
+    def _key(self, table_id: int, entry: p4r.TableEntry) -> Key:
+        table = self.schema.tables[table_id]
+        seen: dict[int, tuple[int, bytes, int]] = {}
+        for match in entry.match:
+            spec = table.fields.get(match.field_id)
+            if spec is None or match.field_id in seen:
+                raise P4Error(StatusCode.INVALID_ARGUMENT,
+                              f"{table.name}: bad or repeated match field id {match.field_id}")
+            what = f"{table.name}.{spec.name}"
+            if spec.match_type == "EXACT" and match.WhichOneof("field_match_type") == "exact":
+                seen[spec.id] = (spec.id, canonical(match.exact.value, spec.bitwidth, what), 0)
+            elif spec.match_type == "LPM" and match.WhichOneof("field_match_type") == "lpm":
+                prefix = match.lpm.prefix_len
+                value = canonical(match.lpm.value, spec.bitwidth, what)
+                number = int.from_bytes(value, "big")
+                if not 0 < prefix <= spec.bitwidth:
+                    raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what}: bad prefix_len {prefix}"
+                                  " (omit the field for a /0 match)")
+                if number & ((1 << (spec.bitwidth - prefix)) - 1):
+                    raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what}: bits set past prefix")
+                seen[spec.id] = (spec.id, value, prefix)
+            else:
+                raise P4Error(StatusCode.INVALID_ARGUMENT,
+                              f"{what}: expected a {spec.match_type.lower()} match")
+        for spec in table.fields.values():
+            if spec.match_type == "EXACT" and spec.id not in seen:
+                raise P4Error(StatusCode.INVALID_ARGUMENT,
+                              f"{table.name}: exact field {spec.name} missing")
+        return tuple(seen[i] for i in sorted(seen))
+
+    def _action(self, table_id: int, entry: p4r.TableEntry) -> tuple[int, dict[int, bytes]]:
+        table = self.schema.tables[table_id]
+        if entry.action.WhichOneof("type") != "action":
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{table.name}: a direct action is needed")
+        action = self.schema.actions.get(entry.action.action.action_id)
+        if action is None or action.id not in table.action_ids:
+            raise P4Error(StatusCode.INVALID_ARGUMENT,
+                          f"{table.name}: action id {entry.action.action.action_id} not allowed")
+        params: dict[int, bytes] = {}
+        for param in entry.action.action.params:
+            spec = action.params.get(param.param_id)
+            if spec is None or param.param_id in params:
+                raise P4Error(StatusCode.INVALID_ARGUMENT,
+                              f"{action.name}: bad or repeated param id {param.param_id}")
+            params[param.param_id] = canonical(param.value, spec[1], f"{action.name}.{spec[0]}")
+        if set(params) != set(action.params):
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{action.name}: params missing")
+        return action.id, params
+
+    def _write_group(self, kind: int, group: p4r.MulticastGroupEntry) -> None:
+        self._write_pre(kind, group.multicast_group_id, group, self.groups, "multicast group")
+        self.pipeline.fwd.mcast.pop(group.multicast_group_id, None)
+        if kind != DELETE:
+            self.pipeline.fwd.mcast[group.multicast_group_id] = [r.egress_port
+                                                                 for r in group.replicas]
+
+    def _write_session(self, kind: int, session: p4r.CloneSessionEntry) -> None:
+        self._write_pre(kind, session.session_id, session, self.sessions, "clone session")
+        self.pipeline.fwd.clone.pop(session.session_id, None)
+        if kind != DELETE:
+            self.pipeline.fwd.clone[session.session_id] = [r.egress_port
+                                                           for r in session.replicas]
+
+    @staticmethod
+    def _write_pre(kind: int, ident: int, entry: p4r.MulticastGroupEntry | p4r.CloneSessionEntry,
+                   store: dict, what: str) -> None:
+        if ident == 0:
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what} id must be > 0")
+        replicas = [(r.egress_port, r.instance) for r in entry.replicas]
+        if len(set(replicas)) != len(replicas):
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what} {ident}: repeated replica")
+        if any(not 0 < port < 512 for port, _ in replicas):
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what} {ident}: port out of range")
+        if kind == INSERT and ident in store:
+            raise P4Error(StatusCode.ALREADY_EXISTS, f"{what} {ident} already exists")
+        if kind != INSERT and ident not in store:
+            raise P4Error(StatusCode.NOT_FOUND, f"{what} {ident} does not exist")
+        if kind == DELETE:
+            del store[ident]
+        else:
+            store[ident] = type(entry)()
+            store[ident].CopyFrom(entry)
+
+    def _write_counter(self, kind: int, entry: p4r.CounterEntry) -> None:
+        name = self._counters.get(entry.counter_id)
+        if name is None:
+            raise P4Error(StatusCode.NOT_FOUND, f"unknown counter id {entry.counter_id}")
+        if kind != MODIFY:
+            raise P4Error(StatusCode.INVALID_ARGUMENT, "counters can only be modified")
+        cells = self.pipeline.counters[name]
+        indices = [entry.index.index] if entry.HasField("index") else range(MAX_PIPES)
+        for index in indices:
+            if not 0 <= index < MAX_PIPES:
+                raise P4Error(StatusCode.OUT_OF_RANGE, f"{name}: index {index} out of range")
+            cells[index] = entry.data.packet_count
+
+    # *** Translation into the pipeline's dictionaries; `action` None means the entry is gone.
+
+    def _port_pipeline(self, key: Key, action: Params | None) -> None:
+        port = _int(key[0][1])
+        if action is None:
+            self.pipeline.fwd.port_pipe.pop(port, None)
+            return
+        pipe = action["pipe"]
+        if pipe >= MAX_PIPES:
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"pipe {pipe} >= MAX_PIPES {MAX_PIPES}")
+        self.pipeline.fwd.port_pipe[port] = pipe
+
+    def _job_slots(self, key: Key, action: Params | None) -> None:
+        job = _int(key[0][1])
+        if action is None:
+            self.pipeline.fwd.job_slots.pop(job, None)
+            return
+        base, count = action["base"], action["count"]
+        if count < 1 or base + count > SLOTS_PER_PIPE:
+            raise P4Error(StatusCode.INVALID_ARGUMENT,
+                          f"job {job}: slots [{base}, {base + count}) not within 1..{SLOTS_PER_PIPE}")
+        self.pipeline.fwd.job_slots[job] = (base, count)
+
+    def _aggregate(self, key: Key, action: Params | None) -> None:
+        match = tuple(_int(v) for _, v, _ in key)
+        if action is None:
+            self.pipeline.fwd.aggregate.pop(match, None)  # type: ignore[arg-type]
+            return
+        tag, member, full = action["tag"], action["member"], action["full"]
+        if tag == 0 or member.bit_count() != 1 or not member & full:
+            raise P4Error(StatusCode.INVALID_ARGUMENT,
+                          "aggregate: tag must be non-zero, member one bit of full")
+        self.pipeline.fwd.aggregate[match] = Aggregate(  # type: ignore[index]
+            tag, member, full, action["out_flow"], action["next_node"])
+
+    def _forward(self, key: Key, action: Params | None) -> None:
+        match = tuple(_int(v) for _, v, _ in key)
+        if action is None:
+            self.pipeline.fwd.forward.pop(match, None)  # type: ignore[arg-type]
+        else:
+            self.pipeline.fwd.forward[match] = action["port"]  # type: ignore[index]
+
+    def _result(self, key: Key, action: Params | None) -> None:
+        match = tuple(_int(v) for _, v, _ in key)
+        if action is None:
+            self.pipeline.fwd.result_group.pop(match, None)  # type: ignore[arg-type]
+        else:
+            self.pipeline.fwd.result_group[match] = action["group"]  # type: ignore[index]
+
+    def _lpm(self, key: Key, action: Params | None) -> None:
+        prefix = (key[0][2], _int(key[0][1])) if key else (0, 0)
+        if action is None:
+            self.pipeline.fwd.lpm.pop(prefix, None)
+        else:
+            self.pipeline.fwd.lpm[prefix] = action["port"]
+        self.pipeline.lpm_changed()
+
+    # *** Read
+
+    def read(self, entity: p4r.Entity) -> Iterator[p4r.Entity]:
+        kind = entity.WhichOneof("entity")
+        if kind == "table_entry":
+            yield from self._read_tables(entity.table_entry)
+        elif kind == "counter_entry":
+            yield from self._read_counters(entity.counter_entry)
+        elif kind == "packet_replication_engine_entry":
+            pre = entity.packet_replication_engine_entry
+            if pre.WhichOneof("type") == "multicast_group_entry":
+                wanted = pre.multicast_group_entry.multicast_group_id
+                for ident, group in sorted(self.groups.items()):
+                    if wanted in (0, ident):
+                        out = p4r.Entity()
+                        out.packet_replication_engine_entry.multicast_group_entry.CopyFrom(group)
+                        yield out
+            elif pre.WhichOneof("type") == "clone_session_entry":
+                wanted = pre.clone_session_entry.session_id
+                for ident, session in sorted(self.sessions.items()):
+                    if wanted in (0, ident):
+                        out = p4r.Entity()
+                        out.packet_replication_engine_entry.clone_session_entry.CopyFrom(session)
+                        yield out
+        else:
+            raise P4Error(StatusCode.UNIMPLEMENTED, f"reading {kind} is not supported")
+
+    def _read_tables(self, request: p4r.TableEntry) -> Iterator[p4r.Entity]:
+        if request.table_id and request.table_id not in self.tables:
+            raise P4Error(StatusCode.NOT_FOUND, f"unknown table id {request.table_id}")
+        if request.is_default_action:
+            raise P4Error(StatusCode.UNIMPLEMENTED, "reading default actions is not supported")
+        ids = [request.table_id] if request.table_id else sorted(self.tables)
+        key = self._key(request.table_id, request) if request.match else None
+        for table_id in ids:
+            for row_key, entry in self.tables[table_id].items():
+                if key is None or key == row_key:
+                    out = p4r.Entity()
+                    out.table_entry.CopyFrom(entry)
+                    yield out
+
+    def _read_counters(self, request: p4r.CounterEntry) -> Iterator[p4r.Entity]:
+        if request.counter_id and request.counter_id not in self._counters:
+            raise P4Error(StatusCode.NOT_FOUND, f"unknown counter id {request.counter_id}")
+        ids = [request.counter_id] if request.counter_id else sorted(self._counters)
+        for counter_id in ids:
+            cells = self.pipeline.counters[self._counters[counter_id]]
+            indices = [request.index.index] if request.HasField("index") else range(MAX_PIPES)
+            for index in indices:
+                if not 0 <= index < MAX_PIPES:
+                    raise P4Error(StatusCode.OUT_OF_RANGE, f"counter index {index} out of range")
+                out = p4r.Entity()
+                out.counter_entry.counter_id = counter_id
+                out.counter_entry.index.index = index
+                out.counter_entry.data.packet_count = cells[index]
+                yield out
+
+
+def _int(value: bytes) -> int:
+    return int.from_bytes(value, "big")

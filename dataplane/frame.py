@@ -1,0 +1,95 @@
+"""The INA wire format of p4src/README.md as constants and struct codecs.
+
+The switch target and the host agents handle every packet through these helpers rather than
+scapy, because scapy costs tens of microseconds per packet; `dataplane.packet` offers the same
+format as a scapy layer for tests and inspection.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+K = 32
+MAX_PIPES = 4
+SLOTS_PER_PIPE = 4096
+INA_UDP_PORT = 20033
+INA_HEADER_LEN = 20
+INA_UDP_LEN = 8 + INA_HEADER_LEN + 4 * K
+FRAME_LEN = 14 + 20 + INA_UDP_LEN
+
+DATA, RESULT, CONTROL, ACK = 0x01, 0x02, 0x04, 0x08
+FLAGS = frozenset((DATA, RESULT, CONTROL, ACK))
+
+OFF_IP = 14
+OFF_UDP = 34
+OFF_INA = 42
+OFF_ELEMS = OFF_INA + INA_HEADER_LEN
+ECN_CE = 3
+
+INA_HEADER = struct.Struct("!HBBHHIHHI")
+_ETH_IP_UDP = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")
+
+
+@dataclass(slots=True)
+class InaHeader:
+    """The 20-byte INA header; field meanings are in p4src/README.md."""
+
+    job: int
+    task: int
+    flags: int
+    flow_id: int
+    next_node: int
+    frag_id: int
+    count: int = 1
+    k: int = K
+    aux: int = 0
+
+    def pack(self) -> bytes:
+        return INA_HEADER.pack(self.job, self.task, self.flags, self.flow_id, self.next_node,
+                               self.frag_id, self.count, self.k, self.aux)
+
+    @classmethod
+    def unpack(cls, frame: bytes | memoryview) -> InaHeader:
+        return cls(*INA_HEADER.unpack_from(frame, OFF_INA))
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Addresses of one end of an INA exchange."""
+
+    mac: bytes
+    ip: bytes
+
+
+def mac_bytes(text: str) -> bytes:
+    return bytes(int(part, 16) for part in text.split(":"))
+
+
+def ip_bytes(text: str) -> bytes:
+    return bytes(int(part) for part in text.split("."))
+
+
+def ipv4_checksum(header: bytes | memoryview) -> int:
+    """RFC 1071 checksum of a 20-byte IPv4 header whose checksum field is zero."""
+    total = sum(struct.unpack("!10H", header))
+    total = (total & 0xFFFF) + (total >> 16)
+    total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def build_frame(src: Endpoint, dst: Endpoint, header: InaHeader, elements: bytes,
+                ecn: int = 0) -> bytes:
+    """A complete Ethernet/IPv4/UDP/INA frame; `elements` are K big-endian int32 (4K bytes)."""
+    total_len = 20 + INA_UDP_LEN
+    eth_ip_udp = bytearray(_ETH_IP_UDP.pack(
+        dst.mac, src.mac, 0x0800, 0x45, ecn, total_len, 0, 0, 64, 17, 0, src.ip, dst.ip,
+        INA_UDP_PORT, INA_UDP_PORT, INA_UDP_LEN, 0))
+    struct.pack_into("!H", eth_ip_udp, OFF_IP + 10, ipv4_checksum(eth_ip_udp[OFF_IP:OFF_UDP]))
+    return bytes(eth_ip_udp) + header.pack() + elements
+
+
+def set_ipv4_checksum(frame: bytearray) -> None:
+    """Recompute the IPv4 header checksum in place (IHL 5)."""
+    frame[OFF_IP + 10:OFF_IP + 12] = b"\0\0"
+    struct.pack_into("!H", frame, OFF_IP + 10, ipv4_checksum(frame[OFF_IP:OFF_UDP]))

@@ -1,0 +1,309 @@
+"""Host agents: `ina worker` sends a gradient in fragments, `ina ps` finishes and returns the sum.
+
+Worker: splits its gradient into fragments of K int32 elements (float32 gradients are converted
+to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
+fragments (+1 per result up to `max_window`, halved on a CONTROL packet or a timeout), resends
+the fragment a CONTROL packet names, resends on timeout, and after receiving the result of a
+fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
+(p4src/README.md, Flags). Optionally paced at the task's published rate.
+
+PS: adds whatever arrives (raw fragments and partial aggregates), counting each
+(flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
+workers, and sends one RESULT per fragment that the switches multicast to the workers. A DATA
+or ACK for a finished fragment makes it send the result again (a worker lost it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dataplane.frame import (
+    ACK,
+    CONTROL,
+    DATA,
+    INA_HEADER,
+    INA_UDP_PORT,
+    OFF_ELEMS,
+    OFF_INA,
+    OFF_UDP,
+    RESULT,
+    Endpoint,
+    InaHeader,
+    K,
+    build_frame,
+    ip_bytes,
+    mac_bytes,
+)
+from dataplane.ports import drain, open_raw, send
+
+FIXED_POINT_SCALE = 2**16
+BROADCAST = Endpoint(b"\xff" * 6, b"\xff" * 4)
+_INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+
+
+@dataclass(frozen=True)
+class Task:
+    """Which aggregation the traffic belongs to (the plan's job and task ids)."""
+
+    job: int
+    task: int
+
+
+def synthetic_gradient(seed: int, index: int, elements: int) -> np.ndarray:
+    """Worker `index`'s int32 test gradient; small values so any 2**11 workers sum exactly."""
+    rng = np.random.default_rng([seed, index])
+    return rng.integers(-(2**20), 2**20, elements, dtype=np.int32)
+
+
+def to_fixed_point(gradient: np.ndarray) -> np.ndarray:
+    """int32 passes through; float32 becomes round(x * FIXED_POINT_SCALE)."""
+    if gradient.dtype == np.int32:
+        return gradient
+    return np.round(gradient.astype(np.float64) * FIXED_POINT_SCALE).astype(np.int32)
+
+
+def fragments(gradient: np.ndarray) -> np.ndarray:
+    """The gradient as rows of K big-endian int32, the last row zero-padded."""
+    rows = -(-len(gradient) // K)
+    padded = np.zeros(rows * K, dtype=">i4")
+    padded[: len(gradient)] = gradient
+    return padded.reshape(rows, K)
+
+
+def _ina_frames(sock: socket.socket) -> list[bytes]:
+    frames: list[bytes] = []
+    drain(sock, lambda f: frames.append(f) if f[OFF_UDP + 2:OFF_UDP + 4] == _INA_PORT
+          and len(f) >= OFF_ELEMS + 4 * K else None, limit=4096)
+    return frames
+
+
+def _endpoint(iface: str, ip: str) -> Endpoint:
+    mac = Path(f"/sys/class/net/{iface}/address").read_text().strip()
+    return Endpoint(mac_bytes(mac), ip_bytes(ip))
+
+
+# *** worker
+
+@dataclass
+class WorkerStats:
+    fragments: int = 0
+    sent: int = 0
+    resent_on_control: int = 0
+    resent_on_timeout: int = 0
+    acks: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Worker:
+    """One worker's transfer of one gradient; `run` returns the summed gradient."""
+
+    sock: socket.socket
+    me: Endpoint
+    ps: Endpoint
+    task: Task
+    flow_id: int
+    next_node: int
+    rows: np.ndarray
+    window: float = 16.0
+    max_window: int = 256
+    timeout: float = 0.5
+    rate_gbps: float | None = None
+    stats: WorkerStats = field(default_factory=WorkerStats)
+
+    def _send(self, frag: int, flags: int = DATA) -> None:
+        count = 1 if flags == DATA else 0
+        header = InaHeader(self.task.job, self.task.task, flags, self.flow_id, self.next_node,
+                           frag, count)
+        payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
+        send(self.sock, build_frame(self.me, self.ps, header, payload))
+        self.stats.sent += 1
+
+    def run(self) -> np.ndarray:
+        total = len(self.rows)
+        result = np.zeros((total, K), dtype=np.int32)
+        have = np.zeros(total, dtype=bool)
+        outstanding: dict[int, float] = {}  # fragment -> deadline
+        resent: set[int] = set()
+        gap = 0.0 if not self.rate_gbps else len(build_frame(
+            self.me, self.ps, InaHeader(0, 0, DATA, 0, 0, 0), bytes(4 * K))) * 8 / (
+            self.rate_gbps * 1e9)
+        next_frag, done, next_send = 0, 0, 0.0
+        start = time.monotonic()
+        while done < total:
+            now = time.monotonic()
+            while next_frag < total and len(outstanding) < int(self.window) and now >= next_send:
+                self._send(next_frag)
+                outstanding[next_frag] = now + self.timeout
+                next_frag += 1
+                next_send = max(next_send, now) + gap
+            wait = min(outstanding.values(), default=now + self.timeout) - now
+            if next_frag < total and len(outstanding) < int(self.window):
+                wait = min(wait, max(0.0, next_send - now))
+            select.select([self.sock], [], [], max(0.0, wait))
+            for frame in _ina_frames(self.sock):
+                job, task, flags, flow, _, frag, *_ = INA_HEADER.unpack_from(frame, OFF_INA)
+                if (job, task) != (self.task.job, self.task.task) or frag >= total:
+                    continue
+                if flags == RESULT and not have[frag]:
+                    result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
+                    have[frag] = True
+                    done += 1
+                    outstanding.pop(frag, None)
+                    self.window = min(self.max_window, self.window + 1)
+                    if frag in resent:
+                        self._send(frag, ACK)
+                        self.stats.acks += 1
+                elif flags == CONTROL and flow == self.flow_id and frag in outstanding:
+                    self.window = max(1.0, self.window / 2)
+                    self._send(frag)
+                    outstanding[frag] = time.monotonic() + self.timeout
+                    self.stats.resent_on_control += 1
+            now = time.monotonic()
+            for frag, deadline in list(outstanding.items()):
+                if deadline <= now:
+                    self.window = max(1.0, self.window / 2)
+                    self._send(frag)
+                    resent.add(frag)
+                    outstanding[frag] = now + self.timeout
+                    self.stats.resent_on_timeout += 1
+        self.stats.fragments = total
+        self.stats.seconds = time.monotonic() - start
+        return result.reshape(-1)
+
+
+# *** parameter server
+
+@dataclass
+class ParameterServer:
+    """Finishes the aggregation of `fragments` fragments from `workers` workers."""
+
+    sock: socket.socket
+    me: Endpoint
+    task: Task
+    workers: int
+    fragments: int
+    sums: np.ndarray = field(init=False)
+    counts: np.ndarray = field(init=False)
+    seen: set[tuple[int, int]] = field(default_factory=set)
+    finished: int = 0
+    results_sent: int = 0
+
+    def __post_init__(self) -> None:
+        self.sums = np.zeros((self.fragments, K), dtype=np.int32)
+        self.counts = np.zeros(self.fragments, dtype=np.int64)
+
+    def _send_result(self, frag: int) -> None:
+        header = InaHeader(self.task.job, self.task.task, RESULT, 0, 0, frag, self.workers)
+        send(self.sock, build_frame(self.me, BROADCAST, header,
+                                    self.sums[frag].astype(">i4").tobytes()))
+        self.results_sent += 1
+
+    def handle(self, frame: bytes) -> None:
+        job, task, flags, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
+        if (job, task) != (self.task.job, self.task.task) or frag >= self.fragments:
+            return
+        done = self.counts[frag] >= self.workers
+        if flags == ACK or (flags == DATA and done):
+            if done:
+                self._send_result(frag)
+            return
+        if flags != DATA or (flow, frag) in self.seen:
+            return
+        self.seen.add((flow, frag))
+        self.sums[frag] += np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
+        self.counts[frag] += count
+        if self.counts[frag] >= self.workers:
+            self.finished += 1
+            self._send_result(frag)
+
+    def run(self, linger: float) -> None:
+        """Serve until every fragment is finished and `linger` seconds pass without traffic."""
+        quiet_since = time.monotonic()
+        while self.finished < self.fragments or time.monotonic() - quiet_since < linger:
+            if select.select([self.sock], [], [], 0.1)[0]:
+                for frame in _ina_frames(self.sock):
+                    self.handle(frame)
+                quiet_since = time.monotonic()
+
+
+# *** command line
+
+def _gradient(args: argparse.Namespace, index: int) -> np.ndarray:
+    if args.gradient:
+        return to_fixed_point(np.load(args.gradient))
+    return synthetic_gradient(args.seed, index, int(args.size_mb * 2**20) // 4)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    if args.verify and args.gradient:
+        raise SystemExit("--verify checks synthetic gradients; it cannot be used with --gradient")
+    gradient = _gradient(args, args.index)
+    worker = Worker(open_raw(args.iface), _endpoint(args.iface, args.ip),
+                    Endpoint(b"\xff" * 6, ip_bytes(args.ps_ip)), Task(args.job, args.task),
+                    args.flow_id or args.index + 1, args.next_node, fragments(gradient),
+                    window=args.window, timeout=args.timeout, rate_gbps=args.rate_gbps)
+    result = worker.run()[: len(gradient)]
+    report: dict[str, object] = {"worker": args.index, **worker.stats.__dict__}
+    code = 0
+    if args.verify:
+        expected = sum((synthetic_gradient(args.seed, i, len(gradient)).astype(np.int64)
+                        for i in range(args.workers)), np.zeros(len(gradient), np.int64))
+        report["exact"] = bool(np.array_equal(result.astype(np.int64), expected))
+        code = 0 if report["exact"] else 1
+    print(json.dumps(report))
+    return code
+
+
+def cmd_ps(args: argparse.Namespace) -> int:
+    elements = int(args.size_mb * 2**20) // 4
+    ps = ParameterServer(open_raw(args.iface), _endpoint(args.iface, args.ip),
+                         Task(args.job, args.task), args.workers, -(-elements // K))
+    start = time.monotonic()
+    ps.run(args.linger)
+    print(json.dumps({"ps": True, "fragments": ps.fragments, "results_sent": ps.results_sent,
+                      "seconds": round(time.monotonic() - start, 3)}))
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--iface", required=True, help="interface to send and receive on")
+    p.add_argument("--ip", required=True, help="this host's IPv4 address")
+    p.add_argument("--job", type=int, default=1)
+    p.add_argument("--task", type=int, default=0)
+    p.add_argument("--workers", type=int, required=True, help="workers in the task")
+    p.add_argument("--size-mb", type=float, default=1.0, help="gradient size (default 1 MB)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add `worker` and `ps` to the command line."""
+    p = subparsers.add_parser("worker", help="send one gradient through INA and get the sum")
+    _common(p)
+    p.add_argument("--ps-ip", required=True)
+    p.add_argument("--index", type=int, required=True, help="worker index in the task (0-based)")
+    p.add_argument("--flow-id", type=int, help="this worker's flow id (default index + 1)")
+    p.add_argument("--next-node", type=int, default=0, help="id of the first aggregating node")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic gradients")
+    p.add_argument("--gradient", metavar="FILE.npy", help="int32 or float32 gradient to send "
+                   f"(float32 is scaled by {FIXED_POINT_SCALE}); default: synthetic")
+    p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
+    p.add_argument("--timeout", type=float, default=0.5, help="retransmission timeout (s)")
+    p.add_argument("--rate-gbps", type=float, help="pace at the task's published rate")
+    p.add_argument("--verify", action="store_true",
+                   help="check the result against the exact sum of the synthetic gradients")
+    p.set_defaults(func=cmd_worker)
+
+    p = subparsers.add_parser("ps", help="parameter server: finish the sums, send results")
+    _common(p)
+    p.add_argument("--linger", type=float, default=1.0,
+                   help="seconds to keep answering retransmissions after the last fragment")
+    p.set_defaults(func=cmd_ps)
+

@@ -1,0 +1,45 @@
+"""Scapy layer for the INA header (p4src/README.md), for tests and packet inspection.
+
+`Ether()/IP()/UDP(dport=INA_UDP_PORT)/INA(...)` builds a packet; UDP port INA_UDP_PORT dissects
+as INA in both directions.
+"""
+
+from __future__ import annotations
+
+from scapy.fields import (
+    ByteEnumField,
+    ByteField,
+    FieldListField,
+    IntField,
+    ShortField,
+    SignedIntField,
+)
+from scapy.layers.inet import UDP
+from scapy.packet import Packet, bind_layers
+
+from dataplane.frame import ACK, CONTROL, DATA, INA_UDP_PORT, RESULT, K
+
+FLAG_NAMES = {DATA: "data", RESULT: "result", CONTROL: "control", ACK: "ack"}
+
+
+class INA(Packet):
+    """INA header followed by K signed 32-bit elements."""
+
+    name = "INA"
+    fields_desc = [  # noqa: RUF012 (scapy reads this class attribute)
+        ShortField("job", 0),
+        ByteField("task", 0),
+        ByteEnumField("flags", DATA, FLAG_NAMES),
+        ShortField("flow_id", 0),
+        ShortField("next_node", 0),
+        IntField("frag_id", 0),
+        ShortField("count", 1),
+        ShortField("k", K),
+        IntField("aux", 0),
+        # Always K elements on the wire: `k` is a claim the switch checks, not a length.
+        FieldListField("elements", [0] * K, SignedIntField("", 0), count_from=lambda _: K),
+    ]
+
+
+bind_layers(UDP, INA, dport=INA_UDP_PORT)
+bind_layers(UDP, INA, sport=INA_UDP_PORT)

@@ -1,0 +1,233 @@
+"""The INA pipeline of p4src/README.md executed on raw frames.
+
+`Pipeline.process(port, frame)` returns the frames to send and their ports. The lookup state is
+plain dictionaries that `dataplane.entities` fills from P4Runtime writes; the step numbers in
+comments refer to the README, which is the specification this mirrors line for line.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dataplane.frame import (
+    ACK,
+    CONTROL,
+    ECN_CE,
+    FLAGS,
+    INA_HEADER,
+    INA_UDP_LEN,
+    INA_UDP_PORT,
+    MAX_PIPES,
+    OFF_ELEMS,
+    OFF_INA,
+    OFF_IP,
+    OFF_UDP,
+    RESULT,
+    SLOTS_PER_PIPE,
+    K,
+    set_ipv4_checksum,
+)
+
+COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")
+_ELEMS_END = OFF_ELEMS + 4 * K
+_INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+_UDP_LEN = INA_UDP_LEN.to_bytes(2, "big")
+_BE_INT32 = np.dtype(">i4")
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """Parameters of the `aggregate` action (README step 4.2)."""
+
+    tag: int
+    member: int
+    full: int
+    out_flow: int
+    next_node: int
+
+
+@dataclass
+class Forwarding:
+    """Everything the controller installs, in the shape the pipeline looks it up."""
+
+    port_pipe: dict[int, int] = field(default_factory=dict)
+    job_slots: dict[int, tuple[int, int]] = field(default_factory=dict)
+    aggregate: dict[tuple[int, int, int, int], Aggregate] = field(default_factory=dict)
+    forward: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    result_group: dict[tuple[int, int], int] = field(default_factory=dict)
+    # (prefix length, prefix value) -> port; searched longest prefix first.
+    lpm: dict[tuple[int, int], int] = field(default_factory=dict)
+    mcast: dict[int, list[int]] = field(default_factory=dict)
+    clone: dict[int, list[int]] = field(default_factory=dict)
+
+
+class Slots:
+    """Per (pipe, slot) aggregation memory; a cell is free when its bitmap is 0."""
+
+    def __init__(self) -> None:
+        cells = MAX_PIPES * SLOTS_PER_PIPE
+        self.frag = [0] * cells
+        self.tag = [0] * cells
+        self.bitmap = [0] * cells
+        self.count = [0] * cells
+        self.values = np.zeros((cells, K), dtype=np.int32)
+
+
+def slot_of(frag_id: int, base: int, count: int) -> int:
+    """README 4.1: base + crc32(frag_id as 4 big-endian bytes) mod count."""
+    return base + zlib.crc32(frag_id.to_bytes(4, "big")) % count
+
+
+class Pipeline:
+    """One switch's data plane: forwarding state, slot memory and event counters."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """A new pipeline config: forwarding state, slots and counters start empty."""
+        self.fwd = Forwarding()
+        self.slots = Slots()
+        self.counters = {name: [0] * MAX_PIPES for name in COUNTERS}
+        self._lpm_order: list[tuple[int, int]] = []
+
+    def lpm_changed(self) -> None:
+        self._lpm_order = sorted(self.fwd.lpm, reverse=True)
+
+    def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        pipe = self.fwd.port_pipe.get(port, 0)  # step 1
+        if len(frame) < OFF_UDP or frame[12:14] != b"\x08\x00":
+            return []  # step 6 (or an IPv4 header cut short: parser error, not INA)
+        if frame[OFF_IP] != 0x45 or frame[OFF_IP + 9] != 17:
+            return self._ipv4(frame)
+        if len(frame) < OFF_INA:
+            return []
+        if frame[OFF_UDP + 2:OFF_UDP + 4] != _INA_PORT:
+            return self._ipv4(frame)
+        if (len(frame) < _ELEMS_END or frame[OFF_UDP + 4:OFF_UDP + 6] != _UDP_LEN
+                or frame[OFF_INA + 14:OFF_INA + 16] != b"\x00\x20"
+                or frame[OFF_INA + 3] not in FLAGS):
+            self._count("malformed", pipe)  # step 2
+            return []
+        flags = frame[OFF_INA + 3]
+        if flags == RESULT:
+            return self._result(pipe, frame)
+        if flags == CONTROL:
+            return self._ipv4(frame)
+        return self._data_or_ack(port, pipe, frame, flags)
+
+    def _count(self, name: str, pipe: int) -> None:
+        if pipe < MAX_PIPES:
+            self.counters[name][pipe] += 1
+
+    def _result(self, pipe: int, frame: bytes) -> list[tuple[int, bytes]]:
+        job, task = struct.unpack_from("!HB", frame, OFF_INA)
+        group = self.fwd.result_group.get((job, task))  # step 3
+        if group is None:
+            self._count("unknown_job", pipe)
+            return []
+        out = _with_checksum(frame)
+        return [(p, out) for p in self.fwd.mcast.get(group, ())]
+
+    def _data_or_ack(self, port: int, pipe: int, frame: bytes,
+                     flags: int) -> list[tuple[int, bytes]]:
+        job, task, _, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
+        region = self.fwd.job_slots.get(job)  # step 4.1
+        action = self.fwd.aggregate.get((job, task, pipe, flow)) if region else None
+        if action is not None:
+            cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
+            result = self._aggregate(action, cell, frame, flags, frag, count)
+            if result is None:
+                return []
+            if result == "collision":
+                self._count("collisions", pipe)
+                return self._control(port, frame, self.slots.frag[cell])
+            if result == "duplicate":
+                self._count("duplicates", pipe)
+                return []
+            frame = result
+            flow = action.out_flow
+        out_port = self.fwd.forward.get((job, task, flow))  # step 4.3
+        if out_port is None:
+            self._count("unknown_job", pipe)
+            return []
+        return [(out_port, _with_checksum(frame))]
+
+    def _aggregate(self, act: Aggregate, cell: int, frame: bytes, flags: int, frag: int,
+                   count: int) -> bytes | str | None:
+        """Step 4.2. Returns the frame to forward, "collision", "duplicate", or None (consumed)."""
+        s = self.slots
+        bitmap = s.bitmap[cell]
+        free = bitmap == 0
+        mine = not free and s.frag[cell] == frag and s.tag[cell] == act.tag
+        if flags == ACK:
+            if mine:
+                s.bitmap[cell] = 0
+            return self._emit(frame, act, None, None)
+        if not free and not mine:
+            return "collision"
+        if bitmap & act.member:
+            return "duplicate"
+        elems = np.frombuffer(frame, _BE_INT32, K, OFF_ELEMS)
+        if free:
+            s.frag[cell], s.tag[cell], s.count[cell] = frag, act.tag, count
+            s.values[cell] = elems
+        else:
+            s.count[cell] += count
+            s.values[cell] += elems.astype(np.int32)
+        bitmap |= act.member
+        if bitmap != act.full:
+            s.bitmap[cell] = bitmap
+            return None
+        s.bitmap[cell] = 0
+        self._count("aggregations_completed", pipe=cell // SLOTS_PER_PIPE)
+        return self._emit(frame, act, s.count[cell] & 0xFFFF, s.values[cell])
+
+    @staticmethod
+    def _emit(frame: bytes, act: Aggregate, count: int | None,
+              values: np.ndarray | None) -> bytes:
+        out = bytearray(frame)
+        struct.pack_into("!HH", out, OFF_INA + 4, act.out_flow, act.next_node)
+        if count is not None and values is not None:
+            struct.pack_into("!H", out, OFF_INA + 12, count)
+            out[OFF_ELEMS:_ELEMS_END] = values.astype(_BE_INT32).tobytes()
+        return bytes(out)
+
+    def _control(self, port: int, frame: bytes, occupant: int) -> list[tuple[int, bytes]]:
+        """The I2E clone of a collision, rewritten as egress does (README Flags: CONTROL)."""
+        ports = self.fwd.clone.get(port)
+        if not ports:
+            return []
+        out = bytearray(frame)
+        out[0:6], out[6:12] = frame[6:12], frame[0:6]
+        out[OFF_IP + 1] = (frame[OFF_IP + 1] & 0xFC) | ECN_CE
+        out[OFF_IP + 12:OFF_IP + 16] = frame[OFF_IP + 16:OFF_IP + 20]
+        out[OFF_IP + 16:OFF_IP + 20] = frame[OFF_IP + 12:OFF_IP + 16]
+        out[OFF_UDP + 6:OFF_UDP + 8] = b"\0\0"
+        out[OFF_INA + 3] = CONTROL
+        struct.pack_into("!I", out, OFF_INA + 16, occupant)
+        set_ipv4_checksum(out)
+        data = bytes(out)
+        return [(p, data) for p in ports]
+
+    def _ipv4(self, frame: bytes) -> list[tuple[int, bytes]]:
+        """Step 5: longest-prefix match on the destination address."""
+        dst = int.from_bytes(frame[OFF_IP + 16:OFF_IP + 20], "big")
+        for length, value in self._lpm_order:
+            if (dst ^ value) >> (32 - length) == 0:
+                return [(self.fwd.lpm[(length, value)], _with_checksum(frame))]
+        return []
+
+
+def _with_checksum(frame: bytes) -> bytes:
+    """Egress recomputes the IPv4 checksum of every IPv4 packet it sends (IHL 5 only)."""
+    if frame[OFF_IP] != 0x45:
+        return frame
+    out = bytearray(frame)
+    set_ipv4_checksum(out)
+    return bytes(out)
+

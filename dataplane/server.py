@@ -1,0 +1,272 @@
+"""P4Runtime gRPC service of the embedded target (grpc.aio, protobufs from `finsy.proto`).
+
+Written by hand because no Python P4Runtime server exists to reuse (finsy ships only a test
+stub); the messages, stubs and transport are the libraries'. It follows P4Runtime v1.4:
+
+- arbitration: the stream with the highest election id is primary; every client gets a
+  MasterArbitrationUpdate (OK for the primary, ALREADY_EXISTS for backups, NOT_FOUND when no
+  client has an election id) and all are told when the primary changes; a repeated election id
+  is INVALID_ARGUMENT, an unknown device NOT_FOUND;
+- Write/SetForwardingPipelineConfig from anyone but the primary: PERMISSION_DENIED; Write without
+  a pipeline: FAILED_PRECONDITION; failed updates: UNKNOWN plus one p4.v1.Error per update, in
+  order, in the grpc-status-details-bin trailer ("Error Reporting");
+- SetForwardingPipelineConfig VERIFY and VERIFY_AND_COMMIT (which clears all forwarding state);
+  GetForwardingPipelineConfig with every response type; Read of table entries, counters,
+  multicast groups and clone sessions; Capabilities.
+
+Not implemented (answered UNIMPLEMENTED or not offered): roles other than the default role,
+atomicity other than CONTINUE_ON_ERROR, VERIFY_AND_SAVE / COMMIT / RECONCILE_AND_COMMIT,
+PacketIn/PacketOut and digests (the program has no controller port), idle timeouts, writing or
+reading default actions, action profiles, meters, registers, value sets, direct counters,
+the `p4_device_config` (ignored: the pipeline is built in), and StreamError reporting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import grpc
+from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
+from google.protobuf import any_pb2
+
+from dataplane.entities import Entities, P4Error
+from dataplane.pipeline import Pipeline
+from dataplane.schema import Schema, SchemaError
+
+LOG = logging.getLogger(__name__)
+API_VERSION = "1.4.0"
+NO_PIPELINE = "No forwarding pipeline config set for this device."
+
+
+@dataclass(eq=False)
+class _Client:
+    """One StreamChannel: its election id (None until given) and its outgoing queue."""
+
+    outbox: asyncio.Queue[p4r.StreamMessageResponse | None] = field(default_factory=asyncio.Queue)
+    election_id: int | None = None
+    arbitrated: bool = False
+
+
+class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
+    """Serves one device: arbitration, pipeline config, Write, Read."""
+
+    def __init__(self, device_id: int, pipeline: Pipeline) -> None:
+        self.device_id = device_id
+        self.pipeline = pipeline
+        self.entities: Entities | None = None
+        self.config: p4r.ForwardingPipelineConfig | None = None
+        self.clients: list[_Client] = []
+
+    # *** Arbitration
+
+    @property
+    def primary_election_id(self) -> int | None:
+        ids = [c.election_id for c in self.clients if c.election_id is not None]
+        return max(ids) if ids else None
+
+    def _update_for(self, client: _Client) -> p4r.StreamMessageResponse:
+        primary = self.primary_election_id
+        msg = p4r.StreamMessageResponse()
+        arb = msg.arbitration
+        arb.device_id = self.device_id
+        if primary is None:
+            arb.status.code = grpc.StatusCode.NOT_FOUND.value[0]
+            arb.status.message = "No primary controller"
+            return msg
+        arb.election_id.high, arb.election_id.low = primary >> 64, primary & (2**64 - 1)
+        if client.election_id == primary:
+            arb.status.code = grpc.StatusCode.OK.value[0]
+            arb.status.message = "Is primary"
+        else:
+            arb.status.code = grpc.StatusCode.ALREADY_EXISTS.value[0]
+            arb.status.message = "Not primary"
+        return msg
+
+    def _arbitrate(self, client: _Client, request: p4r.MasterArbitrationUpdate) -> None:
+        if request.device_id != self.device_id:
+            raise P4Error(grpc.StatusCode.NOT_FOUND, f"unknown device id {request.device_id}")
+        if request.HasField("role") and request.role.name:
+            raise P4Error(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
+        new_id = _election_id(request) if request.HasField("election_id") else None
+        if new_id is not None and any(c.election_id == new_id for c in self.clients
+                                      if c is not client):
+            raise P4Error(grpc.StatusCode.INVALID_ARGUMENT, "Election id already exists")
+        before = self.primary_election_id
+        client.election_id, client.arbitrated = new_id, True
+        if self.primary_election_id != before:
+            self._announce()
+        else:
+            client.outbox.put_nowait(self._update_for(client))
+
+    def _announce(self) -> None:
+        """The primary changed: every arbitrated client learns it."""
+        for other in self.clients:
+            if other.arbitrated:
+                other.outbox.put_nowait(self._update_for(other))
+
+    async def StreamChannel(
+        self, request_iterator: AsyncIterator[p4r.StreamMessageRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[p4r.StreamMessageResponse]:
+        client = _Client()
+        self.clients.append(client)
+        failure: list[P4Error] = []
+
+        async def pump() -> None:
+            try:
+                async for request in request_iterator:
+                    if request.WhichOneof("update") == "arbitration":
+                        self._arbitrate(client, request.arbitration)
+                    elif not client.arbitrated:
+                        raise P4Error(grpc.StatusCode.FAILED_PRECONDITION,
+                                      "the first stream message must be an arbitration update")
+            except P4Error as exc:
+                failure.append(exc)
+            finally:
+                client.outbox.put_nowait(None)
+
+        reader = asyncio.create_task(pump())
+        try:
+            while (message := await client.outbox.get()) is not None:
+                yield message
+            if failure:
+                await context.abort(failure[0].code, str(failure[0]))
+        finally:
+            reader.cancel()
+            was_primary = (client.election_id is not None
+                           and client.election_id == self.primary_election_id)
+            self.clients.remove(client)
+            if was_primary:
+                self._announce()
+
+    def _require_primary(self, device_id: int, election: p4r.Uint128 | None) -> None:
+        if device_id != self.device_id:
+            raise P4Error(grpc.StatusCode.NOT_FOUND, f"unknown device id {device_id}")
+        primary = self.primary_election_id
+        if primary is None or election is None or _uint128(election) != primary:
+            raise P4Error(grpc.StatusCode.PERMISSION_DENIED,
+                          "Not primary: election id does not match the primary's")
+
+    # *** Pipeline config
+
+    async def SetForwardingPipelineConfig(
+        self, request: p4r.SetForwardingPipelineConfigRequest, context: grpc.aio.ServicerContext,
+    ) -> p4r.SetForwardingPipelineConfigResponse:
+        action = p4r.SetForwardingPipelineConfigRequest
+        try:
+            self._require_primary(request.device_id, request.election_id)
+            if request.role:
+                raise P4Error(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
+            if request.action not in (action.VERIFY, action.VERIFY_AND_COMMIT):
+                raise P4Error(grpc.StatusCode.UNIMPLEMENTED,
+                              f"action {action.Action.Name(request.action)} is not supported")
+            schema = _schema(request.config.p4info)
+        except P4Error as exc:
+            await context.abort(exc.code, str(exc))
+        if request.action == action.VERIFY_AND_COMMIT:
+            self.pipeline.reset()
+            self.entities = Entities(schema, self.pipeline)
+            self.config = p4r.ForwardingPipelineConfig()
+            self.config.CopyFrom(request.config)
+            LOG.info("pipeline committed (cookie %d)", request.config.cookie.cookie)
+        return p4r.SetForwardingPipelineConfigResponse()
+
+    async def GetForwardingPipelineConfig(
+        self, request: p4r.GetForwardingPipelineConfigRequest, context: grpc.aio.ServicerContext,
+    ) -> p4r.GetForwardingPipelineConfigResponse:
+        if request.device_id != self.device_id:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown device {request.device_id}")
+        if self.config is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, NO_PIPELINE)
+        kind = p4r.GetForwardingPipelineConfigRequest
+        reply = p4r.GetForwardingPipelineConfigResponse()
+        reply.config.cookie.CopyFrom(self.config.cookie)
+        if request.response_type in (kind.ALL, kind.P4INFO_AND_COOKIE):
+            reply.config.p4info.CopyFrom(self.config.p4info)
+        if request.response_type in (kind.ALL, kind.DEVICE_CONFIG_AND_COOKIE):
+            reply.config.p4_device_config = self.config.p4_device_config
+        return reply
+
+    # *** Write and Read
+
+    async def Write(
+        self, request: p4r.WriteRequest, context: grpc.aio.ServicerContext,
+    ) -> p4r.WriteResponse:
+        try:
+            self._require_primary(request.device_id, request.election_id)
+            if request.role:
+                raise P4Error(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
+            if self.entities is None:
+                raise P4Error(grpc.StatusCode.FAILED_PRECONDITION, NO_PIPELINE)
+            if request.atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR:
+                raise P4Error(grpc.StatusCode.UNIMPLEMENTED,
+                              "only CONTINUE_ON_ERROR atomicity is supported")
+        except P4Error as exc:
+            await context.abort(exc.code, str(exc))
+        errors = [self._apply(update) for update in request.updates]
+        if any(e.canonical_code != grpc.StatusCode.OK.value[0] for e in errors):
+            status = rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0],
+                                       message="Write failure.")
+            for error in errors:
+                packed = any_pb2.Any()
+                packed.Pack(error)
+                status.details.append(packed)
+            await context.abort(grpc.StatusCode.UNKNOWN, status.message, trailing_metadata=(
+                ("grpc-status-details-bin", status.SerializeToString()),))
+        return p4r.WriteResponse()
+
+    def _apply(self, update: p4r.Update) -> p4r.Error:
+        assert self.entities is not None
+        try:
+            self.entities.write(update)
+        except P4Error as exc:
+            return p4r.Error(canonical_code=exc.code.value[0], message=str(exc))
+        return p4r.Error(canonical_code=grpc.StatusCode.OK.value[0])
+
+    async def Read(
+        self, request: p4r.ReadRequest, context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[p4r.ReadResponse]:
+        reply = p4r.ReadResponse()
+        try:
+            if request.device_id != self.device_id:
+                raise P4Error(grpc.StatusCode.NOT_FOUND, f"unknown device {request.device_id}")
+            if self.entities is None:
+                raise P4Error(grpc.StatusCode.FAILED_PRECONDITION, NO_PIPELINE)
+            for entity in request.entities:
+                reply.entities.extend(self.entities.read(entity))
+        except P4Error as exc:
+            await context.abort(exc.code, str(exc))
+        yield reply
+
+    async def Capabilities(
+        self, request: p4r.CapabilitiesRequest, context: grpc.aio.ServicerContext,
+    ) -> p4r.CapabilitiesResponse:
+        return p4r.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
+
+
+def _uint128(value: p4r.Uint128) -> int:
+    return (value.high << 64) | value.low
+
+
+def _election_id(request: p4r.MasterArbitrationUpdate) -> int:
+    return _uint128(request.election_id)
+
+
+def _schema(p4info: p4i.P4Info) -> Schema:
+    try:
+        return Schema(p4info)
+    except SchemaError as exc:
+        raise P4Error(grpc.StatusCode.INVALID_ARGUMENT, f"pipeline rejected: {exc}") from None
+
+
+async def serve(address: str, service: P4RuntimeService) -> grpc.aio.Server:
+    """Start the gRPC server on `address` (host:port) and return it."""
+    server = grpc.aio.server()
+    p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
+    if server.add_insecure_port(address) == 0:
+        raise OSError(f"cannot listen on {address}")
+    await server.start()
+    return server

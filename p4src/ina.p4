@@ -1,0 +1,440 @@
+/* In-network aggregation (INA) for v1model / simple_switch_grpc.
+ *
+ * The contract this program implements is p4src/README.md; the embedded software target in
+ * dataplane/ implements the same text. Names that the controller uses are pinned with @name so
+ * the P4Info produced by p4c matches p4src/ina.p4info.txtpb by name.
+ *
+ * bmv2 constraints shaping the code (see shared notes on bmv2):
+ *  - each action is atomic, so the whole read-modify-write of a slot sits in one action, with
+ *    unconditional register reads and writes whose values are chosen by ?: expressions;
+ *  - a table is applied once per control, so each table has exactly one apply site;
+ *  - a packet leaves on port 0 unless dropped: every branch that consumes a packet calls
+ *    mark_to_drop explicitly;
+ *  - bmv2 has one pipeline: the ingress pipelines of a multi-pipeline ASIC are emulated by a
+ *    port -> pipe table and separate register regions per pipe.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+// *** SIZES: the only place they are set (README "Sizes")
+#define K 32
+#define MAX_PIPES 4
+#define SLOTS_PER_PIPE 4096
+#define CELLS 16384              // MAX_PIPES * SLOTS_PER_PIPE
+#define VALUE_CELLS 524288       // CELLS * K
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8> PROTO_UDP = 17;
+const bit<16> INA_UDP_PORT = 20033;
+const bit<16> INA_UDP_LEN = 156;  // 8 (UDP) + 20 (INA header) + 4 * K
+
+const bit<8> FLAG_DATA = 0x01;
+const bit<8> FLAG_RESULT = 0x02;
+const bit<8> FLAG_CONTROL = 0x04;
+const bit<8> FLAG_ACK = 0x08;
+
+// What the aggregation step decided for a DATA or ACK packet.
+const bit<3> V_PASS = 0;      // no aggregation here: forward under the packet's own flow id
+const bit<3> V_OUT = 1;       // ACK at an aggregation point: forward under the outgoing flow id
+const bit<3> V_PARTIAL = 2;   // contribution stored, fragment not complete: consumed
+const bit<3> V_DONE = 3;      // fan-in reached: the packet carries the sum onward
+const bit<3> V_DUP = 4;       // contribution already counted
+const bit<3> V_COLLIDE = 5;   // slot busy with another fragment
+
+const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
+const bit<8> FL_CONTROL = 1;  // field list preserved into the collision clone
+
+error { InaBadLength, InaBadFlags }
+
+// *** HEADERS
+
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4> version;
+    bit<4> ihl;
+    bit<6> dscp;
+    bit<2> ecn;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3> flags;
+    bit<13> frag_offset;
+    bit<8> ttl;
+    bit<8> protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+header ina_t {
+    bit<16> job;
+    bit<8> task;
+    bit<8> flags;
+    bit<16> flow_id;
+    bit<16> next_node;
+    bit<32> frag_id;
+    bit<16> count;
+    bit<16> k;
+    bit<32> aux;
+}
+
+// K = 32 elements; v1model has no header stacks with per-element arithmetic loops, so they are
+// named fields and the aggregation action touches each one through a macro.
+header ina_data_t {
+    bit<32> e0;  bit<32> e1;  bit<32> e2;  bit<32> e3;
+    bit<32> e4;  bit<32> e5;  bit<32> e6;  bit<32> e7;
+    bit<32> e8;  bit<32> e9;  bit<32> e10; bit<32> e11;
+    bit<32> e12; bit<32> e13; bit<32> e14; bit<32> e15;
+    bit<32> e16; bit<32> e17; bit<32> e18; bit<32> e19;
+    bit<32> e20; bit<32> e21; bit<32> e22; bit<32> e23;
+    bit<32> e24; bit<32> e25; bit<32> e26; bit<32> e27;
+    bit<32> e28; bit<32> e29; bit<32> e30; bit<32> e31;
+}
+
+struct headers_t {
+    ethernet_t ethernet;
+    ipv4_t ipv4;
+    udp_t udp;
+    ina_t ina;
+    ina_data_t ina_data;
+}
+
+struct metadata_t {
+    bit<8> pipe;
+    bit<32> slot_base;
+    bit<32> slot_count;
+    bit<32> slot;
+    bit<32> cell;
+    bit<3> verdict;
+    bit<16> out_flow;
+    bit<16> next_node;
+    @field_list(1)  // FL_CONTROL
+    bit<32> occupant;
+}
+
+// *** PARSER
+// Malformed INA packets end the parser with an error (PacketTooShort, InaBadLength,
+// InaBadFlags); bmv2 then runs ingress with standard_metadata.parser_error set.
+
+parser InaParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    state start {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (5, PROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        packet.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            INA_UDP_PORT: parse_ina;
+            default: accept;
+        }
+    }
+    state parse_ina {
+        packet.extract(hdr.ina);
+        verify(hdr.udp.length == INA_UDP_LEN && hdr.ina.k == K, error.InaBadLength);
+        verify(hdr.ina.flags == FLAG_DATA || hdr.ina.flags == FLAG_RESULT
+               || hdr.ina.flags == FLAG_CONTROL || hdr.ina.flags == FLAG_ACK,
+               error.InaBadFlags);
+        packet.extract(hdr.ina_data);
+        transition accept;
+    }
+}
+
+control InaVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+// *** INGRESS
+
+control InaIngress(inout headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+
+    // Slot state, one region of SLOTS_PER_PIPE cells per pipe: cell = pipe * SLOTS_PER_PIPE + slot.
+    // A slot is free when its bitmap is 0. Internal only: the controller never touches them.
+    @name("slot_frag") register<bit<32>>(CELLS) slot_frag;
+    @name("slot_tag") register<bit<16>>(CELLS) slot_tag;
+    @name("slot_bitmap") register<bit<32>>(CELLS) slot_bitmap;
+    @name("slot_count") register<bit<16>>(CELLS) slot_count;
+    @name("slot_values") register<bit<32>>(VALUE_CELLS) slot_values;
+
+    // Events the controller observes, indexed by pipe.
+    @name("aggregations_completed") counter(MAX_PIPES, CounterType.packets) aggregations_completed;
+    @name("collisions") counter(MAX_PIPES, CounterType.packets) collisions;
+    @name("duplicates") counter(MAX_PIPES, CounterType.packets) duplicates;
+    @name("malformed") counter(MAX_PIPES, CounterType.packets) malformed;
+    @name("unknown_job") counter(MAX_PIPES, CounterType.packets) unknown_job;
+
+    @name("set_pipeline")
+    action set_pipeline(bit<8> pipe) {
+        meta.pipe = pipe;
+    }
+
+    // The ingress pipeline of each port (README step 1).
+    @name("port_pipeline")
+    table port_pipeline {
+        key = { standard_metadata.ingress_port: exact @name("ingress_port"); }
+        actions = { set_pipeline; NoAction; }
+        default_action = NoAction();
+        size = 512;
+    }
+
+    @name("set_job_slots")
+    action set_job_slots(bit<32> base, bit<32> count) {
+        meta.slot_base = base;
+        meta.slot_count = count;
+    }
+
+    // Each job's slot region, the same range in every pipe: job isolation (README step 4.1).
+    @name("job_slots")
+    table job_slots {
+        key = { hdr.ina.job: exact @name("job"); }
+        actions = { set_job_slots; NoAction; }
+        default_action = NoAction();
+        size = 256;
+    }
+
+// One element of the slot: read, add (or start from the packet when the slot was free),
+// write back when the contribution is taken, and put the sum into the packet when complete.
+#define AGG_ELEM(i) \
+        slot_values.read(v, vbase + i); \
+        sum = free ? hdr.ina_data.e##i : v + hdr.ina_data.e##i; \
+        slot_values.write(vbase + i, take ? sum : v); \
+        hdr.ina_data.e##i = done ? sum : hdr.ina_data.e##i;
+
+    // The whole slot read-modify-write: one action, so bmv2 runs it atomically (README 4.2).
+    @name("aggregate")
+    action aggregate(bit<16> tag, bit<32> member, bit<32> full, bit<16> out_flow,
+                     bit<16> next_node) {
+        bit<32> frag;
+        bit<16> owner;
+        bit<32> bitmap;
+        bit<16> stored_count;
+        slot_frag.read(frag, meta.cell);
+        slot_tag.read(owner, meta.cell);
+        slot_bitmap.read(bitmap, meta.cell);
+        slot_count.read(stored_count, meta.cell);
+
+        bool is_data = hdr.ina.flags == FLAG_DATA;
+        bool free = bitmap == 0;
+        bool mine = !free && frag == hdr.ina.frag_id && owner == tag;
+        bool dup = is_data && mine && (bitmap & member) != 0;
+        bool collide = is_data && !free && !mine;
+        bool take = is_data && (free || (mine && !dup));
+        bit<32> new_bitmap = free ? member : (bitmap | member);
+        bool done = take && new_bitmap == full;
+        bool release = done || (!is_data && mine);
+        bit<16> new_count = free ? hdr.ina.count : stored_count + hdr.ina.count;
+
+        slot_frag.write(meta.cell, take ? hdr.ina.frag_id : frag);
+        slot_tag.write(meta.cell, take ? tag : owner);
+        slot_bitmap.write(meta.cell, release ? 32w0 : (take ? new_bitmap : bitmap));
+        slot_count.write(meta.cell, take ? new_count : stored_count);
+        hdr.ina.count = done ? new_count : hdr.ina.count;
+
+        bit<32> vbase = meta.cell * K;
+        bit<32> v;
+        bit<32> sum;
+        AGG_ELEM(0)  AGG_ELEM(1)  AGG_ELEM(2)  AGG_ELEM(3)
+        AGG_ELEM(4)  AGG_ELEM(5)  AGG_ELEM(6)  AGG_ELEM(7)
+        AGG_ELEM(8)  AGG_ELEM(9)  AGG_ELEM(10) AGG_ELEM(11)
+        AGG_ELEM(12) AGG_ELEM(13) AGG_ELEM(14) AGG_ELEM(15)
+        AGG_ELEM(16) AGG_ELEM(17) AGG_ELEM(18) AGG_ELEM(19)
+        AGG_ELEM(20) AGG_ELEM(21) AGG_ELEM(22) AGG_ELEM(23)
+        AGG_ELEM(24) AGG_ELEM(25) AGG_ELEM(26) AGG_ELEM(27)
+        AGG_ELEM(28) AGG_ELEM(29) AGG_ELEM(30) AGG_ELEM(31)
+
+        meta.verdict = collide ? V_COLLIDE
+                     : dup ? V_DUP
+                     : done ? V_DONE
+                     : take ? V_PARTIAL
+                     : V_OUT;
+        meta.occupant = frag;
+        meta.out_flow = out_flow;
+        meta.next_node = next_node;
+    }
+
+    // Where a task's flows entering through a pipe are summed (README step 4.2).
+    @name("ina_aggregate")
+    table ina_aggregate {
+        key = {
+            hdr.ina.job: exact @name("job");
+            hdr.ina.task: exact @name("task");
+            meta.pipe: exact @name("pipe");
+            hdr.ina.flow_id: exact @name("flow_id");
+        }
+        actions = { aggregate; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    @name("forward")
+    action forward(bit<9> port) {
+        standard_metadata.egress_spec = port;
+    }
+
+    // Explicit per-flow forwarding: every planned path, split ones included (README 4.3).
+    @name("ina_forward")
+    table ina_forward {
+        key = {
+            hdr.ina.job: exact @name("job");
+            hdr.ina.task: exact @name("task");
+            hdr.ina.flow_id: exact @name("flow_id");
+        }
+        actions = { forward; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+
+    @name("set_result_group")
+    action set_result_group(bit<16> group) {
+        standard_metadata.mcast_grp = group;
+    }
+
+    // Results go down the reversed aggregation tree (README step 3).
+    @name("result_multicast")
+    table result_multicast {
+        key = {
+            hdr.ina.job: exact @name("job");
+            hdr.ina.task: exact @name("task");
+        }
+        actions = { set_result_group; NoAction; }
+        default_action = NoAction();
+        size = 1024;
+    }
+
+    // Control packets and ordinary traffic (README step 5).
+    @name("ipv4_lpm")
+    table ipv4_lpm {
+        key = { hdr.ipv4.dst_addr: lpm @name("dst_addr"); }
+        actions = { forward; NoAction; }
+        default_action = NoAction();
+        size = 1024;
+    }
+
+    apply {
+        meta.pipe = 0;
+        port_pipeline.apply();
+        bit<32> pipe = (bit<32>)meta.pipe;
+        bool ina_port = hdr.udp.isValid() && hdr.udp.dst_port == INA_UDP_PORT;
+
+        if (standard_metadata.parser_error != error.NoError) {
+            if (ina_port) {
+                malformed.count(pipe);
+            }
+            mark_to_drop(standard_metadata);
+        } else if (hdr.ina.isValid() && hdr.ina.flags == FLAG_RESULT) {
+            if (!result_multicast.apply().hit) {
+                unknown_job.count(pipe);
+                mark_to_drop(standard_metadata);
+            }
+        } else if (hdr.ina.isValid() && hdr.ina.flags != FLAG_CONTROL) {
+            meta.verdict = V_PASS;
+            if (job_slots.apply().hit) {
+                hash(meta.slot, HashAlgorithm.crc32, meta.slot_base, { hdr.ina.frag_id },
+                     meta.slot_count);
+                meta.cell = pipe * SLOTS_PER_PIPE + meta.slot;
+                ina_aggregate.apply();
+            }
+            if (meta.verdict == V_COLLIDE) {
+                collisions.count(pipe);
+                clone_preserving_field_list(CloneType.I2E,
+                                            (bit<32>)standard_metadata.ingress_port, FL_CONTROL);
+                mark_to_drop(standard_metadata);
+            } else if (meta.verdict == V_DUP) {
+                duplicates.count(pipe);
+                mark_to_drop(standard_metadata);
+            } else if (meta.verdict == V_PARTIAL) {
+                mark_to_drop(standard_metadata);
+            } else {
+                if (meta.verdict == V_DONE) {
+                    aggregations_completed.count(pipe);
+                }
+                if (meta.verdict != V_PASS) {
+                    hdr.ina.flow_id = meta.out_flow;
+                    hdr.ina.next_node = meta.next_node;
+                }
+                if (!ina_forward.apply().hit) {
+                    unknown_job.count(pipe);
+                    mark_to_drop(standard_metadata);
+                }
+            }
+        } else if (hdr.ipv4.isValid()) {
+            if (!ipv4_lpm.apply().hit) {
+                mark_to_drop(standard_metadata);
+            }
+        } else {
+            mark_to_drop(standard_metadata);
+        }
+    }
+}
+
+// *** EGRESS
+// Only the collision clone is rewritten: it becomes the ECN-marked CONTROL packet naming the
+// fragment (and, in aux, the fragment occupying the slot) and goes back toward the sender.
+
+control InaEgress(inout headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    apply {
+        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE
+                && hdr.ina.isValid()) {
+            hdr.ina.flags = FLAG_CONTROL;
+            hdr.ina.aux = meta.occupant;
+            bit<48> mac = hdr.ethernet.dst_addr;
+            hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+            hdr.ethernet.src_addr = mac;
+            bit<32> ip = hdr.ipv4.dst_addr;
+            hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+            hdr.ipv4.src_addr = ip;
+            hdr.ipv4.ecn = 3;
+            hdr.udp.checksum = 0;
+        }
+    }
+}
+
+control InaComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(
+            hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len,
+              hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl,
+              hdr.ipv4.protocol, hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum,
+            HashAlgorithm.csum16);
+    }
+}
+
+// *** DEPARSER
+
+control InaDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.ina);
+        packet.emit(hdr.ina_data);
+    }
+}
+
+V1Switch(InaParser(), InaVerifyChecksum(), InaIngress(), InaEgress(), InaComputeChecksum(),
+         InaDeparser()) main;

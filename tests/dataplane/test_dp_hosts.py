@@ -1,0 +1,60 @@
+"""Host agents: the PS counts every contribution once; workers and PS aggregate exactly."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from dataplane.demo import run_demo
+from dataplane.frame import ACK, DATA, OFF_ELEMS, Endpoint, InaHeader, K, build_frame
+from dataplane.hosts import ParameterServer, Task, fragments, synthetic_gradient, to_fixed_point
+
+ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
+
+
+def _frame(flow: int, frag: int, count: int, values: np.ndarray, flags: int = DATA) -> bytes:
+    header = InaHeader(1, 0, flags, flow, 0, frag, count)
+    return build_frame(ME, ME, header, values.astype(">i4").tobytes())
+
+
+def _results(sock: socket.socket) -> list[np.ndarray]:
+    out = []
+    while True:
+        try:
+            frame = sock.recv(4096)
+        except BlockingIOError:
+            return out
+        out.append(np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32))
+
+
+def test_ps_counts_each_flow_once_and_mixes_partial_and_raw_fragments() -> None:
+    ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=3, fragments=1)
+    partial = np.full(K, 5, np.int32)  # flows 1+2 summed by a switch: count 2
+    raw = np.arange(K, dtype=np.int32)
+    ps.handle(_frame(100, 0, 2, partial))
+    ps.handle(_frame(100, 0, 2, partial))  # retransmitted aggregate: ignored
+    assert _results(observer) == []
+    ps.handle(_frame(3, 0, 1, raw))
+    results = _results(observer)
+    assert len(results) == 1
+    np.testing.assert_array_equal(results[0], partial + raw)
+    ps.handle(_frame(3, 0, 0, np.zeros(K, np.int32), flags=ACK))  # a worker lost the result
+    np.testing.assert_array_equal(_results(observer)[0], partial + raw)
+
+
+def test_gradients_become_padded_fixed_point_fragments() -> None:
+    rows = fragments(to_fixed_point(np.array([0.5, -1.25], dtype=np.float32)))
+    assert rows.shape == (1, K)
+    assert rows[0, :3].tolist() == [2**15, -(2**16 + 2**14), 0]
+    assert synthetic_gradient(0, 1, 10).tolist() == synthetic_gradient(0, 1, 10).tolist()
+
+
+@pytest.mark.root
+def test_three_workers_and_a_ps_aggregate_exactly_across_the_embedded_switch() -> None:
+    summary = run_demo(workers=3, size_mb=0.125, seed=7, window=16)
+    assert summary["exact"], summary
+    assert summary["switch_counters"]["aggregations_completed"] >= 0.125 * 2**20 / 4 / K

@@ -1,0 +1,100 @@
+"""The INA wire format and the P4Info: scapy layer, struct codec and names, without root."""
+
+from __future__ import annotations
+
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from finsy.proto import p4i
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from dataplane.frame import (
+    CONTROL,
+    DATA,
+    FRAME_LEN,
+    INA_UDP_PORT,
+    Endpoint,
+    InaHeader,
+    K,
+    build_frame,
+    ip_bytes,
+    mac_bytes,
+)
+from dataplane.packet import INA
+from dataplane.pipeline import slot_of
+from dataplane.schema import P4INFO_PATH, Schema, SchemaError, load_p4info
+
+P4SRC = Path(__file__).resolve().parents[2] / "p4src"
+
+
+def test_scapy_layer_matches_the_struct_codec() -> None:
+    elems = np.arange(-16, 16, dtype=np.int32)
+    header = InaHeader(job=3, task=1, flags=DATA, flow_id=7, next_node=9, frag_id=70000,
+                       count=2, aux=0)
+    src = Endpoint(mac_bytes("02:00:00:00:00:01"), ip_bytes("10.0.0.1"))
+    dst = Endpoint(mac_bytes("02:00:00:00:00:02"), ip_bytes("10.0.0.2"))
+    raw = build_frame(src, dst, header, elems.astype(">i4").tobytes())
+    assert len(raw) == FRAME_LEN
+
+    pkt = Ether(raw)
+    recomputed = pkt[IP].copy()
+    del recomputed.chksum
+    assert IP(bytes(recomputed)).chksum == pkt[IP].chksum
+    ina = pkt[INA]
+    assert (ina.job, ina.task, ina.flags, ina.flow_id, ina.next_node, ina.frag_id, ina.count,
+            ina.k) == (3, 1, DATA, 7, 9, 70000, 2, K)
+    assert ina.elements == elems.tolist()
+
+    built = (Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+             / IP(src="10.0.0.1", dst="10.0.0.2", id=0, ttl=64)
+             / UDP(sport=INA_UDP_PORT, dport=INA_UDP_PORT, chksum=0)
+             / INA(job=3, task=1, flags="data", flow_id=7, next_node=9, frag_id=70000, count=2,
+                   elements=elems.tolist()))
+    assert bytes(built) == raw
+
+
+def test_scapy_layer_names_flags_and_defaults_to_k_elements() -> None:
+    pkt = INA(flags=CONTROL)
+    assert pkt.sprintf("%INA.flags%") == "control"
+    assert len(bytes(pkt)) == 20 + 4 * K
+
+
+def test_slot_hash_is_zlib_crc32_of_the_big_endian_fragment_id() -> None:
+    assert slot_of(0x01020304, 100, 7) == 100 + zlib.crc32(b"\x01\x02\x03\x04") % 7
+    assert slot_of(5, 0, 1) == 0
+
+
+def test_p4info_parses_and_is_accepted() -> None:
+    p4info = load_p4info(P4INFO_PATH)
+    assert isinstance(p4info, p4i.P4Info)
+    Schema(p4info)
+
+
+def test_p4info_missing_a_table_is_rejected() -> None:
+    p4info = load_p4info(P4INFO_PATH)
+    del p4info.tables[0]
+    with pytest.raises(SchemaError, match="port_pipeline"):
+        Schema(p4info)
+
+
+def test_p4info_names_are_the_programs() -> None:
+    """Every P4Info name is pinned by an @name in ina.p4 and documented in the README."""
+    program = (P4SRC / "ina.p4").read_text()
+    readme = (P4SRC / "README.md").read_text()
+    pinned = set(re.findall(r'@name\("(\w+)"\)', program))
+    p4info = load_p4info(P4INFO_PATH)
+    entities = [*p4info.tables, *p4info.actions, *p4info.counters, *p4info.registers]
+    for entity in entities:
+        name = entity.preamble.name
+        if name == "NoAction":
+            continue
+        local = name.removeprefix("InaIngress.")
+        assert local in pinned, f"{name} has no @name in ina.p4"
+        assert local in readme, f"{name} is not documented in p4src/README.md"
+    for table in p4info.tables:
+        for field in table.match_fields:
+            assert field.name in pinned, f"{table.preamble.name}.{field.name} not pinned"

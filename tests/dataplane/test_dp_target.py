@@ -1,0 +1,349 @@
+"""The contract of p4src/README.md, checked on a running target through veth pairs.
+
+Entries are written over P4Runtime by the test; packets go in and out of the host ends of the
+veths. Runs against the embedded target always, and against bmv2 `simple_switch_grpc` (with the
+program compiled by `p4c-bm2-ss`) when both are on PATH.
+"""
+
+from __future__ import annotations
+
+import select
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from dataplane.frame import (
+    ACK,
+    CONTROL,
+    DATA,
+    ECN_CE,
+    INA_UDP_PORT,
+    OFF_ELEMS,
+    OFF_IP,
+    OFF_UDP,
+    RESULT,
+    Endpoint,
+    InaHeader,
+    K,
+    build_frame,
+)
+from dataplane.netns import VethNet
+from dataplane.p4rt_client import Client, WriteFailed
+from dataplane.schema import P4INFO_PATH, load_p4info
+
+pytestmark = pytest.mark.root
+ROOT = Path(__file__).resolve().parents[2]
+PORTS = 4
+DEVICE_ID = 1
+JOB, TASK, OUT_FLOW, NEXT_NODE, TAG = 3, 1, 100, 77, 5
+HOSTS = {p: Endpoint(bytes([2, 0, 0, 0, 0, p]), bytes([10, 0, 0, p])) for p in range(1, 6)}
+PS = HOSTS[5]
+
+
+@dataclass
+class Target:
+    address: str
+    net: VethNet
+    p4info: object
+    device_config: bytes
+    sockets: dict[int, socket.socket]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _bmv2_program(tmp: Path) -> tuple[object, bytes]:
+    if shutil.which("simple_switch_grpc") is None:
+        pytest.skip("simple_switch_grpc is not on PATH: bmv2 half of the contract tests skipped")
+    if shutil.which("p4c-bm2-ss") is None:
+        pytest.skip("p4c-bm2-ss is not on PATH: cannot compile ina.p4 for simple_switch_grpc")
+    subprocess.run(["p4c-bm2-ss", "--p4v", "16", "--p4runtime-files", str(tmp / "p4info.txtpb"),
+                    "-o", str(tmp / "ina.json"), str(ROOT / "p4src" / "ina.p4")], check=True)
+    return load_p4info(tmp / "p4info.txtpb"), (tmp / "ina.json").read_bytes()
+
+
+@pytest.fixture(scope="module", params=["embedded", "bmv2"])
+def target(request, tmp_path_factory) -> Iterator[Target]:
+    if request.param == "bmv2":
+        p4info, device_config = _bmv2_program(tmp_path_factory.mktemp("bmv2"))
+    else:
+        p4info, device_config = load_p4info(P4INFO_PATH), b""
+    net = VethNet(PORTS)
+    net.create()
+    address = f"127.0.0.1:{_free_port()}"
+    ifaces = [arg for p, name in net.switch_if.items() for arg in ("-i", f"{p}@{name}")]
+    if request.param == "bmv2":
+        cmd = ["simple_switch_grpc", "--device-id", str(DEVICE_ID), *ifaces, "--no-p4",
+               "--", "--grpc-server-addr", address]
+    else:
+        cmd = [sys.executable, "-m", "dataplane", "switch", "--device-id", str(DEVICE_ID),
+               "--grpc-addr", address, *ifaces, "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=ROOT)
+    try:
+        sockets = {p: net.host_socket(p) for p in net.host_if}
+        yield Target(address, net, p4info, device_config, sockets)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        net.destroy()
+    assert proc.returncode in (0, -15), "the switch process died during the tests"
+
+
+@pytest.fixture
+def sw(target: Target) -> Iterator[Client]:
+    """The primary client with a freshly committed pipeline and one clone session per port."""
+    client = Client(target.address, DEVICE_ID, 10, target.p4info)
+    client.set_pipeline(target.device_config)
+    client.write(*(client.clone_session(p, p) for p in range(1, PORTS + 1)))
+    for sock in target.sockets.values():
+        _receive(sock, wait=0)
+    yield client
+    client.close()
+
+
+# *** packet helpers
+
+def _elements(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(-(10**6), 10**6, K, dtype=np.int32)
+
+
+def _frame(host: int, frag: int, flow: int, elems: np.ndarray, *, job: int = JOB,
+           flags: int = DATA, count: int = 1) -> bytes:
+    header = InaHeader(job, TASK, flags, flow, NEXT_NODE, frag, count)
+    return build_frame(HOSTS[host], PS, header, elems.astype(">i4").tobytes())
+
+
+def _receive(sock: socket.socket, wait: float = 0.5, expect: int | None = None) -> list[bytes]:
+    """INA frames arriving on `sock` within `wait` seconds (stop early at `expect` frames)."""
+    frames: list[bytes] = []
+    deadline = time.monotonic() + wait
+    while expect is None or len(frames) < expect:
+        timeout = max(0.0, deadline - time.monotonic())
+        if not select.select([sock], [], [], timeout)[0]:
+            break
+        frame, address = sock.recvfrom(65535)
+        if address[2] != 4 and len(frame) > OFF_UDP + 4 \
+                and int.from_bytes(frame[OFF_UDP + 2:OFF_UDP + 4], "big") == INA_UDP_PORT:
+            frames.append(frame)
+    return frames
+
+
+def _values(frame: bytes) -> np.ndarray:
+    return np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
+
+
+def _install_aggregation(sw: Client, flows: dict[int, int], *, slots: int = 64,
+                         pipes: dict[int, int] | None = None) -> None:
+    """Flows `flows` (flow id -> pipe) are summed at this switch and leave through port 4."""
+    full = sum(1 << (f - 1) for f in flows)
+    entities = [sw.table_entry("job_slots", {"job": JOB}, "set_job_slots", base=0, count=slots),
+                sw.table_entry("ina_forward", {"job": JOB, "task": TASK, "flow_id": OUT_FLOW},
+                               "forward", port=4)]
+    for flow, pipe in flows.items():
+        entities.append(sw.table_entry(
+            "ina_aggregate", {"job": JOB, "task": TASK, "pipe": pipe, "flow_id": flow},
+            "aggregate", tag=TAG, member=1 << (flow - 1), full=full, out_flow=OUT_FLOW,
+            next_node=NEXT_NODE + 1))
+    for port, pipe in (pipes or {}).items():
+        entities.append(sw.table_entry("port_pipeline", {"ingress_port": port}, "set_pipeline",
+                                       pipe=pipe))
+    sw.write(*entities)
+
+
+# *** aggregation
+
+@pytest.mark.parametrize("fan_in", [2, 3])
+def test_contributions_are_summed_exactly(target: Target, sw: Client, fan_in: int) -> None:
+    _install_aggregation(sw, {f: 0 for f in range(1, fan_in + 1)})
+    elems = [_elements(f) for f in range(1, fan_in + 1)]
+    for f in range(1, fan_in + 1):
+        target.sockets[f].send(_frame(f, 9, f, elems[f - 1]))
+    out = _receive(target.sockets[4], expect=2)
+    assert len(out) == 1, "fan-in completion must emit exactly one packet"
+    header = InaHeader.unpack(out[0])
+    assert (header.flow_id, header.next_node, header.count) == (OUT_FLOW, NEXT_NODE + 1, fan_in)
+    assert header.frag_id == 9 and header.flags == DATA
+    np.testing.assert_array_equal(_values(out[0]), sum(elems))
+    assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
+
+
+def test_completion_goes_only_toward_the_planned_next_hop(target: Target, sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0, 3: 0})
+    for f in (1, 2):
+        target.sockets[f].send(_frame(f, 4, f, _elements(f)))
+    assert all(_receive(target.sockets[p], wait=0.3) == [] for p in range(1, 5)), \
+        "a partial aggregate must not leave the switch"
+    target.sockets[3].send(_frame(3, 4, 3, _elements(3)))
+    assert len(_receive(target.sockets[4], expect=2)) == 1
+    assert all(_receive(target.sockets[p], wait=0.1) == [] for p in (1, 2, 3))
+
+
+def test_duplicate_contribution_is_not_double_counted(target: Target, sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    a, b = _elements(1), _elements(2)
+    target.sockets[1].send(_frame(1, 7, 1, a))
+    target.sockets[1].send(_frame(1, 7, 1, a))
+    target.sockets[2].send(_frame(2, 7, 2, b))
+    out = _receive(target.sockets[4], expect=2)
+    assert len(out) == 1
+    np.testing.assert_array_equal(_values(out[0]), a + b)
+    assert InaHeader.unpack(out[0]).count == 2
+    assert sw.counter("duplicates") == [1, 0, 0, 0]
+
+
+def test_collision_sends_control_to_the_sender_and_drops_data(target: Target,
+                                                                sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=1)  # one slot: every fragment collides
+    target.sockets[1].send(_frame(1, 10, 1, _elements(1)))
+    target.sockets[2].send(_frame(2, 11, 2, _elements(2)))
+    control = _receive(target.sockets[2], expect=1)
+    assert len(control) == 1
+    header = InaHeader.unpack(control[0])
+    assert (header.flags, header.frag_id, header.aux, header.flow_id) == (CONTROL, 11, 10, 2)
+    assert control[0][OFF_IP + 1] & 0x3 == ECN_CE
+    assert control[0][OFF_IP + 16:OFF_IP + 20] == HOSTS[2].ip and control[0][0:6] == HOSTS[2].mac
+    assert _receive(target.sockets[4], wait=0.2) == [] and _receive(target.sockets[1], wait=0) == []
+    assert sw.counter("collisions") == [1, 0, 0, 0]
+    # The slot still belongs to fragment 10, whose aggregation completes normally.
+    target.sockets[2].send(_frame(2, 10, 2, _elements(2)))
+    out = _receive(target.sockets[4], expect=1)
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+
+
+def test_ack_frees_a_stale_slot(target: Target, sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=1)
+    target.sockets[1].send(_frame(1, 20, 1, _elements(1)))
+    target.sockets[1].send(_frame(1, 20, 1, np.zeros(K, np.int32), flags=ACK, count=0))
+    ack = _receive(target.sockets[4], expect=1)
+    assert InaHeader.unpack(ack[0]).flags == ACK and InaHeader.unpack(ack[0]).flow_id == OUT_FLOW
+    target.sockets[2].send(_frame(2, 21, 2, _elements(2)))
+    target.sockets[1].send(_frame(1, 21, 1, _elements(1)))
+    out = _receive(target.sockets[4], expect=1)
+    assert InaHeader.unpack(out[0]).frag_id == 21
+    assert sw.counter("collisions") == [0, 0, 0, 0]
+
+
+def test_two_pipelines_never_mix(target: Target, sw: Client) -> None:
+    # Ports 1 and 2 are pipe 0, port 3 is pipe 1. Flows 1 (pipe 0) and 3 (pipe 1) would complete
+    # one aggregation if the pipes shared memory; flow 2 completes pipe 0's without flow 3.
+    sw.write(sw.table_entry("ina_aggregate", {"job": JOB, "task": TASK, "pipe": 1, "flow_id": 3},
+                            "aggregate", tag=TAG, member=2, full=3, out_flow=OUT_FLOW,
+                            next_node=NEXT_NODE + 1))
+    _install_aggregation(sw, {1: 0, 2: 0}, pipes={1: 0, 2: 0, 3: 1})
+    a, b, c = _elements(1), _elements(2), _elements(3)
+    target.sockets[1].send(_frame(1, 5, 1, a))
+    target.sockets[3].send(_frame(3, 5, 3, c))
+    assert _receive(target.sockets[4], wait=0.3) == []
+    target.sockets[2].send(_frame(2, 5, 2, b))
+    out = _receive(target.sockets[4], expect=2)
+    assert len(out) == 1
+    np.testing.assert_array_equal(_values(out[0]), a + b)
+    assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
+    assert sw.counter("collisions") == [0, 0, 0, 0]
+
+
+def test_result_is_multicast_down_the_tree(target: Target, sw: Client) -> None:
+    sw.write(sw.group(8, [1, 2, 3]),
+             sw.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group",
+                            group=8))
+    target.sockets[4].send(_frame(4, 2, OUT_FLOW, _elements(9), flags=RESULT, count=3))
+    for port in (1, 2, 3):
+        out = _receive(target.sockets[port], expect=1)
+        assert len(out) == 1 and InaHeader.unpack(out[0]).flags == RESULT
+        np.testing.assert_array_equal(_values(out[0]), _elements(9))
+
+
+# *** drops
+
+def test_unknown_job_is_dropped_and_counted(target: Target, sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    target.sockets[1].send(_frame(1, 1, 1, _elements(1), job=JOB + 1))
+    assert all(_receive(target.sockets[p], wait=0.2) == [] for p in range(1, 5))
+    assert sw.counter("unknown_job") == [1, 0, 0, 0]
+
+
+def _malformed_frames() -> list[bytes]:
+    good = _frame(1, 1, 1, _elements(1))
+    truncated = good[: OFF_ELEMS + 10]
+    bad_k = bytearray(good)
+    bad_k[OFF_ELEMS - 6:OFF_ELEMS - 4] = (K - 1).to_bytes(2, "big")
+    bad_udp_len = bytearray(good)
+    bad_udp_len[OFF_UDP + 4:OFF_UDP + 6] = (200).to_bytes(2, "big")
+    garbage = bytearray(good)
+    garbage[OFF_UDP + 8:] = np.random.default_rng(0).integers(0, 256, len(good) - OFF_UDP - 8,
+                                                              dtype=np.uint8).tobytes()
+    garbage[OFF_UDP + 8 + 3] = 0x03  # two flags at once
+    return [truncated, bytes(bad_k), bytes(bad_udp_len), bytes(garbage)]
+
+
+def test_malformed_is_dropped_and_counted_and_the_target_keeps_serving(target: Target,
+                                                                        sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    bad = _malformed_frames()
+    for frame in bad:
+        target.sockets[1].send(frame)
+    assert _receive(target.sockets[4], wait=0.3) == []
+    assert sw.counter("malformed") == [len(bad), 0, 0, 0]
+    a, b = _elements(1), _elements(2)
+    target.sockets[1].send(_frame(1, 3, 1, a))
+    target.sockets[2].send(_frame(2, 3, 2, b))
+    out = _receive(target.sockets[4], expect=1)
+    np.testing.assert_array_equal(_values(out[0]), a + b)
+
+
+# *** P4Runtime behaviour
+
+def test_non_primary_write_is_rejected(target: Target, sw: Client) -> None:
+    assert sw.arbitration.status.code == grpc.StatusCode.OK.value[0]
+    backup = Client(target.address, DEVICE_ID, 5, target.p4info)
+    try:
+        assert backup.arbitration.status.code == grpc.StatusCode.ALREADY_EXISTS.value[0]
+        with pytest.raises(grpc.RpcError) as failure:
+            backup.write(backup.table_entry("job_slots", {"job": 1}, "set_job_slots",
+                                            base=0, count=1))
+        assert failure.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert sw.read(_wildcard_table(sw, "job_slots")) == []
+    finally:
+        backup.close()
+
+
+def _wildcard_table(sw: Client, name: str):
+    entity = sw.table_entry("job_slots", {"job": 1}, "set_job_slots", base=0, count=1)
+    entity.table_entry.ClearField("match")
+    entity.table_entry.ClearField("action")
+    entity.table_entry.table_id = sw._table(name).preamble.id
+    return entity
+
+
+def test_write_errors_are_reported_per_update_and_reads_are_symmetric(sw: Client) -> None:
+    first = sw.table_entry("job_slots", {"job": 1}, "set_job_slots", base=0, count=8)
+    sw.write(first)
+    route = sw.table_entry("ipv4_lpm", {"dst_addr": (0x0A000000, 8)}, "forward", port=2)
+    sw.write(route)
+    bad_prefix = sw.table_entry("ipv4_lpm", {"dst_addr": (0x0A000001, 8)}, "forward", port=2)
+    missing = sw.table_entry("job_slots", {"job": 2}, "set_job_slots", base=0, count=8)
+    second = sw.table_entry("job_slots", {"job": 3}, "set_job_slots", base=8, count=8)
+    with pytest.raises(WriteFailed) as failure:
+        sw.write(first, bad_prefix, second)
+    assert failure.value.codes == [grpc.StatusCode.ALREADY_EXISTS,
+                                   grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OK]
+    with pytest.raises(WriteFailed) as failure:
+        sw.write(missing, kind=3)  # DELETE
+    assert failure.value.codes == [grpc.StatusCode.NOT_FOUND]
+    read = sw.read(_wildcard_table(sw, "job_slots"))
+    assert sorted(e.SerializeToString() for e in read) == sorted(
+        e.SerializeToString() for e in (first, second))
+    assert [e.table_entry for e in sw.read(_wildcard_table(sw, "ipv4_lpm"))] == [route.table_entry]
+
