@@ -5,9 +5,10 @@ It implements the "What the controller installs" table of `p4src/README.md` by P
 target's). Flow identities come from the evaluator's replay of the plan (`task_flows`), so the
 switches realise exactly the flows the evaluator scored:
 
-* every flow of a task gets a `flow_id`: a worker's own flow is numbered by the worker's
-  position in the task, a flow emitted by an aggregation point by the point's position after
-  them;
+* every flow gets a `flow_id`, unique across the whole plan so that a switch can tell flows
+  apart by it alone (plain OpenFlow switches match it in the UDP source port): per task, the
+  workers' own flows in worker order, then one per aggregation point, then the task's result
+  flow;
 * `ina_forward` sends each flow leaving a switch to its planned next hop;
 * `ina_aggregate` has one entry per flow merged at a point, with the point's `tag`, the flow's
   `member` bit and the point's `full` bitmap;
@@ -95,6 +96,7 @@ class WorkerAssignment:
     ps_ip: str
     rate_gbps: float
     workers_in_task: int
+    result_flow_id: int
 
 
 def compile_plan(network: Network, plan: Plan) -> tuple[dict[str, SwitchProgram], list[WorkerAssignment]]:
@@ -107,13 +109,16 @@ def compile_plan(network: Network, plan: Plan) -> tuple[dict[str, SwitchProgram]
     share = SLOTS_PER_PIPE // max(1, len(jobs))
     assignments: list[WorkerAssignment] = []
     group_ids: dict[str, int] = {}
+    next_flow = 1
     for tp in plan.tasks:
         flows = task_flows(network, tp)
         if flows.problems:
             raise CompileError(f"plan is inconsistent: {flows.problems[0]}")
         job_id = ids.job_id(tp.job)
         task_id = ids.task_id(tp.job, tp.task)
-        flow_ids = _flow_ids(tp, flows)
+        flow_ids = _flow_ids(tp, next_flow)
+        next_flow += len(flow_ids) + 1  # + the result flow
+        result_flow = next_flow - 1
         _forwarding(network, programs, flows, flow_ids, job_id, task_id)
         _aggregation(network, ids, programs, tp, flows, flow_ids, job_id, task_id)
         _results(network, programs, tp, flows, job_id, task_id, group_ids)
@@ -123,7 +128,7 @@ def compile_plan(network: Network, plan: Plan) -> tuple[dict[str, SwitchProgram]
                 base = jobs.index(tp.job) * share
                 prog.table_entries.append(_entry(
                     "job_slots", {"job": job_id}, "set_job_slots", base=base, count=share))
-        assignments += _assignments(ids, tp, flows, flow_ids, job_id, task_id)
+        assignments += _assignments(ids, tp, flows, flow_ids, job_id, task_id, result_flow)
     return programs, assignments
 
 
@@ -153,12 +158,12 @@ def _base_entries(network: Network, ids: Numbering, switch: str, prog: SwitchPro
             port=network.graph.edges[switch, nxt]["out_port"]))
 
 
-def _flow_ids(tp: TaskPlan, flows: TaskFlows) -> dict[FlowId, int]:
-    ids: dict[FlowId, int] = {w: i + 1 for i, w in enumerate(tp.paths)}
+def _flow_ids(tp: TaskPlan, first: int) -> dict[FlowId, int]:
+    ids: dict[FlowId, int] = {w: first + i for i, w in enumerate(tp.paths)}
     for point in tp.aggregation:
-        ids[("agg", point.switch, point.pipeline)] = len(ids) + 1
-    if len(ids) >= 1 << 16:
-        raise CompileError(f"{tp.job}/{tp.task}: {len(ids)} flows exceed the 16-bit flow id")
+        ids[("agg", point.switch, point.pipeline)] = first + len(ids)
+    if first + len(ids) >= 1 << 16:
+        raise CompileError(f"{tp.job}/{tp.task}: the plan's flows exceed the 16-bit flow id")
     return ids
 
 
@@ -237,11 +242,11 @@ def _results(network, programs, tp: TaskPlan, flows: TaskFlows, job_id: int, tas
 
 
 def _assignments(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_ids, job_id: int,
-                 task_id: int) -> list[WorkerAssignment]:
+                 task_id: int, result_flow: int) -> list[WorkerAssignment]:
     out = []
     for worker, trace in flows.traces.items():
         first = next((h.v for h in trace if h.leaving != h.arriving), tp.ps)
         out.append(WorkerAssignment(
             worker, job_id, task_id, flow_ids[worker], ids.node_id[first], tp.ps,
-            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths)))
+            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths), result_flow))
     return out

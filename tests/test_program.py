@@ -68,3 +68,14 @@ def test_inconsistent_plan_is_refused():
     plan.tasks[0].aggregation[0] = AggregationPoint("L1", 0, 5, "S1")
     with pytest.raises(CompileError, match="fan-in 5"):
         compile_plan(network, plan)
+
+
+def test_flow_ids_are_unique_across_tasks():
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    first = _fig1_plan()
+    second = TaskPlan("job0", "t1", "PS", 1.0, dict(first.tasks[0].paths), [])
+    plan = Plan("hand", "heuristic", 1.0, None, 0.0, 0, [first.tasks[0], second])
+    network.tasks.append(type(network.tasks[0])("job0", "t1", "PS", network.tasks[0].workers))
+    _, workers = compile_plan(network, plan)
+    ids = [w.flow_id for w in workers] + list({w.result_flow_id for w in workers})
+    assert len(ids) == len(set(ids)) == 12
