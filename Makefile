@@ -45,9 +45,11 @@ test: setup
 test-unprivileged: venv
 	$(BIN)/pytest -q -m "not root and not mininet"
 
+# The closed loop on ARO's Fig. 1 network: plan, push over P4Runtime, aggregate real packets,
+# once without INA-aware routing (shortest) and once with ARO, side by side.
 demo: setup
-	$(BIN)/ina solve topologies/examples/aro-fig1.yaml --scheme shortest --json out/demo-shortest.json
-	$(BIN)/ina evaluate topologies/examples/aro-fig1.yaml out/demo-shortest.json
+	$(BIN)/ina mininet topologies/examples/aro-fig1.yaml --scheme shortest --scheme aro \
+	  --gradient-mb 0.25 --iterations 2 --json out/demo/closed-loop.json
 
 lint: venv
 	$(BIN)/ruff check controller dataplane tests

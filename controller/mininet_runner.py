@@ -29,8 +29,8 @@ from controller.plan import Plan
 from controller.program import Numbering
 
 # One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for a Python switch
-# on 2 cores, large enough that an iteration of a 1 MB gradient takes about a second.
-DEFAULT_SCALE_MBPS = 10.0
+# on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick runs.
+DEFAULT_SCALE_MBPS = 2.0
 # Workers pace slightly under their planned rate so shaping queues do not overflow.
 PACING_HEADROOM = 0.95
 
@@ -41,8 +41,11 @@ class RunnerError(RuntimeError):
 
 @dataclass
 class IterationResult:
+    """One iteration; `seconds` is the slowest worker's transfer time (process start excluded)."""
+
     iteration: int
     seconds: float
+    wall_seconds: float
     exact: bool
     goodput_mbps: dict[str, float]
     ps_link_packets: int
@@ -60,6 +63,10 @@ class RunResult:
     @property
     def exact(self) -> bool:
         return all(it.exact for it in self.iterations)
+
+    @property
+    def mean_seconds(self) -> float:
+        return sum(it.seconds for it in self.iterations) / max(1, len(self.iterations))
 
     def to_dict(self) -> dict:
         return {**asdict(self), "exact": self.exact}
@@ -254,12 +261,13 @@ class Emulation:
                 raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
             reports[worker] = json.loads(lines[-1])
             exact &= bool(reports[worker].get("exact"))
-        seconds = time.monotonic() - started
+        wall = time.monotonic() - started
         ps.wait(timeout=10)
         packets = _tx_packets(ps_port) - before
         fragments = reports[next(iter(reports))]["fragments"]
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
-        return IterationResult(iteration, seconds, exact, goodput, packets,
+        seconds = max(r["seconds"] for r in reports.values())
+        return IterationResult(iteration, seconds, wall, exact, goodput, packets,
                                round(packets / max(1, fragments), 2))
 
     def _ids(self, tp) -> tuple[int, int]:

@@ -11,6 +11,7 @@ import importlib
 
 # sub-subcommand → module with `add_parser(subparsers)`
 BENCHMARKS: dict[str, str] = {
+    "aro": "controller.bench.aro",
     "compare": "controller.bench.compare",
     "target": "dataplane.bench",
 }

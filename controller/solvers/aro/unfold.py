@@ -222,12 +222,8 @@ def _drop_dead_ends(tg: TaskGraph) -> None:
 
 
 def ina_switches(network: Network) -> list[str]:
-    return [s for s in network.switches if network.is_ina(s)]
-
-
-def node_label(n: Node) -> str:
-    kind, name, side, pipe = n
-    text = name + (f"^{side}" if side else "")
-    if kind == "inp":
-        return f"{text}.inp{pipe}"
-    return f"{text}.op" if kind == "op" else text
+    """INA-capable switches that may aggregate (an aggregation capacity of 0 forbids it)."""
+    return [
+        s for s in network.switches
+        if network.is_ina(s) and network.spec(s).aggregation_capacity_gbps != 0
+    ]
