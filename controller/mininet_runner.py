@@ -19,7 +19,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Self
@@ -50,6 +52,14 @@ class IterationResult:
     goodput_mbps: dict[str, float]
     ps_link_packets: int
     ps_link_flows: float
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A switch restart: its process's boot, then the controller's reconnect and re-push."""
+
+    boot_seconds: float
+    repush_seconds: float
 
 
 @dataclass
@@ -174,13 +184,35 @@ class Emulation:
             names[host].cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
 
     def _start_switches(self) -> None:
-        for device_id, switch in enumerate(self.network.switches, start=1):
-            address = self.addresses[switch] = f"127.0.0.1:{_free_port()}"
-            self.procs[f"switch {switch}"] = subprocess.Popen(
-                switch_command(self.target, device_id, address, self.switch_ports[switch]),
-                stdout=self._log(f"switch-{switch}.log"), stderr=subprocess.STDOUT)
+        for switch in self.network.switches:
+            self.addresses[switch] = f"127.0.0.1:{_free_port()}"
+            self._spawn_switch(switch)
         for switch, address in self.addresses.items():
             _wait_listening(address, f"switch {switch}", self.procs[f"switch {switch}"])
+
+    def _spawn_switch(self, switch: str) -> None:
+        device_id = self.network.switches.index(switch) + 1
+        self.procs[f"switch {switch}"] = subprocess.Popen(
+            switch_command(self.target, device_id, self.addresses[switch],
+                           self.switch_ports[switch]),
+            stdout=self._log(f"switch-{switch}.log"), stderr=subprocess.STDOUT)
+
+    def restart_switch(self, switch: str, timeout: float = 30.0) -> Restart:
+        """Kill a switch process and start it again empty; time its boot and the controller's
+        re-push of pipeline and entries (seen in the controller's state file)."""
+        pushes = len(self.state()["switches"][switch]["pushes_seconds"])
+        proc = self.procs[f"switch {switch}"]
+        proc.kill()
+        proc.wait()
+        started = time.monotonic()
+        self._spawn_switch(switch)
+        _wait_listening(self.addresses[switch], f"switch {switch}", self.procs[f"switch {switch}"])
+        listening = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if len(self.state()["switches"][switch]["pushes_seconds"]) > pushes:
+                return Restart(listening - started, time.monotonic() - listening)
+            time.sleep(0.02)
+        raise RunnerError(f"controller did not re-program switch {switch} within {timeout:g} s")
 
     def _start_controller(self) -> None:
         plan_file = self.workdir / "plan.json"
@@ -213,14 +245,14 @@ class Emulation:
         return json.loads(self.state_file.read_text())
 
     # -- running the job
-    def iterate(self, gradient_mb: float, iteration: int, timeout: float) -> list[IterationResult]:
-        results = []
-        for tp in self.plan.tasks:
-            results.append(self._iterate_task(tp, gradient_mb, iteration, timeout))
-        return results
+    def iterate(self, gradient_mb: float, iteration: int, timeout: float,
+                during: Callable[[], None] | None = None) -> list[IterationResult]:
+        """One iteration of every task; `during` runs in a thread while the workers send."""
+        return [self._iterate_task(tp, gradient_mb, iteration, timeout, during)
+                for tp in self.plan.tasks]
 
-    def _iterate_task(self, tp, gradient_mb: float, iteration: int,
-                      timeout: float) -> IterationResult:
+    def _iterate_task(self, tp, gradient_mb: float, iteration: int, timeout: float,
+                      during: Callable[[], None] | None) -> IterationResult:
         assignments = {row["worker"]: row for row in self.state()["workers"]
                        if (row["job_id"], row["task_id"]) == self._ids(tp)}
         ps_port = self._ps_port(tp)
@@ -245,6 +277,9 @@ class Emulation:
                  "--next-node", str(a["next_node"]), "--rate-gbps", f"{wire_gbps:.6f}",
                  "--seed", str(iteration), "--verify"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        disturbance = threading.Thread(target=during) if during else None
+        if disturbance:
+            disturbance.start()
         reports, exact = {}, True
         for worker, proc in workers.items():
             try:
@@ -262,6 +297,8 @@ class Emulation:
             reports[worker] = json.loads(lines[-1])
             exact &= bool(reports[worker].get("exact"))
         wall = time.monotonic() - started
+        if disturbance:
+            disturbance.join()
         ps.wait(timeout=10)
         packets = _tx_packets(ps_port) - before
         fragments = reports[next(iter(reports))]["fragments"]
