@@ -46,6 +46,11 @@ class Session:
     version: int = 1
     drivers: dict[str, InaSwitchDriver] = field(default_factory=dict)
     counters: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    dead_links: set[tuple[str, str]] = field(default_factory=set)
+    replans: list[dict] = field(default_factory=list)
+    # Seconds between publishing a new plan to the hosts and deleting the old plan's entries:
+    # long enough for every worker to have switched and for in-flight fragments to drain.
+    drain_seconds: float = 2.0
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.targets) - set(self.network.switches))
@@ -65,6 +70,8 @@ class Session:
             "topology": self.network.name,
             "plan": self.plan.to_dict(),
             "workers": [asdict(a) for a in self.assignments],
+            "dead_links": sorted(self.dead_links),
+            "replans": self.replans,
             "switches": {
                 name: {
                     "address": d.target.address,
@@ -84,6 +91,40 @@ class Session:
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.state(), indent=2) + "\n")
         os.replace(tmp, self.state_file)
+
+
+async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
+    """Re-plan around dead links and move traffic make-before-break.
+
+    The new plan is warm-started from the current one and compiled as the next version (its
+    own flow ids, tags and slot region); its entries are installed beside the old ones, then
+    the hosts are told (state file), and only after the drain time are the old ones deleted.
+    """
+    from controller.solvers import SolveOptions, solve
+
+    started = time.perf_counter()
+    session.dead_links = set(dead)
+    view = session.network.without_links(session.dead_links)
+    plan = solve(view, session.plan.scheme, SolveOptions(warm_start=session.plan))
+    solved = time.perf_counter()
+    programs, assignments = compile_plan(view, plan, version=session.version + 1)
+    for name, driver in session.drivers.items():
+        await driver.move_to(programs[name])
+    session.version += 1
+    session.plan, session.assignments = plan, assignments
+    session.publish()
+    installed = time.perf_counter()
+    await asyncio.sleep(session.drain_seconds)
+    for driver in session.drivers.values():
+        await driver.retire_previous()
+    session.replans.append({
+        "version": session.version, "dead_links": sorted(session.dead_links),
+        "solve_seconds": solved - started, "install_seconds": installed - solved,
+        "rate_gbps": [t.rate_gbps for t in plan.tasks],
+    })
+    session.publish()
+    LOG.info("re-planned around %s: plan v%d, %.3f s to solve and install",
+             sorted(session.dead_links), session.version, installed - started)
 
 
 async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = False) -> None:

@@ -13,7 +13,7 @@ and the problem, so the CLI can print it as one paragraph and exit with code 2.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -180,6 +180,16 @@ class Network:
 
     def spec(self, node: str) -> HostSpec | SwitchSpec:
         return self.graph.nodes[node]["spec"]
+
+    def without_links(self, links: set[tuple[str, str]]) -> Network:
+        """The same network with the given links (both directions) removed: what the
+        controller plans on once it has learnt that they are down."""
+        graph = self.graph.copy()
+        for u, v in links:
+            for a, b in ((u, v), (v, u)):
+                if graph.has_edge(a, b):
+                    graph.remove_edge(a, b)
+        return replace(self, graph=graph)
 
 
 def load_topology(path: str | Path) -> Network:

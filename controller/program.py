@@ -39,6 +39,13 @@ from controller.network import Network
 from controller.plan import Plan, TaskPlan
 
 SLOTS_PER_PIPE = 4096  # p4src/README.md "Sizes"
+# Plan versions cycle through generations, each with its own flow ids, tags, slot region and
+# multicast groups, so that a new plan's entries can be installed beside the old one's
+# (make-before-break) and a new plan never meets partial sums an old one left in slots until
+# GENERATIONS re-plans later.
+GENERATIONS = 4
+FLOW_IDS_PER_GENERATION = (1 << 16) // GENERATIONS
+GROUPS_PER_GENERATION = 4096
 MAX_FAN_IN = 32  # width of the member bitmap
 HOST_SUBNET = ipaddress.ip_network("10.0.0.0/16")
 
@@ -97,19 +104,30 @@ class WorkerAssignment:
     rate_gbps: float
     workers_in_task: int
     result_flow_id: int
+    version: int
 
 
-def compile_plan(network: Network, plan: Plan) -> tuple[dict[str, SwitchProgram], list[WorkerAssignment]]:
-    """Compile `plan`; raises CompileError if the plan is inconsistent or exceeds the target."""
+def generation(version: int) -> int:
+    """The generation a plan version uses; a flow id's generation is flow_id // 2**14."""
+    return (version - 1) % GENERATIONS
+
+
+def compile_plan(
+    network: Network, plan: Plan, version: int = 1
+) -> tuple[dict[str, SwitchProgram], list[WorkerAssignment]]:
+    """Compile `plan` as plan `version`; raises CompileError if the plan is inconsistent or
+    exceeds the target."""
     ids = Numbering(network)
+    gen = generation(version)
     programs = {s: SwitchProgram(s) for s in network.switches}
     for name, prog in programs.items():
         _base_entries(network, ids, name, prog)
     jobs = list(dict.fromkeys(tp.job for tp in plan.tasks))
-    share = SLOTS_PER_PIPE // max(1, len(jobs))
+    region = SLOTS_PER_PIPE // GENERATIONS
+    share = region // max(1, len(jobs))
     assignments: list[WorkerAssignment] = []
-    group_ids: dict[str, int] = {}
-    next_flow = 1
+    group_ids: dict[str, int] = {s: gen * GROUPS_PER_GENERATION for s in network.switches}
+    next_flow = max(1, gen * FLOW_IDS_PER_GENERATION)
     for tp in plan.tasks:
         flows = task_flows(network, tp)
         if flows.problems:
@@ -119,16 +137,19 @@ def compile_plan(network: Network, plan: Plan) -> tuple[dict[str, SwitchProgram]
         flow_ids = _flow_ids(tp, next_flow)
         next_flow += len(flow_ids) + 1  # + the result flow
         result_flow = next_flow - 1
+        if next_flow > (gen + 1) * FLOW_IDS_PER_GENERATION:
+            raise CompileError(f"the plan needs more than {FLOW_IDS_PER_GENERATION} flow ids")
         _forwarding(network, programs, flows, flow_ids, job_id, task_id)
-        _aggregation(network, ids, programs, tp, flows, flow_ids, job_id, task_id)
+        _aggregation(network, ids, programs, tp, flows, flow_ids, job_id, task_id, gen)
         _results(network, programs, tp, flows, job_id, task_id, group_ids)
         for switch in {p.switch for p in tp.aggregation}:
             prog = programs[switch]
             if not any(_is_slots_for(e, job_id) for e in prog.table_entries):
-                base = jobs.index(tp.job) * share
+                base = gen * region + jobs.index(tp.job) * share
                 prog.table_entries.append(_entry(
                     "job_slots", {"job": job_id}, "set_job_slots", base=base, count=share))
-        assignments += _assignments(ids, tp, flows, flow_ids, job_id, task_id, result_flow)
+        assignments += _assignments(ids, tp, flows, flow_ids, job_id, task_id, result_flow,
+                                    version)
     return programs, assignments
 
 
@@ -162,8 +183,6 @@ def _flow_ids(tp: TaskPlan, first: int) -> dict[FlowId, int]:
     ids: dict[FlowId, int] = {w: first + i for i, w in enumerate(tp.paths)}
     for point in tp.aggregation:
         ids[("agg", point.switch, point.pipeline)] = first + len(ids)
-    if first + len(ids) >= 1 << 16:
-        raise CompileError(f"{tp.job}/{tp.task}: the plan's flows exceed the 16-bit flow id")
     return ids
 
 
@@ -183,7 +202,7 @@ def _forwarding(network, programs, flows: TaskFlows, flow_ids, job_id: int, task
 
 
 def _aggregation(network, ids: Numbering, programs, tp: TaskPlan, flows: TaskFlows, flow_ids,
-                 job_id: int, task_id: int) -> None:
+                 job_id: int, task_id: int, gen: int) -> None:
     tags: dict[str, int] = {}
     for point in tp.aggregation:
         inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()), key=flow_ids.get)
@@ -199,15 +218,16 @@ def _aggregation(network, ids: Numbering, programs, tp: TaskPlan, flows: TaskFlo
                 "ina_aggregate",
                 {"job": job_id, "task": task_id, "pipe": point.pipeline,
                  "flow_id": flow_ids[flow]},
-                "aggregate", tag=_tag(job_id, task_id, tag), member=1 << bit, full=full,
+                "aggregate", tag=_tag(gen, job_id, task_id, tag), member=1 << bit, full=full,
                 out_flow=out_flow, next_node=next_node))
 
 
-def _tag(job_id: int, task_id: int, index: int) -> int:
-    """Non-zero, unique per switch across jobs and tasks (16 bits: 6 job, 4 task, 6 point)."""
-    if job_id >= 64 or task_id >= 16 or index >= 64:
+def _tag(gen: int, job_id: int, task_id: int, index: int) -> int:
+    """Non-zero, unique per switch across generations, jobs and tasks
+    (16 bits: 2 generation, 5 job, 4 task, 5 point)."""
+    if job_id >= 32 or task_id >= 16 or index >= 32:
         raise CompileError("too many jobs, tasks or aggregation points for 16-bit tags")
-    return (job_id << 10) | (task_id << 6) | index
+    return (gen << 14) | (job_id << 9) | (task_id << 5) | index
 
 
 def _next_aggregator(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_id: int,
@@ -242,11 +262,11 @@ def _results(network, programs, tp: TaskPlan, flows: TaskFlows, job_id: int, tas
 
 
 def _assignments(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_ids, job_id: int,
-                 task_id: int, result_flow: int) -> list[WorkerAssignment]:
+                 task_id: int, result_flow: int, version: int) -> list[WorkerAssignment]:
     out = []
     for worker, trace in flows.traces.items():
         first = next((h.v for h in trace if h.leaving != h.arriving), tp.ps)
         out.append(WorkerAssignment(
             worker, job_id, task_id, flow_ids[worker], ids.node_id[first], tp.ps,
-            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths), result_flow))
+            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths), result_flow, version))
     return out

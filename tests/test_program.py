@@ -79,3 +79,29 @@ def test_flow_ids_are_unique_across_tasks():
     _, workers = compile_plan(network, plan)
     ids = [w.flow_id for w in workers] + list({w.result_flow_id for w in workers})
     assert len(ids) == len(set(ids)) == 12
+
+
+def test_next_plan_version_installs_beside_the_current_one():
+    from controller.southbound.p4runtime import diff_programs
+
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    v1, workers1 = compile_plan(network, _fig1_plan(), version=1)
+    v2, workers2 = compile_plan(network, _fig1_plan(), version=2)
+    assert not {w.flow_id for w in workers1} & {w.flow_id for w in workers2}
+    assert {w.version for w in workers2} == {2}
+    inserts, modifies, deletes = diff_programs(v1["S1"], v2["S1"])
+    # New flows, aggregation entries and groups are inserted beside the old ones; only the
+    # entries keyed by job or task alone (slot region, result group) are modified in place.
+    assert {e.table_id for e in modifies} == {"job_slots", "result_multicast"}
+    assert any(getattr(e, "table_id", "") == "ina_aggregate" for e in inserts)
+    assert len(deletes) == len(inserts)  # the old version's own entries go at retirement
+    tags1 = {e.action.args["tag"] for e in _entries(v1["S1"], "ina_aggregate")}
+    tags2 = {e.action.args["tag"] for e in _entries(v2["S1"], "ina_aggregate")}
+    assert not tags1 & tags2
+
+
+def test_without_links_drops_both_directions():
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    view = network.without_links({("L1", "S1")})
+    assert not view.graph.has_edge("L1", "S1") and not view.graph.has_edge("S1", "L1")
+    assert network.graph.has_edge("L1", "S1")

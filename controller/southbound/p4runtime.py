@@ -70,6 +70,7 @@ class InaSwitchDriver:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     pushes: list[float] = field(default_factory=list)  # seconds per (re)install
     problems: list[str] = field(default_factory=list)
+    previous: SwitchProgram | None = None
     switch: Switch = field(init=False)
 
     def __post_init__(self) -> None:
@@ -78,6 +79,24 @@ class InaSwitchDriver:
             ready_handler=self._on_ready,
         )
         self.switch = Switch(self.target.name, self.target.address, options)
+
+    async def move_to(self, program: SwitchProgram) -> None:
+        """Make: install `program` beside the current one (new keys inserted, shared keys
+        modified); the current program's own entries stay until `retire_previous`."""
+        inserts, modifies, _ = diff_programs(self.program, program)
+        if self.switch.is_up:
+            await self.switch.insert(inserts)
+            await self.switch.modify(modifies)
+        self.previous, self.program = self.program, program
+
+    async def retire_previous(self) -> None:
+        """Break: delete what only the previous program had."""
+        if self.previous is None:
+            return
+        _, _, deletes = diff_programs(self.previous, self.program)
+        if self.switch.is_up:
+            await self.switch.delete(reversed(deletes))  # tables before the groups they use
+        self.previous = None
 
     async def _on_ready(self, sw: Switch) -> None:
         started = time.perf_counter()
@@ -90,6 +109,25 @@ class InaSwitchDriver:
                  len(self.program.entities()), self.pushes[-1],
                  f", {len(self.problems)} mismatches" if self.problems else "")
         self.ready.set()
+
+
+def _key(entity) -> tuple:
+    """What identifies an entity on the switch (P4Runtime's key), its action aside."""
+    if isinstance(entity, P4TableEntry):
+        return ("table", entity.table_id, tuple(sorted(entity.match.items())))
+    if isinstance(entity, P4MulticastGroupEntry):
+        return ("group", entity.multicast_group_id)
+    return ("clone", entity.session_id)
+
+
+def diff_programs(old: SwitchProgram, new: SwitchProgram) -> tuple[list, list, list]:
+    """(inserts, modifies, deletes) that turn `old` into `new`, in a safe write order."""
+    before = {_key(e): e for e in old.entities()}
+    after = {_key(e): e for e in new.entities()}
+    inserts = [e for k, e in after.items() if k not in before]
+    modifies = [e for k, e in after.items() if k in before and before[k] != e]
+    deletes = [e for k, e in before.items() if k not in after]
+    return inserts, modifies, deletes
 
 
 async def verify(sw: Switch, program: SwitchProgram) -> list[str]:
