@@ -59,9 +59,15 @@ class Session:
         programs, self.assignments = compile_plan(self.network, self.plan)
         extra = {"p4blob": self.p4blob} if self.p4blob else {}
         self.drivers = {
-            name: InaSwitchDriver(target, programs[name], **extra)
+            name: InaSwitchDriver(target, programs[name], on_programmed=self._republish, **extra)
             for name, target in self.targets.items()
         }
+        self.started = False
+
+    def _republish(self) -> None:
+        """A switch was (re)programmed: tell readers now, once the first install is done."""
+        if self.started:
+            self.publish()
 
     def state(self) -> dict:
         return {
@@ -134,6 +140,7 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
         mismatches = [p for d in session.drivers.values() for p in d.problems]
         if mismatches:
             raise SouthboundError("read-back differs from what was written: " + "; ".join(mismatches))
+        session.started = True
         session.publish()
         LOG.info("plan v%d installed on %d switch(es)", session.version, len(session.drivers))
         if once:

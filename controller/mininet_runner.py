@@ -52,6 +52,8 @@ class IterationResult:
     goodput_mbps: dict[str, float]
     ps_link_packets: int
     ps_link_flows: float
+    # (seconds since the workers started, packets sent into the PS so far), every 0.1 s
+    ps_link_samples: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,10 @@ class Emulation:
                 raise RunnerError("controller did not program the switches within 60 s")
             time.sleep(0.1)
 
+    def set_link(self, u: str, v: str, up: bool) -> None:
+        """Bring both ends of the link u–v down or up, as a cut cable or a failed port would."""
+        self.net.configLinkStatus(self.node[u].name, self.node[v].name, "up" if up else "down")
+
     def _log(self, name: str):
         """A log file in the work directory, closed with the emulation."""
         handle = (self.workdir / name).open("wb")
@@ -280,32 +286,27 @@ class Emulation:
         disturbance = threading.Thread(target=during) if during else None
         if disturbance:
             disturbance.start()
-        reports, exact = {}, True
-        for worker, proc in workers.items():
-            try:
-                out, _ = proc.communicate(timeout=max(1.0, timeout - (time.monotonic() - started)))
-            except subprocess.TimeoutExpired:
-                for p in workers.values():
-                    p.kill()
-                ps.kill()
-                raise RunnerError(f"worker {worker} did not finish iteration {iteration} within "
-                                  f"{timeout:g} s (hang)") from None
-            lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
-            if proc.returncode not in (0, 1) or not lines:
-                ps.kill()
-                raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
-            reports[worker] = json.loads(lines[-1])
-            exact &= bool(reports[worker].get("exact"))
+        sampling = threading.Event()
+        samples: list[tuple[float, int]] = []
+        sampler = threading.Thread(target=_sample, args=(ps_port, before, started, samples,
+                                                         sampling))
+        sampler.start()
+        try:
+            reports = _collect(workers, ps, started + timeout, iteration)
+        finally:
+            if disturbance:
+                disturbance.join()
+            sampling.set()
+            sampler.join()
         wall = time.monotonic() - started
-        if disturbance:
-            disturbance.join()
+        exact = all(r.get("exact") for r in reports.values())
         ps.wait(timeout=10)
         packets = _tx_packets(ps_port) - before
         fragments = reports[next(iter(reports))]["fragments"]
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
         seconds = max(r["seconds"] for r in reports.values())
         return IterationResult(iteration, seconds, wall, exact, goodput, packets,
-                               round(packets / max(1, fragments), 2))
+                               round(packets / max(1, fragments), 2), samples)
 
     def _ids(self, tp) -> tuple[int, int]:
         return self.ids.job_id(tp.job), self.ids.task_id(tp.job, tp.task)
@@ -315,6 +316,35 @@ class Emulation:
         (leaf,) = list(self.network.graph.predecessors(tp.ps))
         port = self.network.graph.edges[leaf, tp.ps]["out_port"]
         return self.switch_ports[leaf][port]
+
+
+def _collect(workers: dict[str, subprocess.Popen], ps: subprocess.Popen, deadline: float,
+             iteration: int) -> dict[str, dict]:
+    """Each worker's JSON report; kills every agent and names the culprit on a hang."""
+    reports = {}
+    for worker, proc in workers.items():
+        try:
+            out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for p in (*workers.values(), ps):
+                p.kill()
+            raise RunnerError(f"worker {worker} did not finish iteration {iteration} in time "
+                              "(hang)") from None
+        lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
+        if proc.returncode not in (0, 1) or not lines:
+            ps.kill()
+            raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
+        reports[worker] = json.loads(lines[-1])
+    return reports
+
+
+def _sample(interface: str, base: int, started: float, out: list, stop: threading.Event) -> None:
+    """Record the PS link's packet count over time: the job's progress as the PS sees it."""
+    while not stop.wait(0.1):
+        try:
+            out.append((round(time.monotonic() - started, 3), _tx_packets(interface) - base))
+        except FileNotFoundError:  # the interface went away with a failed run
+            return
 
 
 def _tx_packets(interface: str) -> int:

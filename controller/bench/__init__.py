@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "aro": "controller.bench.aro",
     "compare": "controller.bench.compare",
     "target": "dataplane.bench",
+    "e2e": "controller.bench.e2e",
 }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -71,6 +71,8 @@ class InaSwitchDriver:
     pushes: list[float] = field(default_factory=list)  # seconds per (re)install
     problems: list[str] = field(default_factory=list)
     previous: SwitchProgram | None = None
+    # Called after every (re)install, e.g. to publish the controller's state at once.
+    on_programmed: Callable[[], None] | None = None
     switch: Switch = field(init=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +111,8 @@ class InaSwitchDriver:
                  len(self.program.entities()), self.pushes[-1],
                  f", {len(self.problems)} mismatches" if self.problems else "")
         self.ready.set()
+        if self.on_programmed:
+            self.on_programmed()
 
 
 def _key(entity) -> tuple:
