@@ -24,6 +24,7 @@ from finsy import Controller
 from controller.network import Network
 from controller.plan import Plan
 from controller.program import compile_plan
+from controller.southbound.discovery import LinkMonitor
 from controller.southbound.p4runtime import (
     InaSwitchDriver,
     SouthboundError,
@@ -133,8 +134,11 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
              sorted(session.dead_links), session.version, installed - started)
 
 
-async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = False) -> None:
-    """Program every switch, verify, publish; then keep them programmed until cancelled."""
+async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = False,
+              probe_interval: float | None = 0.5) -> None:
+    """Program every switch, verify, publish; then keep them programmed, watch the links
+    (probes every `probe_interval` s; None: no link monitoring) and re-plan around dead ones,
+    until cancelled."""
     async with Controller([d.switch for d in session.drivers.values()]):
         await _wait_programmed(session, connect_timeout)
         mismatches = [p for d in session.drivers.values() for p in d.problems]
@@ -145,12 +149,40 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
         LOG.info("plan v%d installed on %d switch(es)", session.version, len(session.drivers))
         if once:
             return
+        async with asyncio.TaskGroup() as group:
+            group.create_task(_publish_counters(session))
+            if probe_interval is not None:
+                group.create_task(_watch_links(session, probe_interval))
+
+
+async def _publish_counters(session: Session) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        for name, driver in session.drivers.items():
+            if driver.switch.is_up:
+                session.counters[name] = await read_counters(driver.switch)
+        session.publish()
+
+
+async def _watch_links(session: Session, interval: float) -> None:
+    """Re-plan whenever the set of dead links between live switches changes.
+
+    A link whose switch is down (restarting) is not dead: the switch's reconnect handles it,
+    and re-planning around every restart would move traffic for nothing.
+    """
+    monitor = LinkMonitor([d.switch for d in session.drivers.values()], session.network,
+                          interval=interval)
+    monitor_task = asyncio.create_task(monitor.run())
+    try:
         while True:
-            await asyncio.sleep(1.0)
-            for name, driver in session.drivers.items():
-                if driver.switch.is_up:
-                    session.counters[name] = await read_counters(driver.switch)
-            session.publish()
+            await monitor.changed.wait()
+            monitor.changed.clear()
+            up = {n for n, d in session.drivers.items() if d.switch.is_up}
+            dead = {tuple(sorted(e)) for e in monitor.dead_links() if set(e) <= up}
+            if dead != session.dead_links:
+                await replan(session, dead)
+    finally:
+        monitor_task.cancel()
 
 
 async def _wait_programmed(session: Session, timeout: float) -> None:

@@ -269,7 +269,8 @@ class Emulation:
                   "--workers", str(len(tp.paths)), "--size-mb", str(gradient_mb)]
         ps = ps_host.popen([sys.executable, "-m", "controller.cli", "ps", "--iface",
                             self.host_intf[tp.ps], "--ip", self.ids.host_ip[tp.ps], *common,
-                            "--linger", "1.5"])
+                            "--linger", "1.5", "--result-flow-id",
+                            str(next(iter(assignments.values()))["result_flow_id"])])
         time.sleep(0.3)
         wire_gbps = tp.rate_gbps * self.scale / 1000 * PACING_HEADROOM
         started = time.monotonic()

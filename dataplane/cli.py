@@ -10,11 +10,14 @@ import argparse
 import asyncio
 import logging
 
+from dataplane.frame import CPU_PORT
+
 
 def _interface(text: str) -> tuple[int, str]:
     port, sep, name = text.partition("@")
-    if not sep or not port.isdigit() or not 0 < int(port) < 512 or not name:
-        raise argparse.ArgumentTypeError(f"expected PORT@IFACE with PORT in 1..511, got {text!r}")
+    if not sep or not port.isdigit() or not 0 < int(port) < CPU_PORT or not name:
+        raise argparse.ArgumentTypeError(f"expected PORT@IFACE with PORT in 1..{CPU_PORT - 1} "
+                                         f"({CPU_PORT} is the controller port), got {text!r}")
     return int(port), name
 
 

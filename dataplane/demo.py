@@ -20,7 +20,7 @@ from dataplane.p4rt_client import Client
 from dataplane.schema import load_p4info
 
 ROOT = Path(__file__).resolve().parent.parent
-JOB, TASK, AGG_FLOW, PS_NODE, SWITCH_NODE, GROUP = 1, 0, 100, 200, 1, 1
+JOB, TASK, AGG_FLOW, RESULT_FLOW, PS_NODE, SWITCH_NODE, GROUP = 1, 0, 100, 101, 200, 1, 1
 
 
 def free_tcp_port() -> int:
@@ -70,8 +70,8 @@ def run_demo(workers: int, size_mb: float, seed: int, window: float) -> dict:
                       "--task", str(TASK)]
             exec_ns = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]
             ps = subprocess.Popen([*exec_ns, "ps", "--iface", net.host_if[ps_port], "--ip",
-                                   f"10.0.0.{ps_port}", *common], cwd=ROOT,
-                                  stdout=subprocess.PIPE, text=True)
+                                   f"10.0.0.{ps_port}", "--result-flow-id", str(RESULT_FLOW),
+                                   *common], cwd=ROOT, stdout=subprocess.PIPE, text=True)
             procs = [subprocess.Popen(
                 [*exec_ns, "worker", "--iface", net.host_if[i + 1], "--ip", f"10.0.0.{i + 1}",
                  "--ps-ip", f"10.0.0.{ps_port}", "--index", str(i), "--next-node",

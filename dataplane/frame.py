@@ -14,6 +14,8 @@ K = 32
 MAX_PIPES = 4
 SLOTS_PER_PIPE = 4096
 INA_UDP_PORT = 20033
+CPU_PORT = 510  # the P4Runtime controller port (simple_switch_grpc --cpu-port 510)
+ETHERTYPE_LLDP = 0x88CC
 INA_HEADER_LEN = 20
 INA_UDP_LEN = 8 + INA_HEADER_LEN + 4 * K
 FRAME_LEN = 14 + 20 + INA_UDP_LEN
@@ -80,11 +82,14 @@ def ipv4_checksum(header: bytes | memoryview) -> int:
 
 def build_frame(src: Endpoint, dst: Endpoint, header: InaHeader, elements: bytes,
                 ecn: int = 0) -> bytes:
-    """A complete Ethernet/IPv4/UDP/INA frame; `elements` are K big-endian int32 (4K bytes)."""
+    """A complete Ethernet/IPv4/UDP/INA frame; `elements` are K big-endian int32 (4K bytes).
+
+    The UDP source port is the flow id, so plain OpenFlow switches can forward per flow.
+    """
     total_len = 20 + INA_UDP_LEN
     eth_ip_udp = bytearray(_ETH_IP_UDP.pack(
         dst.mac, src.mac, 0x0800, 0x45, ecn, total_len, 0, 0, 64, 17, 0, src.ip, dst.ip,
-        INA_UDP_PORT, INA_UDP_PORT, INA_UDP_LEN, 0))
+        header.flow_id, INA_UDP_PORT, INA_UDP_LEN, 0))
     struct.pack_into("!H", eth_ip_udp, OFF_IP + 10, ipv4_checksum(eth_ip_udp[OFF_IP:OFF_UDP]))
     return bytes(eth_ip_udp) + header.pack() + elements
 

@@ -9,7 +9,11 @@ fragment it had resent sends an ACK so that no switch keeps a stale partial sum 
 
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
-workers, and sends one RESULT per fragment that the switches multicast to the workers. A DATA
+workers, and sends one RESULT per fragment that the switches multicast to the workers, under the
+task's result flow id (published by the controller as `result_flow_id`).
+
+Every frame's UDP source port is its flow id (`build_frame`), so plain OpenFlow switches that
+cannot parse INA still forward each flow on its planned path by matching `udp_src`. A DATA
 or ACK for a finished fragment makes it send the result again (a worker lost it).
 """
 
@@ -191,6 +195,7 @@ class ParameterServer:
     task: Task
     workers: int
     fragments: int
+    result_flow_id: int
     sums: np.ndarray = field(init=False)
     counts: np.ndarray = field(init=False)
     seen: set[tuple[int, int]] = field(default_factory=set)
@@ -202,7 +207,8 @@ class ParameterServer:
         self.counts = np.zeros(self.fragments, dtype=np.int64)
 
     def _send_result(self, frag: int) -> None:
-        header = InaHeader(self.task.job, self.task.task, RESULT, 0, 0, frag, self.workers)
+        header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0, frag,
+                           self.workers)
         send(self.sock, build_frame(self.me, BROADCAST, header,
                                     self.sums[frag].astype(">i4").tobytes()))
         self.results_sent += 1
@@ -266,7 +272,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_ps(args: argparse.Namespace) -> int:
     elements = int(args.size_mb * 2**20) // 4
     ps = ParameterServer(open_raw(args.iface), _endpoint(args.iface, args.ip),
-                         Task(args.job, args.task), args.workers, -(-elements // K))
+                         Task(args.job, args.task), args.workers, -(-elements // K),
+                         args.result_flow_id)
     start = time.monotonic()
     ps.run(args.linger)
     print(json.dumps({"ps": True, "fragments": ps.fragments, "results_sent": ps.results_sent,
@@ -303,6 +310,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("ps", help="parameter server: finish the sums, send results")
     _common(p)
+    p.add_argument("--result-flow-id", type=int, required=True,
+                   help="flow id of the task's results (the controller's result_flow_id)")
     p.add_argument("--linger", type=float, default=1.0,
                    help="seconds to keep answering retransmissions after the last fragment")
     p.set_defaults(func=cmd_ps)

@@ -7,6 +7,7 @@ every error is visible as sent; the controller's southbound (finsy) is not neede
 from __future__ import annotations
 
 import queue
+import threading
 from dataclasses import dataclass
 
 import grpc
@@ -47,9 +48,34 @@ class Client:
         request.arbitration.election_id.low = election_id
         self._requests.put(request)
         self.arbitration = next(self._stream).arbitration
+        # Later stream messages (PacketIns, StreamErrors) are collected by a reader thread so
+        # that `stream_message` can wait with a timeout.
+        self._responses: queue.Queue[p4r.StreamMessageResponse] = queue.Queue()
+        threading.Thread(target=self._read_stream, daemon=True).start()
 
-    def next_arbitration(self) -> p4r.MasterArbitrationUpdate:
-        return next(self._stream).arbitration
+    def _read_stream(self) -> None:
+        try:
+            for message in self._stream:
+                self._responses.put(message)
+        except grpc.RpcError:
+            return  # the channel closed
+
+    def stream_message(self, timeout: float = 1.0) -> p4r.StreamMessageResponse | None:
+        """The next message on the stream after the arbitration reply, or None on timeout."""
+        try:
+            return self._responses.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def packet_out(self, payload: bytes, **metadata: int) -> None:
+        """Send a PacketOut; `metadata` by name (the P4Info's `packet_out` header)."""
+        header = next(h for h in self.p4info.controller_packet_metadata
+                      if h.preamble.name == "packet_out")
+        request = p4r.StreamMessageRequest()
+        request.packet.payload = payload
+        for field in header.metadata:
+            request.packet.metadata.add(metadata_id=field.id, value=_bytes(metadata[field.name]))
+        self._requests.put(request)
 
     def close(self) -> None:
         self._requests.put(None)

@@ -1,7 +1,7 @@
 """Scapy layer for the INA header (p4src/README.md), for tests and packet inspection.
 
-`Ether()/IP()/UDP(dport=INA_UDP_PORT)/INA(...)` builds a packet; UDP port INA_UDP_PORT dissects
-as INA in both directions.
+`Ether()/IP()/UDP(sport=FLOW_ID, dport=INA_UDP_PORT)/INA(...)` builds a packet; UDP destination
+port INA_UDP_PORT dissects as INA (the source port is the flow id, so it names no protocol).
 """
 
 from __future__ import annotations
@@ -42,4 +42,3 @@ class INA(Packet):
 
 
 bind_layers(UDP, INA, dport=INA_UDP_PORT)
-bind_layers(UDP, INA, sport=INA_UDP_PORT)

@@ -16,7 +16,9 @@ import numpy as np
 from dataplane.frame import (
     ACK,
     CONTROL,
+    CPU_PORT,
     ECN_CE,
+    ETHERTYPE_LLDP,
     FLAGS,
     INA_HEADER,
     INA_UDP_LEN,
@@ -37,6 +39,7 @@ _ELEMS_END = OFF_ELEMS + 4 * K
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 _UDP_LEN = INA_UDP_LEN.to_bytes(2, "big")
 _BE_INT32 = np.dtype(">i4")
+_LLDP = ETHERTYPE_LLDP.to_bytes(2, "big")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,9 @@ class Pipeline:
         self._lpm_order = sorted(self.fwd.lpm, reverse=True)
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
+        """Frames to send for `frame` arriving on `port`; port CPU_PORT means a packet-in."""
+        if frame[12:14] == _LLDP:
+            return [(CPU_PORT, frame)]  # step 0: link-discovery probe to the controller
         pipe = self.fwd.port_pipe.get(port, 0)  # step 1
         if len(frame) < OFF_UDP or frame[12:14] != b"\x08\x00":
             return []  # step 6 (or an IPv4 header cut short: parser error, not INA)
@@ -119,6 +125,13 @@ class Pipeline:
         if flags == CONTROL:
             return self._ipv4(frame)
         return self._data_or_ack(port, pipe, frame, flags)
+
+    @staticmethod
+    def packet_out(port: int, payload: bytes) -> list[tuple[int, bytes]]:
+        """Step 0: a controller's frame leaves out of `port` as it is (IPv4 checksum redone)."""
+        if len(payload) >= OFF_UDP and payload[12:14] == b"\x08\x00":
+            payload = _with_checksum(payload)
+        return [(port, payload)]
 
     def _count(self, name: str, pipe: int) -> None:
         if pipe < MAX_PIPES:
@@ -191,6 +204,8 @@ class Pipeline:
     def _emit(frame: bytes, act: Aggregate, count: int | None,
               values: np.ndarray | None) -> bytes:
         out = bytearray(frame)
+        struct.pack_into("!H", out, OFF_UDP, act.out_flow)  # UDP source port = flow id
+        out[OFF_UDP + 6:OFF_UDP + 8] = b"\0\0"
         struct.pack_into("!HH", out, OFF_INA + 4, act.out_flow, act.next_node)
         if count is not None and values is not None:
             struct.pack_into("!H", out, OFF_INA + 12, count)

@@ -2,6 +2,7 @@
 
 Frames the host itself sent (PACKET_OUTGOING) are skipped: a packet socket sees them too, and a
 switch must not process its own output. Large socket buffers absorb bursts while Python is busy.
+A port whose link is down drops what is sent to it, as a switch port would, instead of failing.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def drain(sock: socket.socket, handle: Callable[[bytes], None], limit: int = 256
     for _ in range(limit):
         try:
             frame, address = sock.recvfrom(65535)
-        except BlockingIOError:
+        except OSError:  # nothing waiting, or the link went down (ENETDOWN, reported once)
             return
         if address[2] != PACKET_OUTGOING:
             handle(frame)
@@ -45,6 +46,6 @@ def send(sock: socket.socket, frame: bytes) -> bool:
     """Send without blocking; a full socket buffer drops the frame like a full queue would."""
     try:
         sock.send(frame)
-    except BlockingIOError:
+    except OSError:  # full buffer (BlockingIOError) or link down (ENETDOWN, ENXIO)
         return False
     return True

@@ -43,6 +43,11 @@ REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.set_result_group": (("group", 16),),
 }
 COUNTER_PREFIX = "InaIngress."
+# Controller headers (packet-in / packet-out through CPU_PORT): name -> its one metadata field.
+REQUIRED_PACKET_METADATA: dict[str, tuple[str, int]] = {
+    "packet_in": ("ingress_port", 16),
+    "packet_out": ("egress_port", 16),
+}
 
 
 class SchemaError(ValueError):
@@ -101,7 +106,16 @@ class Schema:
         }
         self.counters = {c.preamble.id: Counter(c.preamble.id, c.preamble.name, c.size)
                          for c in p4info.counters}
+        # Controller header name -> {metadata name: (id, bitwidth)}.
+        self.packet_metadata = {
+            h.preamble.name: {m.name: (m.id, m.bitwidth) for m in h.metadata}
+            for h in p4info.controller_packet_metadata
+        }
         self._check()
+
+    def packet_metadata_id(self, header: str) -> int:
+        """Id of the port field of controller header `header` ("packet_in" or "packet_out")."""
+        return self.packet_metadata[header][REQUIRED_PACKET_METADATA[header][0]][0]
 
     def table_named(self, name: str) -> Table:
         return next(t for t in self.tables.values() if t.name == name)
@@ -132,6 +146,14 @@ class Schema:
         for counter in COUNTERS:
             if COUNTER_PREFIX + counter not in names:
                 raise SchemaError(f"P4Info has no counter {COUNTER_PREFIX + counter}")
+        for header, (field, bitwidth) in REQUIRED_PACKET_METADATA.items():
+            fields = self.packet_metadata.get(header)
+            if fields is None:
+                raise SchemaError(f"P4Info has no controller_packet_metadata {header}")
+            shape = {name: width for name, (_, width) in fields.items()}
+            if shape != {field: bitwidth}:
+                raise SchemaError(f"controller header {header} has metadata {shape}, "
+                                  f"expected {{{field!r}: {bitwidth}}}")
 
 
 def load_p4info(path: Path = P4INFO_PATH) -> p4i.P4Info:

@@ -12,33 +12,38 @@ stub); the messages, stubs and transport are the libraries'. It follows P4Runtim
   order, in the grpc-status-details-bin trailer ("Error Reporting");
 - SetForwardingPipelineConfig VERIFY and VERIFY_AND_COMMIT (which clears all forwarding state);
   GetForwardingPipelineConfig with every response type; Read of table entries, counters,
-  multicast groups and clone sessions; Capabilities.
+  multicast groups and clone sessions; Capabilities;
+- PacketOut from the primary (metadata `egress_port` of the P4Info's `packet_out` header): the
+  payload leaves out of that port; PacketIn (metadata `ingress_port`) to the primary for every
+  frame the pipeline sends to CPU_PORT. A PacketOut that cannot be taken (no pipeline, not
+  primary, bad metadata) is answered with a StreamError naming it.
 
 Not implemented (answered UNIMPLEMENTED or not offered): roles other than the default role,
 atomicity other than CONTINUE_ON_ERROR, VERIFY_AND_SAVE / COMMIT / RECONCILE_AND_COMMIT,
-PacketIn/PacketOut and digests (the program has no controller port), idle timeouts, writing or
-reading default actions, action profiles, meters, registers, value sets, direct counters,
-the `p4_device_config` (ignored: the pipeline is built in), and StreamError reporting.
+digests, idle timeouts, writing or reading default actions, action profiles, meters,
+registers, value sets, direct counters, and the `p4_device_config` (ignored: the pipeline is
+built in). PacketIns beyond PACKET_IN_BACKLOG waiting for a slow primary are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
 from google.protobuf import any_pb2
 
-from dataplane.entities import Entities, P4Error
+from dataplane.entities import Entities, P4Error, canonical
 from dataplane.pipeline import Pipeline
 from dataplane.schema import Schema, SchemaError
 
 LOG = logging.getLogger(__name__)
 API_VERSION = "1.4.0"
 NO_PIPELINE = "No forwarding pipeline config set for this device."
+PACKET_IN_BACKLOG = 1024  # stream messages queued for one client before PacketIns are dropped
 
 
 @dataclass(eq=False)
@@ -51,11 +56,16 @@ class _Client:
 
 
 class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
-    """Serves one device: arbitration, pipeline config, Write, Read."""
+    """Serves one device: arbitration, pipeline config, Write, Read, packet-in/out.
 
-    def __init__(self, device_id: int, pipeline: Pipeline) -> None:
+    `transmit(port, frame)` sends a frame out of a port; the switch loop supplies it.
+    """
+
+    def __init__(self, device_id: int, pipeline: Pipeline,
+                 transmit: Callable[[int, bytes], None] | None = None) -> None:
         self.device_id = device_id
         self.pipeline = pipeline
+        self.transmit = transmit
         self.entities: Entities | None = None
         self.config: p4r.ForwardingPipelineConfig | None = None
         self.clients: list[_Client] = []
@@ -123,6 +133,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     elif not client.arbitrated:
                         raise P4Error(grpc.StatusCode.FAILED_PRECONDITION,
                                       "the first stream message must be an arbitration update")
+                    elif request.WhichOneof("update") == "packet":
+                        self._packet_out(client, request.packet)
             except P4Error as exc:
                 failure.append(exc)
             finally:
@@ -141,6 +153,47 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self.clients.remove(client)
             if was_primary:
                 self._announce()
+
+    # *** Packet-in / packet-out
+
+    def _packet_out(self, client: _Client, packet: p4r.PacketOut) -> None:
+        try:
+            if client.election_id is None or client.election_id != self.primary_election_id:
+                raise P4Error(grpc.StatusCode.PERMISSION_DENIED, "PacketOut from a non-primary")
+            if self.entities is None:
+                raise P4Error(grpc.StatusCode.FAILED_PRECONDITION, NO_PIPELINE)
+            schema = self.entities.schema
+            field_id = schema.packet_metadata_id("packet_out")
+            values = {m.metadata_id: m.value for m in packet.metadata}
+            if set(values) != {field_id}:
+                raise P4Error(grpc.StatusCode.INVALID_ARGUMENT,
+                              "PacketOut needs exactly the metadata egress_port")
+            port = int.from_bytes(canonical(values[field_id], 16, "egress_port"), "big")
+        except P4Error as exc:
+            reply = p4r.StreamMessageResponse()
+            reply.error.canonical_code = exc.code.value[0]
+            reply.error.message = str(exc)
+            reply.error.packet_out.packet_out.CopyFrom(packet)
+            client.outbox.put_nowait(reply)
+            return
+        if self.transmit is not None:
+            for out_port, frame in self.pipeline.packet_out(port, packet.payload):
+                self.transmit(out_port, frame)
+
+    def packet_in(self, port: int, frame: bytes) -> None:
+        """Hand `frame`, which arrived on `port`, to the primary client (if any)."""
+        primary = self.primary_election_id
+        client = next((c for c in self.clients if primary is not None
+                       and c.election_id == primary), None)
+        if client is None or self.entities is None or \
+                client.outbox.qsize() >= PACKET_IN_BACKLOG:
+            return
+        message = p4r.StreamMessageResponse()
+        message.packet.payload = frame
+        message.packet.metadata.add(
+            metadata_id=self.entities.schema.packet_metadata_id("packet_in"),
+            value=port.to_bytes(max(1, (port.bit_length() + 7) // 8), "big"))
+        client.outbox.put_nowait(message)
 
     def _require_primary(self, device_id: int, election: p4r.Uint128 | None) -> None:
         if device_id != self.device_id:

@@ -1,7 +1,8 @@
 """One embedded switch process: the P4Runtime service and the packet loop on one asyncio loop.
 
 Both share the pipeline object without locks: the loop is single-threaded, so a Write and a
-packet never interleave, which gives the per-packet atomicity bmv2 gives per action.
+packet never interleave, which gives the per-packet atomicity bmv2 gives per action. Frames the
+pipeline sends to CPU_PORT become PacketIns; PacketOuts come back through `transmit`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import logging
 import signal
 
+from dataplane.frame import CPU_PORT
 from dataplane.pipeline import Pipeline
 from dataplane.ports import drain, open_raw, send
 from dataplane.server import P4RuntimeService, serve
@@ -20,17 +22,24 @@ LOG = logging.getLogger(__name__)
 async def run_switch(device_id: int, address: str, interfaces: dict[int, str]) -> None:
     """Serve P4Runtime on `address` and switch frames between `interfaces` (port -> name)."""
     pipeline = Pipeline()
-    service = P4RuntimeService(device_id, pipeline)
     sockets = {port: open_raw(name) for port, name in interfaces.items()}
+
+    def transmit(port: int, frame: bytes) -> None:
+        sock = sockets.get(port)
+        if sock is not None:
+            send(sock, frame)
+
+    service = P4RuntimeService(device_id, pipeline, transmit)
     server = await serve(address, service)
     loop = asyncio.get_running_loop()
 
     def receiver(port: int):
         def handle(frame: bytes) -> None:
             for out_port, out in pipeline.process(port, frame):
-                sock = sockets.get(out_port)
-                if sock is not None:
-                    send(sock, out)
+                if out_port == CPU_PORT:
+                    service.packet_in(port, out)
+                else:
+                    transmit(out_port, out)
         return handle
 
     for port, sock in sockets.items():

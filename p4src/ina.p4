@@ -11,7 +11,11 @@
  *  - a packet leaves on port 0 unless dropped: every branch that consumes a packet calls
  *    mark_to_drop explicitly;
  *  - bmv2 has one pipeline: the ingress pipelines of a multi-pipeline ASIC are emulated by a
- *    port -> pipe table and separate register regions per pipe.
+ *    port -> pipe table and separate register regions per pipe;
+ *  - packet-in/packet-out travel through CPU_PORT (simple_switch_grpc --cpu-port 510) with the
+ *    @controller_header headers below; their fields are 16 bits wide so that the headers need
+ *    no padding field (a padding field would appear in the P4Info and every PacketOut would
+ *    have to carry it).
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -24,6 +28,8 @@
 #define VALUE_CELLS 524288       // CELLS * K
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_LLDP = 0x88cc;
+const bit<9> CPU_PORT = 510;
 const bit<8> PROTO_UDP = 17;
 const bit<16> INA_UDP_PORT = 20033;
 const bit<16> INA_UDP_LEN = 156;  // 8 (UDP) + 20 (INA header) + 4 * K
@@ -47,6 +53,18 @@ const bit<8> FL_CONTROL = 1;  // field list preserved into the collision clone
 error { InaBadLength, InaBadFlags }
 
 // *** HEADERS
+
+// Prepended to a frame sent to the controller (PacketIn metadata `ingress_port`).
+@controller_header("packet_in")
+header packet_in_t {
+    bit<16> ingress_port;
+}
+
+// Prepended by the target to a frame from the controller (PacketOut metadata `egress_port`).
+@controller_header("packet_out")
+header packet_out_t {
+    bit<16> egress_port;
+}
 
 header ethernet_t {
     bit<48> dst_addr;
@@ -103,6 +121,8 @@ header ina_data_t {
 }
 
 struct headers_t {
+    packet_in_t packet_in;
+    packet_out_t packet_out;
     ethernet_t ethernet;
     ipv4_t ipv4;
     udp_t udp;
@@ -130,6 +150,16 @@ struct metadata_t {
 parser InaParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
                  inout standard_metadata_t standard_metadata) {
     state start {
+        transition select(standard_metadata.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+    state parse_packet_out {
+        packet.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
         packet.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
@@ -338,11 +368,20 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bit<32> pipe = (bit<32>)meta.pipe;
         bool ina_port = hdr.udp.isValid() && hdr.udp.dst_port == INA_UDP_PORT;
 
-        if (standard_metadata.parser_error != error.NoError) {
+        if (hdr.packet_out.isValid()) {
+            // Packet-out: the payload leaves unchanged out of the port the controller named.
+            standard_metadata.egress_spec = (bit<9>)hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+        } else if (standard_metadata.parser_error != error.NoError) {
             if (ina_port) {
                 malformed.count(pipe);
             }
             mark_to_drop(standard_metadata);
+        } else if (hdr.ethernet.isValid() && hdr.ethernet.ether_type == ETHERTYPE_LLDP) {
+            // Link-discovery probe: to the controller with the port it came in on.
+            hdr.packet_in.setValid();
+            hdr.packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
+            standard_metadata.egress_spec = CPU_PORT;
         } else if (hdr.ina.isValid() && hdr.ina.flags == FLAG_RESULT) {
             if (!result_multicast.apply().hit) {
                 unknown_job.count(pipe);
@@ -371,7 +410,10 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
                     aggregations_completed.count(pipe);
                 }
                 if (meta.verdict != V_PASS) {
+                    // The UDP source port is the flow id on every INA packet (README).
                     hdr.ina.flow_id = meta.out_flow;
+                    hdr.udp.src_port = meta.out_flow;
+                    hdr.udp.checksum = 0;
                     hdr.ina.next_node = meta.next_node;
                 }
                 if (!ina_forward.apply().hit) {
@@ -428,6 +470,7 @@ control InaComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
 
 control InaDeparser(packet_out packet, in headers_t hdr) {
     apply {
+        packet.emit(hdr.packet_in);
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
         packet.emit(hdr.udp);

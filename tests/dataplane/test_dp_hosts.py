@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 
 from dataplane.demo import run_demo
-from dataplane.frame import ACK, DATA, OFF_ELEMS, Endpoint, InaHeader, K, build_frame
+from dataplane.frame import (
+    ACK,
+    DATA,
+    OFF_ELEMS,
+    OFF_UDP,
+    RESULT,
+    Endpoint,
+    InaHeader,
+    K,
+    build_frame,
+)
 from dataplane.hosts import ParameterServer, Task, fragments, synthetic_gradient, to_fixed_point
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
@@ -19,20 +29,28 @@ def _frame(flow: int, frag: int, count: int, values: np.ndarray, flags: int = DA
     return build_frame(ME, ME, header, values.astype(">i4").tobytes())
 
 
+RESULT_FLOW = 42
+
+
 def _results(sock: socket.socket) -> list[np.ndarray]:
+    """Values of the RESULT frames sent; each must carry the result flow id (header and port)."""
     out = []
     while True:
         try:
             frame = sock.recv(4096)
         except BlockingIOError:
             return out
+        header = InaHeader.unpack(frame)
+        assert (header.flags, header.flow_id) == (RESULT, RESULT_FLOW)
+        assert int.from_bytes(frame[OFF_UDP:OFF_UDP + 2], "big") == RESULT_FLOW
         out.append(np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32))
 
 
 def test_ps_counts_each_flow_once_and_mixes_partial_and_raw_fragments() -> None:
     ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=3, fragments=1)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=3, fragments=1,
+                         result_flow_id=RESULT_FLOW)
     partial = np.full(K, 5, np.int32)  # flows 1+2 summed by a switch: count 2
     raw = np.arange(K, dtype=np.int32)
     ps.handle(_frame(100, 0, 2, partial))

@@ -17,6 +17,7 @@ from dataplane.frame import (
     DATA,
     FRAME_LEN,
     INA_UDP_PORT,
+    OFF_UDP,
     Endpoint,
     InaHeader,
     K,
@@ -39,6 +40,7 @@ def test_scapy_layer_matches_the_struct_codec() -> None:
     dst = Endpoint(mac_bytes("02:00:00:00:00:02"), ip_bytes("10.0.0.2"))
     raw = build_frame(src, dst, header, elems.astype(">i4").tobytes())
     assert len(raw) == FRAME_LEN
+    assert int.from_bytes(raw[OFF_UDP:OFF_UDP + 2], "big") == 7, "UDP source port = flow id"
 
     pkt = Ether(raw)
     recomputed = pkt[IP].copy()
@@ -51,7 +53,7 @@ def test_scapy_layer_matches_the_struct_codec() -> None:
 
     built = (Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
              / IP(src="10.0.0.1", dst="10.0.0.2", id=0, ttl=64)
-             / UDP(sport=INA_UDP_PORT, dport=INA_UDP_PORT, chksum=0)
+             / UDP(sport=7, dport=INA_UDP_PORT, chksum=0)
              / INA(job=3, task=1, flags="data", flow_id=7, next_node=9, frag_id=70000, count=2,
                    elements=elems.tolist()))
     assert bytes(built) == raw
@@ -98,3 +100,23 @@ def test_p4info_names_are_the_programs() -> None:
     for table in p4info.tables:
         for field in table.match_fields:
             assert field.name in pinned, f"{table.preamble.name}.{field.name} not pinned"
+
+
+def test_controller_headers_are_the_programs() -> None:
+    """packet_in / packet_out exist in ina.p4 with the P4Info's one metadata field each."""
+    program = (P4SRC / "ina.p4").read_text()
+    readme = (P4SRC / "README.md").read_text()
+    for header in load_p4info(P4INFO_PATH).controller_packet_metadata:
+        name = header.preamble.name
+        assert f'@controller_header("{name}")' in program
+        assert f"`{name}`" in readme
+        (field,) = header.metadata
+        assert re.search(rf"bit<{field.bitwidth}> {field.name};", program), field.name
+        assert f"`{field.name}`" in readme
+
+
+def test_p4info_without_packet_out_is_rejected() -> None:
+    p4info = load_p4info(P4INFO_PATH)
+    del p4info.controller_packet_metadata[1]
+    with pytest.raises(SchemaError, match="packet_out"):
+        Schema(p4info)

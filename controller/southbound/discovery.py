@@ -1,0 +1,156 @@
+"""Link liveness from probe packets through the switches' CPU port, as LLDP discovery does in
+ONOS and Ryu.
+
+Every `interval` seconds a probe, an LLDP frame whose chassis id names the sending switch and
+whose port id names the sending port, leaves each switch port that the topology connects to
+another monitored switch (P4Runtime packet-out). The switch at the far end hands it to the
+controller (packet-in with its ingress port, p4src/README.md step 0), which proves that the
+directed link sender → receiver carries frames. A link whose probes have not arrived for
+`dead_after` consecutive rounds is dead; the next probe that arrives makes it alive again.
+
+Only links between monitored switches are judged: a host or a plain OpenFlow switch sends no
+probe back. At start-up every link is presumed alive until it has missed `dead_after` rounds,
+so a freshly started controller does not report the whole network dead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Callable, Iterable
+
+from finsy import P4PacketOut, Switch
+
+from controller.network import Network
+
+LOG = logging.getLogger(__name__)
+Edge = tuple[str, str]  # a directed link (u, v) of `Network.graph`
+
+ETHERTYPE_LLDP = 0x88CC
+LLDP_MULTICAST = bytes.fromhex("0180c200000e")  # nearest bridge: never forwarded by bridges
+_CHASSIS_ID, _PORT_ID, _TTL = 1, 2, 3
+_LOCALLY_ASSIGNED = 7  # chassis-id and port-id subtype
+
+
+def _tlv(kind: int, value: bytes) -> bytes:
+    return struct.pack("!H", kind << 9 | len(value)) + value
+
+
+def probe_frame(switch: str, port: int, ttl: int = 120) -> bytes:
+    """The LLDP probe that `switch` sends out of `port`."""
+    source = bytes([0x02, 0, 0, 0]) + port.to_bytes(2, "big")  # locally administered
+    sub = bytes([_LOCALLY_ASSIGNED])
+    return (LLDP_MULTICAST + source + ETHERTYPE_LLDP.to_bytes(2, "big")
+            + _tlv(_CHASSIS_ID, sub + switch.encode())
+            + _tlv(_PORT_ID, sub + str(port).encode())
+            + _tlv(_TTL, ttl.to_bytes(2, "big")) + _tlv(0, b""))
+
+
+def parse_probe(frame: bytes) -> tuple[str, int] | None:
+    """(switch, port) named by a probe from `probe_frame`; None for any other frame."""
+    if frame[12:14] != ETHERTYPE_LLDP.to_bytes(2, "big"):
+        return None
+    fields: dict[int, bytes] = {}
+    at = 14
+    while at + 2 <= len(frame):
+        (head,) = struct.unpack_from("!H", frame, at)
+        kind, length = head >> 9, head & 0x1FF
+        if kind == 0:
+            break
+        fields[kind] = frame[at + 2:at + 2 + length]
+        at += 2 + length
+    chassis, port = fields.get(_CHASSIS_ID, b""), fields.get(_PORT_ID, b"")
+    if chassis[:1] != bytes([_LOCALLY_ASSIGNED]) or port[:1] != bytes([_LOCALLY_ASSIGNED]):
+        return None
+    try:
+        return chassis[1:].decode(), int(port[1:].decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+class LinkMonitor:
+    """Probes the links between `switches` (finsy Switches named as in `network`).
+
+    `changed` is set (and `on_change(dead_links)` called) whenever the set of dead links
+    changes; the caller clears the event after reading `dead_links()`.
+    """
+
+    def __init__(self, switches: Iterable[Switch], network: Network, *, interval: float = 1.0,
+                 dead_after: int = 3,
+                 on_change: Callable[[frozenset[Edge]], None] | None = None) -> None:
+        if dead_after < 1 or interval <= 0:
+            raise ValueError("interval must be > 0 and dead_after >= 1")
+        self.switches = {sw.name: sw for sw in switches}
+        self.interval = interval
+        self.dead_after = dead_after
+        self.on_change = on_change
+        self.changed = asyncio.Event()
+        # (sender, its port, receiver, its port) -> the topology's directed link.
+        self.expected: dict[tuple[str, int, str, int], Edge] = {
+            (u, d["out_port"], v, d["in_port"]): (u, v)
+            for u, v, d in network.graph.edges(data=True)
+            if u in self.switches and v in self.switches
+        }
+        self.round = 0
+        self.last_seen: dict[Edge, int] = {}
+        self._dead: frozenset[Edge] = frozenset()
+        self._strays: set[tuple[str, int, str, int]] = set()
+
+    def alive_links(self) -> frozenset[Edge]:
+        """Links whose probe arrived within the last `dead_after` rounds."""
+        return frozenset(e for e, seen in self.last_seen.items()
+                         if self.round - seen < self.dead_after)
+
+    def dead_links(self) -> frozenset[Edge]:
+        return self._dead
+
+    async def run(self) -> None:
+        """Probe and listen until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            for sw in self.switches.values():
+                group.create_task(self._listen(sw))
+            group.create_task(self._probe())
+
+    async def _listen(self, sw: Switch) -> None:
+        async for packet in sw.read_packets(eth_types={ETHERTYPE_LLDP}):
+            self.arrived(sw.name, packet["ingress_port"], packet.payload)
+
+    def arrived(self, switch: str, port: int, frame: bytes) -> None:
+        """A packet-in of `frame` at (`switch`, `port`)."""
+        sender = parse_probe(frame)
+        if sender is None:
+            return
+        key = (*sender, switch, port)
+        edge = self.expected.get(key)
+        if edge is not None:
+            self.last_seen[edge] = self.round
+            self._judge()
+        elif key not in self._strays:  # a cable the topology does not describe
+            self._strays.add(key)
+            LOG.warning("probe from %s port %d arrived at %s port %d: not a link of the "
+                        "topology", *key)
+
+    async def _probe(self) -> None:
+        while True:
+            self.round += 1
+            for sender, port, _, _ in self.expected:
+                sw = self.switches[sender]
+                if not (sw.is_up and sw.is_primary):
+                    continue  # its links will age out: nothing can be sent through it
+                try:
+                    await sw.write([P4PacketOut(probe_frame(sender, port), egress_port=port)])
+                except Exception as exc:  # noqa: BLE001 (a dropping connection: the link ages out)
+                    LOG.debug("probe from %s port %d not sent: %s", sender, port, exc)
+            await asyncio.sleep(self.interval)
+            self._judge()
+
+    def _judge(self) -> None:
+        dead = frozenset(e for e in self.expected.values()
+                         if self.round - self.last_seen.get(e, 0) >= self.dead_after)
+        if dead != self._dead:
+            LOG.info("dead links now: %s", sorted(dead) or "none")
+            self._dead = dead
+            self.changed.set()
+            if self.on_change is not None:
+                self.on_change(dead)
