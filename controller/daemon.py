@@ -12,6 +12,7 @@ which reinstalls everything and logs how long it took (`pushes` in the state fil
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -164,23 +165,30 @@ async def _publish_counters(session: Session) -> None:
         session.publish()
 
 
-async def _watch_links(session: Session, interval: float) -> None:
-    """Re-plan whenever the set of dead links between live switches changes.
+async def _watch_links(session: Session, interval: float, dead_after: int = 3) -> None:
+    """Re-plan whenever the set of dead links between settled switches changes.
 
-    A link whose switch is down (restarting) is not dead: the switch's reconnect handles it,
-    and re-planning around every restart would move traffic for nothing.
+    A link is judged only once both its switches have been programmed for longer than the
+    monitor needs to see a probe: a switch that restarts makes its links look dead for a
+    while, and that is its reconnect's business, not a reason to move traffic.
     """
     monitor = LinkMonitor([d.switch for d in session.drivers.values()], session.network,
-                          interval=interval)
+                          interval=interval, dead_after=dead_after)
+    settle = (dead_after + 1) * interval
     monitor_task = asyncio.create_task(monitor.run())
     try:
         while True:
-            await monitor.changed.wait()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await monitor.changed.wait()
             monitor.changed.clear()
-            up = {n for n, d in session.drivers.items() if d.switch.is_up}
-            dead = {tuple(sorted(e)) for e in monitor.dead_links() if set(e) <= up}
-            if dead != session.dead_links:
-                await replan(session, dead)
+            now = time.monotonic()
+            settled = {n for n, d in session.drivers.items()
+                       if d.switch.is_up and d.ready_at is not None and now - d.ready_at > settle}
+            dead = {tuple(sorted(e)) for e in monitor.dead_links() if set(e) <= settled}
+            judged = {e for e in session.dead_links if set(e) <= settled}
+            if dead != judged:
+                await replan(session, dead | (session.dead_links - judged))
     finally:
         monitor_task.cancel()
 

@@ -269,6 +269,7 @@ class Emulation:
                   "--workers", str(len(tp.paths)), "--size-mb", str(gradient_mb)]
         ps = ps_host.popen([sys.executable, "-m", "controller.cli", "ps", "--iface",
                             self.host_intf[tp.ps], "--ip", self.ids.host_ip[tp.ps], *common,
+                            "--state", str(self.state_file),
                             "--linger", "1.5", "--result-flow-id",
                             str(next(iter(assignments.values()))["result_flow_id"])])
         time.sleep(0.3)
@@ -282,6 +283,8 @@ class Emulation:
                  self.host_intf[worker], "--ip", self.ids.host_ip[worker], *common,
                  "--ps-ip", a["ps_ip"], "--index", str(index), "--flow-id", str(a["flow_id"]),
                  "--next-node", str(a["next_node"]), "--rate-gbps", f"{wire_gbps:.6f}",
+                 "--state", str(self.state_file), "--name", worker,
+                 "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}",
                  "--seed", str(iteration), "--verify"],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         disturbance = threading.Thread(target=during) if during else None

@@ -14,9 +14,14 @@ switches realise exactly the flows the evaluator scored:
   `member` bit and the point's `full` bitmap;
 * results go back down a tree: the first reversed worker path to reach a node chooses its
   parent, so every worker receives each result exactly once even where the plan splits paths;
-* `job_slots` gives every job of the plan its own slot region (job isolation), `port_pipeline`
+* `job_slots` gives every (job, generation) its own slot region (job isolation, and a new plan
+  version never meets the partial sums an old one left behind), `port_pipeline`
   installs the switch's port→pipeline map, and clone session p sends control packets back out
   of port p.
+
+The per-switch forwarding decisions (`number_tasks`, `flow_routes`, `result_children`,
+`host_routes`) are plain data, so the OpenFlow driver for plain switches
+(`controller.southbound.openflow`) installs the very same paths.
 """
 
 from __future__ import annotations
@@ -127,29 +132,31 @@ def compile_plan(
     share = region // max(1, len(jobs))
     assignments: list[WorkerAssignment] = []
     group_ids: dict[str, int] = {s: gen * GROUPS_PER_GENERATION for s in network.switches}
-    next_flow = max(1, gen * FLOW_IDS_PER_GENERATION)
-    for tp in plan.tasks:
-        flows = task_flows(network, tp)
-        if flows.problems:
-            raise CompileError(f"plan is inconsistent: {flows.problems[0]}")
-        job_id = ids.job_id(tp.job)
-        task_id = ids.task_id(tp.job, tp.task)
-        flow_ids = _flow_ids(tp, next_flow)
-        next_flow += len(flow_ids) + 1  # + the result flow
-        result_flow = next_flow - 1
-        if next_flow > (gen + 1) * FLOW_IDS_PER_GENERATION:
-            raise CompileError(f"the plan needs more than {FLOW_IDS_PER_GENERATION} flow ids")
-        _forwarding(network, programs, flows, flow_ids, job_id, task_id)
-        _aggregation(network, ids, programs, tp, flows, flow_ids, job_id, task_id, gen)
-        _results(network, programs, tp, flows, job_id, task_id, group_ids)
+    for task in number_tasks(network, plan, version):
+        tp, job_id, task_id = task.plan, task.job_id, task.task_id
+        for (switch, flow_id), port in flow_routes(network, task).items():
+            programs[switch].table_entries.append(_entry(
+                "ina_forward", {"job": job_id, "task": task_id, "flow_id": flow_id},
+                "forward", port=port))
+        _aggregation(network, ids, programs, tp, task.flows, task.flow_ids, job_id, task_id,
+                     gen)
+        for switch, ports in result_children(network, task).items():
+            group = group_ids[switch] = group_ids[switch] + 1
+            prog = programs[switch]
+            prog.multicast_groups.append(
+                P4MulticastGroupEntry(group, replicas=[(p, 0) for p in ports]))
+            prog.table_entries.append(_entry(
+                "result_multicast", {"job": job_id, "task": task_id},
+                "set_result_group", group=group))
         for switch in {p.switch for p in tp.aggregation}:
             prog = programs[switch]
             if not any(_is_slots_for(e, job_id) for e in prog.table_entries):
                 base = gen * region + jobs.index(tp.job) * share
                 prog.table_entries.append(_entry(
-                    "job_slots", {"job": job_id}, "set_job_slots", base=base, count=share))
-        assignments += _assignments(ids, tp, flows, flow_ids, job_id, task_id, result_flow,
-                                    version)
+                    "job_slots", {"job": job_id, "generation": gen}, "set_job_slots",
+                    base=base, count=share))
+        assignments += _assignments(ids, tp, task.flows, task.flow_ids, job_id, task_id,
+                                    task.result_flow, version)
     return programs, assignments
 
 
@@ -168,37 +175,84 @@ def _base_entries(network: Network, ids: Numbering, switch: str, prog: SwitchPro
             "port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe))
     ports = sorted(d["out_port"] for _, _, d in network.graph.out_edges(switch, data=True))
     prog.clone_sessions = [P4CloneSessionEntry(p, replicas=[(p, 0)]) for p in ports]
+    for ip, port in host_routes(network, ids, switch).items():
+        prog.table_entries.append(_entry("ipv4_lpm", {"dst_addr": f"{ip}/32"}, "forward",
+                                         port=port))
+
+
+@dataclass(frozen=True)
+class TaskNumbering:
+    """One task's flows with the ids its packets carry: what every southbound driver installs."""
+
+    plan: TaskPlan
+    flows: TaskFlows
+    job_id: int
+    task_id: int
+    flow_ids: dict[FlowId, int]
+    result_flow: int
+
+
+def number_tasks(network: Network, plan: Plan, version: int = 1) -> list[TaskNumbering]:
+    """Give every flow of `plan` (as version `version`) an id unique across the plan: per task,
+    the workers' own flows in worker order, one per aggregation point, then the result flow."""
+    ids = Numbering(network)
+    gen = generation(version)
+    next_flow = max(1, gen * FLOW_IDS_PER_GENERATION)
+    out = []
+    for tp in plan.tasks:
+        flows = task_flows(network, tp)
+        if flows.problems:
+            raise CompileError(f"plan is inconsistent: {flows.problems[0]}")
+        flow_ids: dict[FlowId, int] = {w: next_flow + i for i, w in enumerate(tp.paths)}
+        for point in tp.aggregation:
+            flow_ids[("agg", point.switch, point.pipeline)] = next_flow + len(flow_ids)
+        result_flow = next_flow + len(flow_ids)
+        next_flow = result_flow + 1
+        if next_flow > (gen + 1) * FLOW_IDS_PER_GENERATION:
+            raise CompileError(f"the plan needs more than {FLOW_IDS_PER_GENERATION} flow ids")
+        out.append(TaskNumbering(tp, flows, ids.job_id(tp.job), ids.task_id(tp.job, tp.task),
+                                 flow_ids, result_flow))
+    return out
+
+
+def flow_routes(network: Network, task: TaskNumbering) -> dict[tuple[str, int], int]:
+    """(switch, flow id) → output port, for every flow leaving a switch on its planned path."""
+    routes: dict[tuple[str, int], int] = {}
+    for trace in task.flows.traces.values():
+        for hop, nxt in pairwise(trace):
+            if network.is_switch(hop.v):
+                routes.setdefault((hop.v, task.flow_ids[hop.leaving]),
+                                  network.graph.edges[hop.v, nxt.v]["out_port"])
+    return routes
+
+
+def result_children(network: Network, task: TaskNumbering) -> dict[str, list[int]]:
+    """Switch → ports to its children in the task's result tree, by switch name.
+
+    The first reversed worker path to reach a node chooses its parent, so every worker receives
+    each result exactly once even where the plan splits paths."""
+    parent: dict[str, str] = {}
+    for trace in task.flows.traces.values():
+        for hop in reversed(trace):
+            parent.setdefault(hop.u, hop.v)
+    children: dict[str, list[str]] = {}
+    for child, up in parent.items():
+        children.setdefault(up, []).append(child)
+    return {
+        switch: sorted(network.graph.edges[switch, c]["out_port"] for c in below)
+        for switch, below in sorted(children.items()) if network.is_switch(switch)
+    }
+
+
+def host_routes(network: Network, ids: Numbering, switch: str) -> dict[str, int]:
+    """Host address → output port on a shortest path from `switch` (control packets, pings)."""
     first_hop = {
         dst: path[1]
         for dst, path in nx.single_source_shortest_path(network.graph, switch).items()
         if dst in ids.host_ip
     }
-    for host, nxt in sorted(first_hop.items()):
-        prog.table_entries.append(_entry(
-            "ipv4_lpm", {"dst_addr": f"{ids.host_ip[host]}/32"}, "forward",
-            port=network.graph.edges[switch, nxt]["out_port"]))
-
-
-def _flow_ids(tp: TaskPlan, first: int) -> dict[FlowId, int]:
-    ids: dict[FlowId, int] = {w: first + i for i, w in enumerate(tp.paths)}
-    for point in tp.aggregation:
-        ids[("agg", point.switch, point.pipeline)] = first + len(ids)
-    return ids
-
-
-def _forwarding(network, programs, flows: TaskFlows, flow_ids, job_id: int, task_id: int) -> None:
-    seen: set[tuple[str, int]] = set()
-    for trace in flows.traces.values():
-        for hop, nxt in pairwise(trace):
-            switch = hop.v
-            key = (switch, flow_ids[hop.leaving])
-            if key in seen or not network.is_switch(switch):
-                continue
-            seen.add(key)
-            programs[switch].table_entries.append(_entry(
-                "ina_forward",
-                {"job": job_id, "task": task_id, "flow_id": key[1]},
-                "forward", port=network.graph.edges[switch, nxt.v]["out_port"]))
+    return {ids.host_ip[host]: network.graph.edges[switch, nxt]["out_port"]
+            for host, nxt in sorted(first_hop.items())}
 
 
 def _aggregation(network, ids: Numbering, programs, tp: TaskPlan, flows: TaskFlows, flow_ids,
@@ -238,27 +292,6 @@ def _next_aggregator(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_id: in
             if flow_ids[hop.arriving] == flow_id and hop.leaving != hop.arriving:
                 return ids.node_id[hop.v]
     return ids.node_id[tp.ps]
-
-
-def _results(network, programs, tp: TaskPlan, flows: TaskFlows, job_id: int, task_id: int,
-             group_ids: dict[str, int]) -> None:
-    parent: dict[str, str] = {}
-    for trace in flows.traces.values():
-        for hop in reversed(trace):
-            parent.setdefault(hop.u, hop.v)
-    children: dict[str, list[str]] = {}
-    for child, up in parent.items():
-        children.setdefault(up, []).append(child)
-    for switch, below in sorted(children.items()):
-        if not network.is_switch(switch):
-            continue
-        group = group_ids[switch] = group_ids.get(switch, 0) + 1
-        ports = sorted(network.graph.edges[switch, c]["out_port"] for c in below)
-        prog = programs[switch]
-        prog.multicast_groups.append(P4MulticastGroupEntry(group, replicas=[(p, 0) for p in ports]))
-        prog.table_entries.append(_entry(
-            "result_multicast", {"job": job_id, "task": task_id},
-            "set_result_group", group=group))
 
 
 def _assignments(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_ids, job_id: int,

@@ -228,15 +228,15 @@ class Entities:
         self.pipeline.fwd.port_pipe[port] = pipe
 
     def _job_slots(self, key: Key, action: Params | None) -> None:
-        job = _int(key[0][1])
+        job, generation = _int(key[0][1]), _int(key[1][1])
         if action is None:
-            self.pipeline.fwd.job_slots.pop(job, None)
+            self.pipeline.fwd.job_slots.pop((job, generation), None)
             return
         base, count = action["base"], action["count"]
         if count < 1 or base + count > SLOTS_PER_PIPE:
             raise P4Error(StatusCode.INVALID_ARGUMENT,
                           f"job {job}: slots [{base}, {base + count}) not within 1..{SLOTS_PER_PIPE}")
-        self.pipeline.fwd.job_slots[job] = (base, count)
+        self.pipeline.fwd.job_slots[(job, generation)] = (base, count)
 
     def _aggregate(self, key: Key, action: Params | None) -> None:
         match = tuple(_int(v) for _, v, _ in key)

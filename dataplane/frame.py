@@ -14,6 +14,10 @@ K = 32
 MAX_PIPES = 4
 SLOTS_PER_PIPE = 4096
 INA_UDP_PORT = 20033
+# Flow ids come in generations (plan versions cycle through 4): the PS keeps a fragment's sums
+# per generation so that a fragment resent under a new plan is never added to what the old
+# plan's path delivered (p4src/README.md, "Plan versions"). controller.program assigns them.
+FLOW_IDS_PER_GENERATION = 1 << 14
 CPU_PORT = 510  # the P4Runtime controller port (simple_switch_grpc --cpu-port 510)
 ETHERTYPE_LLDP = 0x88CC
 INA_HEADER_LEN = 20

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import select
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +35,7 @@ from dataplane.frame import (
     ACK,
     CONTROL,
     DATA,
+    FLOW_IDS_PER_GENERATION,
     INA_HEADER,
     INA_UDP_PORT,
     OFF_ELEMS,
@@ -97,12 +100,47 @@ def _endpoint(iface: str, ip: str) -> Endpoint:
 # *** worker
 
 @dataclass
+class PlanWatcher:
+    """Follows the controller's state file for the row (a worker assignment) `match` picks.
+
+    The controller replaces the file atomically, so a read never sees half of it.
+    """
+
+    path: Path
+    match: Callable[[dict], bool]
+    version: int = 0
+    _stamp: int = 0
+    _next_check: float = 0.0
+
+    def poll(self, now: float) -> dict | None:
+        """The matching row of a newer plan version, at most every 0.1 s; else None."""
+        if now < self._next_check:
+            return None
+        self._next_check = now + 0.1
+        try:
+            stamp = os.stat(self.path).st_mtime_ns
+            if stamp == self._stamp:
+                return None
+            self._stamp = stamp
+            state = json.loads(self.path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        if state["version"] <= self.version:
+            return None
+        row = next((r for r in state["workers"] if self.match(r)), None)
+        if row is not None:
+            self.version = state["version"]
+        return row
+
+
+@dataclass
 class WorkerStats:
     fragments: int = 0
     sent: int = 0
     resent_on_control: int = 0
     resent_on_timeout: int = 0
     acks: int = 0
+    plan_switches: int = 0
     seconds: float = 0.0
 
 
@@ -121,7 +159,33 @@ class Worker:
     max_window: int = 256
     timeout: float = 0.5
     rate_gbps: float | None = None
+    plan: PlanWatcher | None = None
+    # wire Gbps per planned Gbps, when the rate comes from the plan (emulations scale links)
+    rate_scale: float = 1.0
     stats: WorkerStats = field(default_factory=WorkerStats)
+
+    def _gap(self) -> float:
+        """Seconds between two fragments at the paced rate (0: unpaced)."""
+        if not self.rate_gbps:
+            return 0.0
+        size = len(build_frame(self.me, self.ps, InaHeader(0, 0, DATA, 0, 0, 0), bytes(4 * K)))
+        return size * 8 / (self.rate_gbps * 1e9)
+
+    def _follow_plan(self, now: float, outstanding: dict[int, float], resent: set[int]) -> float:
+        """Adopt a newer plan version's ids; resend what is outstanding under them."""
+        row = self.plan.poll(now) if self.plan else None
+        if row is None:
+            return self._gap()
+        first = self.stats.sent == 0
+        self.flow_id, self.next_node = row["flow_id"], row["next_node"]
+        self.rate_gbps = row["rate_gbps"] * self.rate_scale
+        if not first:
+            self.stats.plan_switches += 1
+            for frag in outstanding:
+                self._send(frag)
+                outstanding[frag] = now + self.timeout
+                resent.add(frag)
+        return self._gap()
 
     def _send(self, frag: int, flags: int = DATA) -> None:
         count = 1 if flags == DATA else 0
@@ -137,13 +201,13 @@ class Worker:
         have = np.zeros(total, dtype=bool)
         outstanding: dict[int, float] = {}  # fragment -> deadline
         resent: set[int] = set()
-        gap = 0.0 if not self.rate_gbps else len(build_frame(
-            self.me, self.ps, InaHeader(0, 0, DATA, 0, 0, 0), bytes(4 * K))) * 8 / (
-            self.rate_gbps * 1e9)
+        gap = self._follow_plan(time.monotonic(), outstanding, resent)
         next_frag, done, next_send = 0, 0, 0.0
         start = time.monotonic()
         while done < total:
             now = time.monotonic()
+            if self.plan:
+                gap = self._follow_plan(now, outstanding, resent)
             while next_frag < total and len(outstanding) < int(self.window) and now >= next_send:
                 self._send(next_frag)
                 outstanding[next_frag] = now + self.timeout
@@ -196,38 +260,51 @@ class ParameterServer:
     workers: int
     fragments: int
     result_flow_id: int
-    sums: np.ndarray = field(init=False)
-    counts: np.ndarray = field(init=False)
+    plan: PlanWatcher | None = None
+    # per flow-id generation: sums and contribution counts of every fragment
+    sums: dict[int, np.ndarray] = field(default_factory=dict)
+    counts: dict[int, np.ndarray] = field(default_factory=dict)
+    done: np.ndarray = field(init=False)
+    result: np.ndarray = field(init=False)
     seen: set[tuple[int, int]] = field(default_factory=set)
     finished: int = 0
     results_sent: int = 0
 
     def __post_init__(self) -> None:
-        self.sums = np.zeros((self.fragments, K), dtype=np.int32)
-        self.counts = np.zeros(self.fragments, dtype=np.int64)
+        self.done = np.zeros(self.fragments, dtype=bool)
+        self.result = np.zeros((self.fragments, K), dtype=np.int32)
+
+    def _generation(self, flow: int) -> tuple[np.ndarray, np.ndarray]:
+        gen = flow // FLOW_IDS_PER_GENERATION
+        if gen not in self.sums:
+            self.sums[gen] = np.zeros((self.fragments, K), dtype=np.int32)
+            self.counts[gen] = np.zeros(self.fragments, dtype=np.int64)
+        return self.sums[gen], self.counts[gen]
 
     def _send_result(self, frag: int) -> None:
         header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0, frag,
                            self.workers)
         send(self.sock, build_frame(self.me, BROADCAST, header,
-                                    self.sums[frag].astype(">i4").tobytes()))
+                                    self.result[frag].astype(">i4").tobytes()))
         self.results_sent += 1
 
     def handle(self, frame: bytes) -> None:
         job, task, flags, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         if (job, task) != (self.task.job, self.task.task) or frag >= self.fragments:
             return
-        done = self.counts[frag] >= self.workers
-        if flags == ACK or (flags == DATA and done):
-            if done:
+        if flags == ACK or (flags == DATA and self.done[frag]):
+            if self.done[frag]:
                 self._send_result(frag)
             return
         if flags != DATA or (flow, frag) in self.seen:
             return
         self.seen.add((flow, frag))
-        self.sums[frag] += np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
-        self.counts[frag] += count
-        if self.counts[frag] >= self.workers:
+        sums, counts = self._generation(flow)
+        sums[frag] += np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
+        counts[frag] += count
+        if counts[frag] >= self.workers:
+            self.done[frag] = True
+            self.result[frag] = sums[frag]
             self.finished += 1
             self._send_result(frag)
 
@@ -235,6 +312,9 @@ class ParameterServer:
         """Serve until every fragment is finished and `linger` seconds pass without traffic."""
         quiet_since = time.monotonic()
         while self.finished < self.fragments or time.monotonic() - quiet_since < linger:
+            row = self.plan.poll(time.monotonic()) if self.plan else None
+            if row is not None:
+                self.result_flow_id = row["result_flow_id"]
             if select.select([self.sock], [], [], 0.1)[0]:
                 for frame in _ina_frames(self.sock):
                     self.handle(frame)
@@ -253,10 +333,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.verify and args.gradient:
         raise SystemExit("--verify checks synthetic gradients; it cannot be used with --gradient")
     gradient = _gradient(args, args.index)
+    plan = None
+    if args.state:
+        plan = PlanWatcher(Path(args.state), lambda row: row["worker"] == args.name)
     worker = Worker(open_raw(args.iface), _endpoint(args.iface, args.ip),
                     Endpoint(b"\xff" * 6, ip_bytes(args.ps_ip)), Task(args.job, args.task),
                     args.flow_id or args.index + 1, args.next_node, fragments(gradient),
-                    window=args.window, timeout=args.timeout, rate_gbps=args.rate_gbps)
+                    window=args.window, timeout=args.timeout, rate_gbps=args.rate_gbps,
+                    plan=plan, rate_scale=args.rate_scale)
     result = worker.run()[: len(gradient)]
     report: dict[str, object] = {"worker": args.index, **worker.stats.__dict__}
     code = 0
@@ -271,9 +355,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_ps(args: argparse.Namespace) -> int:
     elements = int(args.size_mb * 2**20) // 4
+    plan = None
+    if args.state:
+        task = (args.job, args.task)
+        plan = PlanWatcher(Path(args.state), lambda r: (r["job_id"], r["task_id"]) == task)
     ps = ParameterServer(open_raw(args.iface), _endpoint(args.iface, args.ip),
                          Task(args.job, args.task), args.workers, -(-elements // K),
-                         args.result_flow_id)
+                         args.result_flow_id, plan=plan)
     start = time.monotonic()
     ps.run(args.linger)
     print(json.dumps({"ps": True, "fragments": ps.fragments, "results_sent": ps.results_sent,
@@ -282,6 +370,8 @@ def cmd_ps(args: argparse.Namespace) -> int:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state", metavar="FILE",
+                   help="the controller's state file: follow plan changes (README)")
     p.add_argument("--iface", required=True, help="interface to send and receive on")
     p.add_argument("--ip", required=True, help="this host's IPv4 address")
     p.add_argument("--job", type=int, default=1)
@@ -304,6 +394,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
     p.add_argument("--timeout", type=float, default=0.5, help="retransmission timeout (s)")
     p.add_argument("--rate-gbps", type=float, help="pace at the task's published rate")
+    p.add_argument("--name", help="this worker's name in the topology (with --state)")
+    p.add_argument("--rate-scale", type=float, default=1.0,
+                   help="wire Gbps per planned Gbps when pacing at the state file's rate")
     p.add_argument("--verify", action="store_true",
                    help="check the result against the exact sum of the synthetic gradients")
     p.set_defaults(func=cmd_worker)

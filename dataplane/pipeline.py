@@ -58,7 +58,7 @@ class Forwarding:
     """Everything the controller installs, in the shape the pipeline looks it up."""
 
     port_pipe: dict[int, int] = field(default_factory=dict)
-    job_slots: dict[int, tuple[int, int]] = field(default_factory=dict)
+    job_slots: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     aggregate: dict[tuple[int, int, int, int], Aggregate] = field(default_factory=dict)
     forward: dict[tuple[int, int, int], int] = field(default_factory=dict)
     result_group: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -149,7 +149,7 @@ class Pipeline:
     def _data_or_ack(self, port: int, pipe: int, frame: bytes,
                      flags: int) -> list[tuple[int, bytes]]:
         job, task, _, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
-        region = self.fwd.job_slots.get(job)  # step 4.1
+        region = self.fwd.job_slots.get((job, flow >> 14))  # step 4.1: (job, generation)
         action = self.fwd.aggregate.get((job, task, pipe, flow)) if region else None
         if action is not None:
             cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)

@@ -20,7 +20,8 @@ P4INFO_PATH = Path(__file__).resolve().parent.parent / "p4src" / "ina.p4info.txt
 # What the pipeline needs: table -> (match fields as (name, bitwidth, match type), actions).
 REQUIRED_TABLES: dict[str, tuple[tuple[tuple[str, int, str], ...], tuple[str, ...]]] = {
     "InaIngress.port_pipeline": ((("ingress_port", 9, "EXACT"),), ("InaIngress.set_pipeline",)),
-    "InaIngress.job_slots": ((("job", 16, "EXACT"),), ("InaIngress.set_job_slots",)),
+    "InaIngress.job_slots": ((("job", 16, "EXACT"), ("generation", 2, "EXACT")),
+                             ("InaIngress.set_job_slots",)),
     "InaIngress.ina_aggregate": (
         (("job", 16, "EXACT"), ("task", 8, "EXACT"), ("pipe", 8, "EXACT"),
          ("flow_id", 16, "EXACT")),

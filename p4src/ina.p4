@@ -132,6 +132,7 @@ struct headers_t {
 
 struct metadata_t {
     bit<8> pipe;
+    bit<2> generation;  // flow_id[15:14]: which plan generation the flow belongs to
     bit<32> slot_base;
     bit<32> slot_count;
     bit<32> slot;
@@ -235,10 +236,14 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         meta.slot_count = count;
     }
 
-    // Each job's slot region, the same range in every pipe: job isolation (README step 4.1).
+    // Each job's slot region per flow-id generation, the same range in every pipe: job
+    // isolation, and a new plan version never meets an old one's partial sums (step 4.1).
     @name("job_slots")
     table job_slots {
-        key = { hdr.ina.job: exact @name("job"); }
+        key = {
+            hdr.ina.job: exact @name("job");
+            meta.generation: exact @name("generation");
+        }
         actions = { set_job_slots; NoAction; }
         default_action = NoAction();
         size = 256;
@@ -389,6 +394,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             }
         } else if (hdr.ina.isValid() && hdr.ina.flags != FLAG_CONTROL) {
             meta.verdict = V_PASS;
+            meta.generation = hdr.ina.flow_id[15:14];
             if (job_slots.apply().hit) {
                 hash(meta.slot, HashAlgorithm.crc32, meta.slot_base, { hdr.ina.frag_id },
                      meta.slot_count);

@@ -69,3 +69,26 @@ def test_switch_restarted_mid_run_is_reprogrammed_and_results_stay_exact():
     assert len(pushes) == 2  # the initial push and the re-push after the restart
     print(f"S1 booted in {restarts[0].boot_seconds:.2f} s, re-programmed "
           f"{restarts[0].repush_seconds:.2f} s later (writes {pushes[1]:.3f} s)")
+
+
+def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
+    from controller.mininet_runner import Emulation
+
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    plan = solve(network, "aro")
+    assert any(path[1:3] == ["L1", "S1"] for path in plan.tasks[0].paths.values())
+
+    def cut() -> None:
+        time.sleep(0.5)
+        emu.set_link("L1", "S1", up=False)
+
+    with Emulation(network, plan) as emu:
+        (it,) = emu.iterate(0.25, 1, timeout=90, during=cut)
+        state = emu.state()
+    assert it.exact
+    assert state["version"] >= 2
+    assert ["L1", "S1"] in state["dead_links"]
+    new_paths = state["plan"]["tasks"][0]["paths"].values()
+    assert not any("L1" in p and "S1" in p and p.index("S1") == p.index("L1") + 1
+                   for p in new_paths)
+    print("re-plan:", state["replans"])

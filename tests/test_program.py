@@ -90,9 +90,9 @@ def test_next_plan_version_installs_beside_the_current_one():
     assert not {w.flow_id for w in workers1} & {w.flow_id for w in workers2}
     assert {w.version for w in workers2} == {2}
     inserts, modifies, deletes = diff_programs(v1["S1"], v2["S1"])
-    # New flows, aggregation entries and groups are inserted beside the old ones; only the
-    # entries keyed by job or task alone (slot region, result group) are modified in place.
-    assert {e.table_id for e in modifies} == {"job_slots", "result_multicast"}
+    # New flows, aggregation entries, slot regions and groups are inserted beside the old
+    # ones; only the result group, keyed by job and task alone, is modified in place.
+    assert {e.table_id for e in modifies} == {"result_multicast"}
     assert any(getattr(e, "table_id", "") == "ina_aggregate" for e in inserts)
     assert len(deletes) == len(inserts)  # the old version's own entries go at retirement
     tags1 = {e.action.args["tag"] for e in _entries(v1["S1"], "ina_aggregate")}

@@ -71,6 +71,7 @@ class InaSwitchDriver:
     pushes: list[float] = field(default_factory=list)  # seconds per (re)install
     problems: list[str] = field(default_factory=list)
     previous: SwitchProgram | None = None
+    ready_at: float | None = None  # time.monotonic() of the last completed (re)install
     # Called after every (re)install, e.g. to publish the controller's state at once.
     on_programmed: Callable[[], None] | None = None
     switch: Switch = field(init=False)
@@ -107,6 +108,7 @@ class InaSwitchDriver:
         await sw.insert(self.program.entities())
         self.problems = await verify(sw, self.program)
         self.pushes.append(time.perf_counter() - started)
+        self.ready_at = time.monotonic()
         LOG.info("%s programmed: %d entities in %.3f s%s", sw.name,
                  len(self.program.entities()), self.pushes[-1],
                  f", {len(self.problems)} mismatches" if self.problems else "")
