@@ -138,7 +138,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from None
     print_plan(plan)
     session = daemon.Session(network, plan, daemon.load_targets(args.switches),
-                             Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None)
+                             Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None,
+                             p4info=Path(args.p4info) if args.p4info else None)
     try:
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
     except KeyboardInterrupt:
@@ -266,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state", default="out/controller/state.json",
                    help="state file published to host agents and `ina status`")
     p.add_argument("--p4blob", metavar="FILE", help="device config (bmv2 JSON from p4c)")
+    p.add_argument("--p4info", metavar="FILE",
+                   help="P4Info text file (default p4src/ina.p4info.txtpb; p4c's for bmv2)")
     p.add_argument("--time-limit", type=float, metavar="S")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--connect-timeout", type=float, default=15.0, metavar="S")

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,9 +28,11 @@ from controller.plan import Plan
 from controller.program import compile_plan
 from controller.southbound.discovery import LinkMonitor
 from controller.southbound.p4runtime import (
+    P4INFO,
     InaSwitchDriver,
     SouthboundError,
     SwitchTarget,
+    check_fits,
     read_counters,
 )
 
@@ -45,6 +48,7 @@ class Session:
     targets: dict[str, SwitchTarget]
     state_file: Path
     p4blob: Path | None = None
+    p4info: Path | None = None
     version: int = 1
     drivers: dict[str, InaSwitchDriver] = field(default_factory=dict)
     counters: dict[str, dict[str, list[int]]] = field(default_factory=dict)
@@ -59,7 +63,11 @@ class Session:
         if unknown:
             raise SouthboundError(f"switches file names unknown switch(es): {', '.join(unknown)}")
         programs, self.assignments = compile_plan(self.network, self.plan)
-        extra = {"p4blob": self.p4blob} if self.p4blob else {}
+        p4info = self.p4info or P4INFO
+        too_big = [p for name in self.targets for p in check_fits(programs[name], p4info)]
+        if too_big:
+            raise SouthboundError("the plan does not fit the switches: " + "; ".join(too_big))
+        extra = {k: v for k, v in (("p4blob", self.p4blob), ("p4info", self.p4info)) if v}
         self.drivers = {
             name: InaSwitchDriver(target, programs[name], on_programmed=self._republish, **extra)
             for name, target in self.targets.items()
@@ -144,7 +152,7 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
         await _wait_programmed(session, connect_timeout)
         mismatches = [p for d in session.drivers.values() for p in d.problems]
         if mismatches:
-            raise SouthboundError("read-back differs from what was written: " + "; ".join(mismatches))
+            raise SouthboundError("; ".join(mismatches))
         session.started = True
         session.publish()
         LOG.info("plan v%d installed on %d switch(es)", session.version, len(session.drivers))
@@ -200,11 +208,22 @@ async def _wait_programmed(session: Session, timeout: float) -> None:
             for driver in pending.values():
                 await driver.ready.wait()
     except TimeoutError:
-        late = [f"{n} at {d.target.address}" for n, d in pending.items() if not d.ready.is_set()]
-        raise SouthboundError(
-            f"switch(es) {', '.join(late)} did not accept a connection and the pipeline within "
-            f"{timeout:g} s (wrong address, switch not running, or pipeline refused)"
-        ) from None
+        late = [(n, d.target.address) for n, d in pending.items() if not d.ready.is_set()]
+        raise SouthboundError("; ".join(
+            f"switch {name} at {address} " + (
+                f"accepts connections but did not take the pipeline within {timeout:g} s "
+                "(see the switch's log)" if _reachable(address) else
+                f"cannot be reached (nothing listens there; waited {timeout:g} s)")
+            for name, address in late)) from None
+
+
+def _reachable(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1.0).close()
+    except OSError:
+        return False
+    return True
 
 
 def load_targets(path: str | Path) -> dict[str, SwitchTarget]:

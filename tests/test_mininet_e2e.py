@@ -92,3 +92,13 @@ def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
     assert not any("L1" in p and "S1" in p and p.index("S1") == p.index("L1") + 1
                    for p in new_paths)
     print("re-plan:", state["replans"])
+
+
+def test_worker_that_never_finishes_is_named_and_everything_is_torn_down():
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    plan = solve(network, "shortest")
+    with pytest.raises(RunnerError, match=r"worker W\d did not finish iteration 1 in time"):
+        run(network, plan, iterations=1, gradient_mb=4.0, timeout=3)
+    processes = subprocess.run(["pgrep", "-f", "controller.cli (switch|controller|worker|ps)"],
+                               capture_output=True, text=True, check=False).stdout
+    assert processes == ""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finsy import (
+    P4ClientError,
     P4CloneSessionEntry,
     P4CounterEntry,
     P4MulticastGroupEntry,
@@ -105,7 +106,14 @@ class InaSwitchDriver:
         started = time.perf_counter()
         # Not `delete_all`: it also resets default actions, which the program fixes.
         await sw.delete_many([P4TableEntry(), P4MulticastGroupEntry(), P4CloneSessionEntry()])
-        await sw.insert(self.program.entities())
+        try:
+            await sw.insert(self.program.entities())
+        except P4ClientError as exc:
+            first = next(iter(exc.details.values()), None)
+            reason = first.message if first else str(exc)
+            self.problems = [f"{sw.name} refused the plan's entries: {reason}"]
+            self.ready.set()
+            return
         self.problems = await verify(sw, self.program)
         self.pushes.append(time.perf_counter() - started)
         self.ready_at = time.monotonic()
@@ -115,6 +123,22 @@ class InaSwitchDriver:
         self.ready.set()
         if self.on_programmed:
             self.on_programmed()
+
+
+def check_fits(program: SwitchProgram, p4info: Path = P4INFO) -> list[str]:
+    """Tables the program would overflow, per the P4Info's table sizes."""
+    from finsy import P4Schema
+
+    schema = P4Schema(p4info)
+    counts: dict[str, int] = {}
+    for entry in program.table_entries:
+        counts[entry.table_id] = counts.get(entry.table_id, 0) + 1
+    return [
+        f"{program.switch}: the plan needs {n} entries in table {table}, which holds "
+        f"{schema.tables[table].size}"
+        for table, n in sorted(counts.items())
+        if 0 < schema.tables[table].size < n
+    ]
 
 
 def _key(entity) -> tuple:
