@@ -237,6 +237,17 @@ class Emulation:
                 raise RunnerError("controller did not program the switches within 60 s")
             time.sleep(0.1)
 
+    def wait_for_traffic(self, packets: int = 300, timeout: float = 30.0) -> float:
+        """Block until the first task's PS link has carried `packets` more packets than when
+        called: a disturbance injected then really happens mid-transfer. Returns the wait."""
+        port = self._ps_port(self.plan.tasks[0])
+        base, started = _tx_packets(port), time.monotonic()
+        while _tx_packets(port) - base < packets:
+            if time.monotonic() - started > timeout:
+                raise RunnerError(f"no traffic reached the PS within {timeout:g} s")
+            time.sleep(0.02)
+        return time.monotonic() - started
+
     def set_link(self, u: str, v: str, up: bool) -> None:
         """Bring both ends of the link u–v down or up, as a cut cable or a failed port would."""
         self.net.configLinkStatus(self.node[u].name, self.node[v].name, "up" if up else "down")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 from conftest import EXAMPLES
@@ -59,7 +58,7 @@ def test_switch_restarted_mid_run_is_reprogrammed_and_results_stay_exact():
     restarts = []
 
     def restart_s1() -> None:
-        time.sleep(0.5)
+        emu.wait_for_traffic()
         restarts.append(emu.restart_switch("S1"))
 
     with Emulation(network, plan) as emu:
@@ -79,7 +78,7 @@ def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
     assert any(path[1:3] == ["L1", "S1"] for path in plan.tasks[0].paths.values())
 
     def cut() -> None:
-        time.sleep(0.5)
+        emu.wait_for_traffic()
         emu.set_link("L1", "S1", up=False)
 
     with Emulation(network, plan) as emu:

@@ -71,9 +71,10 @@ def _mean_seconds(run_dict: dict) -> float:
 def _restart_run(network, plan, args) -> dict:
     events: dict = {}
     with Emulation(network, plan, scale_mbps=args.scale_mbps) as emu:
-        def restart() -> None:
-            time.sleep(0.5)
-            events["restart_at"] = 0.5
+        def restart() -> None:  # runs as the workers start: its clock matches the samples'
+            t0 = time.monotonic()
+            emu.wait_for_traffic()
+            events["restart_at"] = time.monotonic() - t0
             restarted = emu.restart_switch("S1")
             events["boot_seconds"] = restarted.boot_seconds
             events["repush_seconds"] = restarted.repush_seconds
@@ -87,9 +88,10 @@ def _link_failure_run(network, plan, args) -> dict:
     events: dict = {"link": [a, b]}
     with Emulation(network, plan, scale_mbps=args.scale_mbps) as emu:
         def cut() -> None:
-            time.sleep(0.5)
+            t0 = time.monotonic()
+            emu.wait_for_traffic()
+            events["cut_at"] = time.monotonic() - t0
             emu.set_link(a, b, up=False)
-            events["cut_at"] = 0.5
             cut_time = time.monotonic()
             while time.monotonic() - cut_time < 30:
                 state = emu.state()
