@@ -21,8 +21,7 @@ pytestmark = [
 
 
 @pytest.fixture(autouse=True)
-def clean_mininet():
-    subprocess.run(["mn", "-c"], capture_output=True, check=False)
+def nothing_left_behind():
     yield
     leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=False).stdout
     assert "-eth" not in leftovers, "Mininet interfaces left behind"
