@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -58,3 +62,30 @@ def leaf_spine_doc(
 def fig1() -> Network:
     """ARO Fig. 1: W0,W1 under L1, W2,W3 under L2, W4 under L3; L1, L2, S1 INA."""
     return build_network(leaf_spine_doc(4, 2, [0, 2, 2, 1], ina={"L1", "L2", "S1"}))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def embedded_switch():
+    """An `ina switch` process without interfaces (enough for P4Runtime, no root); its
+    address once it listens."""
+    address = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
+                             address, "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    host, port = address.split(":")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((host, int(port)), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield address
+    proc.terminate()
+    proc.wait(timeout=10)

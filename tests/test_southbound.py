@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import subprocess
-import sys
-import time
 
-import pytest
 from conftest import EXAMPLES
 from finsy import Controller
 
@@ -20,32 +15,6 @@ from controller.southbound.p4runtime import (
     SwitchTarget,
     read_counters,
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def embedded_switch():
-    """An `ina switch` process without interfaces: enough for P4Runtime, no root needed."""
-    address = f"127.0.0.1:{_free_port()}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "switch", "--device-id", "1",
-         "--grpc-addr", address], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    host, port = address.split(":")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((host, int(port)), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield address
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 def _fig1_plan() -> Plan:

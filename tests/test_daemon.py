@@ -1,24 +1,16 @@
-"""Bad input to the controller daemon: each a clear message naming the component, exit 1,
-nothing left running."""
+"""The controller daemon as a process: it programs switches and publishes its state; bad input
+gives a clear message naming the component, exit 1, and nothing left running."""
 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
-import pytest
 import yaml
-from conftest import EXAMPLES
+from conftest import EXAMPLES, free_port
 
 from controller.topogen import Workload, leaf_spine
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _controller(tmp_path, topology, switches, *extra, timeout=60):
@@ -31,25 +23,8 @@ def _controller(tmp_path, topology, switches, *extra, timeout=60):
         capture_output=True, text=True, timeout=timeout, check=False)
 
 
-@pytest.fixture
-def embedded_switch():
-    address = f"127.0.0.1:{_free_port()}"
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
-                             address, "--log-level", "warning"])
-    host, port = address.split(":")
-    for _ in range(200):
-        try:
-            socket.create_connection((host, int(port)), timeout=0.1).close()
-            break
-        except OSError:
-            subprocess.run(["sleep", "0.1"], check=False)
-    yield address
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
 def test_unreachable_switch_is_named(tmp_path):
-    address = f"127.0.0.1:{_free_port()}"  # nothing listens there
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
     proc = _controller(tmp_path, EXAMPLES / "aro-fig1.yaml", {"S1": {"address": address}})
     assert proc.returncode == 1
     assert f"switch S1 at {address} cannot be reached" in proc.stdout
@@ -78,3 +53,18 @@ def test_plan_too_big_for_the_tables_is_named(tmp_path):
     proc = _controller(tmp_path, topology, {"L0": {"address": "127.0.0.1:1"}})
     assert proc.returncode == 1
     assert "L0: the plan needs 1056 entries in table ipv4_lpm, which holds 1024" in proc.stdout
+
+
+def test_programs_a_switch_and_status_shows_it(tmp_path, embedded_switch):
+    proc = _controller(tmp_path, EXAMPLES / "aro-fig1.yaml", {"S1": {"address": embedded_switch}},
+                       "--scheme", "aro")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["version"] == 1 and state["switches"]["S1"]["programmed"]
+    assert state["switches"]["S1"]["problems"] == []
+    assert {w["worker"] for w in state["workers"]} == {"W0", "W1", "W2", "W3", "W4"}
+    status = subprocess.run([sys.executable, "-m", "controller.cli", "status",
+                             str(tmp_path / "state.json")], capture_output=True, text=True,
+                            check=False)
+    assert status.returncode == 0
+    assert "plan v1 (aro)" in status.stdout and "S1" in status.stdout
