@@ -5,7 +5,9 @@ to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of out
 fragments (+1 per result up to `max_window`, halved on a CONTROL packet or a timeout), resends
 the fragment a CONTROL packet names, resends on timeout, and after receiving the result of a
 fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
-(p4src/README.md, Flags). Optionally paced at the task's published rate.
+(p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
+leave (an ACK if its result is already out, else its own contribution to it, sent out of
+order), so that neither a lost ACK nor diverged windows can block a slot for good. Optionally paced at the task's published rate.
 
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
@@ -141,6 +143,7 @@ class WorkerStats:
     resent_on_timeout: int = 0
     acks: int = 0
     plan_switches: int = 0
+    sent_to_unblock: int = 0
     seconds: float = 0.0
 
 
@@ -163,6 +166,7 @@ class Worker:
     # wire Gbps per planned Gbps, when the rate comes from the plan (emulations scale links)
     rate_scale: float = 1.0
     stats: WorkerStats = field(default_factory=WorkerStats)
+    _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
 
     def _gap(self) -> float:
         """Seconds between two fragments at the paced rate (0: unpaced)."""
@@ -195,6 +199,27 @@ class Worker:
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
 
+    def _unblock(self, occupant: int, have: np.ndarray, outstanding: dict[int, float]) -> None:
+        """A slot on this worker's path is held by fragment `occupant`; help it leave.
+
+        If its result is already out, the slot holds a partial sum left behind (its ACK was
+        lost): an ACK frees it. Otherwise the partial sum may be waiting for this worker's
+        own contribution, which its window has not reached: sending that fragment now, out of
+        order, breaks the wait-for cycle in which two workers' windows block each other's
+        slots (it is sent once; the in-order loop skips it).
+        """
+        now = time.monotonic()
+        if now < self._unblocked.get(occupant, 0.0):
+            return
+        self._unblocked[occupant] = now + self.timeout
+        if have[occupant]:
+            self._send(occupant, ACK)
+            self.stats.acks += 1
+        elif occupant not in outstanding:
+            self._send(occupant)
+            outstanding[occupant] = now + self.timeout
+            self.stats.sent_to_unblock += 1
+
     def run(self) -> np.ndarray:
         total = len(self.rows)
         result = np.zeros((total, K), dtype=np.int32)
@@ -209,6 +234,9 @@ class Worker:
             if self.plan:
                 gap = self._follow_plan(now, outstanding, resent)
             while next_frag < total and len(outstanding) < int(self.window) and now >= next_send:
+                if next_frag in outstanding or have[next_frag]:  # already sent to unblock a slot
+                    next_frag += 1
+                    continue
                 self._send(next_frag)
                 outstanding[next_frag] = now + self.timeout
                 next_frag += 1
@@ -218,9 +246,12 @@ class Worker:
                 wait = min(wait, max(0.0, next_send - now))
             select.select([self.sock], [], [], max(0.0, wait))
             for frame in _ina_frames(self.sock):
-                job, task, flags, flow, _, frag, *_ = INA_HEADER.unpack_from(frame, OFF_INA)
+                job, task, flags, flow, _, frag, _, _, occupant = INA_HEADER.unpack_from(
+                    frame, OFF_INA)
                 if (job, task) != (self.task.job, self.task.task) or frag >= total:
                     continue
+                if flags == CONTROL and occupant < total:
+                    self._unblock(occupant, have, outstanding)
                 if flags == RESULT and not have[frag]:
                     result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
                     have[frag] = True
