@@ -198,7 +198,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             results.append(runner.run(
                 network, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
                 target=args.target, scale_mbps=args.scale_mbps, timeout=args.timeout,
-                on_iteration=show))
+                on_iteration=show, plain_switches=args.plain_switches))
         except runner.RunnerError as exc:
             console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
             return 1
@@ -283,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gradient-mb", type=float, default=1.0)
     p.add_argument("--iterations", type=int, default=1)
     p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded")
+    p.add_argument("--plain-switches", choices=["p4", "ovs"], default="p4",
+                   help="non-INA switches as the P4 target without aggregation (default) or "
+                        "as Open vSwitch under an OpenFlow 1.3 controller (os-ken)")
     p.add_argument("--scale-mbps", type=float, default=2.0,
                    help="TCLink Mbps per model Gbps (default 2)")
     p.add_argument("--timeout", type=float, default=120.0, help="per-iteration limit (s)")

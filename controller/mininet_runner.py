@@ -104,10 +104,15 @@ class Emulation:
     """The Mininet network plus its switch and controller processes; a context manager."""
 
     def __init__(self, network: Network, plan: Plan, *, target: str = "embedded",
-                 scale_mbps: float = DEFAULT_SCALE_MBPS, workdir: Path | None = None):
+                 scale_mbps: float = DEFAULT_SCALE_MBPS, workdir: Path | None = None,
+                 plain_switches: str = "p4"):
         if target == "bmv2" and not shutil.which("simple_switch_grpc"):
             raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine")
         self.network, self.plan, self.target, self.scale = network, plan, target, scale_mbps
+        # Plain (non-INA) switches: the P4 target without aggregation entries, or Open vSwitch
+        # under the OpenFlow controller (controller/southbound/openflow.py).
+        self.plain_switches = plain_switches
+        self.ovs = None
         self.ids = Numbering(network)
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="ina-mininet-"))
         self.net = None
@@ -141,6 +146,9 @@ class Emulation:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.procs.clear()
+        if self.ovs is not None:
+            self.ovs.close()
+            self.ovs = None
         for handle in self.logs:
             handle.close()
         self.logs.clear()
@@ -186,11 +194,23 @@ class Emulation:
             names[host].cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
 
     def _start_switches(self) -> None:
+        ovs = [s for s in self.network.switches
+               if self.plain_switches == "ovs" and not self.network.is_ina(s)]
         for switch in self.network.switches:
-            self.addresses[switch] = f"127.0.0.1:{_free_port()}"
-            self._spawn_switch(switch)
+            if switch not in ovs:
+                self.addresses[switch] = f"127.0.0.1:{_free_port()}"
+                self._spawn_switch(switch)
         for switch, address in self.addresses.items():
             _wait_listening(address, f"switch {switch}", self.procs[f"switch {switch}"])
+        if ovs:
+            from controller.southbound.openflow import OpenFlowError, start_ovs_switches
+
+            try:
+                self.ovs = start_ovs_switches(
+                    self.network, self.plan, {s: self.switch_ports[s] for s in ovs},
+                    self.workdir)
+            except OpenFlowError as exc:
+                raise RunnerError(f"plain switches (Open vSwitch): {exc}") from None
 
     def _spawn_switch(self, switch: str) -> None:
         device_id = self.network.switches.index(switch) + 1
@@ -219,8 +239,8 @@ class Emulation:
     def _start_controller(self) -> None:
         plan_file = self.workdir / "plan.json"
         self.plan.save(plan_file)
-        switches = {s: {"address": a, "device_id": i}
-                    for i, (s, a) in enumerate(self.addresses.items(), start=1)}
+        switches = {s: {"address": a, "device_id": self.network.switches.index(s) + 1}
+                    for s, a in self.addresses.items()}
         (self.workdir / "switches.json").write_text(json.dumps(switches))
         self.state_file = self.workdir / "state.json"
         self.procs["controller"] = subprocess.Popen(
@@ -382,10 +402,11 @@ def _wait_listening(address: str, name: str, proc: subprocess.Popen, timeout: fl
 
 def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
         target: str = "embedded", scale_mbps: float = DEFAULT_SCALE_MBPS,
-        timeout: float = 120.0, on_iteration=None) -> RunResult:
+        timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4") -> RunResult:
     """Run the whole closed loop once; raises RunnerError naming the component that failed."""
     result = RunResult(plan.scheme, plan.tasks[0].rate_gbps, scale_mbps)
-    with Emulation(network, plan, target=target, scale_mbps=scale_mbps) as emu:
+    with Emulation(network, plan, target=target, scale_mbps=scale_mbps,
+                   plain_switches=plain_switches) as emu:
         for k in range(1, iterations + 1):
             for it in emu.iterate(gradient_mb, k, timeout):
                 result.iterations.append(it)

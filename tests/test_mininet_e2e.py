@@ -100,3 +100,15 @@ def test_worker_that_never_finishes_is_named_and_everything_is_torn_down():
     processes = subprocess.run(["pgrep", "-f", "controller.cli (switch|controller|worker|ps)"],
                                capture_output=True, text=True, check=False).stdout
     assert processes == ""
+
+
+@pytest.mark.parametrize(("scheme", "flows_into_ps"), [("shortest", 5), ("aro", 1)])
+def test_fig1_with_plain_switches_on_open_vswitch(scheme, flows_into_ps):
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    plan = solve(network, scheme)
+    result = run(network, plan, iterations=1, gradient_mb=0.1, timeout=90,
+                 plain_switches="ovs")
+    assert result.exact
+    assert round(result.iterations[0].ps_link_flows) == flows_into_ps
+    # Only the INA switches (L1, L2, S1) run the P4 target; L0, L3, S0 are OVS bridges.
+    assert set(result.switch_push_seconds) == {"L1", "L2", "S1"}
