@@ -23,7 +23,7 @@ from pathlib import Path
 
 from finsy import Controller
 
-from controller.network import Network
+from controller.network import Network, TopologyError, load_topology
 from controller.plan import Plan
 from controller.program import compile_plan
 from controller.southbound.discovery import LinkMonitor
@@ -160,8 +160,39 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
             return
         async with asyncio.TaskGroup() as group:
             group.create_task(_publish_counters(session))
+            group.create_task(_watch_capacities(session))
             if probe_interval is not None:
                 group.create_task(_watch_links(session, probe_interval))
+
+
+async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
+    """Re-plan when the operator edits the topology file's capacities.
+
+    The file is the controller's source of link and aggregator capacities; a valid edit that
+    keeps the same nodes and links replaces them, and the plan follows (warm-started, make-
+    before-break). An invalid edit is logged and ignored: the network keeps running.
+    """
+    path = Path(session.network.source)
+    if not path.is_file():
+        return
+    stamp = path.stat().st_mtime_ns
+    while True:
+        await asyncio.sleep(interval)
+        if path.stat().st_mtime_ns == stamp:
+            continue
+        stamp = path.stat().st_mtime_ns
+        try:
+            edited = load_topology(path)
+        except TopologyError as exc:
+            LOG.warning("ignoring the edited topology: %s", exc)
+            continue
+        if set(edited.graph.edges) != set(session.network.graph.edges):
+            LOG.warning("ignoring the edited topology: it changes nodes or links, which needs "
+                        "a restart of the controller")
+            continue
+        LOG.info("capacities changed in %s: re-planning", path)
+        session.network = edited
+        await replan(session, session.dead_links)
 
 
 async def _publish_counters(session: Session) -> None:

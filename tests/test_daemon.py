@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import yaml
 from conftest import EXAMPLES, free_port
@@ -68,3 +69,37 @@ def test_programs_a_switch_and_status_shows_it(tmp_path, embedded_switch):
                             check=False)
     assert status.returncode == 0
     assert "plan v1 (aro)" in status.stdout and "S1" in status.stdout
+
+
+def test_capacity_edit_in_the_topology_file_triggers_a_replan(tmp_path, embedded_switch):
+    topology = tmp_path / "fig1.yaml"
+    topology.write_text((EXAMPLES / "aro-fig1.yaml").read_text())
+    (tmp_path / "switches.json").write_text(json.dumps({"S1": {"address": embedded_switch}}))
+    state = tmp_path / "state.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "controller", str(topology), "--switches",
+         str(tmp_path / "switches.json"), "--state", str(state), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _wait(lambda: state.exists() and json.loads(state.read_text())["version"] == 1)
+        rate = json.loads(state.read_text())["plan"]["tasks"][0]["rate_gbps"]
+        assert rate == 0.2  # five flows share the 1 Gbps PS link
+        # Every link doubles: the same paths now carry twice the rate.
+        topology.write_text(topology.read_text().replace("capacity_gbps: 1}", "capacity_gbps: 2}"))
+        assert _wait(lambda: json.loads(state.read_text())["version"] == 2)
+        assert json.loads(state.read_text())["plan"]["tasks"][0]["rate_gbps"] == 0.4
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _wait(condition, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return True
+        except (OSError, json.JSONDecodeError):
+            pass
+        time.sleep(0.1)
+    return False
