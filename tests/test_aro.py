@@ -6,6 +6,8 @@ the plan claims (ARO's rates are what its routes achieve, not the quantized leve
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from conftest import EXAMPLES, leaf_spine_doc
 
@@ -14,6 +16,9 @@ from controller.network import Network, build_network, load_topology
 from controller.plan import Plan
 from controller.solvers import SolveOptions, solve
 from controller.solvers.aro.accel import app_select
+from controller.solvers.aro.qsr import Scale, bbar, quantize, resources
+from controller.solvers.aro.routes import greedy_flows
+from controller.solvers.aro.search import Search, SolverSettings
 from controller.solvers.aro.unfold import LINK_TYPES, build_task_graph, ina_switches
 
 RANK = {"leaf": 0, "edge": 0, "tor": 0, "spine": 1, "aggregation": 1, "core": 2}
@@ -231,3 +236,65 @@ def test_qsr_and_raw_report_the_exact_rate_of_the_routes():
     for scheme in ("aro", "aro-raw"):
         plan = _solve(network, scheme)
         assert plan.tasks[0].rate_gbps == pytest.approx(1 / 3)
+
+
+def _search(network: Network, excluded: set[str] = frozenset()) -> Search:
+    """The quantized model of `network` (no INA pruning) as the solver sets it up."""
+    graphs = [build_task_graph(network, i, t, ina_switches(network), excluded)
+              for i, t in enumerate(network.tasks)]
+    res = resources(network, graphs)
+    scale = Scale(100, bbar(graphs, network))
+    quantize(res, scale)
+    jobs = {i: (t.job, t.beta) for i, t in enumerate(network.tasks)}
+    return Search(graphs, res, scale, jobs, SolverSettings(time.perf_counter() + 20))
+
+
+def test_per_task_caps_bound_a_mjmt_optimum_they_do_not_reach():
+    # Two jobs, two workers each under L1, no INA: 2·rA + 2·rB ≤ 1 on L1→S0. Alone each job
+    # reaches 1/2 (its PS link carries two flows); together the optimum is 1/4 each.
+    jobs = [{"name": n, "tasks": [{"name": "t", "ps": f"P{n}", "workers": [f"{n}1", f"{n}2"]}]}
+            for n in "AB"]
+    network = build_network(_two_task_doc(jobs))
+    search = _search(network)
+    union = search.solo_optima([greedy_flows(search.graphs)], share=10)
+    assert search.solo == search.solo_reached == {0: 50, 1: 50}
+    assert search.at_caps(union, budget=5) is None  # 2·50 + 2·50 > 100 on L1→S0
+    optimum = 0.25 + 0.001 * 0.5
+    assert search.upper({0: 25, 1: 25}) >= optimum
+    plan = _solve(network)
+    assert plan.objective == pytest.approx(optimum)
+    assert plan.status == "optimal" and plan.gap == pytest.approx(0.0)
+
+
+def test_independent_tasks_are_optimal_at_their_own_optima():
+    # Job A uploads L1→L0, job B L0→L1: no shared link, so each reaches its rate alone.
+    jobs = [
+        {"name": "A", "tasks": [{"name": "t", "ps": "PA", "workers": ["a1", "a2"]}]},
+        {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["b"],
+                                 "leaf_of": {"PB": "L1", "b": "L0"}}]},
+    ]
+    network = build_network(_two_task_doc(jobs))
+    plan = _solve(network)
+    assert [tp.rate_gbps for tp in plan.tasks] == pytest.approx([0.5, 1.0])
+    assert plan.status == "optimal" and plan.gap == 0.0
+    assert "joint at the solo caps: optimal" in plan.details["stages"][-1]["log"]
+
+
+def test_joining_reroutes_a_task_whose_own_routes_collide():
+    # Two spines, one worker per job under L1, PSs under L0: alone each job reaches 1 via
+    # either spine; routes forced through S0 collide, and the join moves one task to S1.
+    doc = leaf_spine_doc(2, 2, [0, 2])
+    doc["hosts"].append({"name": "PB", "role": "ps"})
+    doc["links"].append({"a": "PB", "b": "L0", "capacity_gbps": 1.0})
+    doc["jobs"] = [{"name": "A", "tasks": [{"name": "t", "ps": "PS", "workers": ["W1_0"]}]},
+                   {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["W1_1"]}]}]
+    network = build_network(doc)
+    narrow = _search(network, excluded={"S1"})
+    collide = narrow.solo_optima([greedy_flows(narrow.graphs)], share=10)
+    search = _search(network)
+    search.solo_optima([greedy_flows(search.graphs)], share=10)
+    assert search.solo == {0: 100, 1: 100}
+    assert not search.fits(collide, search.solo)
+    joined = search.at_caps(collide, budget=5)
+    assert joined is not None and joined.proven and search.fits(joined.flows, search.solo)
+    assert any(line.startswith("join B/t at 100: feasible") for line in search.log)

@@ -3,10 +3,20 @@ BENCHMARKS.md keeps other sections intact."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from distributed import LocalCluster
 
-from controller.bench.compare import SECTION, compare, update_benchmarks
+from controller.bench.compare import (
+    DOCS,
+    FIGURES,
+    SECTION,
+    Figure,
+    compare,
+    summarise,
+    update_benchmarks,
+)
 
 
 def _outcome(result: dict) -> list[tuple]:
@@ -54,3 +64,60 @@ def test_benchmarks_rows_replace_only_their_own(tmp_path):
     assert text.startswith("# Benchmarks\n\n## ARO\n\nkept as it is\n")
     assert "| a |" not in text and text.index("| c |") < text.index("| b |")
     assert text.count(SECTION) == 1
+
+
+TINY = {"leaves": 4, "spines": 2, "hosts_per_leaf": 6}
+NEW_ARO = ("aro-fig7b", "aro-fig7c", "aro-fig8b", "aro-fig9", "aro-fig10")
+
+
+def _tiny(figure: Figure) -> Figure:
+    """The figure's own settings on a 4-leaf fabric, workers scaled down to fit."""
+    settings = []
+    for s in figure.settings[:2] + figure.settings[-1:]:
+        kwargs = {**s.kwargs, **TINY}
+        kwargs["workers"] = max(1, kwargs.get("workers", 200) // 100 * 2)
+        settings.append(replace(s, kwargs=kwargs))
+    return replace(figure, settings=tuple(settings))
+
+
+@pytest.mark.parametrize("name", NEW_ARO)
+def test_aro_figures_smoke(name, tmp_path, monkeypatch):
+    """Each new ARO figure runs end to end on tiny fabrics: rows per metric, PNG copied."""
+    monkeypatch.setitem(FIGURES, name, _tiny(FIGURES[name]))
+    bench = tmp_path / "BENCHMARKS.md"
+    result = compare(name, seeds=1, schemes=("random", "aggtree", "aro"), jobs=1,
+                     out=tmp_path / "out", benchmarks=bench, time_limit=10, progress=False)
+    assert not any("error" in r for r in result["runs"])
+    assert all(r["consistent"] for r in result["runs"])
+    figure = FIGURES[name]
+    assert len(result["summary"]) == 3 * 3 * len(figure.metrics)
+    assert (tmp_path / DOCS / f"{name}.png").stat().st_size > 0
+    assert f"]({DOCS.as_posix()}/{name}.png)" in bench.read_text()
+    if "total" in figure.metrics:
+        assert all(r["total_gbps"] >= r["rate_gbps"] - 1e-9 for r in result["runs"])
+
+
+def test_aro_figure_settings():
+    """The paper's sweeps and the values it states, where it states them."""
+    assert [s.kwargs["ina"] for s in FIGURES["aro-fig7b"].settings] == [
+        0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]
+    assert [s.kwargs["workers"] for s in FIGURES["aro-fig7c"].settings] == [100, 200, 300, 400]
+    assert FIGURES["aro-fig7c"].settings[1].paper["aro"] == 26.33
+    fig9 = FIGURES["aro-fig9"]
+    assert [(s.kwargs["jobs"], s.kwargs["tasks"]) for s in fig9.settings] == [
+        (1, 1), (1, 2), (1, 3), (1, 4)]
+    assert fig9.settings[-1].paper_total == {"aro": 100.0, "aro-acc": 100.0}
+    assert [s.label for s in FIGURES["aro-fig10"].settings] == ["1J2T", "2J2T", "3J2T", "4J2T"]
+
+
+def test_ratio_against_a_stated_range():
+    """A ratio the paper states as a range is flagged only when ours is 25 % outside it."""
+    figure = FIGURES["aro-fig9"]
+    setting = figure.settings[0]
+    records = [{"setting": setting.label, "scheme": s, "rate_gbps": r, "total_gbps": r}
+               for s, r in (("aro", 30.0), ("aggtree", 10.0), ("random", 10.0))]
+    ratios = summarise(figure, records, ("aro", "aggtree", "random"))["ratios"]
+    got = {(q["ratio"], q["metric"]): q for q in ratios if q["setting"] == setting.label}
+    assert got[("aro/aggtree", "min")]["deviation"] == pytest.approx(3.0 / 2.5 - 1)
+    assert not got[("aro/aggtree", "min")]["flagged"]  # 3.0 vs 1.8-2.5: 20 % above
+    assert got[("aro/random", "total")]["deviation"] == 0.0  # within 2.8-4.1

@@ -20,14 +20,31 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from controller.bench.workloads import leaf_spine_workload
 from controller.evaluate import evaluate
 from controller.network import build_network
 from controller.solvers import SolveOptions, solve
+from controller.topogen import Document, InaOptions, Workload, leaf_spine
 
 console = Console()
 SJST_VARIANTS = ["aro", "aro-acc", "aro-sro", "aro-app", "aro-raw"]
 PAPER = {"aro": 26.33, "acc_loss": 0.064}
+
+
+def aro_leaf_spine(
+    seed: int, *, leaves: int = 24, spines: int = 24, hosts_per_leaf: int = 24,
+    ina: float = 0.2, pipelines: int = 4, jobs: int = 1, tasks: int = 1, workers: int = 200,
+) -> Document:
+    """ARO Sec. V-A cluster from the project's generator (also used by `ina bench compare`).
+
+    100 Gbps links, a fraction `ina` of the switches INA with `pipelines` pipelines (the PSs'
+    leaves always), PS of task i under leaf i, disjoint random `workers` per job shared by its
+    `tasks`. The grouped port layout puts a leaf's servers and its spine uplinks on different
+    pipelines, as on a Tofino front panel.
+    """
+    return leaf_spine(
+        leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf,
+        ina=InaOptions(ina=ina, pipelines=pipelines),
+        workload=Workload(jobs=jobs, tasks_per_job=tasks, workers_per_job=workers), seed=seed)
 
 
 def add_parser(bench: argparse._SubParsersAction) -> None:
@@ -85,12 +102,12 @@ def _split(text: str) -> list[str]:
 
 def _instance(setting: str, spec: dict[str, Any], variant: str, limit: float) -> dict[str, Any]:
     if setting == "sjst":
-        doc = leaf_spine_workload(seed=spec["seed"])
+        doc = aro_leaf_spine(spec["seed"])
     else:
         lam = spec["lam"]
-        doc = leaf_spine_workload(leaves=24 * lam, spines=24 * lam, jobs=5, workers=100 * lam,
-                                  seed=spec["seed"])
-    network = build_network(doc)
+        doc = aro_leaf_spine(spec["seed"], leaves=24 * lam, spines=24 * lam, jobs=5,
+                             workers=100 * lam)
+    network = build_network(doc, source=f"aro {setting} seed {spec['seed']}")
     started = time.perf_counter()
     plan = solve(network, variant, SolveOptions(time_limit=limit, seed=0))
     wall = time.perf_counter() - started
@@ -101,8 +118,11 @@ def _instance(setting: str, spec: dict[str, Any], variant: str, limit: float) ->
     return {
         "setting": setting, **spec, "variant": variant, "time_limit": limit,
         "status": plan.status, "objective_gbps": plan.objective, "bound_gbps": plan.bound,
-        "gap": plan.gap, "solve_seconds": plan.solve_seconds, "wall_seconds": wall,
+        "gap": plan.gap, "model_objective_gbps": plan.details.get("model_objective_gbps"),
+        "model_bound_gbps": plan.details.get("model_bound_gbps"),
+        "solve_seconds": plan.solve_seconds, "wall_seconds": wall,
         "rates_gbps": [tp.rate_gbps for tp in plan.tasks], "exact": exact,
+        "stages": plan.details.get("stages", []),
         "problems": result.problems[:5],
     }
 
@@ -162,13 +182,16 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
         data = [[r["objective_gbps"] for r in rows
                  if r["setting"] == setting and r["variant"] == v] for v in variants]
         ax.violinplot(data, showmeans=True, showextrema=True)
+        # A variant with one value for every seed draws no violin: mark every mean.
+        ax.scatter(range(1, len(data) + 1), [statistics.fmean(d) for d in data], marker="o",
+                   color="black", zorder=3, s=18, label="mean")
         ax.set_xticks(range(1, len(variants) + 1), variants, rotation=20)
         ax.set_ylabel("throughput (Gbps)" if setting == "sjst" else "objective Eq. (3) (Gbps)")
         ax.set_title(setting)
         if setting == "sjst":
             ax.axhline(PAPER["aro"], color="red", linestyle="--", linewidth=1,
                        label="paper ARO mean 26.33")
-            ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="center right", fontsize=8)
     fig.tight_layout()
     fig.savefig(out / "aro.png", dpi=120)
     plt.close(fig)

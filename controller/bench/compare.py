@@ -15,7 +15,11 @@ be able to import this package (same environment as the client).
 
 Output per figure: `out/bench/compare/<figure>/results.json` (every run, per-setting means and
 the ratios between schemes next to the paper's) and `<figure>.png`, drawn like the paper's plot;
-plus the figure's rows in the "Scheme comparison (issue 6)" section of BENCHMARKS.md.
+plus the figure's rows in the "Scheme comparison (issue 6)" section of BENCHMARKS.md, linking a
+copy of the PNG under `docs/benchmarks/compare/` (out/ is not committed).
+
+Metrics: "min" is the slowest task's rate (ARO's bottleneck sending rate, GRID's rate); figures
+with several tasks (ARO Figs. 9, 10) also report "total", the sum over tasks.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import argparse
 import json
 import math
 import random
+import shutil
 import statistics
 import traceback
 from collections.abc import Callable, Iterator
@@ -40,6 +45,7 @@ from controller.network import Network, build_network, load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Scheme comparison (issue 6)"
+DOCS = Path("docs") / "benchmarks" / "compare"  # committed PNG copies, relative to BENCHMARKS.md
 DEVIATION = 0.25  # ratios between schemes further than this from the paper's get flagged
 
 console = Console()
@@ -53,8 +59,9 @@ class Setting:
     builder: str  # key of BUILDERS
     kwargs: dict[str, Any] = field(default_factory=dict)
     panel: str = ""  # subplot of the paper's figure
-    x: float | None = None  # x-axis value (number of workers) for line plots
-    paper: dict[str, float] = field(default_factory=dict)
+    x: float | None = None  # x-axis value for line and grouped-bar plots
+    paper: dict[str, float] = field(default_factory=dict)  # metric "min"
+    paper_total: dict[str, float] = field(default_factory=dict)  # metric "total"
 
 
 @dataclass(frozen=True)
@@ -64,11 +71,15 @@ class Figure:
     source: str  # where the paper states its values
     schemes: tuple[str, ...]
     settings: tuple[Setting, ...]
-    plot: str  # "bars", "violins" or "lines"
+    plot: str  # "bars", "violins", "lines" or "groups" (bars per setting)
     reference: str  # scheme the ratios are taken against
     seeds: int = 30
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: str = ""
+    xlabel: str = "number of workers"
+    metrics: tuple[str, ...] = ("min",)
+    # reference/scheme ratios the paper's text states as a range for the whole figure
+    paper_ratios: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,13 +103,14 @@ def _example(seed: int, file: str) -> Network:
 
 
 def _aro_leaf_spine(seed: int, workers: int = 200, leaves: int = 24, spines: int = 24,
-                    hosts_per_leaf: int = 24, ina: float = 0.2, pipelines: int = 4) -> Network:
-    """ARO Sec. V-A: leaf-spine, 100 Gbps, γ of the switches INA (PS's leaf always), P pipelines."""
-    from controller.topogen import InaOptions, Workload, leaf_spine
+                    hosts_per_leaf: int = 24, ina: float = 0.2, pipelines: int = 4,
+                    jobs: int = 1, tasks: int = 1) -> Network:
+    """ARO Sec. V-A: leaf-spine, 100 Gbps, γ of the switches INA (PS's leaf always), P pipelines;
+    `jobs` with disjoint `workers` each, `tasks` per job sharing them, task i's PS under leaf i."""
+    from controller.bench.aro import aro_leaf_spine
 
-    doc = leaf_spine(leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf,
-                     ina=InaOptions(ina=ina, pipelines=pipelines),
-                     workload=Workload(workers_per_job=workers), seed=seed)
+    doc = aro_leaf_spine(seed, leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf,
+                         ina=ina, pipelines=pipelines, jobs=jobs, tasks=tasks, workers=workers)
     return build_network(doc, source=f"aro leaf-spine seed {seed}")
 
 
@@ -166,6 +178,58 @@ def _grid_settings(scenario: str, paper: dict[tuple[str, int], dict[str, float]]
     )
 
 
+def _grid_figure(number: int, scenario: str, what: str, paper: dict[str, float],
+                 notes: str = "") -> Figure:
+    """GRID Figs. 11 and 12 differ only in the INA scenario and the value stated at one point."""
+    point = ("fat-tree", 40) if scenario == "a" else ("fat-tree", 100)
+    return Figure(f"grid-fig{number}", f"GRID Fig. {number}: sending rate vs workers, "
+                  f"scenario ({scenario}) {what}", "GRID Sec. 6.2",
+                  ("geryon", "switchml", "atp", "grid"), _grid_settings(scenario, {point: paper}),
+                  plot="lines", reference="grid", params=_GRID_PAPER, notes=notes)
+
+
+# ARO's defaults (Sec. IV-A): 200 workers, γ = 20 % INA, P = 4; Figs. 7b, 7c and 8b vary one of
+# them, so at the default point the paper's values are Fig. 7a's.
+_ARO_SCHEMES = ("random", "grid", "aggtree", "aro", "aro-acc", "atp")
+_ARO_FIG7A = {"random": 7.92, "grid": 1.75, "aggtree": 8.76, "aro": 26.33}
+# ARO/baseline ranges from the text: Sec. IV intro (AggTree per scenario) and the summary
+# (RANDOM, GRID over all tests).
+_ARO_OVERALL = {"aro/random": (2.8, 4.1), "aro/grid": (8.2, 41.6)}
+
+
+def _aro_sweep(name: str, title: str, param: str, values: tuple, *, label: str,
+               xlabel: str, default: float, scale: float = 1.0) -> Figure:
+    """An SJST sweep of one of ARO's defaults, the rest as in Fig. 7a."""
+    return Figure(
+        name, title, "ARO Sec. IV-B", _ARO_SCHEMES,
+        tuple(Setting(label.format(v), "aro-leaf-spine", {param: v}, x=v * scale,
+                      paper=_ARO_FIG7A if v == default else {}) for v in values),
+        plot="lines", reference="aro", seeds=30, params=_PURE_GRID, xlabel=xlabel,
+        paper_ratios={**_ARO_OVERALL, "aro/aggtree": (2.2, 4.0)},
+        notes="The paper states values only at the default point (those of Fig. 7a) and "
+              "ARO/AggTree 2.2-4.0x for SJST, ARO/RANDOM 2.8-4.1x and ARO/GRID 8.2-41.6x "
+              "over all its tests.",
+    )
+
+
+def _aro_multi(name: str, title: str, shapes: tuple[tuple[int, int], ...],
+               aggtree: tuple[float, float], paper_total: dict[int, dict[str, float]]) -> Figure:
+    """SJMT (one job, tasks sharing its workers) or MJMT (jobs with disjoint workers), 100
+    workers per job; panels (a) minimum and (b) total throughput over the tasks."""
+    multi = len({j for j, _ in shapes}) > 1  # MJMT: the x axis counts jobs, not tasks
+    return Figure(
+        name, title, "ARO Sec. IV-B", _ARO_SCHEMES,
+        tuple(Setting(f"{j}J{t}T", "aro-leaf-spine", {"workers": 100, "jobs": j, "tasks": t},
+                      x=j if multi else t, paper_total=paper_total.get(j * t, {}))
+              for j, t in shapes),
+        plot="groups", reference="aro", seeds=30, params=_PURE_GRID,
+        xlabel="jobs (2 tasks each)" if multi else "tasks of the job", metrics=("min", "total"),
+        paper_ratios={**_ARO_OVERALL, "aro/aggtree": aggtree},
+        notes="Baselines route each task separately and the routes are overlaid (as ARO runs "
+              "them); ratio ranges from the text, both metrics.",
+    )
+
+
 # GRID's own simulations score R-GRIA on model (1), which ignores links (Sec. 4.1), and ARO ran
 # GRID the same way; the evaluator then scores the resulting routes on the real links.
 _PURE_GRID = {"grid": {"links": False}}
@@ -189,22 +253,27 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
         notes="ARO-ACC: within 6.4 % of ARO (no value stated); ATP is not in ARO's figure "
               "(ARO's RANDOM is its upgrade of ATP).",
     ),
-    Figure(
-        "grid-fig11", "GRID Fig. 11: sending rate vs workers, scenario (a) ToR-only INA",
-        "GRID Sec. 6.2", ("geryon", "switchml", "atp", "grid"),
-        _grid_settings("a", {("fat-tree", 40): {"geryon": 2.5, "switchml": 10.0, "atp": 25.21,
-                                                "grid": 30.0}}),
-        plot="lines", reference="grid", params=_GRID_PAPER,
-        notes="Fig. 11(a) at 40 workers is stated as ratios (GRID +19 % over ATP, 2x over "
-              "SwitchML, 11x over Geryon); the absolute values assume Geryon = 100 Gbps / 40.",
-    ),
-    Figure(
-        "grid-fig12", "GRID Fig. 12: sending rate vs workers, scenario (b) 20 % random INA",
-        "GRID Sec. 6.2", ("geryon", "switchml", "atp", "grid"),
-        _grid_settings("b", {("fat-tree", 100): {"geryon": 1.0, "switchml": 8.9, "atp": 10.0,
-                                                 "grid": 23.5}}),
-        plot="lines", reference="grid", params=_GRID_PAPER,
-    ),
+    _aro_sweep("aro-fig7b", "ARO Fig. 7b: SJST throughput vs share of INA switches (200 "
+               "workers, 4 pipelines)", "ina", (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7),
+               label="{:.0%} INA", xlabel="INA-enabled switches (%)", default=0.2, scale=100),
+    _aro_sweep("aro-fig7c", "ARO Fig. 7c: SJST throughput vs workers (20 % INA, 4 pipelines)",
+               "workers", (100, 200, 300, 400), label="{} workers",
+               xlabel="number of workers", default=200),
+    _aro_sweep("aro-fig8b", "ARO Fig. 8b: SJST throughput vs pipelines per aggregator (200 "
+               "workers, 20 % INA)", "pipelines", (1, 2, 4, 8), label="{} pipelines",
+               xlabel="pipelines per INA switch (P)", default=4),
+    _aro_multi("aro-fig9", "ARO Fig. 9: SJMT, one job of 100 workers with 1-4 tasks",
+               ((1, 1), (1, 2), (1, 3), (1, 4)), (1.8, 2.5),
+               {4: {"aro": 100.0, "aro-acc": 100.0}}),
+    _aro_multi("aro-fig10", "ARO Fig. 10: MJMT, 1-4 jobs of 100 workers with 2 tasks each",
+               ((1, 2), (2, 2), (3, 2), (4, 2)), (1.9, 2.3), {}),
+    _grid_figure(11, "a", "ToR-only INA",
+                 {"geryon": 2.5, "switchml": 10.0, "atp": 25.21, "grid": 30.0},
+                 notes="Fig. 11(a) at 40 workers is stated as ratios (GRID +19 % over ATP, 2x "
+                       "over SwitchML, 11x over Geryon); the absolute values assume Geryon = "
+                       "100 Gbps / 40."),
+    _grid_figure(12, "b", "20 % random INA",
+                 {"geryon": 1.0, "switchml": 8.9, "atp": 10.0, "grid": 23.5}),
     Figure(
         "smoke", "Smoke test: a small leaf-spine, every kind of scheme",
         "-", ("geryon", "atp", "aggtree", "grid"),
@@ -236,6 +305,8 @@ def run_one(run: Run) -> dict[str, Any]:
         return record
     record.update(
         rate_gbps=min((t.rate_gbps for t in result.tasks), default=0.0),
+        total_gbps=sum(t.rate_gbps for t in result.tasks),
+        ps_flows=[t.flows_into_ps for t in result.tasks],  # what explains most gaps
         consistent=result.consistent,
         status=plan.status,
         solve_seconds=plan.solve_seconds,
@@ -288,37 +359,63 @@ def _records(runs: list[Run], jobs: int | None, cluster: str | None) -> Iterator
 # ------------------------------------------------------------------ summarising
 
 
+_FIELD = {"min": "rate_gbps", "total": "total_gbps"}
+
+
+def _paper(setting: Setting, metric: str) -> dict[str, float]:
+    return setting.paper if metric == "min" else setting.paper_total
+
+
 def summarise(figure: Figure, records: list[dict[str, Any]],
               schemes: tuple[str, ...]) -> dict[str, Any]:
-    """Per setting and scheme: mean, spread and the paper's value; ratios to the reference."""
+    """Per setting, metric and scheme: mean, spread and the paper's value; ratios to the
+    reference next to the paper's, per setting or as the range its text states."""
     summary, ratios = [], []
     for setting in figure.settings:
-        means: dict[str, float] = {}
-        for scheme in schemes:
-            rates = [r["rate_gbps"] for r in records
-                     if r["setting"] == setting.label and r["scheme"] == scheme and "error" not in r]
-            errors = sum(1 for r in records if r["setting"] == setting.label
-                         and r["scheme"] == scheme and "error" in r)
-            row = {"setting": setting.label, "panel": setting.panel, "x": setting.x,
-                   "scheme": scheme, "runs": len(rates), "errors": errors,
-                   "paper_gbps": setting.paper.get(scheme)}
-            if rates:
-                means[scheme] = statistics.fmean(rates)
-                row.update(mean_gbps=means[scheme], min_gbps=min(rates), max_gbps=max(rates),
-                           stdev_gbps=statistics.pstdev(rates))
-            summary.append(row)
-        ref = figure.reference
-        paper = setting.paper
-        for scheme in schemes:
-            if scheme == ref or ref not in paper or scheme not in paper:
-                continue
-            paper_ratio = paper[ref] / paper[scheme]
-            our_ratio = means[ref] / means[scheme] if means.get(scheme) and ref in means else None
-            deviation = None if our_ratio is None else our_ratio / paper_ratio - 1
-            ratios.append({"setting": setting.label, "ratio": f"{ref}/{scheme}",
-                           "paper": paper_ratio, "ours": our_ratio, "deviation": deviation,
-                           "flagged": deviation is None or abs(deviation) > DEVIATION})
+        for metric in figure.metrics:
+            rows = [_summary_row(setting, metric, scheme, records) for scheme in schemes]
+            summary += rows
+            means = {r["scheme"]: r["mean_gbps"] for r in rows if "mean_gbps" in r}
+            ratios += _ratios(figure, setting, metric, means, schemes)
     return {"summary": summary, "ratios": ratios}
+
+
+def _summary_row(setting: Setting, metric: str, scheme: str,
+                 records: list[dict[str, Any]]) -> dict[str, Any]:
+    mine = [r for r in records if r["setting"] == setting.label and r["scheme"] == scheme]
+    rates = [r[_FIELD[metric]] for r in mine if "error" not in r]
+    row = {"setting": setting.label, "panel": setting.panel, "x": setting.x, "metric": metric,
+           "scheme": scheme, "runs": len(rates), "errors": len(mine) - len(rates),
+           "paper_gbps": _paper(setting, metric).get(scheme)}
+    if rates:
+        row.update(mean_gbps=statistics.fmean(rates), min_gbps=min(rates), max_gbps=max(rates),
+                   stdev_gbps=statistics.pstdev(rates))
+    return row
+
+
+def _ratios(figure: Figure, setting: Setting, metric: str, means: dict[str, float],
+            schemes: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Our reference/scheme ratio against the paper's point value, else its stated range
+    (deviation: how far outside the range, relative to the nearest end)."""
+    ref, paper, found = figure.reference, _paper(setting, metric), []
+    for scheme in schemes:
+        name = f"{ref}/{scheme}"
+        if scheme == ref:
+            continue
+        if ref in paper and scheme in paper:
+            low = high = paper[ref] / paper[scheme]
+        elif name in figure.paper_ratios:
+            low, high = figure.paper_ratios[name]
+        else:
+            continue
+        ours = means[ref] / means[scheme] if means.get(scheme) and ref in means else None
+        deviation = None if ours is None else (
+            ours / low - 1 if ours < low else ours / high - 1 if ours > high else 0.0)
+        found.append({"setting": setting.label, "metric": metric, "ratio": name,
+                      "paper": low if low == high else [low, high], "ours": ours,
+                      "deviation": deviation,
+                      "flagged": deviation is None or abs(deviation) > DEVIATION})
+    return found
 
 
 def _fmt(value: float | None) -> str:
@@ -331,17 +428,22 @@ def _fmt(value: float | None) -> str:
 
 def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, Any]],
          schemes: tuple[str, ...], path: Path) -> None:
-    """The paper's kind of plot: bars (Fig. 1), violins with means (ARO), lines vs workers (GRID)."""
+    """The paper's kind of plot: bars (Fig. 1), violins with means (ARO Fig. 7a), lines vs the
+    swept parameter (GRID, ARO Figs. 7b-8b), bars per scenario (ARO Figs. 9-10); one panel per
+    topology or metric, the paper's values as stars."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = list(dict.fromkeys(s.panel for s in figure.settings))
+    panels = [(panel, metric) for panel in dict.fromkeys(s.panel for s in figure.settings)
+              for metric in figure.metrics]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
-    for ax, panel in zip(axes[0], panels):
-        rows = [r for r in summary if r["panel"] == panel]
-        if figure.plot == "lines":
+    for ax, (panel, metric) in zip(axes[0], panels):
+        rows = [r for r in summary if r["panel"] == panel and r["metric"] == metric]
+        if figure.plot == "groups":
+            _group_bars(ax, figure, rows, schemes)
+        elif figure.plot == "lines":
             for scheme in schemes:
                 mine = [r for r in rows if r["scheme"] == scheme and "mean_gbps" in r]
                 line, = ax.plot([r["x"] for r in mine], [r["mean_gbps"] for r in mine],
@@ -350,8 +452,7 @@ def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, 
                 ax.scatter([r["x"] for r in paper], [r["paper_gbps"] for r in paper],
                            marker="*", s=120, color=line.get_color(), edgecolor="black",
                            label=f"{scheme.upper()} (paper)" if paper else None)
-            ax.set_xlabel("number of workers")
-            ax.set_title(panel)
+            ax.set_xlabel(figure.xlabel)
         elif figure.plot == "violins":
             data = [[r["rate_gbps"] for r in records if r["scheme"] == s and "error" not in r]
                     or [0.0] for s in schemes]
@@ -371,7 +472,9 @@ def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, 
             ax.bar([x + 0.2 for x in xs], [by[s].get("mean_gbps", 0) for s in schemes], 0.4,
                    label="ours (evaluator)")
             ax.set_xticks(list(xs), [s.upper() for s in schemes])
-        ax.set_ylabel("sending rate (Gbps)")
+        ax.set_ylabel("total throughput (Gbps)" if metric == "total" else "sending rate (Gbps)")
+        many = len(figure.metrics) > 1
+        ax.set_title(" · ".join(filter(None, (panel, f"{metric} over tasks" if many else ""))))
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
@@ -382,19 +485,40 @@ def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, 
     plt.close(fig)
 
 
+def _group_bars(ax: Any, figure: Figure, rows: list[dict[str, Any]],
+                schemes: tuple[str, ...]) -> None:
+    """One group of bars per setting, one bar per scheme; the paper's values as stars."""
+    width = 0.8 / len(schemes)
+    labels = [s.label for s in figure.settings]
+    for i, scheme in enumerate(schemes):
+        by = {r["setting"]: r for r in rows if r["scheme"] == scheme}
+        xs = [k - 0.4 + width * (i + 0.5) for k in range(len(labels))]
+        bars = ax.bar(xs, [by[lb].get("mean_gbps", 0.0) for lb in labels], width,
+                      label=scheme.upper())
+        stars = [(x, by[lb]["paper_gbps"]) for x, lb in zip(xs, labels) if by[lb]["paper_gbps"]]
+        if stars:
+            ax.scatter(*zip(*stars), marker="*", s=120, color=bars.patches[0].get_facecolor(),
+                       edgecolor="black", zorder=3, label=f"{scheme.upper()} (paper)")
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel(figure.xlabel)
+
+
 # ------------------------------------------------------------------ BENCHMARKS.md
 
 
 def table_rows(figure: Figure, summary: list[dict[str, Any]], seeds: int, png: str) -> list[str]:
-    """One row per setting: `scheme paper / ours` for each scheme."""
+    """One row per setting (and metric): `scheme paper / ours` for each scheme."""
     rows = []
     for setting in figure.settings:
-        cells = []
-        for r in summary:
-            if r["setting"] == setting.label:
-                ours = _fmt(r.get("mean_gbps")) + (f" ({r['errors']} failed)" if r["errors"] else "")
-                cells.append(f"{r['scheme']} {_fmt(r['paper_gbps'])} / {ours}")
-        rows.append(f"| [{figure.name}]({png}) | {setting.label} | {seeds} | {' · '.join(cells)} |")
+        for metric in figure.metrics:
+            cells = []
+            for r in summary:
+                if r["setting"] == setting.label and r["metric"] == metric:
+                    ours = _fmt(r.get("mean_gbps")) + (
+                        f" ({r['errors']} failed)" if r["errors"] else "")
+                    cells.append(f"{r['scheme']} {_fmt(r['paper_gbps'])} / {ours}")
+            label = setting.label + (f" ({metric})" if len(figure.metrics) > 1 else "")
+            rows.append(f"| [{figure.name}]({png}) | {label} | {seeds} | {' · '.join(cells)} |")
     return rows
 
 
@@ -429,12 +553,14 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
             benchmarks: Path | None = ROOT / "BENCHMARKS.md", time_limit: float | None = None,
             progress: bool = True) -> dict[str, Any]:
     """Run a figure, write its JSON, PNG and BENCHMARKS.md rows; returns the JSON document."""
-    from controller.solvers import scheme_names
+    from controller.solvers import get_solver, scheme_names
 
     figure = FIGURES[figure_name]
     seeds = seeds or figure.seeds
     known = set(scheme_names())
     schemes = tuple(s for s in (schemes or figure.schemes) if s in known)
+    for scheme in schemes:  # imported before the pool forks: edits made mid-sweep do not leak in
+        get_solver(scheme)
     runs = plan_runs(figure, seeds, schemes, time_limit)
     records = execute(runs, jobs=jobs, cluster=cluster, progress=progress)
     result = {
@@ -450,9 +576,11 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
     png = out / f"{figure.name}.png"
     plot(figure, records, result["summary"], schemes, png)
     if benchmarks is not None:
-        link = png.relative_to(ROOT) if png.is_relative_to(ROOT) else png
+        link = DOCS / png.name
+        (benchmarks.parent / DOCS).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(png, benchmarks.parent / link)
         update_benchmarks(benchmarks, figure.name,
-                          table_rows(figure, result["summary"], seeds, str(link)))
+                          table_rows(figure, result["summary"], seeds, link.as_posix()))
     return result
 
 
@@ -460,17 +588,19 @@ def _report(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title=result["title"])
-    for col in ("setting", "scheme", "paper", "ours (mean)", "min", "max", "runs"):
+    for col in ("setting", "metric", "scheme", "paper", "ours (mean)", "min", "max", "runs"):
         table.add_column(col)
     for r in result["summary"]:
-        table.add_row(r["setting"], r["scheme"], _fmt(r["paper_gbps"]), _fmt(r.get("mean_gbps")),
-                      _fmt(r.get("min_gbps")), _fmt(r.get("max_gbps")),
+        table.add_row(r["setting"], r["metric"], r["scheme"], _fmt(r["paper_gbps"]),
+                      _fmt(r.get("mean_gbps")), _fmt(r.get("min_gbps")), _fmt(r.get("max_gbps")),
                       f"{r['runs']}" + (f" ({r['errors']} failed)" if r["errors"] else ""))
     console.print(table)
     for q in result["ratios"]:
         if q["flagged"]:
-            console.print(f"[yellow]ratio {q['ratio']} at {q['setting']}: paper "
-                          f"{_fmt(q['paper'])}, ours {_fmt(q['ours'])}[/yellow]")
+            paper = "-".join(map(_fmt, q["paper"])) if isinstance(q["paper"], list) \
+                else _fmt(q["paper"])
+            console.print(f"[yellow]ratio {q['ratio']} ({q['metric']}) at {q['setting']}: "
+                          f"paper {paper}, ours {_fmt(q['ours'])}[/yellow]")
     for r in result["runs"]:
         if "error" in r:
             console.print(f"[red]{r['scheme']} seed {r['seed']} ({r['setting']}):[/red] "

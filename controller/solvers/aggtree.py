@@ -12,7 +12,7 @@ the merged flow's, made when the first worker there was routed, so spines are pi
 
 from __future__ import annotations
 
-import time
+import random
 from itertools import pairwise
 
 from controller.network import Network
@@ -22,30 +22,28 @@ from controller.solvers.inatree import (
     AggregationTree,
     can_aggregate,
     entry_point,
-    plan_from_trees,
-    rng_for,
     shortest_paths,
+    solve_trees,
 )
 
 
 def solve(network: Network, options: SolveOptions) -> Plan:
-    started = time.perf_counter()
-    rng = rng_for(options.seed)
-    trees = []
-    for task in network.tasks:
-        tree = AggregationTree(network, task)
-        links: dict[tuple[str, str], int] = {}
-        merging: dict[str, int] = {}
-        for w in sorted(task.workers):
-            options_ = shortest_paths(network, w, task.ps)
-            offers = [(_offer(network, tree, p, links, merging), p) for p in options_]
-            best = max(o for o, _ in offers)
-            path = rng.choice([p for o, p in offers if o >= best - 1e-12])
-            before = set(tree.points)
-            route = tree.add(w, path, lambda v, *_: can_aggregate(network, v))
-            _commit(network, tree, route, before, links, merging)
-        trees.append(tree)
-    return plan_from_trees(network, "aggtree", trees, started=started, seed=options.seed)
+    return solve_trees(network, "aggtree", options.seed, _route)
+
+
+def _route(tree: AggregationTree, rng: random.Random) -> None:
+    """Workers in name order, each on the path with the best offer given the flows so far."""
+    network, task = tree.network, tree.task
+    links: dict[tuple[str, str], int] = {}
+    merging: dict[str, int] = {}
+    for w in sorted(task.workers):
+        offers = [(_offer(network, tree, p, links, merging), p)
+                  for p in shortest_paths(network, w, task.ps)]
+        best = max(o for o, _ in offers)
+        path = rng.choice([p for o, p in offers if o >= best - 1e-12])
+        before = set(tree.points)
+        route = tree.add(w, path, lambda v, *_: can_aggregate(network, v))
+        _commit(network, tree, route, before, links, merging)
 
 
 def _new_part(network: Network, tree: AggregationTree, path: list[str]):

@@ -29,7 +29,7 @@ merged there too: ARO's RANDOM aggregates at every INA switch on the way.
 
 from __future__ import annotations
 
-import time
+import random
 
 from controller.network import Network
 from controller.plan import Plan
@@ -39,9 +39,8 @@ from controller.solvers.inatree import (
     access_switch,
     can_aggregate,
     ecmp_path,
-    plan_from_trees,
-    rng_for,
     shortest_paths,
+    solve_trees,
 )
 
 _TIER_RANK = {"core": 3, "spine": 2, "aggregation": 1}
@@ -53,36 +52,28 @@ def solve_atp(network: Network, options: SolveOptions) -> Plan:
 
 def atp_plan(network: Network, options: SolveOptions, scheme: str, ps_side: bool) -> Plan:
     """ECMP paths, aggregation at each flow's first INA switch (and the PS-side one)."""
-    started = time.perf_counter()
-    rng = rng_for(options.seed)
-    trees = []
-    for task in network.tasks:
-        tree = AggregationTree(network, task, addressed=True)
+    def route(tree: AggregationTree, rng: random.Random) -> None:
+        ps = tree.task.ps
 
-        def first_ina(v: str, _p: int, merged: bool, nxt: str, ps: str = task.ps) -> bool:
+        def first_ina(v: str, _p: int, merged: bool, nxt: str) -> bool:
             return can_aggregate(network, v) and (not merged or (ps_side and nxt == ps))
-        for w in task.workers:
-            tree.add(w, ecmp_path(network, w, task.ps, rng), first_ina)
-        trees.append(tree)
-    return plan_from_trees(network, scheme, trees, started=started, seed=options.seed)
+        for w in tree.task.workers:
+            tree.add(w, ecmp_path(network, w, ps, rng), first_ina)
+    return solve_trees(network, scheme, options.seed, route, addressed=True)
 
 
 def solve_random(network: Network, options: SolveOptions) -> Plan:
-    started = time.perf_counter()
-    rng = rng_for(options.seed)
     top = _top_ina(network)
-    trees = []
-    for task in network.tasks:
-        tree = AggregationTree(network, task)
-        for w in task.workers:
-            paths = shortest_paths(network, w, task.ps)
+
+    def route(tree: AggregationTree, rng: random.Random) -> None:
+        for w in tree.task.workers:
+            paths = shortest_paths(network, w, tree.task.ps)
             apexes = sorted({v for p in paths for v in p[1:-1] if v in top})
             if apexes:
                 apex = rng.choice(apexes)
                 paths = [p for p in paths if apex in p]
             tree.add(w, rng.choice(paths), lambda v, *_: can_aggregate(network, v))
-        trees.append(tree)
-    return plan_from_trees(network, "random", trees, started=started, seed=options.seed)
+    return solve_trees(network, "random", options.seed, route)
 
 
 def _top_ina(network: Network) -> set[str]:
@@ -93,14 +84,9 @@ def _top_ina(network: Network) -> set[str]:
 
 
 def solve_switchml(network: Network, options: SolveOptions) -> Plan:
-    started = time.perf_counter()
-    rng = rng_for(options.seed)
-    trees = []
-    for task in network.tasks:
-        tree = AggregationTree(network, task, addressed=True)
-        for w in task.workers:
+    def route(tree: AggregationTree, rng: random.Random) -> None:
+        for w in tree.task.workers:
             tor = access_switch(network, w)
-            tree.add(w, ecmp_path(network, w, task.ps, rng),
+            tree.add(w, ecmp_path(network, w, tree.task.ps, rng),
                      lambda v, _p, merged, _n, tor=tor: v == tor and can_aggregate(network, v))
-        trees.append(tree)
-    return plan_from_trees(network, "switchml", trees, started=started, seed=options.seed)
+    return solve_trees(network, "switchml", options.seed, route, addressed=True)

@@ -14,6 +14,7 @@ crosses them unmerged.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Iterable
 from itertools import pairwise
 
@@ -28,6 +29,8 @@ Point = tuple[str, int]  # (switch, ingress pipeline)
 Source = str | Point  # what enters a point: a worker's own flow or another point's merged flow
 # aggregate(switch, pipeline, already_merged, next_node) -> open an aggregation point here?
 Policy = Callable[[str, int, bool, str], bool]
+# route(tree, rng): add every worker of tree.task to its tree
+Route = Callable[["AggregationTree", random.Random], None]
 
 
 def never(_switch: str, _pipe: int, _merged: bool, _next: str) -> bool:
@@ -151,10 +154,17 @@ def rng_for(seed: int | None) -> random.Random:
     return random.Random(0 if seed is None else seed)
 
 
-def plan_from_trees(network: Network, scheme: str, trees: list[AggregationTree], *,
-                    started: float, seed: int | None) -> Plan:
-    """The Plan of per-task trees, with rates from the evaluator."""
-    plans = [t.task_plan() for t in trees]
+def solve_trees(network: Network, scheme: str, seed: int | None, route: Route, *,
+                addressed: bool = False) -> Plan:
+    """The skeleton every tree baseline shares, so they differ only in `route`: one seeded rng
+    for the whole solve, one tree per task in task order, rates from the evaluator."""
+    started = time.perf_counter()
+    rng = rng_for(seed)
+    plans = []
+    for task in network.tasks:
+        tree = AggregationTree(network, task, addressed)
+        route(tree, rng)
+        plans.append(tree.task_plan())
     return plan_with_evaluated_rates(
         network, scheme, {tp.key: tp.paths for tp in plans},
         {tp.key: tp.aggregation for tp in plans}, started=started, seed=seed)
@@ -163,6 +173,21 @@ def plan_from_trees(network: Network, scheme: str, trees: list[AggregationTree],
 def ecmp_path(network: Network, src: str, dst: str, rng: random.Random) -> list[str]:
     """One shortest path drawn with the seed, as ECMP hashing would."""
     return rng.choice(shortest_paths(network, src, dst))
+
+
+def ecmp_routes(network: Network, seed: int | None) -> dict[tuple[str, str], dict[str, list[str]]]:
+    """Every task's workers on ECMP-drawn shortest paths (tasks in order, workers by name)."""
+    rng = rng_for(seed)
+    return {t.key: {w: ecmp_path(network, w, t.ps, rng) for w in sorted(t.workers)}
+            for t in network.tasks}
+
+
+def follow(start: str, parent: dict[str, str]) -> list[str]:
+    """The chain start, parent[start], ... up to a node without a parent."""
+    chain = [start]
+    while chain[-1] in parent:
+        chain.append(parent[chain[-1]])
+    return chain
 
 
 def can_aggregate(network: Network, node: str) -> bool:

@@ -26,6 +26,7 @@ these schemes only route.
 
 from __future__ import annotations
 
+import random
 import time
 from collections import defaultdict
 from functools import cache
@@ -42,18 +43,16 @@ from controller.solvers.common import plan_with_evaluated_rates
 from controller.solvers.inatree import (
     AggregationTree,
     can_aggregate,
-    ecmp_path,
-    plan_from_trees,
-    rng_for,
+    ecmp_routes,
+    follow,
     shortest_paths,
+    solve_trees,
 )
 
 
 def solve_deepsys(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    rng = rng_for(options.seed)
-    paths = {t.key: {w: ecmp_path(network, w, t.ps, rng) for w in sorted(t.workers)}
-             for t in network.tasks}
+    paths = ecmp_routes(network, options.seed)
     return plan_with_evaluated_rates(network, "deepsys", paths, started=started,
                                      seed=options.seed)
 
@@ -66,25 +65,23 @@ def solve_deepsys_atp(network: Network, options: SolveOptions) -> Plan:
 
 
 def solve_deepsys_soar(network: Network, options: SolveOptions) -> Plan:
-    started = time.perf_counter()
-    rng = rng_for(options.seed)
     budget = options.params.get("k")
-    trees, chosen = [], {}
-    for task in network.tasks:
+    k = len(network.switches) if budget is None else int(budget)
+    chosen: dict[str, list[str]] = {}
+
+    def route(tree: AggregationTree, rng: random.Random) -> None:
+        task = tree.task
         nxt = _next_hops(network, task, rng)
-        k = len(network.switches) if budget is None else int(budget)
         selected = _soar(network, task, nxt, k)
         chosen["/".join(task.key)] = sorted(selected)
-        tree = AggregationTree(network, task)
         for w in sorted(task.workers):
-            tree.add(w, _follow(w, nxt), lambda v, *_, chosen_=selected: v in chosen_)
-        trees.append(tree)
-    plan = plan_from_trees(network, "deepsys-soar", trees, started=started, seed=options.seed)
+            tree.add(w, follow(w, nxt), lambda v, *_: v in selected)
+    plan = solve_trees(network, "deepsys-soar", options.seed, route)
     plan.details["soar_switches"] = chosen
     return plan
 
 
-def _next_hops(network: Network, task: Task, rng) -> dict[str, str]:
+def _next_hops(network: Network, task: Task, rng: random.Random) -> dict[str, str]:
     """One next hop toward the PS per node on the workers' shortest paths: the DeepSys tree."""
     dist = nx.single_target_shortest_path_length(network.graph, task.ps)
     dist = dict(dist)
@@ -98,13 +95,6 @@ def _next_hops(network: Network, task: Task, rng) -> dict[str, str]:
                                    if dist.get(u, -1) == dist[v] - 1))
         frontier.append(nxt[v])
     return nxt
-
-
-def _follow(worker: str, nxt: dict[str, str]) -> list[str]:
-    path = [worker]
-    while path[-1] in nxt:
-        path.append(nxt[path[-1]])
-    return path
 
 
 def _soar(network: Network, task: Task, nxt: dict[str, str], k: int) -> set[str]:
@@ -183,9 +173,9 @@ def solve_marina(network: Network, options: SolveOptions) -> Plan:
     for task in network.tasks:
         tree = steiner_tree(undirected, [*task.workers, task.ps], weight="weight")
         parents[task.key] = dict(nx.bfs_predecessors(tree, task.ps))
-    plan = _marina_plan(network, parents, started, options.seed)
+    plan = _marina_plan(network, parents, options.seed)
     for _ in range(rounds):
-        better = _reshape(network, parents, plan, started, options.seed)
+        better = _reshape(network, parents, plan, options.seed)
         if better is None:
             break
         plan = better
@@ -193,18 +183,15 @@ def solve_marina(network: Network, options: SolveOptions) -> Plan:
     return plan
 
 
-def _marina_plan(network: Network, parents: dict, started: float, seed: int | None) -> Plan:
-    trees = []
-    for task in network.tasks:
-        tree = AggregationTree(network, task)
-        for w in sorted(task.workers):
-            tree.add(w, _follow(w, parents[task.key]), lambda v, *_: can_aggregate(network, v))
-        trees.append(tree)
-    return plan_from_trees(network, "marina", trees, started=started, seed=seed)
+def _marina_plan(network: Network, parents: dict, seed: int | None) -> Plan:
+    def route(tree: AggregationTree, _rng: random.Random) -> None:
+        for w in sorted(tree.task.workers):
+            tree.add(w, follow(w, parents[tree.task.key]),
+                     lambda v, *_: can_aggregate(network, v))
+    return solve_trees(network, "marina", seed, route)
 
 
-def _reshape(network: Network, parents: dict, plan: Plan, started: float,
-             seed: int | None) -> Plan | None:
+def _reshape(network: Network, parents: dict, plan: Plan, seed: int | None) -> Plan | None:
     """Move one subtree off the busiest aggregator if that speeds the plan up."""
     loads = evaluate(network, plan).aggregator_loads
     if not loads:
@@ -219,7 +206,7 @@ def _reshape(network: Network, parents: dict, plan: Plan, started: float,
             if alt == hot.switch or alt in below or (alt not in parent and alt != task.ps):
                 continue
             trial = {**parents, task.key: {**parent, child: alt}}
-            candidate = _marina_plan(network, trial, started, seed)
+            candidate = _marina_plan(network, trial, seed)
             if candidate.objective > plan.objective + 1e-9:
                 parents[task.key] = trial[task.key]
                 return candidate
@@ -242,18 +229,14 @@ def _subtree(parent: dict[str, str], root: str) -> set[str]:
 
 
 def solve_panama(network: Network, options: SolveOptions) -> Plan:
-    started = time.perf_counter()
-    rng = rng_for(options.seed)
     apexes = sorted(_top_ina(network) | {s for s in network.switches
                                          if network.spec(s).tier in ("spine", "core")})
-    trees = []
-    for task in network.tasks:
-        tree = AggregationTree(network, task)
-        for i, w in enumerate(sorted(task.workers)):
-            paths = shortest_paths(network, w, task.ps)
+
+    def route(tree: AggregationTree, rng: random.Random) -> None:
+        for i, w in enumerate(sorted(tree.task.workers)):
+            paths = shortest_paths(network, w, tree.task.ps)
             if apexes:
                 via = [p for p in paths if apexes[i % len(apexes)] in p]
                 paths = via or paths
             tree.add(w, rng.choice(paths), lambda v, *_: can_aggregate(network, v))
-        trees.append(tree)
-    return plan_from_trees(network, "panama", trees, started=started, seed=options.seed)
+    return solve_trees(network, "panama", options.seed, route)

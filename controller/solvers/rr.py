@@ -13,7 +13,7 @@ depth limit d* is not applied: the drawn tree is as deep as the draws make it.
 
 from __future__ import annotations
 
-import time
+import random
 from itertools import pairwise
 
 from controller.network import Network, Task
@@ -24,31 +24,29 @@ from controller.solvers.inatree import (
     access_switch,
     can_aggregate,
     ecmp_path,
-    plan_from_trees,
-    rng_for,
+    follow,
+    solve_trees,
 )
 
 
 def solve(network: Network, options: SolveOptions) -> Plan:
-    started = time.perf_counter()
-    rng = rng_for(options.seed)
     aggregators = {access_switch(network, h) for h in network.hosts}
     aggregators = {s for s in aggregators if can_aggregate(network, s)}
-    trees = []
-    for task in network.tasks:
+
+    def route(tree: AggregationTree, rng: random.Random) -> None:
+        task = tree.task
         parent = _random_tree(network, task, aggregators, rng)
-        tree = AggregationTree(network, task)
         for w in sorted(task.workers):
-            stops = [w, *_chain(access_switch(network, w), parent), task.ps]
+            stops = [w, *follow(access_switch(network, w), parent), task.ps]
             path = [w]
             for a, b in pairwise(stops):
                 path += ecmp_path(network, a, b, rng)[1:] if a != b else []
             tree.add(w, path, lambda v, *_: v in aggregators)
-        trees.append(tree)
-    return plan_from_trees(network, "rr", trees, started=started, seed=options.seed)
+    return solve_trees(network, "rr", options.seed, route)
 
 
-def _random_tree(network: Network, task: Task, aggregators: set[str], rng) -> dict[str, str]:
+def _random_tree(network: Network, task: Task, aggregators: set[str],
+                 rng: random.Random) -> dict[str, str]:
     """Parent of each aggregator that carries the task's traffic; the PS's switch is the root."""
     root = access_switch(network, task.ps)
     parent: dict[str, str] = {}
@@ -70,10 +68,3 @@ def _random_tree(network: Network, task: Task, aggregators: set[str], rng) -> di
         if choice != root and choice not in parent:
             queue.append(choice)
     return parent
-
-
-def _chain(start: str, parent: dict[str, str]) -> list[str]:
-    chain = [start]
-    while chain[-1] in parent:
-        chain.append(parent[chain[-1]])
-    return chain

@@ -12,6 +12,7 @@ the topology and sets `aggregators` to the budget (ATRO: 4).
 
 from __future__ import annotations
 
+import random
 import time
 
 from controller.network import Network
@@ -21,24 +22,21 @@ from controller.solvers.inatree import (
     AggregationTree,
     access_switch,
     can_aggregate,
-    ecmp_path,
-    plan_from_trees,
-    rng_for,
+    ecmp_routes,
+    solve_trees,
 )
 
 
 def solve(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    rng = rng_for(options.seed)
-    routes = {t.key: {w: ecmp_path(network, w, t.ps, rng) for w in sorted(t.workers)}
-              for t in network.tasks}
+    routes = ecmp_routes(network, options.seed)
     tors = sorted({access_switch(network, h) for h in network.hosts}
                   & {s for s in network.switches if can_aggregate(network, s)})
     budget = int(options.params.get("aggregators", len(tors)))
     placed: set[str] = set()
-    plan = _plan(network, routes, placed, started, options.seed)
+    plan = _plan(network, routes, placed, options.seed)
     while len(placed) < budget:
-        trials = [(_plan(network, routes, placed | {s}, started, options.seed), s)
+        trials = [(_plan(network, routes, placed | {s}, options.seed), s)
                   for s in tors if s not in placed]
         if not trials:
             break
@@ -51,12 +49,9 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     return plan
 
 
-def _plan(network: Network, routes: dict, placed: set[str], started: float,
-          seed: int | None) -> Plan:
-    trees = []
-    for task in network.tasks:
-        tree = AggregationTree(network, task)
-        for w, path in routes[task.key].items():
+def _plan(network: Network, routes: dict, placed: set[str], seed: int | None) -> Plan:
+    """The routes drawn up front, aggregated at `placed`."""
+    def route(tree: AggregationTree, _rng: random.Random) -> None:
+        for w, path in routes[tree.task.key].items():
             tree.add(w, path, lambda v, *_: v in placed)
-        trees.append(tree)
-    return plan_from_trees(network, "spar", trees, started=started, seed=seed)
+    return solve_trees(network, "spar", seed, route)

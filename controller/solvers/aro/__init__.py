@@ -9,20 +9,24 @@ Formulation choice (measured on this 2-core machine, see BENCHMARKS.md for the f
 * One task (SJST): bisection over the rate levels at which feasibility can change
   (floor(cap/k), ~19 of them for N = 100), each probe a pure feasibility ILP where y·r ≤ cap
   is only a variable domain. SJST default (24×24 leaf-spine, 200 workers, 30 seeds): 4-5
-  probes of 0.01-0.1 s, whole solve median 0.14 s, max 0.38 s, all proven optimal. ARO-RAW
-  (N = 10 000, ~140 candidates) takes the same number of probes, median 0.21 s.
-* Several tasks: the same bisection on a common threshold gives the max-min part; rates that
-  differ per task use the variable-rate model with order literals on the flow count (the
-  small-domain factor), hinted with the bisection routes. The notes' probe measured
-  AddMultiplicationEquality never closing in 30 s versus 3-9 s for this kind of encoding; here
-  the variable-rate model is solved to optimality in 3.5-5 s on the SRO stage-1 graph of the
-  Fig. 11 λ = 3 instance (5 tasks).
-* Refuting a rate on large instances is the slow part: on the λ = 3 full graph (72 spines,
-  mostly INA-agnostic and interchangeable) the probe "all tasks at 50 Gbps" stayed open after
-  32-48 s, also on a relaxation that merges interchangeable CS spines (`relax`). Ordering
-  interchangeable spines by carried flow (symmetry cuts) made things slower (refine 3.5 → 21 s;
-  the cuts contradict the hints) and was dropped. What works is the per-task relaxation
-  (`Search.solo_refute`): one task alone cannot reach the next level (proved within its
-  time share on λ = 3), which closes the max-min part.
+  probes of 0.01-0.1 s, whole solve median 0.23 s, max 0.37 s on a busy machine, all proven
+  optimal. ARO-RAW (N = 10 000, ~140 candidates) takes the same number of probes, median 0.29 s.
+* Several tasks: first each task's own optimum alone on the network (the SJST bisection per
+  task): the other tasks only take capacity, so these per-task caps bound every r[i] and
+  hence Eq. (1)-(3), which is monotone in each rate. Tasks meet only on shared links, so the
+  tasks' own routes usually fit together at the caps as they are, or after re-routing a task
+  alone on the capacity the others leave; the result is then optimal with no joint search.
+  Fig. 11 λ = 5 seed 1 (aro-acc): before, the joint probe "all tasks at 50 Gbps" and the
+  variable-rate model ran out of the 60 s (gap 66.7 %); now the final stage proves the optimum
+  from the caps in 2.9 s (29.7 s in all, most of it SRO stage 1); 4 of the 6 Fig. 11 aro-acc
+  runs end proven optimal, all within the limit.
+* Otherwise (the caps cannot be joined) the bisection on a common threshold, bounded above by
+  the caps, gives the max-min part, and the variable-rate model with order literals on the
+  flow count (the small-domain factor), hinted with the bisection's routes, the rest. The
+  notes' probe measured AddMultiplicationEquality never closing in 30 s versus 3-9 s for this
+  encoding. Refuting a common rate on the full graph of a large instance is the slow part
+  (λ = 3: "all tasks at 50 Gbps" open after 32-48 s, also on the relaxation that merges
+  interchangeable CS spines, `relax`; symmetry cuts on interchangeable spines made it slower
+  and were dropped), which is why the per-task caps come first.
 * num_workers = 2 (the machine's cores; `--param num_workers=N`).
 """

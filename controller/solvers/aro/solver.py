@@ -26,6 +26,9 @@ from controller.solvers.common import weighted_objective
 DEFAULT_LEVELS = 100  # N of QSR (paper default)
 RAW_LEVELS = 10_000  # ARO-RAW: unquantized rates approximated at 0.01 % of b̄
 DEFAULT_TIME_LIMIT = 120.0
+SOLO_SHARE = 0.7  # of a stage's time: the tasks' own optima (per-task caps)
+JOINT_SHARE = 0.25  # of what is left then: joining the tasks' routes at their caps
+ROUTE_RESERVE = 2.0  # seconds (at most 5 % of the limit) kept for Algorithm 1 and the plan
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,9 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     levels = int(params.get("quantization", RAW_LEVELS if variant.raw else DEFAULT_LEVELS))
     bidirectional = bool(params.get("bidirectional", False))
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    search_limit = limit - min(ROUTE_RESERVE, 0.05 * limit)
     settings = SolverSettings(
-        deadline=started + limit,
+        deadline=started + search_limit,
         num_workers=int(params.get("num_workers", 2)),
         seed=options.seed or 0,
         mu=float(params.get("mu", 0.001)),
@@ -99,17 +103,19 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
         if any(tg.unreachable for tg in graphs):
             details["stages"].append("sro stage 1 skipped: workers need INA-agnostic switches")
         else:
-            first = SolverSettings(started + limit / 2, settings.num_workers, settings.seed,
+            first = SolverSettings(started + search_limit / 2, settings.num_workers, settings.seed,
                                    settings.mu)
-            stage1 = _search(network, graphs, levels, bidirectional, first, [], options)[-1]
-            dropped = accel.idle_inp_links(graphs, stage1.flows)
+            stage1 = _search(network, graphs, levels, bidirectional, first, [], options,
+                             refine=False)[-1]
+            # INPs idle in the stage-1 plan and in every task's own stage-1 routes.
+            dropped = accel.idle_inp_links(graphs, {**stage1.solo_flows, **stage1.flows})
             details["stages"].append(_stage_summary("sro stage 1", stage1, started))
 
     graphs = _graphs(network, keep, dropped=dropped)
     missing = [w for tg in graphs for w in tg.unreachable]
     if missing:
         raise AroInputError(f"workers without a shortest path to their PS: {missing}")
-    extra = [stage1.flows] if stage1 is not None else []
+    extra = [f for f in (stage1.flows, stage1.solo_flows) if f] if stage1 is not None else []
     results = _search(network, graphs, levels, bidirectional, settings, extra, options,
                       floor=stage1.levels if stage1 is not None else None)
     details["stages"].append(_stage_summary("final", results[-1], started))
@@ -135,19 +141,35 @@ def _graphs(
 def _search(
     network: Network, graphs: list[TaskGraph], levels: int, bidirectional: bool,
     settings: SolverSettings, extra: list, options: SolveOptions,
-    floor: dict[int, int] | None = None,
+    floor: dict[int, int] | None = None, refine: bool = True,
 ) -> list[Result]:
-    """The bisection's result, then (several tasks) the refined one with the better bound."""
+    """The bisection's result, then (several tasks) the refined one with the better bound.
+
+    Several tasks first get their own optima alone (the per-task caps, an upper bound); when
+    their routes can be joined at those rates the result is optimal without any joint search.
+    SRO stage 1 skips the refinement: it only has to show which INPs are used and give the
+    rates' lower bound, and the final stage needs the time.
+    """
     res = resources(network, graphs, bidirectional)
     scale = Scale(levels, bbar(graphs, network))
     quantize(res, scale)
     jobs = {i: (t.job, t.beta) for i, t in enumerate(network.tasks)}
     search = Search(graphs, res, scale, jobs, settings)
     incumbents = [greedy_flows(graphs), *extra, *_warm(graphs, options)]
-    results = [search.bisect(incumbents)]
-    if len(graphs) > 1:
-        results.append(search.refine(results[0], floor))
-    results[-1].log.insert(0, f"b̄={scale.bbar:g} N={levels} cands={len(search.candidates())}")
+    if len(graphs) == 1:
+        results = [search.bisect(incumbents)]
+    else:
+        union = search.solo_optima(incumbents, SOLO_SHARE * settings.left())
+        done = search.at_caps(union, JOINT_SHARE * settings.left())
+        if done is not None:
+            results = [done]
+        else:
+            first = search.bisect([*incumbents, union])
+            settled = first.bound is not None and first.bound <= first.objective
+            results = [first] if settled or not refine else [first, search.refine(first, floor)]
+        results[-1].solo_flows = union
+    results[-1].log[:0] = [
+        f"b̄={scale.bbar:g} N={levels} cands={len(search.candidates())}", *search.log]
     return results
 
 
@@ -187,7 +209,9 @@ def _plan(
         paths, points = generate(tg, flows)
         rate = scale.gbps(result.levels[tg.index])
         tasks.append(TaskPlan(tg.task.job, tg.task.name, tg.task.ps, rate, paths, points))
-    status = "optimal" if result.proven else "timeout"
+    # A bound equal to the objective is a proof even when CP-SAT ran out of time.
+    proven = result.proven or (result.bound is not None and result.bound <= result.objective)
+    status = "optimal" if proven else "timeout"
     plan = Plan(scheme, status, 0.0, None, 0.0, options.seed, tasks, topology=network.name,
                 details=details)
     _fill_rates(network, plan, bidirectional)
