@@ -18,8 +18,10 @@ Formulation choice (measured on this 2-core machine, see BENCHMARKS.md for the f
   alone on the capacity the others leave; the result is then optimal with no joint search.
   Fig. 11 λ = 5 seed 1 (aro-acc): before, the joint probe "all tasks at 50 Gbps" and the
   variable-rate model ran out of the 60 s (gap 66.7 %); now the final stage proves the optimum
-  from the caps in 2.9 s (29.7 s in all, most of it SRO stage 1); 4 of the 6 Fig. 11 aro-acc
-  runs end proven optimal, all within the limit.
+  from the caps in 2.5 s (28.5 s in all, most of it SRO stage 1); 5 of the 6 Fig. 11 aro-acc
+  runs end proven optimal, the sixth with a model gap of 0.1 %, all within the limit. Half of
+  a stage's time goes to the tasks alone (`SOLO_SHARE`): with 0.7, λ = 5 seed 0 left too
+  little for the joint probe that finds all tasks at 50 Gbps (22 s) and ended at gap 33 %.
 * Otherwise (the caps cannot be joined) the bisection on a common threshold, bounded above by
   the caps, gives the max-min part, and the variable-rate model with order literals on the
   flow count (the small-domain factor), hinted with the bisection's routes, the rest. The

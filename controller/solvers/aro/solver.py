@@ -26,7 +26,7 @@ from controller.solvers.common import weighted_objective
 DEFAULT_LEVELS = 100  # N of QSR (paper default)
 RAW_LEVELS = 10_000  # ARO-RAW: unquantized rates approximated at 0.01 % of b̄
 DEFAULT_TIME_LIMIT = 120.0
-SOLO_SHARE = 0.7  # of a stage's time: the tasks' own optima (per-task caps)
+SOLO_SHARE = 0.5  # of a stage's time: the tasks' own optima (per-task caps)
 JOINT_SHARE = 0.25  # of what is left then: joining the tasks' routes at their caps
 ROUTE_RESERVE = 2.0  # seconds (at most 5 % of the limit) kept for Algorithm 1 and the plan
 
