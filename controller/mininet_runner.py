@@ -302,7 +302,8 @@ class Emulation:
                             self.host_intf[tp.ps], "--ip", self.ids.host_ip[tp.ps], *common,
                             "--state", str(self.state_file),
                             "--linger", "1.5", "--result-flow-id",
-                            str(next(iter(assignments.values()))["result_flow_id"])])
+                            str(next(iter(assignments.values()))["result_flow_id"])],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         time.sleep(0.3)
         wire_gbps = tp.rate_gbps * self.scale / 1000 * PACING_HEADROOM
         started = time.monotonic()
@@ -361,16 +362,32 @@ def _collect(workers: dict[str, subprocess.Popen], ps: subprocess.Popen, deadlin
         try:
             out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            for p in (*workers.values(), ps):
-                p.kill()
             raise RunnerError(f"worker {worker} did not finish iteration {iteration} in time "
-                              "(hang)") from None
+                              f"(hang); {_stop_and_report({**workers, 'PS': ps})}") from None
         lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
         if proc.returncode not in (0, 1) or not lines:
             ps.kill()
             raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
         reports[worker] = json.loads(lines[-1])
     return reports
+
+
+def _stop_and_report(agents: dict[str, subprocess.Popen]) -> str:
+    """Stop the agents with SIGTERM and gather what each was still waiting for (hosts.py)."""
+    for proc in agents.values():
+        if proc.poll() is None:
+            proc.terminate()
+    waiting = []
+    for name, proc in agents.items():
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            continue
+        for line in (out or b"").decode().splitlines():
+            if line.startswith("{") and '"stopped"' in line:
+                waiting.append(f"{name} waiting for {json.loads(line)['stopped']}")
+    return "; ".join(waiting) or "no agent reported what it waited for"
 
 
 def _sample(interface: str, base: int, started: float, out: list, stop: threading.Event) -> None:

@@ -7,7 +7,10 @@ the fragment a CONTROL packet names, resends on timeout, and after receiving the
 fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
 (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
 leave (an ACK if its result is already out, else its own contribution to it, sent out of
-order), so that neither a lost ACK nor diverged windows can block a slot for good. Optionally paced at the task's published rate.
+order), so that neither a lost ACK nor diverged windows can block a slot for good. Fragments
+sent ahead of order that way take no place in the window: a window full of them would wait for
+fragments that only its own in-order sending can provide (a deadlock seen after re-plans).
+Optionally paced at the task's published rate.
 
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
@@ -17,6 +20,9 @@ task's result flow id (published by the controller as `result_flow_id`).
 Every frame's UDP source port is its flow id (`build_frame`), so plain OpenFlow switches that
 cannot parse INA still forward each flow on its planned path by matching `udp_src`. A DATA
 or ACK for a finished fragment makes it send the result again (a worker lost it).
+
+Stopped by SIGTERM before the end, either agent prints a JSON line with `stopped`: what it
+still waits for (the Mininet runner's hang report names it).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import json
 import os
 import select
+import signal
 import socket
 import time
 from collections.abc import Callable
@@ -167,6 +174,19 @@ class Worker:
     rate_scale: float = 1.0
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
+    outstanding: dict[int, float] = field(default_factory=dict)  # fragment -> resend deadline
+    # outstanding fragments sent ahead of the in-order sender to unblock a slot: they do not
+    # take a place in the window, or a window full of them could wait for its own fragments
+    ahead: set[int] = field(default_factory=set)
+    resent: set[int] = field(default_factory=set)  # fragments sent more than once
+    next_frag: int = 0
+
+    def waiting_for(self) -> dict[str, object]:
+        """What a stuck worker is waiting for (printed when it is stopped before the end)."""
+        return {"next_fragment": self.next_frag, "outstanding": sorted(self.outstanding)[:20],
+                "outstanding_count": len(self.outstanding), "ahead": len(self.ahead),
+                "flow_id": self.flow_id, "window": self.window,
+                "plan_version": self.plan.version if self.plan else None}
 
     def _gap(self) -> float:
         """Seconds between two fragments at the paced rate (0: unpaced)."""
@@ -175,7 +195,7 @@ class Worker:
         size = len(build_frame(self.me, self.ps, InaHeader(0, 0, DATA, 0, 0, 0), bytes(4 * K)))
         return size * 8 / (self.rate_gbps * 1e9)
 
-    def _follow_plan(self, now: float, outstanding: dict[int, float], resent: set[int]) -> float:
+    def _follow_plan(self, now: float) -> float:
         """Adopt a newer plan version's ids; resend what is outstanding under them."""
         row = self.plan.poll(now) if self.plan else None
         if row is None:
@@ -185,10 +205,8 @@ class Worker:
         self.rate_gbps = row["rate_gbps"] * self.rate_scale
         if not first:
             self.stats.plan_switches += 1
-            for frag in outstanding:
-                self._send(frag)
-                outstanding[frag] = now + self.timeout
-                resent.add(frag)
+            for frag in self.outstanding:
+                self._resend(frag, now)
         return self._gap()
 
     def _send(self, frag: int, flags: int = DATA) -> None:
@@ -199,7 +217,12 @@ class Worker:
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
 
-    def _unblock(self, occupant: int, have: np.ndarray, outstanding: dict[int, float]) -> None:
+    def _resend(self, frag: int, now: float) -> None:
+        self._send(frag)
+        self.resent.add(frag)
+        self.outstanding[frag] = now + self.timeout
+
+    def _unblock(self, occupant: int, have: np.ndarray) -> None:
         """A slot on this worker's path is held by fragment `occupant`; help it leave.
 
         If its result is already out, the slot holds a partial sum left behind (its ACK was
@@ -215,34 +238,49 @@ class Worker:
         if have[occupant]:
             self._send(occupant, ACK)
             self.stats.acks += 1
-        elif occupant not in outstanding:
+        elif occupant not in self.outstanding:
             self._send(occupant)
-            outstanding[occupant] = now + self.timeout
+            self.outstanding[occupant] = now + self.timeout
+            self.ahead.add(occupant)
             self.stats.sent_to_unblock += 1
+
+    def _window_open(self) -> bool:
+        return len(self.outstanding) - len(self.ahead) < int(self.window)
+
+    def _send_in_order(self, now: float, next_send: float, gap: float, have: np.ndarray) -> float:
+        """Send new fragments while the window and the pacing allow; returns the next send time."""
+        while self.next_frag < len(self.rows) and self._window_open() and now >= next_send:
+            frag = self.next_frag
+            self.next_frag += 1
+            if frag in self.outstanding or have[frag]:  # already sent to unblock a slot
+                self.ahead.discard(frag)
+                continue
+            self._send(frag)
+            self.outstanding[frag] = now + self.timeout
+            next_send = max(next_send, now) + gap
+        return next_send
+
+    def _on_timeouts(self, now: float) -> None:
+        for frag, deadline in list(self.outstanding.items()):
+            if deadline <= now:
+                self.window = max(1.0, self.window / 2)
+                self._resend(frag, now)
+                self.stats.resent_on_timeout += 1
 
     def run(self) -> np.ndarray:
         total = len(self.rows)
         result = np.zeros((total, K), dtype=np.int32)
         have = np.zeros(total, dtype=bool)
-        outstanding: dict[int, float] = {}  # fragment -> deadline
-        resent: set[int] = set()
-        gap = self._follow_plan(time.monotonic(), outstanding, resent)
-        next_frag, done, next_send = 0, 0, 0.0
+        gap = self._follow_plan(time.monotonic())
+        done, next_send = 0, 0.0
         start = time.monotonic()
         while done < total:
             now = time.monotonic()
             if self.plan:
-                gap = self._follow_plan(now, outstanding, resent)
-            while next_frag < total and len(outstanding) < int(self.window) and now >= next_send:
-                if next_frag in outstanding or have[next_frag]:  # already sent to unblock a slot
-                    next_frag += 1
-                    continue
-                self._send(next_frag)
-                outstanding[next_frag] = now + self.timeout
-                next_frag += 1
-                next_send = max(next_send, now) + gap
-            wait = min(outstanding.values(), default=now + self.timeout) - now
-            if next_frag < total and len(outstanding) < int(self.window):
+                gap = self._follow_plan(now)
+            next_send = self._send_in_order(now, next_send, gap, have)
+            wait = min(self.outstanding.values(), default=now + self.timeout) - now
+            if self.next_frag < total and self._window_open():
                 wait = min(wait, max(0.0, next_send - now))
             select.select([self.sock], [], [], max(0.0, wait))
             for frame in _ina_frames(self.sock):
@@ -251,29 +289,24 @@ class Worker:
                 if (job, task) != (self.task.job, self.task.task) or frag >= total:
                     continue
                 if flags == CONTROL and occupant < total:
-                    self._unblock(occupant, have, outstanding)
+                    self._unblock(occupant, have)
                 if flags == RESULT and not have[frag]:
                     result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
                     have[frag] = True
                     done += 1
-                    outstanding.pop(frag, None)
+                    self.outstanding.pop(frag, None)
+                    self.ahead.discard(frag)
                     self.window = min(self.max_window, self.window + 1)
-                    if frag in resent:
+                    if frag in self.resent:
                         self._send(frag, ACK)
                         self.stats.acks += 1
-                elif flags == CONTROL and flow == self.flow_id and frag in outstanding:
+                elif flags == CONTROL and flow == self.flow_id and frag in self.outstanding:
+                    # dropped at the collision, so no slot keeps it: no ACK needed later
                     self.window = max(1.0, self.window / 2)
                     self._send(frag)
-                    outstanding[frag] = time.monotonic() + self.timeout
+                    self.outstanding[frag] = time.monotonic() + self.timeout
                     self.stats.resent_on_control += 1
-            now = time.monotonic()
-            for frag, deadline in list(outstanding.items()):
-                if deadline <= now:
-                    self.window = max(1.0, self.window / 2)
-                    self._send(frag)
-                    resent.add(frag)
-                    outstanding[frag] = now + self.timeout
-                    self.stats.resent_on_timeout += 1
+            self._on_timeouts(time.monotonic())
         self.stats.fragments = total
         self.stats.seconds = time.monotonic() - start
         return result.reshape(-1)
@@ -339,6 +372,13 @@ class ParameterServer:
             self.finished += 1
             self._send_result(frag)
 
+    def waiting_for(self) -> dict[str, object]:
+        """Unfinished fragments and, per flow-id generation, the counts summed so far."""
+        missing = np.flatnonzero(~self.done)[:20].tolist()
+        return {"unfinished": int((~self.done).sum()), "first_unfinished": missing,
+                "counts": {gen: [int(c[f]) for f in missing] for gen, c in self.counts.items()},
+                "result_flow_id": self.result_flow_id}
+
     def run(self, linger: float) -> None:
         """Serve until every fragment is finished and `linger` seconds pass without traffic."""
         quiet_since = time.monotonic()
@@ -353,6 +393,16 @@ class ParameterServer:
 
 
 # *** command line
+
+class Stopped(Exception):
+    """SIGTERM arrived before the agent finished: it reports what it was waiting for."""
+
+
+def _stop_on_sigterm() -> None:
+    def stop(signum, frame):
+        raise Stopped
+    signal.signal(signal.SIGTERM, stop)
+
 
 def _gradient(args: argparse.Namespace, index: int) -> np.ndarray:
     if args.gradient:
@@ -372,7 +422,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
                     args.flow_id or args.index + 1, args.next_node, fragments(gradient),
                     window=args.window, timeout=args.timeout, rate_gbps=args.rate_gbps,
                     plan=plan, rate_scale=args.rate_scale)
-    result = worker.run()[: len(gradient)]
+    _stop_on_sigterm()
+    try:
+        result = worker.run()[: len(gradient)]
+    except Stopped:
+        print(json.dumps({"worker": args.index, "stopped": worker.waiting_for(),
+                          **worker.stats.__dict__}))
+        return 3
     report: dict[str, object] = {"worker": args.index, **worker.stats.__dict__}
     code = 0
     if args.verify:
@@ -394,7 +450,12 @@ def cmd_ps(args: argparse.Namespace) -> int:
                          Task(args.job, args.task), args.workers, -(-elements // K),
                          args.result_flow_id, plan=plan)
     start = time.monotonic()
-    ps.run(args.linger)
+    _stop_on_sigterm()
+    try:
+        ps.run(args.linger)
+    except Stopped:
+        print(json.dumps({"ps": True, "stopped": ps.waiting_for()}))
+        return 3
     print(json.dumps({"ps": True, "fragments": ps.fragments, "results_sent": ps.results_sent,
                       "seconds": round(time.monotonic() - start, 3)}))
     return 0

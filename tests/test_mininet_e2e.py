@@ -69,8 +69,6 @@ def test_switch_restarted_mid_run_is_reprogrammed_and_results_stay_exact():
           f"{restarts[0].repush_seconds:.2f} s later (writes {pushes[1]:.3f} s)")
 
 
-@pytest.mark.xfail(strict=False, reason="open bug: a worker can hang after the mid-transfer "
-                   "re-plan (intermittent, more often on a fresh clone); the re-plan happens")
 def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
     from controller.mininet_runner import Emulation
 
