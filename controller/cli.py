@@ -139,7 +139,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
     print_plan(plan)
     session = daemon.Session(network, plan, daemon.load_targets(args.switches),
                              Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None,
-                             p4info=Path(args.p4info) if args.p4info else None)
+                             p4info=Path(args.p4info) if args.p4info else None,
+                             openflow_state=Path(args.openflow_state) if args.openflow_state
+                             else None)
     try:
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
     except KeyboardInterrupt:
@@ -273,6 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--connect-timeout", type=float, default=15.0, metavar="S")
     p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
+    p.add_argument("--openflow-state", metavar="FILE",
+                   help="the OpenFlow controller's state file (plain switches on Open vSwitch "
+                        "following this daemon): publish a new plan version to the hosts only "
+                        "once they hold it")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     p.set_defaults(func=cmd_controller)
 

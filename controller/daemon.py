@@ -57,6 +57,11 @@ class Session:
     # Seconds between publishing a new plan to the hosts and deleting the old plan's entries:
     # long enough for every worker to have switched and for in-flight fragments to drain.
     drain_seconds: float = 2.0
+    # The OpenFlow app's state file when plain switches run as Open vSwitch: a new version is
+    # staged for the app and published to the hosts once the app reports it installed.
+    openflow_state: Path | None = None
+    openflow_timeout: float = 10.0
+    staged: dict | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.targets) - set(self.network.switches))
@@ -88,6 +93,7 @@ class Session:
             "workers": [asdict(a) for a in self.assignments],
             "dead_links": sorted(self.dead_links),
             "replans": self.replans,
+            "staged": self.staged,
             "switches": {
                 name: {
                     "address": d.target.address,
@@ -126,6 +132,7 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
     programs, assignments = compile_plan(view, plan, version=session.version + 1)
     for name, driver in session.drivers.items():
         await driver.move_to(programs[name])
+    await stage_for_plain_switches(session, plan, session.version + 1)
     session.version += 1
     session.plan, session.assignments = plan, assignments
     session.publish()
@@ -141,6 +148,32 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
     session.publish()
     LOG.info("re-planned around %s: plan v%d, %.3f s to solve and install",
              sorted(session.dead_links), session.version, installed - started)
+
+
+async def stage_for_plain_switches(session: Session, plan: Plan, version: int) -> None:
+    """Hand `plan` as `version` to the OpenFlow app before the hosts see it, and wait until
+    the plain switches hold it: a host must never send a flow id they would drop
+    (controller/southbound/openflow.py). Bounded: a dead app must not freeze the network."""
+    if session.openflow_state is None:
+        return
+    session.staged = {"version": version, "plan": plan.to_dict(),
+                      "dead_links": sorted(session.dead_links)}
+    session.publish()
+    deadline = time.monotonic() + session.openflow_timeout
+    while _openflow_version(session.openflow_state) != version:
+        if time.monotonic() > deadline:
+            LOG.warning("plain switches did not confirm plan v%d within %g s: publishing it "
+                        "anyway", version, session.openflow_timeout)
+            break
+        await asyncio.sleep(0.02)
+    session.staged = None
+
+
+def _openflow_version(path: Path) -> int:
+    try:
+        return int(json.loads(path.read_text()).get("version", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
 
 
 async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = False,

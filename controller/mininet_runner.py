@@ -206,9 +206,11 @@ class Emulation:
             from controller.southbound.openflow import OpenFlowError, start_ovs_switches
 
             try:
+                # The OpenFlow controller follows the daemon's plan versions; the daemon
+                # publishes a new one to the hosts once the bridges hold it.
                 self.ovs = start_ovs_switches(
                     self.network, self.plan, {s: self.switch_ports[s] for s in ovs},
-                    self.workdir)
+                    self.workdir, follow_state=self.workdir / "state.json")
             except OpenFlowError as exc:
                 raise RunnerError(f"plain switches (Open vSwitch): {exc}") from None
 
@@ -246,7 +248,8 @@ class Emulation:
         self.procs["controller"] = subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "controller", self.network.source,
              "--plan", str(plan_file), "--switches", str(self.workdir / "switches.json"),
-             "--state", str(self.state_file), "--log-level", "warning"],
+             "--state", str(self.state_file), "--log-level", "warning",
+             *(["--openflow-state", str(self.ovs.state)] if self.ovs else [])],
             stdout=self._log("controller.log"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while not self.state_file.exists():

@@ -18,8 +18,8 @@ workers, and sends one RESULT per fragment that the switches multicast to the wo
 task's result flow id (published by the controller as `result_flow_id`).
 
 Every frame's UDP source port is its flow id (`build_frame`), so plain OpenFlow switches that
-cannot parse INA still forward each flow on its planned path by matching `udp_src`. A DATA
-or ACK for a finished fragment makes it send the result again (a worker lost it).
+cannot parse INA still forward each flow on its planned path by matching `udp_src`. A DATA,
+ACK or PROBE for a finished fragment makes it send the result again (a worker lost it).
 
 Stopped by SIGTERM before the end, either agent prints a JSON line with `stopped`: what it
 still waits for (the Mininet runner's hang report names it).
@@ -50,6 +50,7 @@ from dataplane.frame import (
     OFF_ELEMS,
     OFF_INA,
     OFF_UDP,
+    PROBE,
     RESULT,
     Endpoint,
     InaHeader,
@@ -149,6 +150,7 @@ class WorkerStats:
     resent_on_control: int = 0
     resent_on_timeout: int = 0
     acks: int = 0
+    probes: int = 0
     plan_switches: int = 0
     sent_to_unblock: int = 0
     seconds: float = 0.0
@@ -179,6 +181,7 @@ class Worker:
     # take a place in the window, or a window full of them could wait for its own fragments
     ahead: set[int] = field(default_factory=set)
     resent: set[int] = field(default_factory=set)  # fragments sent more than once
+    timeouts: dict[int, int] = field(default_factory=dict)  # fragment -> timeouts so far
     next_frag: int = 0
 
     def waiting_for(self) -> dict[str, object]:
@@ -261,11 +264,19 @@ class Worker:
         return next_send
 
     def _on_timeouts(self, now: float) -> None:
+        """Resend what timed out; from a fragment's second timeout on, a PROBE follows: the
+        result may have reached every peer but this worker, and then the retransmission waits
+        in a slot for contributions that never come again (p4src/README.md, PROBE)."""
         for frag, deadline in list(self.outstanding.items()):
-            if deadline <= now:
-                self.window = max(1.0, self.window / 2)
-                self._resend(frag, now)
-                self.stats.resent_on_timeout += 1
+            if deadline > now:
+                continue
+            self.window = max(1.0, self.window / 2)
+            self._resend(frag, now)
+            self.stats.resent_on_timeout += 1
+            self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
+            if self.timeouts[frag] >= 2:
+                self._send(frag, PROBE)
+                self.stats.probes += 1
 
     def run(self) -> np.ndarray:
         total = len(self.rows)
@@ -356,7 +367,7 @@ class ParameterServer:
         job, task, flags, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         if (job, task) != (self.task.job, self.task.task) or frag >= self.fragments:
             return
-        if flags == ACK or (flags == DATA and self.done[frag]):
+        if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
             if self.done[frag]:
                 self._send_result(frag)
             return

@@ -17,9 +17,9 @@ from scapy.fields import (
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 
-from dataplane.frame import ACK, CONTROL, DATA, INA_UDP_PORT, RESULT, K
+from dataplane.frame import ACK, CONTROL, DATA, INA_UDP_PORT, PROBE, RESULT, K
 
-FLAG_NAMES = {DATA: "data", RESULT: "result", CONTROL: "control", ACK: "ack"}
+FLAG_NAMES = {DATA: "data", RESULT: "result", CONTROL: "control", ACK: "ack", PROBE: "probe"}
 
 
 class INA(Packet):

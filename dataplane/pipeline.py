@@ -28,6 +28,7 @@ from dataplane.frame import (
     OFF_INA,
     OFF_IP,
     OFF_UDP,
+    PROBE,
     RESULT,
     SLOTS_PER_PIPE,
     K,
@@ -180,6 +181,8 @@ class Pipeline:
         if flags == ACK:
             if mine:
                 s.bitmap[cell] = 0
+            return self._emit(frame, act, None, None)
+        if flags == PROBE:  # passes like an ACK but leaves the slot alone
             return self._emit(frame, act, None, None)
         if not free and not mine:
             return "collision"

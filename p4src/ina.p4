@@ -38,10 +38,11 @@ const bit<8> FLAG_DATA = 0x01;
 const bit<8> FLAG_RESULT = 0x02;
 const bit<8> FLAG_CONTROL = 0x04;
 const bit<8> FLAG_ACK = 0x08;
+const bit<8> FLAG_PROBE = 0x10;
 
-// What the aggregation step decided for a DATA or ACK packet.
+// What the aggregation step decided for a DATA, ACK or PROBE packet.
 const bit<3> V_PASS = 0;      // no aggregation here: forward under the packet's own flow id
-const bit<3> V_OUT = 1;       // ACK at an aggregation point: forward under the outgoing flow id
+const bit<3> V_OUT = 1;       // ACK/PROBE at an aggregation point: forward under the outgoing flow id
 const bit<3> V_PARTIAL = 2;   // contribution stored, fragment not complete: consumed
 const bit<3> V_DONE = 3;      // fan-in reached: the packet carries the sum onward
 const bit<3> V_DUP = 4;       // contribution already counted
@@ -185,7 +186,8 @@ parser InaParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
         packet.extract(hdr.ina);
         verify(hdr.udp.length == INA_UDP_LEN && hdr.ina.k == K, error.InaBadLength);
         verify(hdr.ina.flags == FLAG_DATA || hdr.ina.flags == FLAG_RESULT
-               || hdr.ina.flags == FLAG_CONTROL || hdr.ina.flags == FLAG_ACK,
+               || hdr.ina.flags == FLAG_CONTROL || hdr.ina.flags == FLAG_ACK
+               || hdr.ina.flags == FLAG_PROBE,
                error.InaBadFlags);
         packet.extract(hdr.ina_data);
         transition accept;
@@ -278,7 +280,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bool take = is_data && (free || (mine && !dup));
         bit<32> new_bitmap = free ? member : (bitmap | member);
         bool done = take && new_bitmap == full;
-        bool release = done || (!is_data && mine);
+        bool release = done || (hdr.ina.flags == FLAG_ACK && mine);  // a PROBE frees nothing
         bit<16> new_count = free ? hdr.ina.count : stored_count + hdr.ina.count;
 
         slot_frag.write(meta.cell, take ? hdr.ina.frag_id : frag);

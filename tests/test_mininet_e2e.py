@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 from conftest import EXAMPLES
@@ -90,6 +92,47 @@ def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
     assert not any("L1" in p and "S1" in p and p.index("S1") == p.index("L1") + 1
                    for p in new_paths)
     print("re-plan:", state["replans"])
+
+
+def test_link_cut_mid_run_with_plain_switches_on_open_vswitch_moves_them_too():
+    """As above with L0, L3, S0 as OVS bridges: after the cut, L1's traffic can only go up
+    through S0, so the new plan's flow ids must be forwarded by OVS, installed before the
+    hosts switch (the daemon waits for the OpenFlow controller) and the old ones deleted after
+    the drain."""
+    from controller.mininet_runner import Emulation
+
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    plan = solve(network, "aro")
+    assert any(path[1:3] == ["L1", "S1"] for path in plan.tasks[0].paths.values())
+
+    def cut() -> None:
+        emu.wait_for_traffic()
+        emu.set_link("L1", "S1", up=False)
+
+    with Emulation(network, plan, plain_switches="ovs") as emu:
+        (it,) = emu.iterate(0.25, 1, timeout=90, during=cut)
+        state = emu.state()
+        openflow = _wait_retired(emu.ovs.state, state["version"])
+        daemon_log = (emu.workdir / "controller.log").read_text()
+    assert it.exact
+    assert state["version"] >= 2
+    assert ["L1", "S1"] in state["dead_links"]
+    assert all(p[p.index("L1") + 1] == "S0" for p in state["plan"]["tasks"][0]["paths"].values()
+               if "L1" in p)
+    assert openflow["version"] == state["version"]
+    assert openflow["versions"] == [state["version"]], "the old plan's rules were not deleted"
+    assert "did not confirm" not in daemon_log  # hosts switched only once OVS held the plan
+    print("re-plan:", state["replans"])
+
+
+def _wait_retired(path, version: int, timeout: float = 15.0) -> dict:
+    """The OpenFlow controller's state once it holds `version` only (or at the timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = json.loads(path.read_text())
+        if state["versions"] == [version] or time.monotonic() > deadline:
+            return state
+        time.sleep(0.1)
 
 
 def test_worker_that_never_finishes_is_named_and_everything_is_torn_down():

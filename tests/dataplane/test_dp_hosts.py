@@ -13,6 +13,7 @@ from dataplane.frame import (
     DATA,
     OFF_ELEMS,
     OFF_UDP,
+    PROBE,
     RESULT,
     Endpoint,
     InaHeader,
@@ -62,6 +63,19 @@ def test_ps_counts_each_flow_once_and_mixes_partial_and_raw_fragments() -> None:
     np.testing.assert_array_equal(results[0], partial + raw)
     ps.handle(_frame(3, 0, 0, np.zeros(K, np.int32), flags=ACK))  # a worker lost the result
     np.testing.assert_array_equal(_results(observer)[0], partial + raw)
+    ps.handle(_frame(3, 0, 0, np.zeros(K, np.int32), flags=PROBE))  # so did another one
+    np.testing.assert_array_equal(_results(observer)[0], partial + raw)
+
+
+def test_ps_ignores_a_probe_for_an_unfinished_fragment() -> None:
+    ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=2, fragments=1,
+                         result_flow_id=RESULT_FLOW)
+    ps.handle(_frame(1, 0, 1, np.ones(K, np.int32)))
+    ps.handle(_frame(1, 0, 0, np.zeros(K, np.int32), flags=PROBE))
+    assert _results(observer) == []
+    assert ps.counts[0][0] == 1  # a probe adds nothing
 
 
 def test_gradients_become_padded_fixed_point_fragments() -> None:

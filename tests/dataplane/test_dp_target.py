@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,12 +32,14 @@ from dataplane.frame import (
     OFF_ELEMS,
     OFF_IP,
     OFF_UDP,
+    PROBE,
     RESULT,
     Endpoint,
     InaHeader,
     K,
     build_frame,
 )
+from dataplane.hosts import Task, Worker, fragments
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client, WriteFailed
 from dataplane.schema import P4INFO_PATH, load_p4info
@@ -241,6 +244,53 @@ def test_ack_frees_a_stale_slot(target: Target, sw: Client) -> None:
     out = _receive(target.sockets[4], expect=1)
     assert InaHeader.unpack(out[0]).frag_id == 21
     assert sw.counter("collisions") == [0, 0, 0, 0]
+
+
+def test_probe_passes_an_aggregation_point_and_leaves_its_slot_alone(target: Target,
+                                                                     sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    target.sockets[1].send(_frame(1, 30, 1, _elements(1)))
+    target.sockets[1].send(_frame(1, 30, 1, np.zeros(K, np.int32), flags=PROBE, count=0))
+    probe = _receive(target.sockets[4], expect=1)
+    assert len(probe) == 1
+    header = InaHeader.unpack(probe[0])
+    assert (header.flags, header.flow_id, header.count) == (PROBE, OUT_FLOW, 0)
+    # Flow 1's contribution is still in the slot: flow 2's completes the sum.
+    target.sockets[2].send(_frame(2, 30, 2, _elements(2)))
+    out = _receive(target.sockets[4], expect=1)
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+
+
+def test_worker_whose_result_was_lost_gets_it_again_through_a_probe(target: Target,
+                                                                    sw: Client) -> None:
+    """The peer (flow 2) already has the result and never sends again; the worker's
+    retransmission waits in the slot for good, so only its PROBE reaches the PS (port 4)."""
+    _install_aggregation(sw, {1: 0, 2: 0})
+    sw.write(sw.group(8, [1]), sw.table_entry("result_multicast", {"job": JOB, "task": TASK},
+                                              "set_result_group", group=8))
+    rows = fragments(_elements(1))
+    worker = Worker(target.sockets[1], HOSTS[1], PS, Task(JOB, TASK), 1, NEXT_NODE, rows,
+                    timeout=0.1)
+    summed = {}
+    thread = threading.Thread(target=lambda: summed.update(values=worker.run()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    probes = []
+    while not probes and time.monotonic() < deadline:
+        probes = [f for f in _receive(target.sockets[4], wait=0.2)
+                  if InaHeader.unpack(f).flags == PROBE]
+    assert probes, "no PROBE reached the PS"
+    target.sockets[4].send(_frame(4, 0, OUT_FLOW, _elements(7), flags=RESULT, count=2))
+    thread.join(timeout=5)
+    assert not thread.is_alive(), "the worker never finished"
+    np.testing.assert_array_equal(summed["values"], _elements(7))
+    assert worker.stats.probes >= 1 and sw.counter("duplicates")[0] >= 1
+    # Its ACK freed the slot it had left behind: a fresh aggregation of fragment 0 completes.
+    assert [InaHeader.unpack(f).flags for f in _receive(target.sockets[4], wait=0.3)][-1] == ACK
+    target.sockets[2].send(_frame(2, 0, 2, _elements(2)))
+    target.sockets[1].send(_frame(1, 0, 1, _elements(1)))
+    out = _receive(target.sockets[4], expect=1)
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
 
 
 def test_two_pipelines_never_mix(target: Target, sw: Client) -> None:
