@@ -97,7 +97,6 @@ def _link_failure_run(network, plan, args) -> dict:
                 state = emu.state()
                 if state["version"] > 1:
                     events["new_plan_seconds"] = time.monotonic() - cut_time
-                    events["replans"] = state["replans"]
                     return
                 time.sleep(0.05)
             events["new_plan_seconds"] = None  # the controller never re-planned
@@ -106,6 +105,8 @@ def _link_failure_run(network, plan, args) -> dict:
             events["iteration"] = _it(it)
         except RuntimeError as exc:
             events["error"] = str(exc)
+        # The daemon records a re-plan once its drain is over: read it at the end.
+        events["replans"] = emu.state()["replans"]
     return events
 
 
@@ -182,6 +183,9 @@ def _print(report: dict) -> None:
     seconds = failure.get("new_plan_seconds")
     table.add_row("link failure: cut → new plan published (s)",
                   "not re-planned" if seconds is None else f"{seconds:.2f}")
+    for replan in failure.get("replans", []):
+        table.add_row(f"link failure: plan v{replan['version']} solve / install (s)",
+                      f"{replan['solve_seconds']:.2f} / {replan['install_seconds']:.3f}")
     table.add_row("link failure: iteration exact",
                   str(failure.get("iteration", {}).get("exact", failure.get("error"))))
     console.print(table)
