@@ -153,7 +153,7 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
 async def stage_for_plain_switches(session: Session, plan: Plan, version: int) -> None:
     """Hand `plan` as `version` to the OpenFlow app before the hosts see it, and wait until
     the plain switches hold it: a host must never send a flow id they would drop
-    (controller/southbound/openflow.py). Bounded: a dead app must not freeze the network."""
+    (controller/southbound/openflow/follow.py). Bounded: a dead app must not freeze the network."""
     if session.openflow_state is None:
         return
     session.staged = {"version": version, "plan": plan.to_dict(),

@@ -110,7 +110,7 @@ class Emulation:
             raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine")
         self.network, self.plan, self.target, self.scale = network, plan, target, scale_mbps
         # Plain (non-INA) switches: the P4 target without aggregation entries, or Open vSwitch
-        # under the OpenFlow controller (controller/southbound/openflow.py).
+        # under the OpenFlow controller (controller/southbound/openflow/).
         self.plain_switches = plain_switches
         self.ovs = None
         self.ids = Numbering(network)
