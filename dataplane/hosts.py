@@ -3,8 +3,9 @@
 Worker: splits its gradient into fragments of K int32 elements (float32 gradients are converted
 to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
 fragments (+1 per result up to `max_window`, halved on a CONTROL packet or a timeout), resends
-the fragment a CONTROL packet names, resends on timeout, and after receiving the result of a
-fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
+the fragment a CONTROL packet names, resends on timeout (with a PROBE from the second timeout
+of a fragment on, in case its copy of the result was lost), and after receiving the result of
+a fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
 (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
 leave (an ACK if its result is already out, else its own contribution to it, sent out of
 order), so that neither a lost ACK nor diverged windows can block a slot for good. Fragments
