@@ -6,17 +6,19 @@ Every value is the evaluator's, never a scheme's own claim.
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from conftest import EXAMPLES, leaf_spine_doc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from controller.cli import main
 from controller.evaluate import evaluate
 from controller.network import Network, build_network, load_topology
 from controller.solvers import SolveOptions, solve
 from controller.solvers.inatree import rng_for
-from controller.solvers.paring_baselines import _next_hops, _soar
+from controller.solvers.paring_baselines import _soar, deepsys_tree
 
 BASELINES = ["grid", "atp", "random", "switchml", "geryon", "aggtree", "rr", "deepsys",
              "deepsys-atp", "deepsys-soar", "marina", "panama", "spar"]
@@ -50,6 +52,58 @@ def test_grid_fig1_atp_without_fragment_overflow():
     assert rate(network, "atp") == pytest.approx(2.25)
 
 
+def _cli(tmp_path, example: str, scheme: str, *extra: str) -> dict:
+    """`ina solve` then `ina evaluate` on an example file, as a user runs them."""
+    topo, plan, out = str(EXAMPLES / f"{example}.yaml"), tmp_path / "p.json", tmp_path / "e.json"
+    assert main(["solve", topo, "--scheme", scheme, "--json", str(plan)]) == 0
+    assert main(["evaluate", topo, str(plan), "--json", str(out), *extra]) == 0
+    evaluation = json.loads(out.read_text())
+    assert evaluation["consistent"], evaluation["problems"]
+    return evaluation["tasks"][0]
+
+
+def test_paring_fig1_deepsys_values(tmp_path):
+    """PARING Fig. 1(a)/(b): DeepSys 0.28 Gbps and 34 GB, DeepSys+ATP 0.67 Gbps and 18 GB."""
+    deepsys = _cli(tmp_path, "paring-fig1", "deepsys", "--gradient-mb", "1000")
+    assert deepsys["rate_gbps"] == pytest.approx(2 / 7, abs=1e-3)
+    assert deepsys["volume_mb"] == pytest.approx(34_000)
+    atp = _cli(tmp_path, "paring-fig1", "deepsys-atp", "--gradient-mb", "1000")
+    assert atp["rate_gbps"] == pytest.approx(2 / 3, abs=1e-3)
+    assert atp["volume_mb"] == pytest.approx(18_000)
+    assert atp["flows_into_ps"] == 3
+
+
+def test_deepsys_tree_takes_the_first_switch_of_each_layer():
+    """Fig. 1(a): "through the first core switch, as well as the first switch in both pods'
+    aggregation layer"; the aggregation switch that is W1, W2's first programmable switch also
+    merges W3, W4's edge result, the pod-0 one (nobody's first) merges nothing."""
+    network = load_topology(EXAMPLES / "paring-fig1.yaml")
+    plan = solve(network, "deepsys-atp", SolveOptions(seed=5))
+    assert plan.tasks[0].paths["W1"] == ["W1", "E10", "A10", "C0", "A00", "E00", "PS"]
+    assert {a.switch: a.fan_in for a in plan.tasks[0].aggregation} == {
+        "A10": 3, "E11": 2, "E01": 2}
+
+
+def test_eina_fig1_atp_aggregates_once(tmp_path):
+    """EINA Fig. 1(a): ATP 0.4 Gbps with EINA's one-level reading (the file's `schemes`);
+    ATP's two-level form would merge three flows at the PS's A0 (1 Gbps / 3)."""
+    assert _cli(tmp_path, "eina-fig1", "atp")["rate_gbps"] == pytest.approx(0.4, abs=1e-3)
+    network = load_topology(EXAMPLES / "eina-fig1.yaml")
+    assert rate(network, "atp", ps_side=True) == pytest.approx(1 / 3)
+
+
+def test_atp_levels_all_aggregates_at_every_ina_switch():
+    """`levels=all` (a measurement aid, not ATP): S3 merges S1's and S2's results again."""
+    network = load_topology(EXAMPLES / "grid-fig1.yaml")
+    flows = {}
+    for params in ({"ps_side": False}, {"levels": "all"}):
+        plan = solve(network, "atp", SolveOptions(seed=0, params=params))
+        flows[str(params)] = evaluate(network, plan).tasks[0].flows_into_ps
+    assert list(flows.values()) == [3, 1]
+    with pytest.raises(ValueError):
+        solve(network, "atp", SolveOptions(params={"levels": "some"}))
+
+
 def test_switchml_merges_only_its_rack():
     """SwitchML's PS-side rack switch merges its own workers; other racks' results pass it."""
     network = load_topology(EXAMPLES / "grid-fig1.yaml")
@@ -78,7 +132,7 @@ def test_example_files_solve(name):
 def test_soar_is_exact_on_its_tree(fig1):
     """SOAR's DP matches brute force over every switch subset of the same size."""
     task = fig1.tasks[0]
-    nxt = _next_hops(fig1, task, rng_for(3))
+    nxt = deepsys_tree(fig1, task, rng_for(3))
 
     def traffic(chosen: set[str]) -> int:
         links = set()

@@ -3,6 +3,7 @@ BENCHMARKS.md keeps other sections intact."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -14,6 +15,7 @@ from controller.bench.compare import (
     SECTION,
     Figure,
     compare,
+    scheme_params,
     summarise,
     update_benchmarks,
 )
@@ -39,6 +41,8 @@ def test_grid_fig1_figure(tmp_path):
     assert (tmp_path / "out" / "grid-fig1.png").stat().st_size > 0
     text = bench.read_text()
     assert SECTION in text and "grid 3 / 3" in text
+    assert json.loads((tmp_path / DOCS / "grid-fig1.json").read_text()) == \
+        json.loads((tmp_path / "out" / "results.json").read_text())
 
 
 def test_same_results_on_a_dask_cluster(tmp_path):
@@ -121,3 +125,19 @@ def test_ratio_against_a_stated_range():
     assert got[("aro/aggtree", "min")]["deviation"] == pytest.approx(3.0 / 2.5 - 1)
     assert not got[("aro/aggtree", "min")]["flagged"]  # 3.0 vs 1.8-2.5: 20 % above
     assert got[("aro/random", "total")]["deviation"] == 0.0  # within 2.8-4.1
+
+
+def test_scheme_params_override_the_figure(tmp_path):
+    """`--param atp:ps_side=false` reaches the solver: one-level ATP leaves S1, S2 and S3's
+    results separate at GRID Fig. 1's PS (3 flows), ATP's default merges them at S3 (1)."""
+    assert scheme_params(["atp:ps_side=false", "atp:levels=all", "grid:k=2"]) == {
+        "atp": {"ps_side": False, "levels": "all"}, "grid": {"k": 2}}
+    with pytest.raises(ValueError):
+        scheme_params(["levels=all"])
+    flows = {}
+    for side in (True, False):
+        result = compare("grid-fig1", schemes=("atp",), jobs=1, out=tmp_path / str(side),
+                         benchmarks=None, progress=False, params={"atp": {"ps_side": side}})
+        assert result["params"]["atp"] == {"ps_side": side}
+        flows[side] = result["runs"][0]["ps_flows"]
+    assert flows == {True: [1], False: [3]}

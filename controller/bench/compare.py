@@ -16,7 +16,8 @@ be able to import this package (same environment as the client).
 Output per figure: `out/bench/compare/<figure>/results.json` (every run, per-setting means and
 the ratios between schemes next to the paper's) and `<figure>.png`, drawn like the paper's plot;
 plus the figure's rows in the "Scheme comparison (issue 6)" section of BENCHMARKS.md, linking a
-copy of the PNG under `docs/benchmarks/compare/` (out/ is not committed).
+copy of the PNG under `docs/benchmarks/compare/`, beside a copy of the JSON (`<figure>.json`),
+so the numbers BENCHMARKS.md quotes stay checkable (out/ is not committed).
 
 Metrics: "min" is the slowest task's rate (ARO's bottleneck sending rate, GRID's rate); figures
 with several tasks (ARO Figs. 9, 10) also report "total", the sum over tasks.
@@ -33,7 +34,7 @@ import statistics
 import traceback
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -114,11 +115,12 @@ def _aro_leaf_spine(seed: int, workers: int = 200, leaves: int = 24, spines: int
     return build_network(doc, source=f"aro leaf-spine seed {seed}")
 
 
-def _grid_fabric(seed: int, kind: str, scenario: str, workers: int) -> Network:
-    """GRID Sec. 6.2: 100 Gbps everywhere (PS ingress too), INA capacity drawn in 0.1-3.2 Tbps.
+def _grid_fabric(seed: int, kind: str, scenario: str, workers: int,
+                 share: float = 0.2) -> Network:
+    """GRID Sec. 6.3: 100 Gbps everywhere (PS ingress too), INA capacity drawn in 0.1-3.2 Tbps.
 
-    Scenario "a": every ToR INA; "b": 20 % of the switches drawn at random. GRID's model has no
-    pipelines and does not make the PS's switch INA, so neither do these networks.
+    Scenario "a": every ToR INA; "b": a `share` of the switches (GRID: 20 %) drawn at random.
+    GRID's model has no pipelines and does not make the PS's switch INA, so neither do these.
     """
     from controller.topogen import InaOptions, Workload, fat_tree, leaf_spine
 
@@ -129,7 +131,7 @@ def _grid_fabric(seed: int, kind: str, scenario: str, workers: int) -> Network:
     else:  # 30 leaves x 30 spines, 17 servers per leaf (510, GRID: 500)
         tors = [f"L{i}" for i in range(30)]
         make = partial(leaf_spine, leaves=30, spines=30, hosts_per_leaf=17)
-    ina: float | list[str] = tors if scenario == "a" else 0.2
+    ina: float | list[str] = tors if scenario == "a" else share
     doc = make(ina=InaOptions(ina=ina, pipelines=1, ps_switch_ina=False),
                workload=Workload(workers_per_job=workers), seed=seed)
     rng = random.Random(seed)
@@ -183,7 +185,7 @@ def _grid_figure(number: int, scenario: str, what: str, paper: dict[str, float],
     """GRID Figs. 11 and 12 differ only in the INA scenario and the value stated at one point."""
     point = ("fat-tree", 40) if scenario == "a" else ("fat-tree", 100)
     return Figure(f"grid-fig{number}", f"GRID Fig. {number}: sending rate vs workers, "
-                  f"scenario ({scenario}) {what}", "GRID Sec. 6.2",
+                  f"scenario ({scenario}) {what}", "GRID Sec. 6.3",
                   ("geryon", "switchml", "atp", "grid"), _grid_settings(scenario, {point: paper}),
                   plot="lines", reference="grid", params=_GRID_PAPER, notes=notes)
 
@@ -213,7 +215,8 @@ def _aro_sweep(name: str, title: str, param: str, values: tuple, *, label: str,
 
 
 def _aro_multi(name: str, title: str, shapes: tuple[tuple[int, int], ...],
-               aggtree: tuple[float, float], paper_total: dict[int, dict[str, float]]) -> Figure:
+               aggtree: tuple[float, float], paper_total: dict[int, dict[str, float]],
+               seeds: int = 30) -> Figure:
     """SJMT (one job, tasks sharing its workers) or MJMT (jobs with disjoint workers), 100
     workers per job; panels (a) minimum and (b) total throughput over the tasks."""
     multi = len({j for j, _ in shapes}) > 1  # MJMT: the x axis counts jobs, not tasks
@@ -222,7 +225,7 @@ def _aro_multi(name: str, title: str, shapes: tuple[tuple[int, int], ...],
         tuple(Setting(f"{j}J{t}T", "aro-leaf-spine", {"workers": 100, "jobs": j, "tasks": t},
                       x=j if multi else t, paper_total=paper_total.get(j * t, {}))
               for j, t in shapes),
-        plot="groups", reference="aro", seeds=30, params=_PURE_GRID,
+        plot="groups", reference="aro", seeds=seeds, params=_PURE_GRID,
         xlabel="jobs (2 tasks each)" if multi else "tasks of the job", metrics=("min", "total"),
         paper_ratios={**_ARO_OVERALL, "aro/aggtree": aggtree},
         notes="Baselines route each task separately and the routes are overlaid (as ARO runs "
@@ -235,6 +238,8 @@ def _aro_multi(name: str, title: str, shapes: tuple[tuple[int, int], ...],
 _PURE_GRID = {"grid": {"links": False}}
 # GRID Sec. 6.1 describes ATP with one level ("the first encountered aggregation node").
 _GRID_PAPER = {**_PURE_GRID, "atp": {"ps_side": False}}
+# Fig. 12(b), fat-tree, 100 workers: the only point of scenario (b) the text states.
+_GRID_FIG12B = {"geryon": 1.0, "switchml": 8.9, "atp": 10.0, "grid": 23.5}
 
 FIGURES: dict[str, Figure] = {f.name: f for f in (
     Figure(
@@ -265,15 +270,30 @@ FIGURES: dict[str, Figure] = {f.name: f for f in (
     _aro_multi("aro-fig9", "ARO Fig. 9: SJMT, one job of 100 workers with 1-4 tasks",
                ((1, 1), (1, 2), (1, 3), (1, 4)), (1.8, 2.5),
                {4: {"aro": 100.0, "aro-acc": 100.0}}),
+    # ARO and ARO-ACC use their whole time limit at 3J2T-4J2T: 30 seeds at the 30 s we give
+    # them take about 40 min on 2 cores, so fewer seeds by default (BENCHMARKS.md).
     _aro_multi("aro-fig10", "ARO Fig. 10: MJMT, 1-4 jobs of 100 workers with 2 tasks each",
-               ((1, 2), (2, 2), (3, 2), (4, 2)), (1.9, 2.3), {}),
+               ((1, 2), (2, 2), (3, 2), (4, 2)), (1.9, 2.3), {}, seeds=10),
     _grid_figure(11, "a", "ToR-only INA",
                  {"geryon": 2.5, "switchml": 10.0, "atp": 25.21, "grid": 30.0},
                  notes="Fig. 11(a) at 40 workers is stated as ratios (GRID +19 % over ATP, 2x "
                        "over SwitchML, 11x over Geryon); the absolute values assume Geryon = "
                        "100 Gbps / 40."),
-    _grid_figure(12, "b", "20 % random INA",
-                 {"geryon": 1.0, "switchml": 8.9, "atp": 10.0, "grid": 23.5}),
+    _grid_figure(12, "b", "20 % random INA", _GRID_FIG12B),
+    Figure(
+        "grid-fig12-share", "Check of GRID Fig. 12(b): fat-tree, 100 workers, vs share of "
+        "programmable switches", "GRID Sec. 6.3", ("geryon", "switchml", "atp", "random", "grid"),
+        tuple(Setting(f"{share:.0%} INA", "grid-fabric",
+                      {"kind": "fat-tree", "scenario": "b", "workers": 100, "share": share},
+                      x=share * 100, paper=_GRID_FIG12B if share == 0.2 else {})
+              for share in (0.2, 0.4, 0.6, 0.8, 1.0)),
+        plot="lines", reference="grid", params=_GRID_PAPER,
+        xlabel="programmable switches (%)",
+        notes="Not one of the paper's figures: Fig. 12(b)'s last point with the share of "
+              "programmable switches varied, to test whether SwitchML's and ATP's stated values "
+              "could come from aggregating above the racks (RANDOM: ARO's multi-level upgrade "
+              "of ATP; `--param atp:levels=all`: every programmable switch on ATP's paths).",
+    ),
     Figure(
         "smoke", "Smoke test: a small leaf-spine, every kind of scheme",
         "-", ("geryon", "atp", "aggtree", "grid"),
@@ -551,11 +571,17 @@ def update_benchmarks(path: Path, figure: str, rows: list[str]) -> None:
 def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, ...] | None = None,
             jobs: int | None = None, cluster: str | None = None, out: Path | None = None,
             benchmarks: Path | None = ROOT / "BENCHMARKS.md", time_limit: float | None = None,
-            progress: bool = True) -> dict[str, Any]:
-    """Run a figure, write its JSON, PNG and BENCHMARKS.md rows; returns the JSON document."""
+            progress: bool = True,
+            params: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Run a figure, write its JSON, PNG and BENCHMARKS.md rows; returns the JSON document.
+    `params` (scheme → parameters) override the figure's, to test another reading."""
     from controller.solvers import get_solver, scheme_names
 
     figure = FIGURES[figure_name]
+    if params:
+        merged = {s: {**figure.params.get(s, {}), **params.get(s, {})}
+                  for s in {*figure.params, *params}}
+        figure = replace(figure, params=merged)
     seeds = seeds or figure.seeds
     known = set(scheme_names())
     schemes = tuple(s for s in (schemes or figure.schemes) if s in known)
@@ -566,6 +592,7 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
     result = {
         "figure": figure.name, "title": figure.title, "source": figure.source,
         "notes": figure.notes, "seeds": seeds, "schemes": list(schemes),
+        "params": figure.params,
         "executor": f"dask {cluster}" if cluster else "local process pool",
         "settings": [asdict(s) for s in figure.settings],
         "runs": records, **summarise(figure, records, schemes),
@@ -579,6 +606,8 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
         link = DOCS / png.name
         (benchmarks.parent / DOCS).mkdir(parents=True, exist_ok=True)
         shutil.copyfile(png, benchmarks.parent / link)
+        compact = json.dumps(result, separators=(",", ":")) + "\n"  # committed: keep it small
+        (benchmarks.parent / DOCS / f"{figure.name}.json").write_text(compact)
         update_benchmarks(benchmarks, figure.name,
                           table_rows(figure, result["summary"], seeds, link.as_posix()))
     return result
@@ -607,12 +636,28 @@ def _report(result: dict[str, Any]) -> None:
                           f"{r['error']}", highlight=False)
 
 
+def scheme_params(items: list[str]) -> dict[str, dict[str, Any]]:
+    """`--param atp:levels=all` → {"atp": {"levels": "all"}}; values read as JSON if they parse."""
+    params: dict[str, dict[str, Any]] = {}
+    for item in items:
+        scheme, sep, pair = item.partition(":")
+        key, eq, text = pair.partition("=")
+        if not (sep and eq and scheme and key):
+            raise ValueError(f"--param {item!r}: expected SCHEME:KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        params.setdefault(scheme, {})[key] = value
+    return params
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     schemes = tuple(args.schemes.split(",")) if args.schemes else None
     result = compare(args.figure, seeds=args.seeds, schemes=schemes, jobs=args.jobs,
                      cluster=args.cluster, out=Path(args.out) if args.out else None,
                      benchmarks=None if args.no_benchmarks else Path(args.benchmarks),
-                     time_limit=args.time_limit)
+                     time_limit=args.time_limit, params=scheme_params(args.param))
     _report(result)
     console.print(f"results in {args.out or Path('out/bench/compare') / args.figure}")
     return 0 if not any("error" in r for r in result["runs"]) else 1
@@ -629,6 +674,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="Dask scheduler address (tcp://host:8786) instead of local processes")
     p.add_argument("--time-limit", type=float, metavar="S", help="per-solve time limit")
+    p.add_argument("--param", action="append", default=[], metavar="SCHEME:KEY=VALUE",
+                   help="override a scheme's parameter in this figure, repeatable (e.g. "
+                        "atp:levels=all; add --no-benchmarks to keep the figure's rows)")
     p.add_argument("--out", metavar="DIR", help="output folder (default out/bench/compare/NAME)")
     p.add_argument("--benchmarks", default=str(ROOT / "BENCHMARKS.md"),
                    help="BENCHMARKS.md to update (default: the repository's)")

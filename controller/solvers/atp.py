@@ -3,12 +3,18 @@
 All three keep the default ECMP routing (one shortest path per worker drawn with the seed) and
 differ only in where they aggregate:
 
-* `atp` (GRID Sec. 6.1, ARO Sec. II-C, PARING Sec. V-B): at the first INA switch with
+* `atp` (GRID Sec. 6.1, ARO Sec. II-C, EINA Sec. II-C): at the first INA switch with
   aggregation capacity on each worker's path, and again at the PS-side switch when it is INA
   (ATP's two-level worker-ToR / PS-ToR design; ARO's Fig. 3a counts on it). `ps_side=false`
-  gives PARING's reading ("first programmable switch or the PS"), used by `deepsys-atp`.
+  is the one-level reading of GRID and EINA (data "can only be aggregated on the nearest
+  aggregator once"): GRID's figures pass it, and `eina-fig1.yaml` sets it in its `schemes`
+  section, which gives EINA's stated 0.4 Gbps (0.333 with the two-level form).
   ATP packets name their aggregator, so a switch merges only what is addressed to it: an
   aggregated flow crosses later first-level aggregators unmerged (an addressed tree).
+  PARING's DeepSys+ATP differs (its own tree, `controller.solvers.paring_baselines`).
+  `levels=all` is not ATP: every INA switch on the ECMP path aggregates every flow entering it
+  (multi-level, as RANDOM but without steering through an INA switch). It exists to measure
+  what aggregation above the racks would give GRID's Fig. 12(b) baselines (BENCHMARKS.md).
 * Why GRID's Fig. 1 gives 2.25 Gbps here, not the paper's 2.43: ATP's best effort is per
   fragment. When S1's 9 Gbps is exhausted, *part of each* worker's fragments skip it and reach
   the PS raw, filling the 0.75 Gbps left on L1: 2.25 + 0.75 / 4 = 2.43. A plan gives each
@@ -47,7 +53,21 @@ _TIER_RANK = {"core": 3, "spine": 2, "aggregation": 1}
 
 
 def solve_atp(network: Network, options: SolveOptions) -> Plan:
+    levels = options.params.get("levels", "first")
+    if levels == "all":
+        return _every_ina_plan(network, options)
+    if levels != "first":
+        raise ValueError(f"atp: levels must be 'first' or 'all', not {levels!r}")
     return atp_plan(network, options, "atp", bool(options.params.get("ps_side", True)))
+
+
+def _every_ina_plan(network: Network, options: SolveOptions) -> Plan:
+    """ECMP paths, every INA switch on the way merging every flow of the task entering it."""
+    def route(tree: AggregationTree, rng: random.Random) -> None:
+        for w in tree.task.workers:
+            tree.add(w, ecmp_path(network, w, tree.task.ps, rng),
+                     lambda v, *_: can_aggregate(network, v))
+    return solve_trees(network, "atp", options.seed, route)
 
 
 def atp_plan(network: Network, options: SolveOptions, scheme: str, ps_side: bool) -> Plan:

@@ -4,15 +4,24 @@ A plan routes the tasks a topology file defines, so placement is the file's: whe
 places workers with DeepSys (racks filled first), the example files carry that placement and
 these schemes only route.
 
-* `deepsys`: every gradient on a shortest path (ECMP-drawn with the seed), no INA.
-* `deepsys-atp`: the same paths, aggregation at each flow's first INA switch ("or the PS"),
-  i.e. `atp` with `ps_side=false`. ATP's partial aggregation (a full switch aggregates what it
-  can and forwards the rest) cannot be written as one path per worker: a full switch slows its
-  workers down instead, so PARING's Fig. 1(b) value (0.67 Gbps) is not reproduced when it
-  relies on that overflow.
-* `deepsys-soar`: SOAR's exact dynamic programme on the DeepSys tree (one shortest-path next
-  hop per node toward the PS, drawn with the seed): choose at most `k` INA switches (default:
-  all) that minimise the total traffic, i.e. the sum over links of the flows crossing them.
+* The DeepSys tree, shared by the three DeepSys schemes ("we resort to DeepSys for aggregation
+  trees"): every node sends toward the PS on a shortest path, and among equal next hops takes
+  the first switch of the next layer, i.e. the first in the topology's declaration order, as
+  Fig. 1(a) routes "through the first core switch, as well as the first switch in both pods'
+  aggregation layer". It is deterministic: the seed does not change it.
+* `deepsys`: every gradient along the DeepSys tree, no INA.
+* `deepsys-atp`: the DeepSys tree; each worker's gradient is aggregated at the first
+  programmable switch it meets, else at the PS (Sec. V-B). A switch that is some worker's first
+  programmable switch aggregates every gradient of the task reaching it, intermediate results
+  included: in Fig. 1(b) the aggregation switch merges W1, W2 "as well as intermediate results
+  from W3, W4" (their edge switch's), while the pod-0 aggregation switch, programmable but
+  nobody's first, lets W5, W6's result pass to the PS. With the paper's placement this gives
+  its 0.67 Gbps and 18 GB (`tests/test_baselines.py`). ATP's partial aggregation (a full switch
+  aggregates what it can and forwards the rest) cannot be written as one path per worker: a
+  full switch slows its workers down instead (at Fig. 1's 0.67 Gbps no switch overflows).
+* `deepsys-soar`: SOAR's exact dynamic programme on the DeepSys tree: choose at most `k` INA
+  switches (default: all) that minimise the total traffic, i.e. the sum over links of the
+  flows crossing them.
 * `marina`: the aggregation tree is an approximate vertex-weighted Steiner tree over the workers
   and the PS (networkx's Mehlhorn 2-approximation; INA switches weigh `ina_weight`, default 0.5,
   other nodes 1, an edge the mean of its ends), oriented toward the PS; every INA switch in it
@@ -38,12 +47,11 @@ from controller.evaluate import evaluate
 from controller.network import Network, Task
 from controller.plan import Plan
 from controller.solvers import SolveOptions
-from controller.solvers.atp import _top_ina, atp_plan
+from controller.solvers.atp import _top_ina
 from controller.solvers.common import plan_with_evaluated_rates
 from controller.solvers.inatree import (
     AggregationTree,
     can_aggregate,
-    ecmp_routes,
     follow,
     shortest_paths,
     solve_trees,
@@ -52,13 +60,40 @@ from controller.solvers.inatree import (
 
 def solve_deepsys(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    paths = ecmp_routes(network, options.seed)
+    paths = {t.key: {w: follow(w, deepsys_tree(network, t)) for w in sorted(t.workers)}
+             for t in network.tasks}
     return plan_with_evaluated_rates(network, "deepsys", paths, started=started,
                                      seed=options.seed)
 
 
 def solve_deepsys_atp(network: Network, options: SolveOptions) -> Plan:
-    return atp_plan(network, options, "deepsys-atp", ps_side=False)
+    def first_programmable(v: str, _p: int, merged: bool, _n: str) -> bool:
+        return not merged and can_aggregate(network, v)
+
+    def route(tree: AggregationTree, _rng: random.Random) -> None:
+        nxt = deepsys_tree(network, tree.task)
+        for w in sorted(tree.task.workers):
+            tree.add(w, follow(w, nxt), first_programmable)
+    return solve_trees(network, "deepsys-atp", options.seed, route)
+
+
+def deepsys_tree(network: Network, task: Task,
+                 rng: random.Random | None = None) -> dict[str, str]:
+    """Next hop toward the PS of every node on the workers' shortest paths: the first switch
+    of the next layer (declaration order), or with `rng` one drawn as ECMP would."""
+    dist = dict(nx.single_target_shortest_path_length(network.graph, task.ps))
+    order = {n: i for i, n in enumerate(network.graph.nodes)}
+    nxt: dict[str, str] = {}
+    frontier = sorted(task.workers)
+    while frontier:
+        v = frontier.pop()
+        if v == task.ps or v in nxt:
+            continue
+        closer = sorted((u for u in network.graph.successors(v)
+                         if dist.get(u, -1) == dist[v] - 1), key=order.__getitem__)
+        nxt[v] = rng.choice(closer) if rng else closer[0]
+        frontier.append(nxt[v])
+    return nxt
 
 
 # ---------------------------------------------------------------- DeepSys + SOAR
@@ -69,9 +104,9 @@ def solve_deepsys_soar(network: Network, options: SolveOptions) -> Plan:
     k = len(network.switches) if budget is None else int(budget)
     chosen: dict[str, list[str]] = {}
 
-    def route(tree: AggregationTree, rng: random.Random) -> None:
+    def route(tree: AggregationTree, _rng: random.Random) -> None:
         task = tree.task
-        nxt = _next_hops(network, task, rng)
+        nxt = deepsys_tree(network, task)
         selected = _soar(network, task, nxt, k)
         chosen["/".join(task.key)] = sorted(selected)
         for w in sorted(task.workers):
@@ -79,22 +114,6 @@ def solve_deepsys_soar(network: Network, options: SolveOptions) -> Plan:
     plan = solve_trees(network, "deepsys-soar", options.seed, route)
     plan.details["soar_switches"] = chosen
     return plan
-
-
-def _next_hops(network: Network, task: Task, rng: random.Random) -> dict[str, str]:
-    """One next hop toward the PS per node on the workers' shortest paths: the DeepSys tree."""
-    dist = nx.single_target_shortest_path_length(network.graph, task.ps)
-    dist = dict(dist)
-    nxt: dict[str, str] = {}
-    frontier = sorted(task.workers)
-    while frontier:
-        v = frontier.pop()
-        if v == task.ps or v in nxt:
-            continue
-        nxt[v] = rng.choice(sorted(u for u in network.graph.successors(v)
-                                   if dist.get(u, -1) == dist[v] - 1))
-        frontier.append(nxt[v])
-    return nxt
 
 
 def _soar(network: Network, task: Task, nxt: dict[str, str], k: int) -> set[str]:
