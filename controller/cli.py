@@ -170,6 +170,11 @@ def cmd_status(args: argparse.Namespace) -> int:
               ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")),
         )
     console.print(table)
+    if state.get("dead_links"):
+        console.print("dead links: " + ", ".join("–".join(e) for e in state["dead_links"]))
+    for failure in state.get("replan_failures", [])[-3:]:
+        console.print(f"[red]re-plan failed[/red] around {failure['dead_links']}: "
+                      f"{failure['error']} (plan v{state['version']} kept)")
     return 0
 
 

@@ -54,6 +54,7 @@ class Session:
     counters: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     dead_links: set[tuple[str, str]] = field(default_factory=set)
     replans: list[dict] = field(default_factory=list)
+    replan_failures: list[dict] = field(default_factory=list)
     # Seconds between publishing a new plan to the hosts and deleting the old plan's entries:
     # long enough for every worker to have switched and for in-flight fragments to drain.
     drain_seconds: float = 2.0
@@ -93,6 +94,7 @@ class Session:
             "workers": [asdict(a) for a in self.assignments],
             "dead_links": sorted(self.dead_links),
             "replans": self.replans,
+            "replan_failures": self.replan_failures,
             "staged": self.staged,
             "switches": {
                 name: {
@@ -127,9 +129,19 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
     started = time.perf_counter()
     session.dead_links = set(dead)
     view = session.network.without_links(session.dead_links)
-    plan = solve(view, session.plan.scheme, SolveOptions(warm_start=session.plan))
+    try:
+        plan = solve(view, session.plan.scheme, SolveOptions(warm_start=session.plan))
+        programs, assignments = compile_plan(view, plan, version=session.version + 1)
+    except Exception as exc:  # noqa: BLE001 (whatever the scheme raises, the daemon lives on)
+        # No plan for what is left (a PS cut off, say): keep the current one and keep watching;
+        # the next change of the dead links, or a capacity edit, tries again.
+        session.replan_failures.append({"dead_links": sorted(session.dead_links),
+                                        "error": str(exc), "at": time.time()})
+        session.publish()
+        LOG.error("cannot re-plan around dead links %s: %s; plan v%d stays in place",
+                  sorted(session.dead_links), exc, session.version)
+        return
     solved = time.perf_counter()
-    programs, assignments = compile_plan(view, plan, version=session.version + 1)
     for name, driver in session.drivers.items():
         await driver.move_to(programs[name])
     await stage_for_plain_switches(session, plan, session.version + 1)

@@ -300,7 +300,8 @@ class Emulation:
         ps_host = self.node[tp.ps]
         common = ["--job", str(self.ids.job_id(tp.job)),
                   "--task", str(self.ids.task_id(tp.job, tp.task)),
-                  "--workers", str(len(tp.paths)), "--size-mb", str(gradient_mb)]
+                  "--workers", str(len(tp.paths)), "--size-mb", str(gradient_mb),
+                  "--epoch", str(iteration)]
         ps = ps_host.popen([sys.executable, "-m", "controller.cli", "ps", "--iface",
                             self.host_intf[tp.ps], "--ip", self.ids.host_ip[tp.ps], *common,
                             "--state", str(self.state_file),

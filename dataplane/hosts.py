@@ -22,6 +22,12 @@ Every frame's UDP source port is its flow id (`build_frame`), so plain OpenFlow 
 cannot parse INA still forward each flow on its planned path by matching `udp_src`. A DATA,
 ACK or PROBE for a finished fragment makes it send the result again (a worker lost it).
 
+Fragment ids carry the iteration: `frag_id` = epoch << 24 | index (EPOCH_SHIFT; gradients up to
+2**24 fragments, 2 GiB). A partial sum that a lost ACK left in a switch can then never be merged
+with the next iteration's contributions (a different fragment id is a collision, not a match),
+and the CONTROL naming it makes the worker free it with an ACK: without this, such a leftover
+silently corrupted the next iteration's sums (seen with tail drops on every link).
+
 Stopped by SIGTERM before the end, either agent prints a JSON line with `stopped`: what it
 still waits for (the Mininet runner's hang report names it).
 """
@@ -63,6 +69,8 @@ from dataplane.frame import (
 from dataplane.ports import drain, open_raw, send
 
 FIXED_POINT_SCALE = 2**16
+EPOCH_SHIFT = 24  # frag_id = epoch << EPOCH_SHIFT | fragment index
+EPOCHS = 2 ** (32 - EPOCH_SHIFT)
 BROADCAST = Endpoint(b"\xff" * 6, b"\xff" * 4)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
@@ -94,6 +102,15 @@ def fragments(gradient: np.ndarray) -> np.ndarray:
     padded = np.zeros(rows * K, dtype=">i4")
     padded[: len(gradient)] = gradient
     return padded.reshape(rows, K)
+
+
+def frag_id(epoch: int, index: int) -> int:
+    return (epoch % EPOCHS) << EPOCH_SHIFT | index
+
+
+def split_frag_id(value: int) -> tuple[int, int]:
+    """(epoch, fragment index) of a packet's `frag_id`."""
+    return value >> EPOCH_SHIFT, value & ((1 << EPOCH_SHIFT) - 1)
 
 
 def _ina_frames(sock: socket.socket) -> list[bytes]:
@@ -184,6 +201,7 @@ class Worker:
     resent: set[int] = field(default_factory=set)  # fragments sent more than once
     timeouts: dict[int, int] = field(default_factory=dict)  # fragment -> timeouts so far
     next_frag: int = 0
+    epoch: int = 0  # the iteration, carried in every fragment id
 
     def waiting_for(self) -> dict[str, object]:
         """What a stuck worker is waiting for (printed when it is stopped before the end)."""
@@ -213,10 +231,10 @@ class Worker:
                 self._resend(frag, now)
         return self._gap()
 
-    def _send(self, frag: int, flags: int = DATA) -> None:
+    def _send(self, frag: int, flags: int = DATA, epoch: int | None = None) -> None:
         count = 1 if flags == DATA else 0
         header = InaHeader(self.task.job, self.task.task, flags, self.flow_id, self.next_node,
-                           frag, count)
+                           frag_id(self.epoch if epoch is None else epoch, frag), count)
         payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
@@ -227,25 +245,26 @@ class Worker:
         self.outstanding[frag] = now + self.timeout
 
     def _unblock(self, occupant: int, have: np.ndarray) -> None:
-        """A slot on this worker's path is held by fragment `occupant`; help it leave.
+        """A slot on this worker's path is held by fragment id `occupant`; help it leave.
 
-        If its result is already out, the slot holds a partial sum left behind (its ACK was
-        lost): an ACK frees it. Otherwise the partial sum may be waiting for this worker's
-        own contribution, which its window has not reached: sending that fragment now, out of
-        order, breaks the wait-for cycle in which two workers' windows block each other's
-        slots (it is sent once; the in-order loop skips it).
+        If it belongs to another iteration, or its result is already out, the slot holds a
+        partial sum left behind (its ACK was lost): an ACK frees it. Otherwise the partial sum
+        may be waiting for this worker's own contribution, which its window has not reached:
+        sending that fragment now, out of order, breaks the wait-for cycle in which two
+        workers' windows block each other's slots (it is sent once; the in-order loop skips it).
         """
         now = time.monotonic()
         if now < self._unblocked.get(occupant, 0.0):
             return
         self._unblocked[occupant] = now + self.timeout
-        if have[occupant]:
-            self._send(occupant, ACK)
+        epoch, index = split_frag_id(occupant)
+        if epoch != self.epoch % EPOCHS or index >= len(self.rows) or have[index]:
+            self._send(index, ACK, epoch)
             self.stats.acks += 1
-        elif occupant not in self.outstanding:
-            self._send(occupant)
-            self.outstanding[occupant] = now + self.timeout
-            self.ahead.add(occupant)
+        elif index not in self.outstanding:
+            self._send(index)
+            self.outstanding[index] = now + self.timeout
+            self.ahead.add(index)
             self.stats.sent_to_unblock += 1
 
     def _window_open(self) -> bool:
@@ -296,12 +315,15 @@ class Worker:
                 wait = min(wait, max(0.0, next_send - now))
             select.select([self.sock], [], [], max(0.0, wait))
             for frame in _ina_frames(self.sock):
-                job, task, flags, flow, _, frag, _, _, occupant = INA_HEADER.unpack_from(
+                job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(
                     frame, OFF_INA)
-                if (job, task) != (self.task.job, self.task.task) or frag >= total:
+                epoch, frag = split_frag_id(raw)
+                if (job, task) != (self.task.job, self.task.task):
                     continue
-                if flags == CONTROL and occupant < total:
+                if flags == CONTROL:
                     self._unblock(occupant, have)
+                if epoch != self.epoch % EPOCHS or frag >= total:
+                    continue
                 if flags == RESULT and not have[frag]:
                     result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
                     have[frag] = True
@@ -345,6 +367,7 @@ class ParameterServer:
     seen: set[tuple[int, int]] = field(default_factory=set)
     finished: int = 0
     results_sent: int = 0
+    epoch: int = 0  # the iteration; fragments of other iterations are ignored
 
     def __post_init__(self) -> None:
         self.done = np.zeros(self.fragments, dtype=bool)
@@ -358,15 +381,17 @@ class ParameterServer:
         return self.sums[gen], self.counts[gen]
 
     def _send_result(self, frag: int) -> None:
-        header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0, frag,
-                           self.workers)
+        header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0,
+                           frag_id(self.epoch, frag), self.workers)
         send(self.sock, build_frame(self.me, BROADCAST, header,
                                     self.result[frag].astype(">i4").tobytes()))
         self.results_sent += 1
 
     def handle(self, frame: bytes) -> None:
-        job, task, flags, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
-        if (job, task) != (self.task.job, self.task.task) or frag >= self.fragments:
+        job, task, flags, flow, _, raw, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
+        epoch, frag = split_frag_id(raw)
+        if ((job, task) != (self.task.job, self.task.task) or epoch != self.epoch % EPOCHS
+                or frag >= self.fragments):
             return
         if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
             if self.done[frag]:
@@ -433,7 +458,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                     Endpoint(b"\xff" * 6, ip_bytes(args.ps_ip)), Task(args.job, args.task),
                     args.flow_id or args.index + 1, args.next_node, fragments(gradient),
                     window=args.window, timeout=args.timeout, rate_gbps=args.rate_gbps,
-                    plan=plan, rate_scale=args.rate_scale)
+                    plan=plan, rate_scale=args.rate_scale, epoch=args.epoch)
     _stop_on_sigterm()
     try:
         result = worker.run()[: len(gradient)]
@@ -460,7 +485,7 @@ def cmd_ps(args: argparse.Namespace) -> int:
         plan = PlanWatcher(Path(args.state), lambda r: (r["job_id"], r["task_id"]) == task)
     ps = ParameterServer(open_raw(args.iface), _endpoint(args.iface, args.ip),
                          Task(args.job, args.task), args.workers, -(-elements // K),
-                         args.result_flow_id, plan=plan)
+                         args.result_flow_id, plan=plan, epoch=args.epoch)
     start = time.monotonic()
     _stop_on_sigterm()
     try:
@@ -482,6 +507,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", type=int, default=0)
     p.add_argument("--workers", type=int, required=True, help="workers in the task")
     p.add_argument("--size-mb", type=float, default=1.0, help="gradient size (default 1 MB)")
+    p.add_argument("--epoch", type=int, default=0,
+                   help="iteration number, carried in fragment ids (worker and PS must agree)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

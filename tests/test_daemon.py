@@ -3,6 +3,7 @@ gives a clear message naming the component, exit 1, and nothing left running."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -11,6 +12,10 @@ import time
 import yaml
 from conftest import EXAMPLES, free_port
 
+from controller.daemon import Session, replan
+from controller.network import load_topology
+from controller.solvers import solve
+from controller.southbound.p4runtime import SwitchTarget
 from controller.topogen import Workload, leaf_spine
 
 
@@ -103,3 +108,17 @@ def _wait(condition, timeout: float = 20.0) -> bool:
             pass
         time.sleep(0.1)
     return False
+
+
+def test_a_replan_that_finds_no_plan_keeps_the_current_one_and_says_why(tmp_path):
+    """The PS cut off: no scheme can route to it; the daemon must not die (it keeps the
+    switches programmed), it keeps plan v1 and publishes the reason."""
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    targets = {"S1": SwitchTarget("S1", f"127.0.0.1:{free_port()}", 1)}
+    session = Session(network, solve(network, "aro"), targets, tmp_path / "state.json")
+    asyncio.run(replan(session, {("L0", "PS")}))
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["version"] == 1 and state["replans"] == []
+    (failure,) = state["replan_failures"]
+    assert failure["dead_links"] == [["L0", "PS"]]
+    assert "PS" in failure["error"]

@@ -39,7 +39,7 @@ from dataplane.frame import (
     K,
     build_frame,
 )
-from dataplane.hosts import Task, Worker, fragments
+from dataplane.hosts import Task, Worker, frag_id, fragments
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client, WriteFailed
 from dataplane.schema import P4INFO_PATH, load_p4info
@@ -291,6 +291,34 @@ def test_worker_whose_result_was_lost_gets_it_again_through_a_probe(target: Targ
     target.sockets[1].send(_frame(1, 0, 1, _elements(1)))
     out = _receive(target.sockets[4], expect=1)
     np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+
+
+def test_a_partial_sum_left_by_an_earlier_iteration_is_freed_not_merged(target: Target,
+                                                                        sw: Client) -> None:
+    """Iteration 0 left flow 1's contribution to fragment 0 in the slot (its ACK was lost).
+    Iteration 1's fragment 0 has another fragment id, so it collides instead of merging; the
+    worker frees the leftover with an ACK and the sum holds this iteration's values only."""
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=1)
+    sw.write(sw.group(8, [1]), sw.table_entry("result_multicast", {"job": JOB, "task": TASK},
+                                              "set_result_group", group=8))
+    target.sockets[1].send(_frame(1, frag_id(0, 0), 1, _elements(100)))  # the leftover
+    rows = fragments(_elements(1))
+    worker = Worker(target.sockets[1], HOSTS[1], PS, Task(JOB, TASK), 1, NEXT_NODE, rows,
+                    timeout=0.1, epoch=1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    time.sleep(0.5)  # collision, CONTROL, ACK of the leftover, the worker's resend stored
+    target.sockets[2].send(_frame(2, frag_id(1, 0), 2, _elements(2)))
+    sums = [f for f in _receive(target.sockets[4], wait=1.0)
+            if InaHeader.unpack(f).flags == DATA]
+    assert len(sums) == 1
+    assert InaHeader.unpack(sums[0]).frag_id == frag_id(1, 0)
+    np.testing.assert_array_equal(_values(sums[0]), _elements(1) + _elements(2))
+    assert sw.counter("collisions")[0] >= 1
+    target.sockets[4].send(_frame(4, frag_id(1, 0), OUT_FLOW, _elements(7), flags=RESULT,
+                                  count=2))
+    thread.join(timeout=5)
+    assert not thread.is_alive() and worker.stats.acks >= 1
 
 
 def test_two_pipelines_never_mix(target: Target, sw: Client) -> None:
