@@ -249,7 +249,8 @@ async def _publish_counters(session: Session) -> None:
         session.publish()
 
 
-async def _watch_links(session: Session, interval: float, dead_after: int = 3) -> None:
+async def _watch_links(session: Session, interval: float, dead_after: int = 3,
+                       revive_after: int = 4) -> None:
     """Re-plan whenever the set of dead links between settled switches changes.
 
     A link is judged only once both its switches have been programmed for longer than the
@@ -257,8 +258,8 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 3) -
     while, and that is its reconnect's business, not a reason to move traffic.
     """
     monitor = LinkMonitor([d.switch for d in session.drivers.values()], session.network,
-                          interval=interval, dead_after=dead_after)
-    settle = (dead_after + 1) * interval
+                          interval=interval, dead_after=dead_after, revive_after=revive_after)
+    settle = (max(dead_after, revive_after) + 1) * interval
     monitor_task = asyncio.create_task(monitor.run())
     try:
         while True:

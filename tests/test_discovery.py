@@ -69,6 +69,37 @@ def test_a_link_dies_after_missing_rounds_and_revives_on_the_next_probe() -> Non
     assert monitor.changed.is_set() and len(changes) == 3
 
 
+def test_a_dead_link_comes_back_only_after_probes_in_a_row() -> None:
+    """Probes lost to congestion must not make a busy link flap: revive_after=3."""
+    network = _two_switches()
+    monitor = LinkMonitor([_FakeSwitch("S1"), _FakeSwitch("S2")], network,  # type: ignore[list-item]
+                          dead_after=2, revive_after=3)
+    port = network.graph.edges["S1", "S2"]["out_port"]
+    back = network.graph.edges["S1", "S2"]["in_port"]
+    link = ("S1", "S2")
+
+    def probe_in_round(r: int) -> None:
+        monitor.round = r
+        monitor.arrived("S2", back, probe_frame("S1", port))
+
+    probe_in_round(1)
+    monitor.round = 3
+    monitor._judge()
+    assert link in monitor.dead_links()
+    probe_in_round(4)
+    probe_in_round(5)
+    assert link in monitor.dead_links()  # two rounds in a row: not yet
+    monitor.round = 7  # a round missed: the run starts again
+    probe_in_round(7)
+    probe_in_round(8)
+    assert link in monitor.dead_links()
+    probe_in_round(9)
+    assert link not in monitor.dead_links()
+    monitor.round = 10
+    monitor._judge()
+    assert link not in monitor.dead_links()  # alive links die only after dead_after rounds
+
+
 # *** two embedded switches on a veth pair
 
 def _ip(*args: str) -> None:

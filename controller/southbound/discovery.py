@@ -72,18 +72,22 @@ def parse_probe(frame: bytes) -> tuple[str, int] | None:
 class LinkMonitor:
     """Probes the links between `switches` (finsy Switches named as in `network`).
 
-    `changed` is set (and `on_change(dead_links)` called) whenever the set of dead links
-    changes; the caller clears the event after reading `dead_links()`.
+    A link dies after `dead_after` rounds without its probe and comes back once its probes
+    arrived in `revive_after` rounds in a row: probes lost to congestion otherwise make a busy
+    link flap, and every flap is a re-plan. `changed` is set (and `on_change(dead_links)`
+    called) whenever the set of dead links changes; the caller clears the event after reading
+    `dead_links()`.
     """
 
     def __init__(self, switches: Iterable[Switch], network: Network, *, interval: float = 1.0,
-                 dead_after: int = 3,
+                 dead_after: int = 3, revive_after: int = 1,
                  on_change: Callable[[frozenset[Edge]], None] | None = None) -> None:
-        if dead_after < 1 or interval <= 0:
-            raise ValueError("interval must be > 0 and dead_after >= 1")
+        if dead_after < 1 or revive_after < 1 or interval <= 0:
+            raise ValueError("interval must be > 0, dead_after and revive_after >= 1")
         self.switches = {sw.name: sw for sw in switches}
         self.interval = interval
         self.dead_after = dead_after
+        self.revive_after = revive_after
         self.on_change = on_change
         self.changed = asyncio.Event()
         # (sender, its port, receiver, its port) -> the topology's directed link.
@@ -94,6 +98,7 @@ class LinkMonitor:
         }
         self.round = 0
         self.last_seen: dict[Edge, int] = {}
+        self.streak_start: dict[Edge, int] = {}  # first round of the current run of probes
         self._dead: frozenset[Edge] = frozenset()
         self._strays: set[tuple[str, int, str, int]] = set()
 
@@ -124,6 +129,8 @@ class LinkMonitor:
         key = (*sender, switch, port)
         edge = self.expected.get(key)
         if edge is not None:
+            if self.last_seen.get(edge, -1) < self.round - 1:
+                self.streak_start[edge] = self.round
             self.last_seen[edge] = self.round
             self._judge()
         elif key not in self._strays:  # a cable the topology does not describe
@@ -145,9 +152,14 @@ class LinkMonitor:
             await asyncio.sleep(self.interval)
             self._judge()
 
+    def _is_dead(self, edge: Edge) -> bool:
+        if self.round - self.last_seen.get(edge, 0) >= self.dead_after:
+            return True
+        return (edge in self._dead
+                and self.round - self.streak_start[edge] + 1 < self.revive_after)
+
     def _judge(self) -> None:
-        dead = frozenset(e for e in self.expected.values()
-                         if self.round - self.last_seen.get(e, 0) >= self.dead_after)
+        dead = frozenset(e for e in self.expected.values() if self._is_dead(e))
         if dead != self._dead:
             LOG.info("dead links now: %s", sorted(dead) or "none")
             self._dead = dead
