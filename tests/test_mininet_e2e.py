@@ -71,19 +71,25 @@ def test_switch_restarted_mid_run_is_reprogrammed_and_results_stay_exact():
           f"{restarts[0].repush_seconds:.2f} s later (writes {pushes[1]:.3f} s)")
 
 
-def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
-    from controller.mininet_runner import Emulation
-
-    network = load_topology(EXAMPLES / "aro-fig1.yaml")
-    plan = solve(network, "aro")
-    assert any(path[1:3] == ["L1", "S1"] for path in plan.tasks[0].paths.values())
+def _cut_l1_s1_mid_run(emu) -> object:
+    """One iteration of the ARO plan, whose paths use L1–S1, with that link cut once the
+    transfer has started; returns the iteration's result."""
+    assert any(p[1:3] == ["L1", "S1"] for p in emu.plan.tasks[0].paths.values())
 
     def cut() -> None:
         emu.wait_for_traffic()
         emu.set_link("L1", "S1", up=False)
 
-    with Emulation(network, plan) as emu:
-        (it,) = emu.iterate(0.25, 1, timeout=90, during=cut)
+    (it,) = emu.iterate(0.25, 1, timeout=90, during=cut)
+    return it
+
+
+def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
+    from controller.mininet_runner import Emulation
+
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    with Emulation(network, solve(network, "aro")) as emu:
+        it = _cut_l1_s1_mid_run(emu)
         state = emu.state()
     assert it.exact
     assert state["version"] >= 2
@@ -102,15 +108,8 @@ def test_link_cut_mid_run_with_plain_switches_on_open_vswitch_moves_them_too():
     from controller.mininet_runner import Emulation
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
-    plan = solve(network, "aro")
-    assert any(path[1:3] == ["L1", "S1"] for path in plan.tasks[0].paths.values())
-
-    def cut() -> None:
-        emu.wait_for_traffic()
-        emu.set_link("L1", "S1", up=False)
-
-    with Emulation(network, plan, plain_switches="ovs") as emu:
-        (it,) = emu.iterate(0.25, 1, timeout=90, during=cut)
+    with Emulation(network, solve(network, "aro"), plain_switches="ovs") as emu:
+        it = _cut_l1_s1_mid_run(emu)
         state = emu.state()
         openflow = _wait_retired(emu.ovs.state, state["version"])
         daemon_log = (emu.workdir / "controller.log").read_text()

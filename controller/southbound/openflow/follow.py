@@ -126,13 +126,18 @@ class DaemonFollower:
                 if version < published.version:
                     self.retire_at.setdefault(version, deadline)
 
+    def _compile(self, announced: Announced) -> dict | None:
+        try:
+            return self.follow.compile(announced)
+        except CompileError as exc:
+            log.error("plan version %d cannot be installed: %s", announced.version, exc)
+            return None
+
     def add_version(self, announced: Announced) -> None:
         """Make: install `announced` beside what the switches hold; returns once every
         connected switch confirmed it (barrier) and the datapath caches were revalidated."""
-        try:
-            tables = self.follow.compile(announced)
-        except CompileError as exc:
-            log.error("plan version %d cannot be installed: %s", announced.version, exc)
+        tables = self._compile(announced)
+        if tables is None:
             return
         with self.lock:
             for old in [v for v in self.versions if generation(v) == generation(
@@ -164,10 +169,8 @@ class DaemonFollower:
 
     def replace_all(self, announced: Announced) -> None:
         """Hold `announced` only: the daemon restarted and numbers its versions anew."""
-        try:
-            tables = self.follow.compile(announced)
-        except CompileError as exc:
-            log.error("plan version %d cannot be installed: %s", announced.version, exc)
+        tables = self._compile(announced)
+        if tables is None:
             return
         with self.lock:
             self.versions = {announced.version: tables}
