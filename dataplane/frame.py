@@ -13,6 +13,8 @@ from dataclasses import dataclass
 K = 32
 MAX_PIPES = 4
 SLOTS_PER_PIPE = 4096
+# A partial sum nothing touched for this long is abandoned: the slot counts as free (README 4.2)
+STALE_AFTER_SECONDS = 2.0
 INA_UDP_PORT = 20033
 # Flow ids come in generations (plan versions cycle through 4): the PS keeps a fragment's sums
 # per generation so that a fragment resent under a new plan is never added to what the old

@@ -8,6 +8,7 @@ comments refer to the README, which is the specification this mirrors line for l
 from __future__ import annotations
 
 import struct
+import time
 import zlib
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ from dataplane.frame import (
     PROBE,
     RESULT,
     SLOTS_PER_PIPE,
+    STALE_AFTER_SECONDS,
     K,
     set_ipv4_checksum,
 )
@@ -78,6 +80,7 @@ class Slots:
         self.tag = [0] * cells
         self.bitmap = [0] * cells
         self.count = [0] * cells
+        self.touched = [0.0] * cells  # monotonic seconds of the last contribution or duplicate
         self.values = np.zeros((cells, K), dtype=np.int32)
 
 
@@ -175,8 +178,9 @@ class Pipeline:
                    count: int) -> bytes | str | None:
         """Step 4.2. Returns the frame to forward, "collision", "duplicate", or None (consumed)."""
         s = self.slots
-        bitmap = s.bitmap[cell]
-        free = bitmap == 0
+        now = time.monotonic()
+        free = s.bitmap[cell] == 0 or now - s.touched[cell] > STALE_AFTER_SECONDS
+        bitmap = 0 if free else s.bitmap[cell]
         mine = not free and s.frag[cell] == frag and s.tag[cell] == act.tag
         if flags == ACK:
             if mine:
@@ -186,6 +190,7 @@ class Pipeline:
             return self._emit(frame, act, None, None)
         if not free and not mine:
             return "collision"
+        s.touched[cell] = now  # a contribution or a duplicate: the partial sum is alive
         if bitmap & act.member:
             return "duplicate"
         elems = np.frombuffer(frame, _BE_INT32, K, OFF_ELEMS)

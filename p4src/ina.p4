@@ -26,6 +26,7 @@
 #define SLOTS_PER_PIPE 4096
 #define CELLS 16384              // MAX_PIPES * SLOTS_PER_PIPE
 #define VALUE_CELLS 524288       // CELLS * K
+#define STALE_AFTER_US 2000000   // a partial sum untouched this long is abandoned (README 4.2)
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_LLDP = 0x88cc;
@@ -210,6 +211,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     @name("slot_bitmap") register<bit<32>>(CELLS) slot_bitmap;
     @name("slot_count") register<bit<16>>(CELLS) slot_count;
     @name("slot_values") register<bit<32>>(VALUE_CELLS) slot_values;
+    @name("slot_time") register<bit<48>>(CELLS) slot_time;  // last contribution or duplicate
 
     // Events the controller observes, indexed by pipe.
     @name("aggregations_completed") counter(MAX_PIPES, CounterType.packets) aggregations_completed;
@@ -267,13 +269,16 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bit<16> owner;
         bit<32> bitmap;
         bit<16> stored_count;
+        bit<48> touched;
+        bit<48> now = standard_metadata.ingress_global_timestamp;
         slot_frag.read(frag, meta.cell);
         slot_tag.read(owner, meta.cell);
         slot_bitmap.read(bitmap, meta.cell);
         slot_count.read(stored_count, meta.cell);
+        slot_time.read(touched, meta.cell);
 
         bool is_data = hdr.ina.flags == FLAG_DATA;
-        bool free = bitmap == 0;
+        bool free = bitmap == 0 || now - touched > STALE_AFTER_US;  // abandoned counts as free
         bool mine = !free && frag == hdr.ina.frag_id && owner == tag;
         bool dup = is_data && mine && (bitmap & member) != 0;
         bool collide = is_data && !free && !mine;
@@ -287,6 +292,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_tag.write(meta.cell, take ? tag : owner);
         slot_bitmap.write(meta.cell, release ? 32w0 : (take ? new_bitmap : bitmap));
         slot_count.write(meta.cell, take ? new_count : stored_count);
+        slot_time.write(meta.cell, (take || dup) ? now : touched);
         hdr.ina.count = done ? new_count : hdr.ina.count;
 
         bit<32> vbase = meta.cell * K;

@@ -34,6 +34,7 @@ from dataplane.frame import (
     OFF_UDP,
     PROBE,
     RESULT,
+    STALE_AFTER_SECONDS,
     Endpoint,
     InaHeader,
     K,
@@ -319,6 +320,36 @@ def test_a_partial_sum_left_by_an_earlier_iteration_is_freed_not_merged(target: 
                                   count=2))
     thread.join(timeout=5)
     assert not thread.is_alive() and worker.stats.acks >= 1
+
+
+def test_an_abandoned_partial_sum_is_replaced_not_merged(target: Target, sw: Client) -> None:
+    """Flow 1's contribution to fragment 40 stays unfinished and nobody retransmits into it
+    (its plan was left): after STALE_AFTER the slot counts as free, so the same fragment id
+    under the same tag starts a new sum instead of adding to, or duplicating against, it."""
+    _install_aggregation(sw, {1: 0, 2: 0})
+    target.sockets[1].send(_frame(1, 40, 1, _elements(100)))  # abandoned
+    time.sleep(STALE_AFTER_SECONDS + 0.5)
+    target.sockets[1].send(_frame(1, 40, 1, _elements(1)))
+    target.sockets[2].send(_frame(2, 40, 2, _elements(2)))
+    out = _receive(target.sockets[4], expect=1)
+    assert len(out) == 1
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+    assert InaHeader.unpack(out[0]).count == 2
+    assert sw.counter("duplicates") == [0, 0, 0, 0]
+
+
+def test_a_partial_sum_kept_alive_by_retransmissions_is_not_replaced(target: Target,
+                                                                     sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    deadline, sent = time.monotonic() + STALE_AFTER_SECONDS + 0.5, 0
+    while time.monotonic() < deadline:  # flow 1 keeps retransmitting, as a waiting worker does
+        target.sockets[1].send(_frame(1, 41, 1, _elements(1)))
+        sent += 1
+        time.sleep(0.4)
+    target.sockets[2].send(_frame(2, 41, 2, _elements(2)))
+    out = _receive(target.sockets[4], expect=1)
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+    assert sw.counter("duplicates")[0] == sent - 1  # every resend renewed it: none took over
 
 
 def test_two_pipelines_never_mix(target: Target, sw: Client) -> None:
