@@ -203,6 +203,9 @@ class Worker:
     next_frag: int = 0
     epoch: int = 0  # the iteration, carried in every fragment id
 
+    def __post_init__(self) -> None:
+        self.epoch %= EPOCHS  # as it reads back from a fragment id
+
     def waiting_for(self) -> dict[str, object]:
         """What a stuck worker is waiting for (printed when it is stopped before the end)."""
         return {"next_fragment": self.next_frag, "outstanding": sorted(self.outstanding)[:20],
@@ -258,7 +261,7 @@ class Worker:
             return
         self._unblocked[occupant] = now + self.timeout
         epoch, index = split_frag_id(occupant)
-        if epoch != self.epoch % EPOCHS or index >= len(self.rows) or have[index]:
+        if epoch != self.epoch or index >= len(self.rows) or have[index]:
             self._send(index, ACK, epoch)
             self.stats.acks += 1
         elif index not in self.outstanding:
@@ -322,7 +325,7 @@ class Worker:
                     continue
                 if flags == CONTROL:
                     self._unblock(occupant, have)
-                if epoch != self.epoch % EPOCHS or frag >= total:
+                if epoch != self.epoch or frag >= total:
                     continue
                 if flags == RESULT and not have[frag]:
                     result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
@@ -370,6 +373,7 @@ class ParameterServer:
     epoch: int = 0  # the iteration; fragments of other iterations are ignored
 
     def __post_init__(self) -> None:
+        self.epoch %= EPOCHS  # as it reads back from a fragment id
         self.done = np.zeros(self.fragments, dtype=bool)
         self.result = np.zeros((self.fragments, K), dtype=np.int32)
 
@@ -390,7 +394,7 @@ class ParameterServer:
     def handle(self, frame: bytes) -> None:
         job, task, flags, flow, _, raw, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         epoch, frag = split_frag_id(raw)
-        if ((job, task) != (self.task.job, self.task.task) or epoch != self.epoch % EPOCHS
+        if ((job, task) != (self.task.job, self.task.task) or epoch != self.epoch
                 or frag >= self.fragments):
             return
         if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):

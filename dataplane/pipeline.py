@@ -182,11 +182,9 @@ class Pipeline:
         free = s.bitmap[cell] == 0 or now - s.touched[cell] > STALE_AFTER_SECONDS
         bitmap = 0 if free else s.bitmap[cell]
         mine = not free and s.frag[cell] == frag and s.tag[cell] == act.tag
-        if flags == ACK:
-            if mine:
+        if flags in (ACK, PROBE):
+            if flags == ACK and mine:  # a PROBE leaves the slot alone
                 s.bitmap[cell] = 0
-            return self._emit(frame, act, None, None)
-        if flags == PROBE:  # passes like an ACK but leaves the slot alone
             return self._emit(frame, act, None, None)
         if not free and not mine:
             return "collision"
