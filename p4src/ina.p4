@@ -307,11 +307,12 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         AGG_ELEM(24) AGG_ELEM(25) AGG_ELEM(26) AGG_ELEM(27)
         AGG_ELEM(28) AGG_ELEM(29) AGG_ELEM(30) AGG_ELEM(31)
 
+        // Nested conditionals in parentheses: p4c groups an unparenthesised chain left to right.
         meta.verdict = collide ? V_COLLIDE
-                     : dup ? V_DUP
-                     : done ? V_DONE
-                     : take ? V_PARTIAL
-                     : V_OUT;
+                     : (dup ? V_DUP
+                     : (done ? V_DONE
+                     : (take ? V_PARTIAL
+                     : V_OUT)));
         meta.occupant = frag;
         meta.out_flow = out_flow;
         meta.next_node = next_node;
