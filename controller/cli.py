@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -129,6 +130,10 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     network = load_topology(args.topology)
+    try:
+        targets = daemon.load_targets(args.switches)
+    except daemon.SwitchesFileError as exc:
+        raise UserError(str(exc)) from None
     if args.plan:
         plan = _load_plan(args.plan)
     else:
@@ -137,7 +142,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         except UnknownScheme as exc:
             raise UserError(str(exc)) from None
     print_plan(plan)
-    session = daemon.Session(network, plan, daemon.load_targets(args.switches),
+    session = daemon.Session(network, plan, targets,
                              Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None,
                              p4info=Path(args.p4info) if args.p4info else None,
                              openflow_state=Path(args.openflow_state) if args.openflow_state
@@ -175,6 +180,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     for failure in state.get("replan_failures", [])[-3:]:
         console.print(f"[red]re-plan failed[/red] around {failure['dead_links']}: "
                       f"{failure['error']} (plan v{state['version']} kept)")
+    if state.get("topology_problem"):
+        console.print(f"[red]topology file not usable[/red] ({state['topology_problem']['error']});"
+                      f" plan v{state['version']} kept", soft_wrap=True, highlight=False)
+    stopped = state.get("controller", {}).get("stopped")
+    if stopped:
+        console.print(f"controller stopped ({stopped['reason']}) at "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(stopped['at']))}: "
+                      "the switches are shown as last seen")
     return 0
 
 
