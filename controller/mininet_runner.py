@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Self
 
 from controller.network import Network
+from controller.p4build import P4CompileError, compile_for_bmv2
 from controller.plan import Plan
 from controller.program import Numbering
+from dataplane.frame import CPU_PORT
 
 # One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for a Python switch
 # on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick runs.
@@ -94,8 +96,9 @@ def switch_command(target: str, device_id: int, address: str, ports: dict[int, s
     """The command line of one switch process; both targets take simple_switch_grpc's flags."""
     ifaces = [arg for port, name in sorted(ports.items()) for arg in ("-i", f"{port}@{name}")]
     if target == "bmv2":
-        return ["simple_switch_grpc", "--device-id", str(device_id), *ifaces, "--no-p4", "--",
-                "--grpc-server-addr", address]
+        return ["simple_switch_grpc", "--device-id", str(device_id), *ifaces, "--no-p4",
+                "--thrift-port", str(_free_port()), "--",
+                "--grpc-server-addr", address, "--cpu-port", str(CPU_PORT)]
     return [sys.executable, "-m", "controller.cli", "switch", "--device-id", str(device_id),
             "--grpc-addr", address, *ifaces, "--log-level", "warning"]
 
@@ -248,7 +251,7 @@ class Emulation:
         self.procs["controller"] = subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "controller", self.network.source,
              "--plan", str(plan_file), "--switches", str(self.workdir / "switches.json"),
-             "--state", str(self.state_file), "--log-level", "warning",
+             "--state", str(self.state_file), "--log-level", "warning", *self._program_args(),
              *(["--openflow-state", str(self.ovs.state)] if self.ovs else [])],
             stdout=self._log("controller.log"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -259,6 +262,17 @@ class Emulation:
             if time.monotonic() > deadline:
                 raise RunnerError("controller did not program the switches within 60 s")
             time.sleep(0.1)
+
+    def _program_args(self) -> list[str]:
+        """bmv2 takes only p4c's JSON with the P4Info p4c wrote for it; the embedded target
+        runs its built-in pipeline with the checked-in P4Info (the daemon's defaults)."""
+        if self.target != "bmv2":
+            return []
+        try:
+            program = compile_for_bmv2()
+        except P4CompileError as exc:
+            raise RunnerError(f"target bmv2: {exc}") from None
+        return ["--p4blob", str(program.json), "--p4info", str(program.p4info)]
 
     def wait_for_traffic(self, packets: int = 300, timeout: float = 30.0) -> float:
         """Block until the first task's PS link has carried `packets` more packets than when
