@@ -199,3 +199,16 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _no_constant(name: str) -> Any:
     raise _JsonProblem(f"{name} is not a JSON number")
 
+
+def plain_error(err: Any) -> str:
+    """pydantic's message for one error, with the offending value when it is short."""
+    if err["type"] == "missing":
+        return "this required field is missing"
+    if err["type"] == "extra_forbidden":
+        return "unknown field"
+    text = err["msg"].removeprefix("Value error, ")
+    value = err.get("input")
+    if isinstance(value, (bool, int, float, str)) and err["type"] not in ("value_error",):
+        shown = repr(value)
+        text += f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})"
+    return text

@@ -34,7 +34,7 @@ from pydantic import (
     model_validator,
 )
 
-from controller.inputs import InputError, parse_yaml, read_text
+from controller.inputs import InputError, parse_yaml, plain_error, read_text
 
 Role = Literal["worker", "ps", "idle"]
 Tier = Literal["leaf", "spine", "core", "aggregation", "edge", "tor", "other"]
@@ -308,21 +308,9 @@ def _field_path(loc: tuple, data: Any) -> str:
 
 
 def _plain(err: dict) -> str:
-    if err["type"] == "missing":
-        return "this required field is missing"
     if err["type"] == "extra_forbidden":
         return "unknown field (check the spelling against topologies/README.md)"
     return plain_error(err)
-
-
-def plain_error(err: Any) -> str:
-    """pydantic's message for one error, with the offending value when it is short."""
-    text = err["msg"].removeprefix("Value error, ")
-    value = err.get("input")
-    if isinstance(value, (bool, int, float, str)) and err["type"] not in ("value_error",):
-        shown = repr(value)
-        text += f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})"
-    return text
 
 
 def _check_semantics(spec: TopologySpec, source: str) -> Network:
