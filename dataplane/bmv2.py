@@ -65,14 +65,14 @@ def wait_listening(address: str, process: subprocess.Popen | None = None,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"{SWITCH} exited with status {process.returncode} before "
-                               f"serving P4Runtime on {address}")
+            raise RuntimeError(f"the switch ({process.args[0]}) exited with status "
+                               f"{process.returncode} before serving P4Runtime on {address}")
         try:
             socket.create_connection((host, int(port)), timeout=0.2).close()
             return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"{SWITCH} did not serve P4Runtime on {address} within {timeout:.0f} s")
+    raise RuntimeError(f"no switch served P4Runtime on {address} within {timeout:.0f} s")
 
 
 def start_bmv2(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int = 1,

@@ -10,26 +10,16 @@ from __future__ import annotations
 
 import select
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
 
-from controller.p4build import HOW_TO_GET_P4C, compile_for_bmv2, compiler_path
-from dataplane.bmv2 import (
-    HOW_TO_GET_BMV2,
-    bmv2_command,
-    free_tcp_port,
-    switch_path,
-    wait_listening,
-)
+from dataplane.bmv2 import free_tcp_port
 from dataplane.frame import (
     ACK,
     CONTROL,
@@ -50,10 +40,9 @@ from dataplane.frame import (
 from dataplane.hosts import Task, Worker, frag_id, fragments
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client, WriteFailed
-from dataplane.schema import P4INFO_PATH, load_p4info
+from dataplane.targets import KINDS, missing, program_for, start_target
 
 pytestmark = pytest.mark.root
-ROOT = Path(__file__).resolve().parents[2]
 PORTS = 4
 DEVICE_ID = 1
 JOB, TASK, OUT_FLOW, NEXT_NODE, TAG = 3, 1, 100, 77, 5
@@ -71,36 +60,24 @@ class Target:
     sockets: dict[int, socket.socket]
 
 
-def _bmv2_program() -> tuple[object, bytes]:
-    """p4c's P4Info and JSON for ina.p4; skip with how to get p4c/bmv2 when either is absent."""
-    if switch_path() is None:
-        pytest.skip(HOW_TO_GET_BMV2)
-    if compiler_path() is None:
-        pytest.skip(HOW_TO_GET_P4C)
-    program = compile_for_bmv2()
-    return load_p4info(program.p4info), program.json.read_bytes()
-
-
-@pytest.fixture(scope="module", params=["embedded", "bmv2"])
+@pytest.fixture(scope="module", params=KINDS)
 def target(request) -> Iterator[Target]:
-    if request.param == "bmv2":
-        p4info, device_config = _bmv2_program()
-    else:
-        p4info, device_config = load_p4info(P4INFO_PATH), b""
+    reason = missing(request.param)
+    if reason:
+        pytest.skip(reason)
+    program = program_for(request.param)
     net = VethNet(PORTS)
     net.create()
     address = f"127.0.0.1:{free_tcp_port()}"
-    if request.param == "bmv2":
-        cmd = bmv2_command(net.switch_if, address, device_id=DEVICE_ID)
-    else:
-        ifaces = [arg for p, name in net.switch_if.items() for arg in ("-i", f"{p}@{name}")]
-        cmd = [sys.executable, "-m", "dataplane", "switch", "--device-id", str(DEVICE_ID),
-               "--grpc-addr", address, *ifaces, "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT)
     try:
-        wait_listening(address, proc)
+        proc = start_target(request.param, net.switch_if, address, DEVICE_ID)
+    except BaseException:
+        net.destroy()
+        raise
+    try:
         sockets = {p: net.host_socket(p) for p in net.host_if}
-        yield Target(request.param, address, net, p4info, device_config, sockets)
+        yield Target(request.param, address, net, program.p4info, program.device_config,
+                     sockets)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
