@@ -14,6 +14,7 @@ real `mininet` package for scripts run from the repository root.
 from __future__ import annotations
 
 import json
+import select
 import shutil
 import socket
 import subprocess
@@ -37,6 +38,9 @@ from dataplane.frame import CPU_PORT
 DEFAULT_SCALE_MBPS = 2.0
 # Workers pace slightly under their planned rate so shaping queues do not overflow.
 PACING_HEADROOM = 0.95
+# Host agents import numpy and the CLI before they are ready; on a loaded 2-core machine that
+# can take seconds. It is not part of the iteration time (the per-iteration timeout).
+AGENT_START_SECONDS = 60.0
 
 
 class RunnerError(RuntimeError):
@@ -319,12 +323,11 @@ class Emulation:
         ps = ps_host.popen([sys.executable, "-m", "controller.cli", "ps", "--iface",
                             self.host_intf[tp.ps], "--ip", self.ids.host_ip[tp.ps], *common,
                             "--state", str(self.state_file),
-                            "--linger", "1.5", "--result-flow-id",
+                            "--linger", "1.5", "--wait-go", "--result-flow-id",
                             str(next(iter(assignments.values()))["result_flow_id"])],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        time.sleep(0.3)
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
         wire_gbps = tp.rate_gbps * self.scale / 1000 * PACING_HEADROOM
-        started = time.monotonic()
         workers = {}
         for index, worker in enumerate(tp.paths):
             a = assignments[worker]
@@ -335,8 +338,12 @@ class Emulation:
                  "--next-node", str(a["next_node"]), "--rate-gbps", f"{wire_gbps:.6f}",
                  "--state", str(self.state_file), "--name", worker,
                  "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}",
-                 "--seed", str(iteration), "--verify"],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                 "--seed", str(iteration), "--verify", "--wait-go"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # Every agent imports for seconds on a loaded machine: release them together, the PS
+        # first, so the iteration times the network rather than process start-up.
+        _release_when_ready({"PS": ps, **workers}, time.monotonic() + AGENT_START_SECONDS)
+        started = time.monotonic()
         disturbance = threading.Thread(target=during) if during else None
         if disturbance:
             disturbance.start()
@@ -354,7 +361,10 @@ class Emulation:
             sampler.join()
         wall = time.monotonic() - started
         exact = all(r.get("exact") for r in reports.values())
-        ps.wait(timeout=10)
+        try:
+            ps.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # still hearing stragglers; the workers have their sums
+            ps.kill()
         packets = _tx_packets(ps_port) - before
         fragments = reports[next(iter(reports))]["fragments"]
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
@@ -388,6 +398,23 @@ def _collect(workers: dict[str, subprocess.Popen], ps: subprocess.Popen, deadlin
             raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
         reports[worker] = json.loads(lines[-1])
     return reports
+
+
+def _release_when_ready(agents: dict[str, subprocess.Popen], deadline: float) -> None:
+    """Wait for each agent's ready line (hosts.py --wait-go), then send every one its go."""
+    for name, proc in agents.items():
+        line = b""
+        while not line.startswith(b'{"ready"'):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = line + (proc.stdout.read() if proc.poll() is not None else b"")
+                for other in agents.values():
+                    other.kill()
+                raise RunnerError(f"{name} did not get ready to send: {out.decode()[-500:]}")
+            if select.select([proc.stdout], [], [], 0.1)[0]:
+                line = proc.stdout.readline()
+    for proc in agents.values():
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
 
 
 def _stop_and_report(agents: dict[str, subprocess.Popen]) -> str:
