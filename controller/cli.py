@@ -328,6 +328,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
 
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
+    args.scale_mbps = args.scale_mbps or runner.DEFAULT_SCALE_MBPS[args.target]
     console.print(f"link scale: 1 model Gbps = {args.scale_mbps:g} Mbps of TCLink bandwidth")
     results = []
     for scheme in args.scheme or ["shortest"]:
@@ -443,8 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plain-switches", choices=["p4", "ovs"], default="p4",
                    help="non-INA switches as the P4 target without aggregation (default) or "
                         "as Open vSwitch under an OpenFlow 1.3 controller (os-ken)")
-    p.add_argument("--scale-mbps", type=_positive, default=2.0,
-                   help="TCLink Mbps per model Gbps (default 2)")
+    p.add_argument("--scale-mbps", type=_positive,
+                   help="TCLink Mbps per model Gbps (default 2 on the embedded target, 0.5 on "
+                        "bmv2, which forwards ina.p4 about ten times slower)")
     p.add_argument("--timeout", type=_positive, default=120.0, help="per-iteration limit (s)")
     p.add_argument("--time-limit", type=_positive, metavar="S", help="solver time limit")
     p.add_argument("--seed", type=_seed, default=0)

@@ -1,21 +1,21 @@
 """`ina mininet`: the closed loop on an emulated network, with real packets.
 
-Builds the topology in Mininet (hosts in namespaces, TCLink shaping scaled from the model's
-Gbps), runs one switch process per switch (the embedded target, or bmv2 `simple_switch_grpc`
-when it is installed and asked for), starts `ina controller` on them, then runs K iterations
-of the job: a PS and every worker per iteration, each worker checking the result it receives
-against the exact sum. Everything is torn down even on failure.
+Builds the topology in Mininet with the classes of controller.mininet_nodes (hosts in
+namespaces, TCLink shaping scaled from the model's Gbps, one switch process per switch: the
+embedded target, or bmv2 `simple_switch_grpc` with `--target bmv2`), starts `ina controller` on
+them, then runs K iterations of the job: a PS and every worker per iteration, released
+together once all are ready, each worker checking the result it receives against the exact
+sum. Everything is torn down even on failure.
 
-It lives in the `controller` package rather than in a top-level `mininet/` folder so that
-`ina mininet` works from any directory; a top-level folder of that name could also shadow the
-real `mininet` package for scripts run from the repository root.
+It lives in the `controller` package so that `ina mininet` works from any directory; the
+top-level `mininet/ina.py` (for `mn --custom`) loads the same node classes.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,17 +26,31 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Self
 
+from controller.mininet_nodes import (
+    SWITCH_CLASSES,
+    BareSwitch,
+    InaTopo,
+    P4RuntimeSwitch,
+    SwitchProcessError,
+)
 from controller.network import Network
 from controller.p4build import P4CompileError, compile_for_bmv2
 from controller.plan import Plan
 from controller.program import Numbering
-from dataplane.frame import CPU_PORT
 
-# One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for a Python switch
-# on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick runs.
-DEFAULT_SCALE_MBPS = 2.0
+# One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for the switch
+# processes on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick
+# runs. bmv2 running ina.p4 forwards about a tenth of what the embedded target does (issue 11's
+# `ina bench target`: ~3,000 vs ~34,000 aggregated fragments/s); at 2 Mbps per Gbps ARO's
+# busiest switch (S1 on Fig. 1: three flows in, results out) saturated it, its queues pushed
+# round trips past the workers' 0.5 s timeout and the resends collapsed the run (1.3-2.4 flows
+# into the PS); at 0.5 it keeps up (1 flow, shortest/aro 4.3 in one measured run).
+DEFAULT_SCALE_MBPS = {"embedded": 2.0, "bmv2": 0.5}
 # Workers pace slightly under their planned rate so shaping queues do not overflow.
 PACING_HEADROOM = 0.95
+# Host agents import numpy and the CLI before they are ready; on a loaded 2-core machine that
+# can take seconds. It is not part of the iteration time (the per-iteration timeout).
+AGENT_START_SECONDS = 60.0
 
 
 class RunnerError(RuntimeError):
@@ -86,32 +100,16 @@ class RunResult:
         return {**asdict(self), "exact": self.exact}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def switch_command(target: str, device_id: int, address: str, ports: dict[int, str]) -> list[str]:
-    """The command line of one switch process; both targets take simple_switch_grpc's flags."""
-    ifaces = [arg for port, name in sorted(ports.items()) for arg in ("-i", f"{port}@{name}")]
-    if target == "bmv2":
-        return ["simple_switch_grpc", "--device-id", str(device_id), *ifaces, "--no-p4",
-                "--thrift-port", str(_free_port()), "--",
-                "--grpc-server-addr", address, "--cpu-port", str(CPU_PORT)]
-    return [sys.executable, "-m", "controller.cli", "switch", "--device-id", str(device_id),
-            "--grpc-addr", address, *ifaces, "--log-level", "warning"]
-
-
 class Emulation:
     """The Mininet network plus its switch and controller processes; a context manager."""
 
     def __init__(self, network: Network, plan: Plan, *, target: str = "embedded",
-                 scale_mbps: float = DEFAULT_SCALE_MBPS, workdir: Path | None = None,
+                 scale_mbps: float | None = None, workdir: Path | None = None,
                  plain_switches: str = "p4"):
         if target == "bmv2" and not shutil.which("simple_switch_grpc"):
             raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine")
-        self.network, self.plan, self.target, self.scale = network, plan, target, scale_mbps
+        self.network, self.plan, self.target = network, plan, target
+        self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]
         # Plain (non-INA) switches: the P4 target without aggregation entries, or Open vSwitch
         # under the OpenFlow controller (controller/southbound/openflow/).
         self.plain_switches = plain_switches
@@ -124,6 +122,7 @@ class Emulation:
         self.host_intf: dict[str, str] = {}
         self.logs: list = []
         self.addresses: dict[str, str] = {}
+        self.node: dict = {}  # model name -> Mininet node
 
     # -- lifecycle
     def __enter__(self) -> Self:
@@ -149,6 +148,9 @@ class Emulation:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.procs.clear()
+        for node in self.node.values():
+            if isinstance(node, P4RuntimeSwitch):
+                node.stop_process()  # before Mininet deletes the interfaces under it
         if self.ovs is not None:
             self.ovs.close()
             self.ovs = None
@@ -161,50 +163,32 @@ class Emulation:
 
     # -- building
     def _build(self) -> None:
-        from mininet.link import TCLink
         from mininet.net import Mininet
-        from mininet.node import Host
 
-        net = self.net = Mininet(controller=None, link=TCLink, build=False, autoSetMacs=False,
-                                 waitConnected=False)
-        names = {}
-        for i, host in enumerate(self.network.hosts):
-            names[host] = net.addHost(f"h{i + 1}", cls=Host, ip=f"{self.ids.host_ip[host]}/16")
-        for i, switch in enumerate(self.network.switches):
-            names[switch] = net.addHost(f"s{i + 1}", cls=Host, inNamespace=False)
-        self.node = names
-        done = set()
-        graph = self.network.graph
-        for u, v, data in graph.edges(data=True):
-            if (v, u) in done:
-                continue
-            done.add((u, v))
-            back = graph.edges[v, u]
-            link = net.addLink(
-                names[u], names[v],
-                port1=data["out_port"], port2=data["in_port"],
-                params1={"bw": data["capacity_gbps"] * self.scale},
-                params2={"bw": back["capacity_gbps"] * self.scale},
-            )
-            for node, port, intf in ((u, data["out_port"], link.intf1),
-                                     (v, data["in_port"], link.intf2)):
-                if self.network.is_switch(node):
-                    self.switch_ports.setdefault(node, {})[port] = intf.name
-                else:
-                    self.host_intf[node] = intf.name
-        net.build()
-        for host in self.network.hosts:
-            names[host].cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
+        bare = frozenset(s for s in self.network.switches
+                         if self.plain_switches == "ovs" and not self.network.is_ina(s))
+        topo = InaTopo(self.network, scale_mbps=self.scale, switch_cls=SWITCH_CLASSES[self.target],
+                       bare=bare, log_dir=self.workdir)
+        self.net = Mininet(topo=topo, controller=None, build=False, autoSetMacs=False,
+                           waitConnected=False)
+        self.net.build()
+        self.node = {model: self.net.get(name) for model, name in topo.mininet_name.items()}
+        for model, node in self.node.items():
+            if self.network.is_switch(model):
+                self.switch_ports[model] = node.port_map()
+            else:
+                self.host_intf[model] = node.defaultIntf().name
 
     def _start_switches(self) -> None:
-        ovs = [s for s in self.network.switches
-               if self.plain_switches == "ovs" and not self.network.is_ina(s)]
-        for switch in self.network.switches:
-            if switch not in ovs:
-                self.addresses[switch] = f"127.0.0.1:{_free_port()}"
-                self._spawn_switch(switch)
-        for switch, address in self.addresses.items():
-            _wait_listening(address, f"switch {switch}", self.procs[f"switch {switch}"])
+        """Start every P4 switch process (Mininet's start: each waits until it listens), then
+        the Open vSwitch bridges of the bare ones."""
+        try:
+            self.net.start()
+        except SwitchProcessError as exc:
+            raise RunnerError(str(exc)) from None
+        self.addresses = {model: node.address for model, node in self.node.items()
+                          if isinstance(node, P4RuntimeSwitch)}
+        ovs = [s for s, node in self.node.items() if isinstance(node, BareSwitch)]
         if ovs:
             from controller.southbound.openflow import OpenFlowError, start_ovs_switches
 
@@ -217,23 +201,15 @@ class Emulation:
             except OpenFlowError as exc:
                 raise RunnerError(f"plain switches (Open vSwitch): {exc}") from None
 
-    def _spawn_switch(self, switch: str) -> None:
-        device_id = self.network.switches.index(switch) + 1
-        self.procs[f"switch {switch}"] = subprocess.Popen(
-            switch_command(self.target, device_id, self.addresses[switch],
-                           self.switch_ports[switch]),
-            stdout=self._log(f"switch-{switch}.log"), stderr=subprocess.STDOUT)
-
     def restart_switch(self, switch: str, timeout: float = 30.0) -> Restart:
         """Kill a switch process and start it again empty; time its boot and the controller's
         re-push of pipeline and entries (seen in the controller's state file)."""
         pushes = len(self.state()["switches"][switch]["pushes_seconds"])
-        proc = self.procs[f"switch {switch}"]
-        proc.kill()
-        proc.wait()
         started = time.monotonic()
-        self._spawn_switch(switch)
-        _wait_listening(self.addresses[switch], f"switch {switch}", self.procs[f"switch {switch}"])
+        try:
+            self.node[switch].restart()
+        except SwitchProcessError as exc:
+            raise RunnerError(str(exc)) from None
         listening = time.monotonic()
         while time.monotonic() - started < timeout:
             if len(self.state()["switches"][switch]["pushes_seconds"]) > pushes:
@@ -319,12 +295,11 @@ class Emulation:
         ps = ps_host.popen([sys.executable, "-m", "controller.cli", "ps", "--iface",
                             self.host_intf[tp.ps], "--ip", self.ids.host_ip[tp.ps], *common,
                             "--state", str(self.state_file),
-                            "--linger", "1.5", "--result-flow-id",
+                            "--linger", "1.5", "--wait-go", "--result-flow-id",
                             str(next(iter(assignments.values()))["result_flow_id"])],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        time.sleep(0.3)
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
         wire_gbps = tp.rate_gbps * self.scale / 1000 * PACING_HEADROOM
-        started = time.monotonic()
         workers = {}
         for index, worker in enumerate(tp.paths):
             a = assignments[worker]
@@ -335,8 +310,12 @@ class Emulation:
                  "--next-node", str(a["next_node"]), "--rate-gbps", f"{wire_gbps:.6f}",
                  "--state", str(self.state_file), "--name", worker,
                  "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}",
-                 "--seed", str(iteration), "--verify"],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                 "--seed", str(iteration), "--verify", "--wait-go"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # Every agent imports for seconds on a loaded machine: release them together, the PS
+        # first, so the iteration times the network rather than process start-up.
+        _release_when_ready({"PS": ps, **workers}, time.monotonic() + AGENT_START_SECONDS)
+        started = time.monotonic()
         disturbance = threading.Thread(target=during) if during else None
         if disturbance:
             disturbance.start()
@@ -354,7 +333,10 @@ class Emulation:
             sampler.join()
         wall = time.monotonic() - started
         exact = all(r.get("exact") for r in reports.values())
-        ps.wait(timeout=10)
+        try:
+            ps.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # still hearing stragglers; the workers have their sums
+            ps.kill()
         packets = _tx_packets(ps_port) - before
         fragments = reports[next(iter(reports))]["fragments"]
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
@@ -390,6 +372,23 @@ def _collect(workers: dict[str, subprocess.Popen], ps: subprocess.Popen, deadlin
     return reports
 
 
+def _release_when_ready(agents: dict[str, subprocess.Popen], deadline: float) -> None:
+    """Wait for each agent's ready line (hosts.py --wait-go), then send every one its go."""
+    for name, proc in agents.items():
+        line = b""
+        while not line.startswith(b'{"ready"'):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = line + (proc.stdout.read() if proc.poll() is not None else b"")
+                for other in agents.values():
+                    other.kill()
+                raise RunnerError(f"{name} did not get ready to send: {out.decode()[-500:]}")
+            if select.select([proc.stdout], [], [], 0.1)[0]:
+                line = proc.stdout.readline()
+    for proc in agents.values():
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+
+
 def _stop_and_report(agents: dict[str, subprocess.Popen]) -> str:
     """Stop the agents with SIGTERM and gather what each was still waiting for (hosts.py)."""
     for proc in agents.values():
@@ -421,24 +420,11 @@ def _tx_packets(interface: str) -> int:
     return int(Path(f"/sys/class/net/{interface}/statistics/tx_packets").read_text())
 
 
-def _wait_listening(address: str, name: str, proc: subprocess.Popen, timeout: float = 20) -> None:
-    host, port = address.rsplit(":", 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RunnerError(f"{name} exited at start (code {proc.returncode})")
-        try:
-            socket.create_connection((host, int(port)), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RunnerError(f"{name} did not listen on {address} within {timeout:g} s")
-
-
 def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
-        target: str = "embedded", scale_mbps: float = DEFAULT_SCALE_MBPS,
+        target: str = "embedded", scale_mbps: float | None = None,
         timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4") -> RunResult:
     """Run the whole closed loop once; raises RunnerError naming the component that failed."""
+    scale_mbps = scale_mbps or DEFAULT_SCALE_MBPS[target]
     result = RunResult(plan.scheme, plan.tasks[0].rate_gbps, scale_mbps)
     with Emulation(network, plan, target=target, scale_mbps=scale_mbps,
                    plain_switches=plain_switches) as emu:

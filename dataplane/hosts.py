@@ -40,6 +40,7 @@ import os
 import select
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -451,6 +452,16 @@ def _gradient(args: argparse.Namespace, index: int) -> np.ndarray:
     return synthetic_gradient(args.seed, index, int(args.size_mb * 2**20) // 4)
 
 
+def _wait_for_go(args: argparse.Namespace) -> None:
+    """With --wait-go: say we are ready (socket open, gradient built), then block until a line
+    arrives on stdin. A launcher starts every agent this way, then releases them together, so
+    process start-up (seconds of imports on a loaded machine) is neither timed nor lets one
+    worker's fragments wait in switch slots for peers that have not started yet."""
+    if args.wait_go:
+        print(json.dumps({"ready": True}), flush=True)
+        sys.stdin.readline()
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     if args.verify and args.gradient:
         raise SystemExit("--verify checks synthetic gradients; it cannot be used with --gradient")
@@ -465,6 +476,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
                     plan=plan, rate_scale=args.rate_scale, epoch=args.epoch)
     _stop_on_sigterm()
     try:
+        _wait_for_go(args)
         result = worker.run()[: len(gradient)]
     except Stopped:
         print(json.dumps({"worker": args.index, "stopped": worker.waiting_for(),
@@ -490,9 +502,10 @@ def cmd_ps(args: argparse.Namespace) -> int:
     ps = ParameterServer(open_raw(args.iface), _endpoint(args.iface, args.ip),
                          Task(args.job, args.task), args.workers, -(-elements // K),
                          args.result_flow_id, plan=plan, epoch=args.epoch)
-    start = time.monotonic()
     _stop_on_sigterm()
     try:
+        _wait_for_go(args)
+        start = time.monotonic()
         ps.run(args.linger)
     except Stopped:
         print(json.dumps({"ps": True, "stopped": ps.waiting_for()}))
@@ -513,6 +526,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size-mb", type=float, default=1.0, help="gradient size (default 1 MB)")
     p.add_argument("--epoch", type=int, default=0,
                    help="iteration number, carried in fragment ids (worker and PS must agree)")
+    p.add_argument("--wait-go", action="store_true",
+                   help='print {"ready": true} once set up, then wait for a line on stdin')
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
