@@ -54,7 +54,7 @@ def print_plan(plan: Plan) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from controller.solvers import SolveOptions, UnknownScheme, solve
+    from controller.solvers import SchemeInputError, SolveOptions, solve
 
     _check_writable(args.json, "--json")
     params = _params(args.param)
@@ -65,7 +65,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     options = SolveOptions(args.time_limit, args.seed, warm, params)
     try:
         plan = solve(network, args.scheme, options)
-    except UnknownScheme as exc:
+    except SchemeInputError as exc:
         raise UserError(str(exc)) from None
     print_plan(plan)
     if args.json:
@@ -204,7 +204,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     import logging
 
     from controller import daemon
-    from controller.solvers import SolveOptions, UnknownScheme, solve
+    from controller.solvers import SchemeInputError, SolveOptions, solve
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     network = load_topology(args.topology)
@@ -217,7 +217,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     else:
         try:
             plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
-        except UnknownScheme as exc:
+        except SchemeInputError as exc:
             raise UserError(str(exc)) from None
     print_plan(plan)
     session = daemon.Session(network, plan, targets,
@@ -324,7 +324,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_mininet(args: argparse.Namespace) -> int:
     from controller import mininet_runner as runner
-    from controller.solvers import SolveOptions, UnknownScheme, solve
+    from controller.solvers import SchemeInputError, SolveOptions, solve
 
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
@@ -334,7 +334,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
     for scheme in args.scheme or ["shortest"]:
         try:
             plan = solve(network, scheme, SolveOptions(args.time_limit, args.seed))
-        except UnknownScheme as exc:
+        except SchemeInputError as exc:
             raise UserError(str(exc)) from None
         print_plan(plan)
         planned = plan.tasks[0].rate_gbps * args.scale_mbps

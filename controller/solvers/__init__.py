@@ -60,7 +60,12 @@ def scheme_names() -> list[str]:
     return sorted(_SCHEMES)
 
 
-class UnknownScheme(ValueError):
+class SchemeInputError(ValueError):
+    """Input a scheme cannot use (unknown name, bad parameter, unroutable topology); the
+    message names it and is shown as it is (the CLI exits 2)."""
+
+
+class UnknownScheme(SchemeInputError):
     pass
 
 
