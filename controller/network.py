@@ -59,6 +59,14 @@ class SwitchSpec(_Strict):
     egress_capacity_gbps: float | None = Field(default=None, ge=0)
     # Port budget of a reconfigurable (optical patch panel) pool member.
     max_ports: int | None = Field(default=None, ge=1)
+    # Flows charged to aggregation capacity: the plan's (addressed) or every one (all, EINA).
+    aggregates: Literal["addressed", "all"] = "addressed"
+
+    @model_validator(mode="after")
+    def _all_needs_ina(self) -> SwitchSpec:
+        if self.aggregates == "all" and not self.ina:
+            raise ValueError("`aggregates: all` needs `ina: true` (a plain switch merges nothing)")
+        return self
 
 
 class LinkSpec(_Strict):

@@ -13,11 +13,14 @@ import random
 from fractions import Fraction
 
 import pytest
+import yaml
 from conftest import EXAMPLES
 
+from controller import topogen
 from controller.cli import main
 from controller.evaluate import evaluate
-from controller.network import TopologyError, build_network, load_topology
+from controller.network import Network, TopologyError, build_network, load_topology
+from controller.plan import AggregationPoint, Plan, TaskPlan
 from controller.solvers import SolveOptions, solve
 from controller.solvers.eina.instance import read
 from controller.solvers.eina.model import build
@@ -271,3 +274,51 @@ def test_never_below_the_brute_force_optimum(seed):
         if plan.status == "optimal":
             assert plan.objective == pytest.approx(float(ref), abs=1e-6)
     assert run(doc, "eina", **params).objective == pytest.approx(float(ref), abs=1e-6)
+
+
+# ------------------------------------------------------------------ `aggregates: all` scoring
+
+
+def _fig1(aggregates: str) -> Network:
+    doc = yaml.safe_load((EXAMPLES / "eina-fig1.yaml").read_text())
+    for sw in doc["switches"]:
+        if sw.get("ina"):
+            sw["aggregates"] = aggregates
+    return build_network(doc)
+
+
+def _atp_routes() -> Plan:
+    """A1 and A2 merge their workers and send to A0, which merges nothing (ATP, one level)."""
+    paths = {"W0": ["W0", "A0", "PS"],
+             **{w: [w, "A1", "DCN", "A0", "PS"] for w in ("W1", "W2")},
+             **{w: [w, "A2", "DCN", "A0", "PS"] for w in ("W3", "W4")}}
+    points = [AggregationPoint("A1", 0, 2, "DCN"), AggregationPoint("A2", 0, 2, "DCN")]
+    return Plan("hand", "heuristic", 0.0, None, 0.0, 0,
+                [TaskPlan("job0", "t0", "PS", 0.0, paths, points)])
+
+
+def test_all_charges_every_entering_flow_addressed_only_the_merged_ones():
+    """By hand: with `all`, A0 is charged W0's flow and the two results: 3r ≤ 1 → 1/3; with
+    `addressed` they cross A0 free and A0's 0.8 Gbps egress carries two flows → 0.4."""
+    assert evaluate(_fig1("all"), _atp_routes()).tasks[0].rate_gbps == pytest.approx(1 / 3)
+    assert evaluate(_fig1("addressed"), _atp_routes()).tasks[0].rate_gbps == pytest.approx(0.4)
+    loads = evaluate(_fig1("all"), _atp_routes())
+    assert loads.consistent
+
+
+def test_the_example_and_the_edge_generator_use_einas_semantics():
+    net = load_topology(EXAMPLES / "eina-fig1.yaml")
+    assert {net.spec(a).aggregates for a in ("A0", "A1", "A2", "A3")} == {"all"}
+    assert net.spec("DCN").aggregates == "addressed"
+    gen = build_network(topogen.edge(aggregators=4, ps=1, workers_per_aggregator=(1, 2)))
+    assert {gen.spec(s).aggregates for s in gen.switches if gen.is_ina(s)} == {"all"}
+
+
+def test_aggregates_all_on_a_plain_switch_is_refused(tmp_path, capsys):
+    doc = yaml.safe_load((EXAMPLES / "eina-fig1.yaml").read_text())
+    doc["switches"][0]["aggregates"] = "all"  # the DCN, not INA
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["solve", str(path), "--scheme", "eina"]) == 2
+    out = capsys.readouterr().out
+    assert "aggregates" in out and "DCN" in out
