@@ -6,6 +6,9 @@ they enter as an aggregation point: flows entering the same switch through diffe
 are never merged. That yields the number of flows of each task on each directed link
 (`y[i]_u^v` in ARO's notation), from which rates follow:
 
+* an aggregator's capacity is charged for the flows it merges, or, on a switch with
+  `aggregates: all` (EINA's edge aggregators), for every flow entering it
+  (`controller.edge_aggregation`);
 * the plan's claimed rates are checked against every link and aggregator capacity;
 * achievable rates are the max-min fair allocation (progressive filling) in which task i
   consumes `flows(i, e) * r[i]` of resource e. When the claimed rates are feasible they are
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from controller.edge_aggregation import aggregator_charges
 from controller.network import Network, Task
 from controller.plan import MAX_FAN_IN, LinkLoad, Plan, TaskPlan
 
@@ -321,12 +325,11 @@ def _resources(
         for (u, v), n in tf.link_flows.items():
             uses[("link", u, v)] = n
             capacity[("link", u, v)] = network.capacity(u, v)
-        for (sw, _pipe), n in tf.aggregator_inflows.items():
+        for sw, n in aggregator_charges(network, tf.link_flows, tf.aggregator_inflows).items():
             limit = network.spec(sw).aggregation_capacity_gbps
             if limit is not None:
-                key = ("aggregator", sw)
-                uses[key] = uses.get(key, 0) + n
-                capacity[key] = limit
+                uses[("aggregator", sw)] = n
+                capacity[("aggregator", sw)] = limit
         demand[label] = uses
     return demand, capacity
 

@@ -97,6 +97,14 @@ class SwitchSpec(_Strict):
     egress_capacity_gbps: Capacity | None = None
     # Port budget of a reconfigurable (optical patch panel) pool member.
     max_ports: Port | None = None
+    # Flows charged to aggregation capacity: the plan's (addressed) or every one (all, EINA).
+    aggregates: Literal["addressed", "all"] = "addressed"
+
+    @model_validator(mode="after")
+    def _all_needs_ina(self) -> SwitchSpec:
+        if self.aggregates == "all" and not self.ina:
+            raise ValueError("`aggregates: all` needs `ina: true` (a plain switch merges nothing)")
+        return self
 
 
 class LinkSpec(_Strict):

@@ -49,6 +49,8 @@ _SCHEMES: dict[str, str] = {
     "marina": "controller.solvers.paring_baselines:solve_marina",
     "panama": "controller.solvers.paring_baselines:solve_panama",
     "spar": "controller.solvers.spar:solve",
+    "eina": "controller.solvers.eina.solver:solve_eina",
+    "eina-iqcp": "controller.solvers.eina.solver:solve_iqcp",
 }
 
 
