@@ -23,7 +23,9 @@ Formulation choice (measured on this 2-core machine, see BENCHMARKS.md for the f
   Fig. 11 λ = 5 seed 1 (aro-acc): before, the joint probe "all tasks at 50 Gbps" and the
   variable-rate model ran out of the 60 s (gap 66.7 %); now the final stage proves the optimum
   from the caps in 2.5 s (28.5 s in all, most of it SRO stage 1); 5 of the 6 Fig. 11 aro-acc
-  runs end proven optimal, the sixth with a model gap of 0.1 %, all within the limit. Half of
+  runs ended proven optimal against the reduced (SRO/APP) model's bound, the sixth with a model
+  gap of 0.1 %, all within the limit; since issue 10 aro-acc's bound is the full problem's
+  (`solver._full_bound`), so these are `feasible` where the reduction cost rate. Half of
   a stage's time goes to the tasks alone (`SOLO_SHARE`): with 0.7, λ = 5 seed 0 left too
   little for the joint probe that finds all tasks at 50 Gbps (22 s) and ended at gap 33 %.
 * Otherwise (the caps cannot be joined) the bisection on a common threshold, bounded above by
