@@ -157,8 +157,8 @@ def _single_product(
         allowed = cap // k
         if allowed >= hi:
             continue
-        if allowed < max(lo, 1):
-            m.model.add(load <= k - 1)
+        if allowed < max(lo, 1):  # k or more flows fit only at r = 0
+            _only_at_zero(m, load, k, r, lo)
             return
         if allowed == last:
             continue
@@ -176,8 +176,8 @@ def _shared_product(
     lo, _hi = bounds
     previous = None
     for k in range(1, most + 1):
-        if k * max(lo, 1) > cap:
-            m.model.add(load <= k - 1)
+        if k * max(lo, 1) > cap:  # k or more flows fit only at r = 0
+            _only_at_zero(m, load, k, r, lo)
             return
         at_least = m.model.new_bool_var("")
         m.model.add(load <= k - 1).only_enforce_if(~at_least)
@@ -185,6 +185,17 @@ def _shared_product(
         if previous is not None:
             m.model.add_implication(at_least, previous)
         previous = at_least
+
+
+def _only_at_zero(m: AroModel, load: cp_model.IntVar, k: int, r: cp_model.IntVar, lo: int) -> None:
+    """[load ≥ k] ⇒ r = 0 (impossible when r ≥ lo > 0): a 0-level capacity still carries a
+    task whose rate rounds down to level 0."""
+    if lo > 0:
+        m.model.add(load <= k - 1)
+        return
+    many = m.model.new_bool_var("")
+    m.model.add(load <= k - 1).only_enforce_if(~many)
+    m.model.add(r <= 0).only_enforce_if(many)
 
 
 def _ub(var: cp_model.IntVar) -> int:

@@ -142,9 +142,10 @@ class Search:
             values = {
                 r.cap // k for r in self.resources for k in range(1, self.most_load[id(r)] + 1)}
             return [self.scale.gbps(v) for v in sorted(values) if v >= 1]
+        # Thresholds up to where some task would pass its ceiling (no solution beyond).
         w_min = min(self.weight.values())
-        top = max(r.cap for r in self.resources) * max(self.weight.values()) / w_min
-        return list(range(1, math.ceil(top) + 1))
+        top = min(self.scale.level(self.ceiling[i]) * w / w_min for i, w in self.weight.items())
+        return list(range(1, math.floor(top + 1e-9) + 1))
 
     # --- fixed-rate checks --------------------------------------------------------------
     def fits(self, flows: Hint, rates: Rates) -> bool:
