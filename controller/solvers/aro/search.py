@@ -188,7 +188,9 @@ class Search:
             if t > 0:
                 return ([Resource(r.key, r.capacity_gbps, r.terms, admits(r.capacity_gbps, t))
                          for r in resources], {i: 1 for i in rates})
-        return resources, {i: round(v / self.scale.gbps(1)) for i, v in rates.items()}
+        levels = {i: round(v / self.scale.gbps(1)) for i, v in rates.items()}
+        assert all(_same(self.scale.gbps(levels[i]), v) for i, v in rates.items()), rates
+        return resources, levels
 
     def _solver(self, budget: float | None = None) -> cp_model.CpSolver:
         solver = cp_model.CpSolver()

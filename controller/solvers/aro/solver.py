@@ -194,9 +194,8 @@ def _full_bound(
 ) -> float:
     """A bound on the full problem: each task's own optimum on the full graphs caps its rate.
 
-    The plan's routes (replayed on the full graphs) and the
-    greedy ones start each task's search; a task whose search runs out of time keeps its
-    unrefuted rate as its cap.
+    The plan's routes (replayed on the full graphs) and the greedy ones start each task's
+    search; a task whose search runs out of time keeps its unrefuted rate as its cap.
     """
     graphs = _graphs(network, {i: set(ina_switches(network)) for i in range(len(network.tasks))})
     search = _new_search(network, graphs, levels, variant, bidirectional, settings)
