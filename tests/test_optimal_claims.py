@@ -189,7 +189,9 @@ def leaf_spines(draw, tasks: int = 1) -> Network:
 
 
 def _check_claims(network: Network, scheme: str, optimum: float) -> None:
-    plan = solve(network, scheme, SolveOptions(time_limit=10, seed=0))
+    # A short limit: a search cut short must make true claims too (aro-raw's 10 000-level
+    # grid often runs into it on two tasks).
+    plan = solve(network, scheme, SolveOptions(time_limit=2, seed=0))
     result = evaluate(network, plan)
     assert result.consistent, result.problems
     slack = TOL * max(1.0, optimum)
@@ -200,7 +202,7 @@ def _check_claims(network: Network, scheme: str, optimum: float) -> None:
         assert plan.objective >= optimum - slack, (scheme, plan.objective, optimum)
 
 
-PROPERTY = settings(max_examples=40, deadline=None, derandomize=True,
+PROPERTY = settings(max_examples=60, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -212,7 +214,7 @@ def test_one_task_claims_hold_for_the_real_problem(network):
         _check_claims(network, scheme, optimum)
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=40)
 @given(leaf_spines(tasks=2))
 def test_two_task_claims_hold_for_the_real_problem(network):
     optimum = reference_optimum(network)
@@ -259,3 +261,15 @@ def test_the_paper_quantization_says_what_it_lost():
     assert plan.bound >= 1.0 - TOL
     assert plan.status != "optimal" or plan.objective >= 1.0 - TOL
     assert "quantized" in plan.details["rate_grid"]
+
+
+@pytest.mark.parametrize("name", ["aro-fig1", "aro-fig3", "eina-fig1", "grid-fig1"])
+def test_example_files_reach_the_real_optimum(name):
+    # eina-fig1's ToRs have an aggregation capacity of 1 Gbps: the optimum 0.4 lets some
+    # flows cross them unmerged, which ARO's model as published (merge at every INP) misses.
+    network = load_topology(EXAMPLES / f"{name}.yaml")
+    optimum = reference_optimum(network)
+    for scheme in ("aro", "aro-acc"):
+        plan = solve(network, scheme, SolveOptions(time_limit=10, seed=0))
+        assert evaluate(network, plan).consistent
+        assert plan.objective == pytest.approx(optimum) and plan.status == "optimal", scheme

@@ -24,6 +24,7 @@ Rates are real (Gbps) everywhere a claim is made; only the variable-rate model u
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections import defaultdict
@@ -141,9 +142,10 @@ class Search:
             values = {
                 r.cap // k for r in self.resources for k in range(1, self.most_load[id(r)] + 1)}
             return [self.scale.gbps(v) for v in sorted(values) if v >= 1]
+        # Thresholds up to where some task would pass its ceiling (no solution beyond).
         w_min = min(self.weight.values())
-        top = max(r.cap for r in self.resources) * max(self.weight.values()) / w_min
-        return list(range(1, math.ceil(top) + 1))
+        top = min(self.scale.level(self.ceiling[i]) * w / w_min for i, w in self.weight.items())
+        return list(range(1, math.floor(top + 1e-9) + 1))
 
     # --- fixed-rate checks --------------------------------------------------------------
     def fits(self, flows: Hint, rates: Rates) -> bool:
@@ -151,6 +153,15 @@ class Search:
             used = sum(rates[i] * flows.get((i, e), 0) for i, es in r.terms.items() for e in es)
             if used > r.capacity_gbps * (1 + REL) + 1e-12:
                 return False
+        return True
+
+    def valid(self, flows: Hint) -> bool:
+        """No flow crosses a capped aggregator unmerged where the task merges (`unfold`)."""
+        for tg in self.graphs:
+            for edge, inp in tg.bypass.items():
+                if flows.get((tg.index, edge)) and inp in tg.succ and flows.get(
+                        (tg.index, (inp, tg.succ[inp][0]))):
+                    return False
         return True
 
     def supported(self, flows: Hint, cands: list[float]) -> int:
@@ -177,7 +188,9 @@ class Search:
             if t > 0:
                 return ([Resource(r.key, r.capacity_gbps, r.terms, admits(r.capacity_gbps, t))
                          for r in resources], {i: 1 for i in rates})
-        return resources, {i: round(v / self.scale.gbps(1)) for i, v in rates.items()}
+        levels = {i: round(v / self.scale.gbps(1)) for i, v in rates.items()}
+        assert all(_same(self.scale.gbps(levels[i]), v) for i, v in rates.items()), rates
+        return resources, levels
 
     def _solver(self, budget: float | None = None) -> cp_model.CpSolver:
         solver = cp_model.CpSolver()
@@ -317,6 +330,7 @@ class Search:
         presolve, so a bound survives even when a later probe runs out of time.
         """
         cands = self.candidates()
+        incumbents = [f for f in incumbents if self.valid(f)] or incumbents[:1]
         best, lo = incumbents[0], -1
         for flows in incumbents:
             idx = self.supported(flows, cands)
@@ -335,7 +349,7 @@ class Search:
                 break
             hi -= 1
         while hi - lo > 1:
-            mid = (lo + hi) // 2
+            mid = _middle(cands, lo, hi)
             started = time.perf_counter()
             verdict, flows = self.feasible(self.rates_for(cands[mid]), best)
             log.append(f"t={cands[mid]:g} {verdict} {time.perf_counter() - started:.3f}s")
@@ -470,6 +484,19 @@ class Search:
         am.model.maximize(mu_inv * m + sum(
             beta[j] * sum(am.r[i] for i in idx) for j, idx in self.tasks_of.items()))
         return float(scale_beta * mu_inv)
+
+
+def _middle(cands: list[float], lo: int, hi: int) -> int:
+    """The candidate nearest the middle value between lo and hi, kept in their middle half.
+
+    Exact rates crowd at low values (cap/k for large k), where probes are feasible and slow;
+    splitting the value range first reaches the high, quickly refuted rates, as a bisection
+    over the paper's quantized levels did. The clamp keeps the number of probes logarithmic.
+    """
+    low = cands[lo] if lo >= 0 else 0.0
+    target = (low + cands[hi - 1]) / 2
+    quarter = max(1, (hi - lo) // 4)
+    return min(max(bisect.bisect_left(cands, target), lo + quarter), hi - quarter)
 
 
 def _same(a: float, b: float) -> bool:

@@ -120,7 +120,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     search_limit = limit - min(ROUTE_RESERVE, 0.05 * limit)
     bound_deadline = started + search_limit
     ina = ina_switches(network)
-    separate_bound = variant.sro or variant.app or _capped(network, ina)
+    separate_bound = variant.sro or variant.app
     if separate_bound:
         search_limit *= 1 - BOUND_SHARE
     settings = SolverSettings(
@@ -165,10 +165,10 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     best = max(plans, key=lambda p: p.objective)
     bounds = [r.bound for r in results if r.bound is not None]
     bound = min(bounds) if bounds else None
-    if separate_bound and (_capped(network, ina) or _restricted(network, graphs, full)):
+    if separate_bound and _restricted(network, graphs, full):
         # The smaller model's bound says nothing about the full problem.
         rest = SolverSettings(bound_deadline, settings.num_workers, settings.seed, settings.mu)
-        bound = _full_bound(network, best, levels, variant, bidirectional, rest, details)
+        bound = _full_bound(network, best, levels, variant, bidirectional, rest, best.details)
     best.bound = None if bound is None else max(bound, best.objective)
     best.status = _status(best, results[-1].finished)
     best.solve_seconds = time.perf_counter() - started
@@ -180,12 +180,6 @@ def _status(plan: Plan, finished: bool) -> str:
     if plan.bound is not None and plan.objective >= plan.bound * (1 - REL) - 1e-12:
         return "optimal"
     return "feasible" if finished else "timeout"
-
-
-def _capped(network: Network, ina: list[str]) -> bool:
-    """Whether a switch's aggregation capacity limits it: then not aggregating a task there
-    can beat ARO's model (where every flow entering an INP merges and uses that capacity)."""
-    return any(network.spec(s).aggregation_capacity_gbps is not None for s in ina)
 
 
 def _restricted(network: Network, graphs: list[TaskGraph], full: dict[int, set[str]]) -> bool:
@@ -200,15 +194,11 @@ def _full_bound(
 ) -> float:
     """A bound on the full problem: each task's own optimum on the full graphs caps its rate.
 
-    Aggregation capacities are left out: a plan may let a task's flows cross an INA switch
-    unmerged, and ARO's model without those capacities, where merging never costs, is a
-    relaxation of every such plan. The plan's routes (replayed on the full graphs) and the
-    greedy ones start each task's search; a task whose search runs out of time keeps its
-    unrefuted rate as its cap.
+    The plan's routes (replayed on the full graphs) and the greedy ones start each task's
+    search; a task whose search runs out of time keeps its unrefuted rate as its cap.
     """
     graphs = _graphs(network, {i: set(ina_switches(network)) for i in range(len(network.tasks))})
-    search = _new_search(network, graphs, levels, variant, bidirectional, settings,
-                         aggregators=False)
+    search = _new_search(network, graphs, levels, variant, bidirectional, settings)
     replayed: dict[tuple[int, Edge], int] = {}
     for tg, tp in zip(graphs, plan.tasks):
         flows = replay(tg, tp.paths)
@@ -223,11 +213,9 @@ def _full_bound(
 
 def _new_search(
     network: Network, graphs: list[TaskGraph], levels: int, variant: Variant,
-    bidirectional: bool, settings: SolverSettings, aggregators: bool = True,
+    bidirectional: bool, settings: SolverSettings,
 ) -> Search:
     res = resources(network, graphs, bidirectional)
-    if not aggregators:
-        res = [r for r in res if r.key[0] != "aggregator"]
     top = bbar(graphs, network) if variant.qsr else rate_ceiling(graphs, network)
     scale = Scale(levels, top)
     quantize(res, scale)
