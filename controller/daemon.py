@@ -374,7 +374,8 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 3,
 
 async def _wait_programmed(session: Session, timeout: float) -> None:
     """Until every switch holds its program; a switch that gave a definitive answer (unknown
-    device id, refused pipeline) fails at once, one that stays silent after `timeout`."""
+    device id, refused pipeline) fails after its second try, one that stays silent after
+    `timeout`."""
     deadline = time.monotonic() + timeout
     while pending := {n: d for n, d in session.drivers.items() if not d.ready.is_set()}:
         refused = {n: d for n, d in pending.items() if d.definitive_failure}
@@ -392,8 +393,11 @@ def _why_not_programmed(name: str, driver: InaSwitchDriver, timeout: float) -> s
         return (f"switch {name} at {address} has no P4Runtime device id {device_id} (it "
                 f"answered {driver.failure}); check its device_id in the switches file")
     if driver.failure is not None:
+        refused = driver.failure_code is not None and driver.failure_code.name == "INVALID_ARGUMENT"
+        hint = "" if refused else (
+            f" (is device_id {device_id} in the switches file the switch's?)")
         return (f"switch {name} at {address} accepts connections but did not take the "
-                f"pipeline: {driver.failure}")
+                f"pipeline: {driver.failure}{hint}")
     if _reachable(address):
         return (f"switch {name} at {address} accepts connections but did not take the "
                 f"pipeline within {timeout:g} s (see the switch's log)")

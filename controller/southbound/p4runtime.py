@@ -48,9 +48,13 @@ P4INFO = P4SRC / "ina.p4info.txtpb"
 # name the program version (finsy only pushes a pipeline when it has both parts).
 EMBEDDED_BLOB = P4SRC / "ina.p4"
 COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")
-# Answers a retry cannot change: a device id the switch does not have (NOT_FOUND at
-# arbitration), a pipeline or request it refuses (INVALID_ARGUMENT).
-DEFINITIVE = (GRPCStatusCode.NOT_FOUND, GRPCStatusCode.INVALID_ARGUMENT)
+# Answers that may change on a retry (a switch still booting, a busy one); any other answer
+# given twice in a row, such as NOT_FOUND for a device id the switch does not have (the
+# embedded target at arbitration) or UNKNOWN "Error when trying to assign device" (bmv2 at
+# SetForwardingPipelineConfig), will not.
+TRANSIENT = (GRPCStatusCode.UNAVAILABLE, GRPCStatusCode.DEADLINE_EXCEEDED,
+             GRPCStatusCode.CANCELLED, GRPCStatusCode.ABORTED, GRPCStatusCode.RESOURCE_EXHAUSTED,
+             GRPCStatusCode.FAILED_PRECONDITION)
 
 
 class SouthboundError(RuntimeError):
@@ -88,6 +92,7 @@ class InaSwitchDriver:
     responsive: bool = False  # the last liveness read was answered in time
     failure: str | None = None  # why finsy's last connection cycle failed (see FailureReports)
     failure_code: GRPCStatusCode | None = None
+    failure_repeats: int = 0  # consecutive cycles that failed with that same reason
     switch: Switch = field(init=False)
 
     def __post_init__(self) -> None:
@@ -106,8 +111,9 @@ class InaSwitchDriver:
 
     @property
     def definitive_failure(self) -> bool:
-        """finsy's retries cannot help: the switch refused the device id or the pipeline."""
-        return self.failure_code in DEFINITIVE
+        """finsy's retries cannot help: the switch gave the same non-transient answer twice."""
+        return (self.failure_code is not None and self.failure_code not in TRANSIENT
+                and self.failure_repeats >= 2)
 
     def _on_down(self, _switch: Switch) -> None:
         self.installed = self.responsive = False
@@ -119,6 +125,7 @@ class InaSwitchDriver:
     def failed(self, code: GRPCStatusCode | None, reason: str) -> bool:
         """finsy's connection cycle failed with `reason`; True when it is a new reason."""
         new = reason != self.failure
+        self.failure_repeats = 1 if new else self.failure_repeats + 1
         self.failure, self.failure_code = reason, code
         return new
 
@@ -177,6 +184,7 @@ class InaSwitchDriver:
         self.ready_at = time.monotonic()
         self.installed = self.responsive = True
         self.failure = self.failure_code = None
+        self.failure_repeats = 0
         LOG.info("%s programmed: %d entities in %.3f s%s", sw.name,
                  len(self.program.entities()), self.pushes[-1],
                  f", {len(self.problems)} mismatches" if self.problems else "")
