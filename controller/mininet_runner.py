@@ -67,7 +67,8 @@ class IterationResult:
     exact: bool
     goodput_mbps: dict[str, float]
     ps_link_packets: int
-    ps_link_flows: float
+    ps_link_flows: float  # packets on the PS link per fragment, recovery traffic included
+    ps_flows: float  # distinct flows per fragment the PS received (its own count)
     # (seconds since the workers started, packets sent into the PS so far), every 0.1 s
     ps_link_samples: list[tuple[float, int]] = field(default_factory=list)
 
@@ -334,15 +335,19 @@ class Emulation:
         wall = time.monotonic() - started
         exact = all(r.get("exact") for r in reports.values())
         try:
-            ps.wait(timeout=10)
+            ps_out, _ = ps.communicate(timeout=10)
         except subprocess.TimeoutExpired:  # still hearing stragglers; the workers have their sums
-            ps.kill()
+            ps.terminate()
+            ps_out, _ = ps.communicate(timeout=10)
+        ps_report = next((json.loads(ln) for ln in reversed(ps_out.decode().splitlines())
+                          if ln.startswith('{"ps"')), {})
         packets = _tx_packets(ps_port) - before
         fragments = reports[next(iter(reports))]["fragments"]
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
         seconds = max(r["seconds"] for r in reports.values())
         return IterationResult(iteration, seconds, wall, exact, goodput, packets,
-                               round(packets / max(1, fragments), 2), samples)
+                               round(packets / max(1, fragments), 2),
+                               ps_report.get("flows_per_fragment", 0.0), samples)
 
     def _ids(self, tp) -> tuple[int, int]:
         return self.ids.job_id(tp.job), self.ids.task_id(tp.job, tp.task)
