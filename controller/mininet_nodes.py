@@ -99,6 +99,12 @@ class P4RuntimeSwitch(Switch):
 
     def start(self, controllers) -> None:
         """Start the switch process and wait until its P4Runtime server listens."""
+        host, port = self.address.rsplit(":", 1)
+        with socket.socket() as probe:
+            if probe.connect_ex((host, int(port))) == 0:
+                raise SwitchProcessError(
+                    f"switch {self.model}: {self.address} is already in use (a switch left over "
+                    "from an earlier run? `ss -ltnp` names the process)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log = (self.log_dir / f"switch-{self.model}.log").open("ab")
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,

@@ -27,13 +27,15 @@ from pathlib import Path
 
 # mn exec()s this file without __file__; the code object still knows where it came from.
 ROOT = Path(inspect.currentframe().f_code.co_filename).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))
+_before = [p for p in sys.path if p != str(ROOT)]
 for venv in (ROOT / ".venv", os.environ.get("VIRTUAL_ENV")):
     if venv:
         for packages in Path(venv).glob(f"lib/python{sys.version_info[0]}.{sys.version_info[1]}"
                                         "/site-packages"):
             site.addsitedir(str(packages))
+# The repository, then the venv, then Debian's dist-packages: Debian's older python3-protobuf
+# (and the like) must not shadow the versions the project was installed with.
+sys.path[:] = [str(ROOT), *(p for p in sys.path if p not in _before and p != str(ROOT)), *_before]
 
 from mininet.node import findController as _find_openflow_controller
 
