@@ -109,6 +109,7 @@ class Emulation:
                  plain_switches: str = "p4"):
         if target == "bmv2" and not shutil.which("simple_switch_grpc"):
             raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine")
+        self.program_args = self._program_args(target)  # p4c first: fails before Mininet
         self.network, self.plan, self.target = network, plan, target
         self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]
         # Plain (non-INA) switches: the P4 target without aggregation entries, or Open vSwitch
@@ -228,7 +229,7 @@ class Emulation:
         self.procs["controller"] = subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "controller", self.network.source,
              "--plan", str(plan_file), "--switches", str(self.workdir / "switches.json"),
-             "--state", str(self.state_file), "--log-level", "warning", *self._program_args(),
+             "--state", str(self.state_file), "--log-level", "warning", *self.program_args,
              *(["--openflow-state", str(self.ovs.state)] if self.ovs else [])],
             stdout=self._log("controller.log"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -240,10 +241,11 @@ class Emulation:
                 raise RunnerError("controller did not program the switches within 60 s")
             time.sleep(0.1)
 
-    def _program_args(self) -> list[str]:
+    @staticmethod
+    def _program_args(target: str) -> list[str]:
         """bmv2 takes only p4c's JSON with the P4Info p4c wrote for it; the embedded target
         runs its built-in pipeline with the checked-in P4Info (the daemon's defaults)."""
-        if self.target != "bmv2":
+        if target != "bmv2":
             return []
         try:
             program = compile_for_bmv2()
