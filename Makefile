@@ -58,9 +58,13 @@ test-unprivileged: venv
 
 # The closed loop on ARO's Fig. 1 network: plan, push over P4Runtime, aggregate real packets,
 # once without INA-aware routing (shortest) and once with ARO, side by side.
+# TARGET=bmv2 runs bmv2 simple_switch_grpc with p4c's build of p4src/ina.p4 (both on PATH;
+# README "Running against real bmv2") instead of the embedded target.
+TARGET ?= embedded
 demo: setup $(P4_WHEN_PRESENT)
 	$(BIN)/ina mininet topologies/examples/aro-fig1.yaml --scheme shortest --scheme aro \
-	  --gradient-mb 0.25 --iterations 2 --json out/demo/closed-loop.json
+	  --target $(TARGET) --gradient-mb $(if $(filter bmv2,$(TARGET)),0.1,0.25) --iterations 2 \
+	  --json out/demo/closed-loop$(if $(filter bmv2,$(TARGET)),-bmv2,).json
 
 lint: venv
 	$(BIN)/ruff check controller dataplane tests

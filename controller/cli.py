@@ -344,7 +344,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             console.print(
                 f"iteration {it.iteration}: {it.seconds:.2f} s, result "
                 f"{'exact' if it.exact else '[red]WRONG[/red]'}, flows into the PS "
-                f"{it.ps_link_flows:g}, payload goodput Mbps (plan {planned:.2f} on the wire): "
+                f"{it.ps_link_flows:g} (distinct at the PS {it.ps_flows:g}), payload goodput Mbps (plan {planned:.2f} on the wire): "
                 f"{goodput}", highlight=False)
 
         try:

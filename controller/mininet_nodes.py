@@ -16,6 +16,7 @@ model's port numbers, so the controller's port numbers hold on the emulated swit
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -93,11 +94,21 @@ class P4RuntimeSwitch(Switch):
     def command(self) -> list[str]:
         raise NotImplementedError
 
+    def env(self) -> dict[str, str] | None:
+        return None  # inherit ours
+
     def start(self, controllers) -> None:
         """Start the switch process and wait until its P4Runtime server listens."""
+        host, port = self.address.rsplit(":", 1)
+        with socket.socket() as probe:
+            if probe.connect_ex((host, int(port))) == 0:
+                raise SwitchProcessError(
+                    f"switch {self.model}: {self.address} is already in use (a switch left over "
+                    "from an earlier run? `ss -ltnp` names the process)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log = (self.log_dir / f"switch-{self.model}.log").open("ab")
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=self.env())
         wait_listening(self.address, f"switch {self.model}", self.proc)
         if self.switches_file is not None:
             self._register()
@@ -136,7 +147,12 @@ class P4RuntimeSwitch(Switch):
 
 
 class EmbeddedSwitch(P4RuntimeSwitch):
-    """The embedded software target (`ina switch`, dataplane/), simple_switch_grpc's flags."""
+    """The embedded software target (`ina switch`, dataplane/), simple_switch_grpc's flags.
+    It runs under this interpreter with this process's module path: under `mn --custom` that
+    is Debian's python3 plus the project's virtual environment (mininet/ina.py)."""
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "controller.cli", "switch", "--device-id",

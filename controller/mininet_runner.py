@@ -67,7 +67,8 @@ class IterationResult:
     exact: bool
     goodput_mbps: dict[str, float]
     ps_link_packets: int
-    ps_link_flows: float
+    ps_link_flows: float  # packets on the PS link per fragment, recovery traffic included
+    ps_flows: float  # distinct flows per fragment the PS received (its own count)
     # (seconds since the workers started, packets sent into the PS so far), every 0.1 s
     ps_link_samples: list[tuple[float, int]] = field(default_factory=list)
 
@@ -108,6 +109,7 @@ class Emulation:
                  plain_switches: str = "p4"):
         if target == "bmv2" and not shutil.which("simple_switch_grpc"):
             raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine")
+        self.program_args = self._program_args(target)  # p4c first: fails before Mininet
         self.network, self.plan, self.target = network, plan, target
         self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]
         # Plain (non-INA) switches: the P4 target without aggregation entries, or Open vSwitch
@@ -227,7 +229,7 @@ class Emulation:
         self.procs["controller"] = subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "controller", self.network.source,
              "--plan", str(plan_file), "--switches", str(self.workdir / "switches.json"),
-             "--state", str(self.state_file), "--log-level", "warning", *self._program_args(),
+             "--state", str(self.state_file), "--log-level", "warning", *self.program_args,
              *(["--openflow-state", str(self.ovs.state)] if self.ovs else [])],
             stdout=self._log("controller.log"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -239,10 +241,11 @@ class Emulation:
                 raise RunnerError("controller did not program the switches within 60 s")
             time.sleep(0.1)
 
-    def _program_args(self) -> list[str]:
+    @staticmethod
+    def _program_args(target: str) -> list[str]:
         """bmv2 takes only p4c's JSON with the P4Info p4c wrote for it; the embedded target
         runs its built-in pipeline with the checked-in P4Info (the daemon's defaults)."""
-        if self.target != "bmv2":
+        if target != "bmv2":
             return []
         try:
             program = compile_for_bmv2()
@@ -334,15 +337,19 @@ class Emulation:
         wall = time.monotonic() - started
         exact = all(r.get("exact") for r in reports.values())
         try:
-            ps.wait(timeout=10)
+            ps_out, _ = ps.communicate(timeout=10)
         except subprocess.TimeoutExpired:  # still hearing stragglers; the workers have their sums
-            ps.kill()
+            ps.terminate()
+            ps_out, _ = ps.communicate(timeout=10)
+        ps_report = next((json.loads(ln) for ln in reversed(ps_out.decode().splitlines())
+                          if ln.startswith('{"ps"')), {})
         packets = _tx_packets(ps_port) - before
         fragments = reports[next(iter(reports))]["fragments"]
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
         seconds = max(r["seconds"] for r in reports.values())
         return IterationResult(iteration, seconds, wall, exact, goodput, packets,
-                               round(packets / max(1, fragments), 2), samples)
+                               round(packets / max(1, fragments), 2),
+                               ps_report.get("flows_per_fragment", 0.0), samples)
 
     def _ids(self, tp) -> tuple[int, int]:
         return self.ids.job_id(tp.job), self.ids.task_id(tp.job, tp.task)

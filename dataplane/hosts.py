@@ -414,6 +414,11 @@ class ParameterServer:
             self.finished += 1
             self._send_result(frag)
 
+    def flows_per_fragment(self) -> float:
+        """Distinct (flow, fragment) contributions that reached the PS per fragment: how many
+        flows the network delivers into the PS, retransmissions, ACKs and PROBEs left out."""
+        return round(len(self.seen) / max(1, self.fragments), 3)
+
     def waiting_for(self) -> dict[str, object]:
         """Unfinished fragments and, per flow-id generation, the counts summed so far."""
         missing = np.flatnonzero(~self.done)[:20].tolist()
@@ -508,9 +513,11 @@ def cmd_ps(args: argparse.Namespace) -> int:
         start = time.monotonic()
         ps.run(args.linger)
     except Stopped:
-        print(json.dumps({"ps": True, "stopped": ps.waiting_for()}))
+        print(json.dumps({"ps": True, "stopped": ps.waiting_for(),
+                          "flows_per_fragment": ps.flows_per_fragment()}))
         return 3
     print(json.dumps({"ps": True, "fragments": ps.fragments, "results_sent": ps.results_sent,
+                      "flows_per_fragment": ps.flows_per_fragment(),
                       "seconds": round(time.monotonic() - start, 3)}))
     return 0
 
