@@ -9,6 +9,7 @@ exact fractions as the smallest capacity / flow count it meets.
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from fractions import Fraction
 
@@ -376,3 +377,34 @@ def test_two_ps_never_below_the_brute_force_optimum(seed):
         if plan.status == "optimal":
             assert plan.objective == pytest.approx(float(ref), abs=1e-6)
     assert run(doc, "eina").objective >= float(ref) - 0.02 - 1e-6  # within |P| steps
+
+
+# ------------------------------------------------------------------ model sharding
+
+
+def test_shards_follow_the_rates_and_finish_together():
+    """Two PSs at 4.85 and 0.3 Gbps (the (11) case above): shares 4.85/5.15 and 0.3/5.15, so a
+    1000 MB gradient takes 8 Gb / 5.15 Gbps on both shards."""
+    doc = edge_doc({"A0": (10, 0.3, 10, 1), "A1": (10, 10, 10, 1)}, ["A0", "A1"])
+    plan = run(doc)
+    assert [tp.model_share for tp in plan.tasks] == pytest.approx([4.85 / 5.15, 0.3 / 5.15])
+    result = evaluate(build_network(doc), plan, gradient_mb=1000)
+    assert result.consistent
+    assert result.job_communication_seconds["job0"] == pytest.approx(8 / 5.15)
+    for te in result.tasks:
+        assert te.communication_seconds == pytest.approx(8 / 5.15)
+    plan.tasks[1].model_share = None  # unsharded: each PS takes the whole 8 Gb
+    result = evaluate(build_network(doc), plan, gradient_mb=1000)
+    assert not result.consistent and "some of its tasks but not all" in result.problems[0]
+    plan.tasks[0].model_share = None
+    result = evaluate(build_network(doc), plan, gradient_mb=1000)
+    assert result.consistent
+    assert result.job_communication_seconds["job0"] == pytest.approx(8 / 0.3)
+
+
+def test_shares_must_add_up_to_one():
+    doc = edge_doc({"A0": (10, 0.3, 10, 1), "A1": (10, 10, 10, 1)}, ["A0", "A1"])
+    plan = run(doc)
+    plan.tasks[0].model_share = 0.9
+    result = evaluate(build_network(doc), Plan.from_dict(json.loads(plan.to_json())))
+    assert not result.consistent and "add up to" in result.problems[0]
