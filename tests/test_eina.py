@@ -408,3 +408,21 @@ def test_shares_must_add_up_to_one():
     plan.tasks[0].model_share = 0.9
     result = evaluate(build_network(doc), Plan.from_dict(json.loads(plan.to_json())))
     assert not result.consistent and "add up to" in result.problems[0]
+
+
+# ------------------------------------------------------------------ ina bench eina
+
+
+def test_bench_eina_writes_json_and_png(tmp_path):
+    out = tmp_path / "bench"
+    assert main(["bench", "eina", "--ps", "1,2", "--seeds", "2", "--aggregators", "4",
+                 "--schemes", "eina,rr", "--time-limit", "10", "--out", str(out)]) == 0
+    data = json.loads((out / "eina.json").read_text())
+    assert (out / "eina.png").stat().st_size > 0
+    rows = data["instances"]
+    assert len(rows) == 2 * 2 * 2 and all(r["consistent"] for r in rows)
+    by = {(r["ps"], r["seed"], r["scheme"]): r for r in rows}
+    for (ps, seed, scheme), r in by.items():
+        if scheme == "eina" and r["status"] == "optimal":
+            # RR's routes are trees EINA's model contains: an optimum is never below them.
+            assert r["throughput_gbps"] >= by[ps, seed, "rr"]["throughput_gbps"] - 1e-6
