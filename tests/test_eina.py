@@ -185,7 +185,8 @@ def test_r_max_caps_the_rate_and_r_min_above_everything_is_infeasible():
 
 
 @pytest.mark.parametrize("param", ["step=0", "step=-1", "r_max=-1", "depth_limit=0",
-                                   "depth_limit=1.5", "r_min=0.005"])
+                                   "depth_limit=1.5", "r_min=0.005",
+                                   "step=0.0000001"])
 def test_bad_parameters_exit_2_naming_them(param, capsys):
     topo = str(EXAMPLES / "eina-fig1.yaml")
     assert main(["solve", topo, "--scheme", "eina", "--param", param]) == 2
