@@ -427,3 +427,11 @@ def test_bench_eina_writes_json_and_png(tmp_path):
         if scheme == "eina" and r["status"] == "optimal":
             # RR's routes are trees EINA's model contains: an optimum is never below them.
             assert r["throughput_gbps"] >= by[ps, seed, "rr"]["throughput_gbps"] - 1e-6
+
+
+def test_parameters_come_from_the_topologys_schemes_eina_for_both_schemes():
+    doc = edge_doc({"A0": (10, 10, 10, 0), "A1": (10, 10, 10, 1)}, ["A0"])
+    doc["schemes"] = {"eina": {"r_max": 2.5}}
+    assert run(doc, "eina").objective == pytest.approx(2.5)
+    assert run(doc, "eina-iqcp").objective == pytest.approx(2.5)  # the LP re-rates to r^U
+    assert run(doc, "eina", r_max=1.5).objective == pytest.approx(1.5)  # --param wins
