@@ -435,3 +435,13 @@ def test_parameters_come_from_the_topologys_schemes_eina_for_both_schemes():
     assert run(doc, "eina").objective == pytest.approx(2.5)
     assert run(doc, "eina-iqcp").objective == pytest.approx(2.5)  # the LP re-rates to r^U
     assert run(doc, "eina", r_max=1.5).objective == pytest.approx(1.5)  # --param wins
+
+
+def test_two_ps_optimum_proven_by_the_rack_bound():
+    """By hand: A2's two workers send to both PSs, so A2 merges 2 (r0 + r1) ≤ 1 Gbps whatever
+    the trees: Σ r ≤ 0.5, reached by A2 sending straight to A0 and to A1. The 0.01 grid alone
+    would only bound it by 0.52; the rack bound makes it `optimal`."""
+    plan = run(edge_doc({"A0": (10, 10, 10, 0), "A1": (10, 10, 10, 0), "A2": (1, 10, 10, 2)},
+                        ["A0", "A1"]))
+    assert plan.objective == pytest.approx(0.5)
+    assert plan.status == "optimal" and plan.bound == pytest.approx(0.5)
