@@ -11,7 +11,7 @@ One PS: for fixed trees the real optimum is the smallest of r^U and cap / k over
 constraints it meets (k a flow count), so it is one of finitely many "candidate" values; the
 bound is the largest candidate below s · (U + 1). That is what proves the 0.5 of EINA Fig. 1
 optimal from a 0.01 Gbps grid. Several PSs: the optimum is an LP vertex, no such snapping;
-the bound is the smaller of s · (U + |P|) and `rack_bound`.
+the bound is s · (U + |P|). Either way `rack_bound`, which needs no tree, caps it.
 """
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from controller.solvers.eina.instance import Instance
 
 def real_bound(inst: Instance, step: Fraction, quantized_bound: int) -> Fraction:
     limit = step * (quantized_bound + len(inst.ps))
-    if len(inst.ps) != 1:
-        return min(limit, rack_bound(inst))
-    below = [v for v in candidates(inst) if v < limit]
-    return max(below, default=Fraction(0))
+    if len(inst.ps) == 1:
+        limit = max((v for v in candidates(inst) if v < limit), default=Fraction(0))
+    return min(limit, rack_bound(inst))
 
 
 def candidates(inst: Instance) -> set[Fraction]:
