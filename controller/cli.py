@@ -179,6 +179,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             str(te.flows_into_ps), _fmt(te.volume_mb), _fmt(te.communication_seconds),
         )
     console.print(table)
+    for job, seconds in (result.job_communication_seconds or {}).items():
+        console.print(f"job {job}: communication time {_fmt(seconds)} s (its slowest task/shard)")
     for problem in result.problems:
         console.print(f"[red]inconsistent:[/red] {problem}")
     if args.json:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from controller import sharding
 from controller.edge_aggregation import aggregator_charges
 from controller.network import Network, Task
 from controller.plan import MAX_FAN_IN, LinkLoad, Plan, TaskPlan
@@ -92,6 +93,8 @@ class Evaluation:
     aggregator_loads: list[AggregatorLoad]
     problems: list[str]
     gradient_mb: float | None = None
+    # Per job: when its slowest task (or model shard) has arrived.
+    job_communication_seconds: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -272,6 +275,7 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
     planned = {tp.key for tp in plan.tasks}
     problems.extend(f"{t.job}/{t.name}: the plan does not route this task of the topology"
                     for t in network.tasks if t.key not in planned)
+    problems.extend(sharding.problems(plan.tasks))
 
     demand, capacity = _resources(network, plans, flows)
     claimed = {label: tp.rate_gbps for label, tp in plans.items()}
@@ -297,6 +301,8 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
         ],
         problems=problems,
         gradient_mb=gradient_mb,
+        job_communication_seconds=None if gradient_mb is None else sharding.job_seconds(
+            plan.tasks, {tp.key: rates[label] for label, tp in plans.items()}, gradient_mb),
     )
 
 
@@ -356,11 +362,10 @@ def _task_evaluation(
     into_ps = sum(n for (_u, v), n in tf.link_flows.items() if v == tp.ps)
     result = TaskEvaluation(tp.job, tp.task, tp.ps, rate, tp.rate_gbps, into_ps)
     if gradient_mb is not None:
-        result.volume_mb = gradient_mb * sum(tf.link_flows.values())
-        result.volume_without_ina_mb = gradient_mb * tf.unaggregated_hops
-        result.communication_seconds = (
-            gradient_mb * 8 / 1000 / rate if rate > 0 else float("inf")
-        )
+        shard = gradient_mb * sharding.share(tp)
+        result.volume_mb = shard * sum(tf.link_flows.values())
+        result.volume_without_ina_mb = shard * tf.unaggregated_hops
+        result.communication_seconds = sharding.seconds(gradient_mb, sharding.share(tp), rate)
     return result
 
 

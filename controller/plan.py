@@ -3,8 +3,8 @@
 Scripts outside the code read these JSON keys, so they are part of the product's interface:
 top level `scheme`, `status`, `objective`, `bound`, `solve_seconds`, `seed`, `tasks`; each task
 `job`, `task`, `ps`, `rate_gbps`, `paths` (worker → node list), `aggregation` (list of
-`switch`, `pipeline`, `fan_in`, `next_hop`, optional `workers`). `PLAN_JSON_SCHEMA` states
-them formally.
+`switch`, `pipeline`, `fan_in`, `next_hop`, optional `workers`), optional `model_share`
+(`controller.sharding`). `PLAN_JSON_SCHEMA` states them formally.
 
 Semantics the evaluator and the compiler rely on: a path is the physical node list from the
 worker to the PS. A task's flows that enter a switch through a pipeline listed in the task's
@@ -56,6 +56,8 @@ class TaskPlan:
     rate_gbps: float
     paths: dict[str, list[str]]
     aggregation: list[AggregationPoint] = field(default_factory=list)
+    # Fraction of the job's model this task's PS holds (EINA's sharding); None: all of it.
+    model_share: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -129,6 +131,7 @@ class Plan:
                 job=t["job"], task=t["task"], ps=t["ps"], rate_gbps=float(t["rate_gbps"]),
                 paths={w: list(p) for w, p in t["paths"].items()},
                 aggregation=[_point(a) for a in t.get("aggregation", [])],
+                model_share=None if t.get("model_share") is None else float(t["model_share"]),
             )
             for t in data["tasks"]
         ]
@@ -291,6 +294,7 @@ PLAN_JSON_SCHEMA: dict[str, Any] = {
                         "additionalProperties": {"type": "array", "items": {"type": "string"}},
                     },
                     "aggregation": {"type": "array", "items": _AGGREGATION},
+                    "model_share": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
                 },
             },
         },

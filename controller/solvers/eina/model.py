@@ -20,6 +20,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
+from controller.solvers.eina.bound import rack_bound
 from controller.solvers.eina.instance import Instance
 
 Arc = tuple[int, str, str]  # (p, i, j)
@@ -93,5 +94,7 @@ def build(inst: Instance, step: Fraction) -> EinaModel:
         m.model.add(sum(z_into(j)) <= units(inst.b_out[j], step))  # (12)
     for w, cap in inst.host_cap.items():  # a worker's own link (never binding in the paper)
         m.model.add(sum(m.r[p] for p in P if w in inst.workers[p]) <= units(cap, step))
+    # Implied by (10) and the links (`bound.rack_bound`), stated so CP-SAT's bound sees it.
+    m.model.add(sum(m.r) <= units(rack_bound(inst), step))
     m.model.maximize(sum(m.r))  # (13)
     return m

@@ -3,7 +3,8 @@
 A worker's path is worker → π[w] → DCN → parent → DCN → ... → π[p] → PS. Every aggregator
 on a tree merges every flow of that task entering it (its local workers' and its children's,
 constraint (10)), so each one is an aggregation point with that fan-in, next hop the DCN
-switch (or, at the root, the PS).
+switch (or, at the root, the PS). PS p holds r_p / Σ r of the model (Sec. III-C, MTREE),
+the task's `model_share`, so all shards arrive together.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ def task_plans(inst: Instance, parents: Parents, rates: list[float]) -> list[Tas
             AggregationPoint(j, 0, entering[p][j], inst.fabric if j in tree else ps)
             for j in inst.aggregators if entering[p][j] > 0
         ]
-        plans.append(TaskPlan(job, name, ps, rates[p], paths, points))
+        share = rates[p] / sum(rates) if sum(rates) > 0 else 1 / len(rates)
+        plans.append(TaskPlan(job, name, ps, rates[p], paths, points, model_share=share))
     return plans
 
 

@@ -30,6 +30,7 @@ from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
 
 DEFAULT_TIME_LIMIT = 60.0
+MAX_STEPS = 10_000_000  # per rate: keeps every sum of (10)-(12) far from CP-SAT's int64 limits
 
 
 def solve_eina(network: Network, options: SolveOptions) -> Plan:
@@ -45,9 +46,13 @@ def run(network: Network, options: SolveOptions, scheme: str, default_step: Frac
     params = {**network.schemes.get("eina", {}), **options.params}  # eina-iqcp shares them
     inst = read(network, params)
     step = _step(network, params, default_step)
+    if max(inst.r_high) / step > MAX_STEPS:
+        raise TopologyError(network.source, "schemes.eina.step (or --param step)",
+                            f"a {float(step):g} Gbps step makes r_p up to {float(max(inst.r_high)):g} Gbps "
+                            f"more than {MAX_STEPS:,} steps; use a coarser step or set r_max")
     if inst.r_low % step:
         raise TopologyError(network.source, "schemes.eina.r_min (or --param r_min)",
-                            f"r_p^L must be a whole number of rate steps ({step} Gbps) for the "
+                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) for the "
                             "bound to hold for real rates")
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     details = {"step_gbps": float(step), "depth_limit": inst.depth_limit, "d_hat": inst.d_hat,
