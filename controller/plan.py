@@ -228,6 +228,7 @@ class _TaskFile(_Strict):
     paths: Annotated[dict[Name, Annotated[list[Name], FailFast()]],
                      BeforeValidator(_bounded_paths)]
     aggregation: Annotated[list[_PointFile], FailFast()] = []
+    model_share: float | None = Field(default=None, ge=0, le=1)
 
 
 class _LinkLoadFile(_Strict):
