@@ -13,8 +13,11 @@ Formulation choice (measured on this 2-core machine, see BENCHMARKS.md for the f
   feasible and slow), so a solve takes 4-5 probes, as the bisection over the paper's ~19
   quantized levels (floor(N·cap/b̄/k), N = 100) did; the result is the real optimum, not the
   quantized one, and one fat link among thin ones costs nothing (issue 10). SJST default
-  (24×24 leaf-spine, 200 workers, seeds 0-9, `ina bench aro --seeds 10 --variants aro`, on a
-  shared machine at load 7-9): median 0.66 s against 0.63 s before, all proven optimal.
+  (24×24 leaf-spine, 200 workers, seeds 0-9, `ina bench aro --seeds 10 --variants
+  aro,aro-acc,aro-raw,aro-qsr`, run back to back with the code before on a shared machine at
+  load 5-6): aro median 0.35 s (max 0.61) against 0.63 s (1.49), all proven optimal at the
+  same rates; aro-acc 0.50 s against 0.53 s, now `feasible` on the 4 seeds where its reduced
+  model loses rate (25 against 33.3 Gbps; it claimed `optimal` before).
 * Several tasks: first each task's own optimum alone on the network (the SJST bisection per
   task): the other tasks only take capacity, so these per-task caps bound every r[i] and
   hence Eq. (1)-(3), which is monotone in each rate. Tasks meet only on shared links, so the
