@@ -200,7 +200,12 @@ def test_a_deleted_or_garbled_topology_file_keeps_the_plan_and_is_reported(tmp_p
             assert proc.poll() is None
             assert _state(tmp_path)["version"] == 1
             assert _state(tmp_path)["switches"]["S1"]["programmed"]
-        # A usable file again (capacities doubled): taken, the problem is cleared.
+        # The original back: the problem is cleared and the plan stands (no needless re-plan).
+        topology.write_text(original)
+        assert _wait(lambda: _state(tmp_path)["topology_problem"] is None)
+        time.sleep(1.5)
+        assert _state(tmp_path)["version"] == 1
+        # A usable edit (capacities doubled): taken, re-planned.
         topology.write_text(original.replace("capacity_gbps: 1}", "capacity_gbps: 2}"))
         assert _wait(lambda: _state(tmp_path)["version"] == 2)
         assert _state(tmp_path)["topology_problem"] is None
