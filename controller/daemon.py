@@ -233,8 +233,13 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
         caught.append(sig.name)
         task.cancel()
 
+    handled = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop, sig)
+        try:
+            loop.add_signal_handler(sig, stop, sig)
+        except (RuntimeError, ValueError):  # not the main thread: the caller handles signals
+            continue
+        handled.append(sig)
     try:
         await _serve(session, connect_timeout, once, probe_interval)
     except asyncio.CancelledError:
@@ -246,7 +251,7 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
     else:
         session.stopped = {"at": time.time(), "reason": "--once" if once else "done"}
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in handled:
             loop.remove_signal_handler(sig)
     if session.started:
         session.publish()
