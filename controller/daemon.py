@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import networkx as nx
 from finsy import Controller
 
 from controller.network import Network, TopologyError, load_topology
@@ -232,8 +233,13 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
         caught.append(sig.name)
         task.cancel()
 
+    handled = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop, sig)
+        try:
+            loop.add_signal_handler(sig, stop, sig)
+        except (RuntimeError, ValueError):  # not the main thread: the caller handles signals
+            continue
+        handled.append(sig)
     try:
         await _serve(session, connect_timeout, once, probe_interval)
     except asyncio.CancelledError:
@@ -245,7 +251,7 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
     else:
         session.stopped = {"at": time.time(), "reason": "--once" if once else "done"}
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in handled:
             loop.remove_signal_handler(sig)
     if session.started:
         session.publish()
@@ -316,9 +322,16 @@ async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
         if session.topology_problem is not None:
             session.topology_problem = None
             session.publish()
+        if _same_network(edited, session.network):
+            continue  # restored as it was (or only reformatted): the plan stands
         LOG.info("capacities changed in %s: re-planning", path)
         session.network = edited
         await replan(session, session.dead_links)
+
+
+def _same_network(a: Network, b: Network) -> bool:
+    return (nx.utils.graphs_equal(a.graph, b.graph) and a.tasks == b.tasks
+            and a.schemes == b.schemes and a.jobs_beta == b.jobs_beta)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

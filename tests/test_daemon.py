@@ -160,12 +160,14 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-def test_sigterm_stops_the_daemon_cleanly_and_the_state_file_says_so(tmp_path, embedded_switch):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_daemon_cleanly_and_the_state_file_says_so(tmp_path, embedded_switch,
+                                                                       sig):
     proc = _daemon(tmp_path, EXAMPLES / "aro-fig1.yaml", embedded_switch)
     try:
         assert _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"])
         assert _state(tmp_path)["controller"] == {"pid": proc.pid, "running": True}
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         out, err = proc.communicate(timeout=20)
     finally:
         _stop(proc)
@@ -173,13 +175,13 @@ def test_sigterm_stops_the_daemon_cleanly_and_the_state_file_says_so(tmp_path, e
     assert "Traceback" not in out + err
     state = _state(tmp_path)
     assert state["controller"]["running"] is False
-    assert state["controller"]["stopped"]["reason"] == "SIGTERM"
+    assert state["controller"]["stopped"]["reason"] == sig.name
     # The switch keeps its entries: the last view of it is kept, not a made-up failure.
     assert state["switches"]["S1"]["programmed"] is True
     status = subprocess.run([sys.executable, "-m", "controller.cli", "status",
                              str(tmp_path / "state.json")], capture_output=True, text=True,
                             check=False, env={**os.environ, "COLUMNS": "200"})
-    assert "controller stopped (SIGTERM)" in status.stdout
+    assert f"controller stopped ({sig.name})" in status.stdout
 
 
 def test_a_deleted_or_garbled_topology_file_keeps_the_plan_and_is_reported(tmp_path,
@@ -200,7 +202,12 @@ def test_a_deleted_or_garbled_topology_file_keeps_the_plan_and_is_reported(tmp_p
             assert proc.poll() is None
             assert _state(tmp_path)["version"] == 1
             assert _state(tmp_path)["switches"]["S1"]["programmed"]
-        # A usable file again (capacities doubled): taken, the problem is cleared.
+        # The original back: the problem is cleared and the plan stands (no needless re-plan).
+        topology.write_text(original)
+        assert _wait(lambda: _state(tmp_path)["topology_problem"] is None)
+        time.sleep(1.5)
+        assert _state(tmp_path)["version"] == 1
+        # A usable edit (capacities doubled): taken, re-planned.
         topology.write_text(original.replace("capacity_gbps: 1}", "capacity_gbps: 2}"))
         assert _wait(lambda: _state(tmp_path)["version"] == 2)
         assert _state(tmp_path)["topology_problem"] is None
