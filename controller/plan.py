@@ -173,7 +173,8 @@ def parse_plan(data: Any, source: str = "<memory>") -> Plan:
         doc = _PlanFile.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
-        where = ".".join(str(p) for p in errors[0]["loc"]).replace(".[", "[")
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in errors[0]["loc"])
+        where = where.removeprefix(".")
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
         problem = plain_error(errors[0])
         raise PlanFormatError(source, where or "top level",
