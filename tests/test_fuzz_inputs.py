@@ -52,7 +52,16 @@ HOSTILE = st.one_of(
                      10**8, 10**12, 2**64, True, False, None, "1e3", "", "PS", "W1_0", "L1",
                      "S1", "nope", [], {}, [1], ["PS"], {"a": 1}, [[1]], {"name": "x"}]),
     st.integers(-5, 40), st.floats(), st.text(max_size=4),
+    # and plausible values, so that a fair share of documents stays valid
+    st.floats(0.001, 1000), st.integers(1, 8),
+    st.sampled_from(["worker", "ps", "idle", "leaf", "spine", "W2_0", "L2", "S0"]),
 )
+
+
+def _rejected(exc: InputError, source: str) -> None:
+    """A rejection is one paragraph that names the file."""
+    message = str(exc)
+    assert message.startswith(source) and "\n" not in message, message
 
 
 def _locations(doc) -> list[tuple[object, object]]:
@@ -109,7 +118,8 @@ def flipped(draw, text: str) -> bytes:
 def _topology_is_usable_or_rejected(doc) -> None:
     try:
         network = build_network(doc, "fuzz.yaml")
-    except InputError:
+    except InputError as exc:
+        _rejected(exc, "fuzz.yaml")
         event("topology rejected")
         return
     event("topology accepted")
@@ -132,7 +142,8 @@ def test_mutated_topologies_are_usable_or_rejected(doc):
 def test_garbled_topology_text_is_usable_or_rejected(raw):
     try:
         doc = parse_yaml(decode(raw, "fuzz.yaml"), "fuzz.yaml")
-    except InputError:
+    except InputError as exc:
+        _rejected(exc, "fuzz.yaml")
         return
     _topology_is_usable_or_rejected(doc)
 
@@ -140,7 +151,8 @@ def test_garbled_topology_text_is_usable_or_rejected(raw):
 def _plan_is_judged_or_rejected(doc) -> None:
     try:
         plan = parse_plan(doc, "fuzz.json")
-    except InputError:
+    except InputError as exc:
+        _rejected(exc, "fuzz.json")
         event("plan rejected")
         return
     result = evaluate(NETWORK, plan, gradient_mb=1.0)
@@ -167,7 +179,8 @@ def test_mutated_plans_are_judged_or_rejected(doc):
 def test_garbled_plan_text_is_judged_or_rejected(raw):
     try:
         doc = parse_json(decode(raw, "fuzz.json"), "fuzz.json")
-    except InputError:
+    except InputError as exc:
+        _rejected(exc, "fuzz.json")
         return
     _plan_is_judged_or_rejected(doc)
 
