@@ -301,6 +301,10 @@ REJECTED = {
                           ["switches[1].pipelines (L1)", "valid integer"]),
     "2.0 as a port": (lambda d: d["links"][3].update(a_port=2.0),
                       ["links[3].a_port", "valid integer"]),
+    "a list as a scheme parameter": (lambda d: d.update(schemes={"aro": {"quantization": [1]}}),
+                                     ["schemes.aro.quantization", "finite number, a boolean"]),
+    "NaN as a scheme parameter": (lambda d: d.update(schemes={"aro": {"mu": float("nan")}}),
+                                  ["schemes.aro.mu", "got float nan"]),
     "worker reaches the PS only through another host": (
         lambda d: d["links"].__setitem__(2, {"a": "W1", "b": "W0", "capacity_gbps": 1}),
         ["jobs[0].tasks[0] (job0/t0).workers[1]", "passes through another host",
