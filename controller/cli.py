@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
@@ -155,11 +155,11 @@ def _check_writable(path: str | None, option: str) -> None:
         target.unlink()
 
 
-def _load_plan(path: str, option: str = "plan") -> Plan:
+def _load_plan(path: str, option: str | None = None) -> Plan:
     try:
         return Plan.load(path)
     except InputError as exc:
-        raise UserError(f"{option}: {exc}") from None
+        raise UserError(f"{option}: {exc}" if option else str(exc)) from None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -382,8 +382,15 @@ def _print_runs(results: list) -> None:
                       f"{results[-1].plan_rate_gbps / results[0].plan_rate_gbps:.2f})")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with errors in the CLI's one-paragraph form (no usage block), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ina", description="Controller for in-network aggregation: plan, push, verify."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -57,11 +57,15 @@ class InputError(Exception):
 
 def read_text(path: str | Path, error: type[InputError] = InputError) -> str:
     """The file's text, which must be UTF-8 (a UTF-8 byte-order mark is allowed)."""
-    source = str(path)
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
-        raise error(source, "", f"cannot read the file ({exc.strerror})") from None
+        raise error(str(path), "", f"cannot read the file ({exc.strerror})") from None
+    return decode(raw, str(path), error)
+
+
+def decode(raw: bytes, source: str, error: type[InputError] = InputError) -> str:
+    """UTF-8 bytes → text, or an error saying which byte is not UTF-8."""
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

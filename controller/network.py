@@ -16,6 +16,7 @@ and exit with code 2. Items of the long lists are validated one by one so that a
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -63,6 +64,15 @@ def _bounded_map(value: Any) -> Any:
     # A dict is validated entry by entry with every error kept: bound its size first.
     if isinstance(value, dict) and len(value) > MAX_PORTS:
         raise ValueError(f"the map has {len(value)} entries; a switch has at most {MAX_PORTS} ports")
+    return value
+
+
+def _scalar(value: Any) -> Any:
+    finite = not isinstance(value, float) or math.isfinite(value)
+    if not isinstance(value, (bool, int, float, str)) or not finite:
+        raise ValueError(f"a scheme parameter is a finite number, a boolean or a text, "
+                         f"as `ina solve --param` gives it (got {type(value).__name__} "
+                         f"{str(value)[:20]})")
     return value
 
 
@@ -137,7 +147,9 @@ class TopologySpec(_Strict):
     links: list[LinkSpec] = Field(min_length=1)
     jobs: list[JobSpec] = Field(default_factory=list)
     # Free-form parameters per scheme, e.g. {"aro": {"quantization": 100}}.
-    schemes: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Values are scalars, as `ina solve --param KEY=VALUE` gives them.
+    schemes: dict[str, dict[str, Annotated[Any, AfterValidator(_scalar)]]] = Field(
+        default_factory=dict)
 
     @model_validator(mode="after")
     def _names_unique(self) -> TopologySpec:

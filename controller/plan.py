@@ -12,6 +12,11 @@ worker to the PS. A task's flows that enter a switch through a pipeline listed i
 only forwarded. When a point lists `workers`, only flows carrying those workers' contributions
 are merged there and the others cross the pipeline untouched: the data plane keys aggregation
 by incoming flow, as GRID's <aggregation node, fragment> tags do.
+
+`load_plan` reads a plan file strictly (pydantic models of the schema, in strict mode: no
+`2.9` truncated to a fan-in of 2, no NaN rate, no repeated task or aggregation point, no
+unknown key), so that a careless file is refused with the field it got wrong. Whether the plan
+fits a topology is the evaluator's question, not the loader's.
 """
 
 from __future__ import annotations
@@ -176,7 +181,8 @@ def parse_plan(data: Any, source: str = "<memory>") -> Plan:
         doc = _PlanFile.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
-        where = ".".join(str(p) for p in errors[0]["loc"]).replace(".[", "[")
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in errors[0]["loc"])
+        where = where.removeprefix(".")
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
         problem = plain_error(errors[0])
         raise PlanFormatError(source, where or "top level",
@@ -282,6 +288,7 @@ PLAN_JSON_SCHEMA: dict[str, Any] = {
         "topology": {"type": "string"},
         "tasks": {
             "type": "array",
+            "minItems": 1,
             "items": {
                 "type": "object",
                 "required": ["job", "task", "ps", "rate_gbps", "paths", "aggregation"],
@@ -292,7 +299,8 @@ PLAN_JSON_SCHEMA: dict[str, Any] = {
                     "rate_gbps": {"type": "number", "minimum": 0},
                     "paths": {
                         "type": "object",
-                        "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                        "additionalProperties": {
+                            "type": "array", "items": {"type": "string", "minLength": 1}},
                     },
                     "aggregation": {"type": "array", "items": _AGGREGATION},
                     "model_share": {"type": ["number", "null"], "minimum": 0, "maximum": 1},

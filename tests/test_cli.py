@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 from conftest import leaf_spine_doc
 
@@ -87,3 +88,111 @@ def test_show_writes_a_png(tmp_path):
     assert main(["show", topo, "--plan", str(tmp_path / "p.json"), "--png", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000
+
+
+# --- bad arguments and state files (issue 10): exit 2, one paragraph naming the argument ----
+
+BAD_ARGUMENTS = {
+    # name: (extra arguments of `ina solve`, words of the message)
+    "--param without =": (["--param", "foo"], ["--param", "'foo' is not KEY=VALUE"]),
+    "--param without key": (["--param", "=1"], ["--param", "no key"]),
+    "--param without value": (["--param", "k="], ["--param", "no value"]),
+    "--time-limit nan": (["--time-limit", "nan"], ["--time-limit", "finite number above 0"]),
+    "--time-limit -1": (["--time-limit", "-1"], ["--time-limit", "finite number above 0"]),
+    "--time-limit inf": (["--time-limit", "inf"], ["--time-limit", "finite number above 0"]),
+    "--time-limit text": (["--time-limit", "soon"], ["--time-limit", "not a number"]),
+    "--seed too large": (["--seed", str(2**40)], ["--seed", "from 0 to"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ARGUMENTS))
+def test_bad_arguments_exit_2_naming_them(tmp_path, capsys, name):
+    extra, words = BAD_ARGUMENTS[name]
+    topo = _write(tmp_path, leaf_spine_doc(2, 1, [0, 1]))
+    with pytest.raises(SystemExit) as info:
+        main(["solve", topo, *extra])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    for word in words:
+        assert word in err, err
+
+
+def test_param_given_twice_or_not_finite(tmp_path, capsys):
+    topo = _write(tmp_path, leaf_spine_doc(2, 1, [0, 1]))
+    assert main(["solve", topo, "--param", "k=1", "--param", "k=2"]) == 2
+    assert "--param k: given twice" in capsys.readouterr().out
+    assert main(["solve", topo, "--param", "k=1e999"]) == 2
+    assert "--param k=1e999: not a finite number" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["directory", "under a file"])
+def test_unwritable_json_fails_before_solving(tmp_path, capsys, monkeypatch, where):
+    import controller.solvers
+
+    def no_solve(*args, **kwargs):
+        raise AssertionError("solved although the output cannot be written")
+
+    monkeypatch.setattr(controller.solvers, "solve", no_solve)
+    topo = _write(tmp_path, leaf_spine_doc(2, 1, [0, 1]))
+    (tmp_path / "file").write_text("x")
+    out = {"directory": tmp_path, "under a file": tmp_path / "file" / "p.json"}[where]
+    assert main(["solve", topo, "--json", str(out)]) == 2
+    message = capsys.readouterr().out
+    assert f"--json {out}" in message
+    assert ("is a directory" if where == "directory" else "cannot write there") in message
+    assert main(["evaluate", topo, topo, "--json", str(out)]) == 2
+    assert f"--json {out}" in capsys.readouterr().out
+
+
+def test_malformed_warm_start_is_named(tmp_path, capsys):
+    topo = _write(tmp_path, leaf_spine_doc(2, 1, [0, 1]))
+    warm = tmp_path / "warm.json"
+    warm.write_text('{"scheme": "aro", "tasks": [{"paths": {"W1_0": [["L1"]]}}]}')
+    assert main(["solve", topo, "--warm-start", str(warm)]) == 2
+    out = capsys.readouterr().out
+    assert "--warm-start" in out and "warm.json" in out and "not a plan file" in out
+
+
+def _state(tmp_path) -> dict:
+    topo = _write(tmp_path, leaf_spine_doc(2, 1, [0, 1]))
+    main(["solve", topo, "--json", str(tmp_path / "p.json")])
+    plan = json.loads((tmp_path / "p.json").read_text())
+    return {"version": 1, "topology": "t", "plan": plan, "dead_links": [],
+            "switches": {"L0": {"address": "127.0.0.1:1", "programmed": True,
+                                "pushes_seconds": [0.1], "counters": {"collisions": [1, 2]}}}}
+
+
+def test_status_shows_a_state_file(tmp_path, capsys):
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(_state(tmp_path)))
+    capsys.readouterr()
+    assert main(["status", str(state)]) == 0
+    out = capsys.readouterr().out
+    assert "topology t  plan v1 (shortest)" in out and "L0" in out
+
+
+BAD_STATES = {
+    "empty": (b"", "the state file is empty"),
+    "partial": (b'{"version": 1, "topology": "t", "plan": {', "not JSON"),
+    "non-UTF-8": ('{"topology": "caf\xe9"}'.encode("latin-1"), "not UTF-8"),
+    "missing switches": (None, "switches: not a controller state file"),
+    "plan without tasks": ("tasks", "not a plan file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_STATES))
+def test_status_on_a_bad_state_file_exits_2(tmp_path, capsys, name):
+    raw, words = BAD_STATES[name]
+    if not isinstance(raw, bytes):
+        state = _state(tmp_path)
+        if raw is None:
+            state.pop("switches")
+        else:
+            state["plan"].pop(raw)
+        raw = json.dumps(state).encode()
+    path = tmp_path / "state.json"
+    path.write_bytes(raw)
+    capsys.readouterr()
+    assert main(["status", str(path)]) == 2
+    out = capsys.readouterr().out
+    assert "state.json" in out and words in out, out

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
+import copy
+import json
 from dataclasses import replace
 
+import pytest
 from conftest import leaf_spine_doc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.evaluate import evaluate, max_min_fair, task_flows
 from controller.network import build_network
-from controller.plan import AggregationPoint, Plan, TaskPlan
+from controller.plan import (
+    MAX_FAN_IN,
+    AggregationPoint,
+    Plan,
+    PlanFormatError,
+    TaskPlan,
+    load_plan,
+    parse_plan,
+)
 
 
 def _plan(paths, aggregation=(), rate=0.0, ps="PS") -> Plan:
@@ -183,3 +194,153 @@ def test_aggregation_on_a_plain_switch_is_inconsistent(fig1):
     paths = {w: [w, "L1", "S0", "L0", "PS"] for w in ("W1_0", "W1_1")}
     result = evaluate(fig1, _plan(paths, [AggregationPoint("S0", 0, 2, "L0")]))
     assert any("not INA-capable" in p for p in result.problems)
+
+
+# --- hostile and careless plan files (issue 10) -----------------------------------------------
+
+def _fig1_plan_doc() -> dict:
+    """A consistent plan for `fig1` (rate 1), as its JSON document."""
+    aggregation = [AggregationPoint("L1", 0, 2, "S1"), AggregationPoint("L2", 0, 2, "S1"),
+                   AggregationPoint("S1", 0, 3, "L0")]
+    return _plan(_fig1_ina_paths(), aggregation, rate=1.0).to_dict()
+
+
+def _task(doc: dict) -> dict:
+    return doc["tasks"][0]
+
+
+def test_the_fig1_plan_document_is_consistent(fig1):
+    assert evaluate(fig1, parse_plan(_fig1_plan_doc())).consistent
+
+
+UNREADABLE = {
+    # name: (change to the plan document, words of the error)
+    "negative rate": (lambda d: _task(d).update(rate_gbps=-1.0),
+                      ["tasks[0].rate_gbps", "greater than or equal to 0"]),
+    "NaN rate": (lambda d: _task(d).update(rate_gbps=float("nan")),
+                 ["NaN is not a JSON number"]),
+    "float pipeline": (lambda d: _task(d)["aggregation"][0].update(pipeline=0.7),
+                       ["tasks[0].aggregation[0].pipeline", "valid integer"]),
+    "float fan_in": (lambda d: _task(d)["aggregation"][0].update(fan_in=2.9),
+                     ["tasks[0].aggregation[0].fan_in", "valid integer"]),
+    "string fan_in": (lambda d: _task(d)["aggregation"][0].update(fan_in="2"),
+                      ["tasks[0].aggregation[0].fan_in", "valid integer"]),
+    "duplicated task": (lambda d: d["tasks"].append(copy.deepcopy(_task(d))),
+                        ["tasks[1] (job0/t0)", "planned twice"]),
+    "duplicated aggregation point": (
+        lambda d: _task(d)["aggregation"].append(dict(_task(d)["aggregation"][0])),
+        ["tasks[0] (job0/t0).aggregation[3]", "L1 pipeline 0 is listed twice"]),
+    "empty tasks": (lambda d: d.update(tasks=[]), ["tasks", "at least 1 item"]),
+    "a path node that is a list": (lambda d: _task(d)["paths"]["W1_0"].insert(1, ["L1"]),
+                                   ["tasks[0].paths.W1_0[1]", "valid string"]),
+    "a path node that is an object": (lambda d: _task(d)["paths"]["W1_0"].insert(1, {"a": 1}),
+                                      ["tasks[0].paths.W1_0[1]", "valid string"]),
+    "unknown field": (lambda d: _task(d)["aggregation"][0].update(fanin=2),
+                      ["tasks[0].aggregation[0].fanin", "unknown field"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_malformed_plans_are_rejected_naming_the_field(tmp_path, name):
+    change, words = UNREADABLE[name]
+    doc = _fig1_plan_doc()
+    change(doc)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(PlanFormatError) as info:
+        load_plan(path)
+    message = str(info.value)
+    assert str(path) in message
+    for word in words:
+        assert word in message, message
+
+
+UNREADABLE_TEXT = {
+    "latin-1": ('{"scheme": "café"}'.encode("latin-1"), ["not UTF-8", "0xe9"]),
+    "UTF-16": (json.dumps({"scheme": "x"}).encode("utf-16"), ["not UTF-8", "UTF-16"]),
+    "nested 100 000 deep": (b"[" * 100_000 + b"]" * 100_000, ["nested too deeply"]),
+    "repeated key": (b'{"scheme": "a", "scheme": "b"}', ["'scheme' appears twice"]),
+    "NaN literal": (b'{"objective": NaN}', ["NaN is not a JSON number"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE_TEXT))
+def test_unreadable_plan_files_are_rejected(tmp_path, name):
+    raw, words = UNREADABLE_TEXT[name]
+    path = tmp_path / "plan.json"
+    path.write_bytes(raw)
+    with pytest.raises(PlanFormatError) as info:
+        load_plan(path)
+    for word in [str(path), *words]:
+        assert word in str(info.value), str(info.value)
+
+
+def test_a_rate_json_reads_as_infinity_is_rejected(tmp_path):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_fig1_plan_doc()).replace('"rate_gbps": 1.0', '"rate_gbps": 1e400'))
+    with pytest.raises(PlanFormatError, match=r"tasks\[0\]\.rate_gbps: .*finite number"):
+        load_plan(path)
+
+
+def _hairpin(d):  # W3_0 goes up to S0, back down to L3 and up again: a bounce
+    _task(d)["paths"]["W3_0"] = ["W3_0", "L3", "S0", "L3", "S1", "L0", "PS"]
+
+
+INCONSISTENT = {
+    # name: (change to the plan document, words of one reported problem)
+    "a worker left out": (lambda d: _task(d)["paths"].pop("W3_0"),
+                          "no path for worker(s) W3_0"),
+    "ps set to a worker": (lambda d: _task(d).update(ps="W3_0"),
+                           "the task's PS is 'PS'"),
+    "a path through a host": (
+        lambda d: _task(d)["paths"].update(W3_0=["W3_0", "L3", "S1", "L0", "PS", "L0", "PS"]),
+        "passes through host(s) PS"),
+    "a path that bounces": (_hairpin, "brings the same flow back to L3"),
+    "a path that loops": (
+        lambda d: _task(d)["paths"].update(
+            W3_0=["W3_0", "L3", "S0", "L0", "S0", "L3", "S1", "L0", "PS"]),
+        "brings the same flow back"),
+    "next_hop contradicting the paths": (
+        lambda d: _task(d)["aggregation"][0].update(next_hop="S0"),
+        "declares next_hop S0 but the path of W1_0 leaves it toward S1"),
+    "next_hop naming a missing node": (
+        lambda d: _task(d)["aggregation"][2].update(next_hop="L9"),
+        "next_hop 'L9' is not a node of the topology"),
+    "point workers that are not the task's": (
+        lambda d: _task(d)["aggregation"][0].update(workers=["W1_0", "W1_1", "ghost"]),
+        "lists workers without a path in this task: ['ghost']"),
+    "a task the topology does not have": (lambda d: _task(d).update(task="t9"),
+                                          "the topology has no such task"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INCONSISTENT))
+def test_inconsistent_plans_are_reported(fig1, name):
+    change, words = INCONSISTENT[name]
+    doc = _fig1_plan_doc()
+    change(doc)
+    result = evaluate(fig1, parse_plan(doc))
+    assert not result.consistent
+    assert any(words in p for p in result.problems), result.problems
+
+
+def test_a_topology_task_the_plan_leaves_out_is_reported(fig1):
+    doc = _fig1_plan_doc()
+    doc["tasks"][0]["task"] = "t9"
+    result = evaluate(fig1, parse_plan(doc))
+    assert any("job0/t0: the plan does not route this task" in p for p in result.problems)
+
+
+def test_fan_in_over_the_data_plane_limit_is_inconsistent():
+    network = build_network(leaf_spine_doc(2, 1, [0, MAX_FAN_IN + 1], ina={"L1"}, capacity=100))
+    workers = network.tasks[0].workers
+    paths = {w: [w, "L1", "S0", "L0", "PS"] for w in workers}
+    plan = _plan(paths, [AggregationPoint("L1", 0, len(workers), "S0")], rate=1.0)
+    result = evaluate(network, plan)
+    assert not result.consistent
+    assert any(f"merges {MAX_FAN_IN + 1} flows; the data plane merges at most {MAX_FAN_IN}" in p
+               for p in result.problems)
+    # one worker fewer is within the data plane's reach
+    plan.tasks[0].paths.pop(workers[-1])
+    plan.tasks[0].aggregation = [AggregationPoint("L1", 0, MAX_FAN_IN, "S0")]
+    assert evaluate(_routing_only(network, workers[:-1]), plan).consistent

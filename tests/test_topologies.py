@@ -8,6 +8,7 @@ state for the routes they describe, which is what our reconstruction of each fig
 from __future__ import annotations
 
 import copy
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ import yaml
 from conftest import EXAMPLES
 
 from controller.evaluate import evaluate
-from controller.network import Network, TopologyError, load_topology
+from controller.inputs import _StrictLoader, parse_yaml
+from controller.network import Network, TopologyError, build_network, load_topology
 from controller.plan import Plan
 
 EXPECTED = {
@@ -260,3 +262,116 @@ def test_worker_without_a_path_to_its_ps(tmp_path):
 def test_unknown_field_is_named(tmp_path):
     msg = _error(tmp_path, _mutated(lambda d: d["switches"][0].update(pipelins=2)))
     assert "switches[0].pipelins (L0)" in msg and "unknown field" in msg
+
+
+# --- hostile and careless files (issue 10): one clear error, never a traceback or a hang ---
+
+def _all_links(**fields):
+    return lambda d: [link.update(fields) for link in d["links"]]
+
+
+REJECTED = {
+    # name: (change to BASE, words the message must contain)
+    "inf capacity": (lambda d: d["links"][0].update(capacity_gbps=float("inf")),
+                     ["links[0].capacity_gbps (link PS-L0)", "finite number"]),
+    "nan capacity": (lambda d: d["links"][1].update(capacity_gbps=float("nan")),
+                     ["links[1].capacity_gbps", "finite number"]),
+    "denormal capacity": (lambda d: d["links"][2].update(capacity_gbps=5e-324),
+                          ["links[2].capacity_gbps", "at least 0.001 Gbps"]),
+    "all capacities zero": (_all_links(capacity_gbps=0),
+                            ["workers[0]", "crosses a link of capacity 0"]),
+    "inf reverse capacity": (lambda d: d["links"][3].update(reverse_capacity_gbps=float("inf")),
+                             ["links[3].reverse_capacity_gbps", "finite number"]),
+    "inf aggregation capacity": (
+        lambda d: d["switches"][1].update(aggregation_capacity_gbps=float("inf")),
+        ["switches[1].aggregation_capacity_gbps (L1)", "finite number"]),
+    "beta inf": (lambda d: d["jobs"][0].update(beta=float("inf")),
+                 ["jobs[0].beta (job0)", "finite number"]),
+    "port 10^8": (lambda d: d["links"][3].update(a_port=10**8),
+                  ["links[3].a_port (link L1-L0)", "less than or equal to 4096"]),
+    "port 10^12": (lambda d: d["links"][3].update(b_port=10**12),
+                   ["links[3].b_port", "less than or equal to 4096"]),
+    "ports 10^12": (lambda d: d["switches"][0].update(ports=10**12),
+                    ["switches[0].ports (L0)", "less than or equal to 4096"]),
+    "pipeline map with 10^4 ports": (
+        lambda d: d["switches"][0].update(pipeline_map=dict.fromkeys(range(1, 10**4), 0)),
+        ["switches[0].pipeline_map (L0)", "at most 4096 ports"]),
+    "true as a capacity": (lambda d: d["links"][0].update(capacity_gbps=True),
+                           ["links[0].capacity_gbps", "valid number", "got True"]),
+    "'1e3' as a capacity": (lambda d: d["links"][0].update(capacity_gbps="1e3"),
+                            ["links[0].capacity_gbps", "valid number", "got '1e3'"]),
+    "true as pipelines": (lambda d: d["switches"][1].update(pipelines=True),
+                          ["switches[1].pipelines (L1)", "valid integer"]),
+    "2.0 as a port": (lambda d: d["links"][3].update(a_port=2.0),
+                      ["links[3].a_port", "valid integer"]),
+    "a list as a scheme parameter": (lambda d: d.update(schemes={"aro": {"quantization": [1]}}),
+                                     ["schemes.aro.quantization", "finite number, a boolean"]),
+    "NaN as a scheme parameter": (lambda d: d.update(schemes={"aro": {"mu": float("nan")}}),
+                                  ["schemes.aro.mu", "got float nan"]),
+    "worker reaches the PS only through another host": (
+        lambda d: d["links"].__setitem__(2, {"a": "W1", "b": "W0", "capacity_gbps": 1}),
+        ["jobs[0].tasks[0] (job0/t0).workers[1]", "passes through another host",
+         "hosts do not forward"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REJECTED))
+def test_hostile_values_are_rejected_naming_the_field(tmp_path, name):
+    change, words = REJECTED[name]
+    message = _error(tmp_path, _mutated(change))
+    for word in words:
+        assert word in message, message
+
+
+REJECTED_TEXT = {
+    # name: (file bytes, words the message must contain)
+    "duplicate key": (b"name: a\nname: b\nhosts: []\n", ["line 2, column 1", "duplicate key 'name'"]),
+    "duplicate key in a link": (
+        b"links:\n- {a: PS, b: L0, capacity_gbps: 1, capacity_gbps: 9}\n",
+        ["line 2", "duplicate key 'capacity_gbps'"]),
+    "nested 100 000 deep": (b"hosts: " + b"[" * 100_000 + b"]" * 100_000,
+                            ["nested more than 64 levels deep"]),
+    "nested block mappings": (
+        "".join(" " * i + "a:\n" for i in range(5000)).encode(), ["nested more than 64"]),
+    "latin-1": ("name: café\n".encode("latin-1"), ["not UTF-8", "byte 0xe9"]),
+    "UTF-16": ("name: x\n".encode("utf-16"), ["not UTF-8", "UTF-16"]),
+    "binary": (bytes(range(256)), ["not UTF-8"]),
+    "NUL byte": (b"name: a\x00\n", ["YAML syntax error", "control characters"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REJECTED_TEXT))
+def test_hostile_files_are_rejected_naming_the_file(tmp_path, name):
+    raw, words = REJECTED_TEXT[name]
+    (tmp_path / "topo.yaml").write_bytes(raw)
+    with pytest.raises(TopologyError) as info:
+        load_topology(tmp_path / "topo.yaml")
+    message = str(info.value)
+    assert str(tmp_path / "topo.yaml") in message
+    for word in words:
+        assert word in message, message
+
+
+def test_yaml_merge_keys_may_override_without_being_duplicates():
+    merged = "base: &d {capacity_gbps: 1, a: PS}\nlink: {<<: *d, capacity_gbps: 2}\n"
+    assert parse_yaml(merged, "m.yaml")["link"] == {"capacity_gbps": 2, "a": "PS"}
+
+
+def test_the_loader_runs_on_libyaml():
+    assert yaml.__with_libyaml__
+    assert issubclass(_StrictLoader, yaml._yaml.CParser)
+
+
+def test_a_malformed_large_file_reports_ten_problems_and_a_count_in_little_memory(tmp_path):
+    doc = copy.deepcopy(BASE)
+    doc["links"] += [{} for _ in range(20_000)]  # 60 000 missing fields
+    tracemalloc.start()
+    with pytest.raises(TopologyError) as info:
+        build_network(doc, "big.yaml")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    message = str(info.value)
+    assert message.count("this required field is missing") == 10
+    assert "(and 59990 more problems)" in message
+    assert len(message) < 2000
+    assert peak < 10e6, f"peak {peak / 1e6:.0f} MB"
