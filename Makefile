@@ -1,6 +1,7 @@
 # One entry point for a fresh Debian 12 machine (run as root):
 #   make demo   install everything, then run the product's main job
 #   make test   install everything, then run the whole test suite
+#   make p4     compile p4src/ina.p4 for bmv2 into p4src/build (needs p4c-bm2-ss on PATH)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ BIN := $(VENV)/bin
 # Debian packages the demo and the root tests need.
 APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump
 
-.PHONY: all setup apt venv mininet-link test test-unprivileged demo lint clean
+.PHONY: all setup apt venv mininet-link p4 test test-unprivileged demo lint clean
 
 all: demo
 
@@ -38,7 +39,17 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-test: setup
+# p4c's JSON and P4Info for bmv2, through the same code the controller and tests use
+# (controller/p4build.py). `test` and `demo` build it first only when p4c is installed: without
+# it the bmv2 tests skip and say how to get p4c.
+P4C := $(shell command -v p4c-bm2-ss 2>/dev/null)
+P4_WHEN_PRESENT := $(if $(P4C),p4)
+
+p4: venv
+	@if [ -z "$(P4C)" ]; then echo "p4c-bm2-ss is not on PATH: see README.md for how to get p4c"; exit 1; fi
+	$(BIN)/python -c 'from controller.p4build import compile_for_bmv2; print(compile_for_bmv2())'
+
+test: setup $(P4_WHEN_PRESENT)
 	$(BIN)/pytest -q
 
 # For users without root: everything but the tests that need root or Mininet.
@@ -50,7 +61,7 @@ test-unprivileged: venv
 # TARGET=bmv2 runs bmv2 simple_switch_grpc with p4c's build of p4src/ina.p4 (both on PATH;
 # README "Running against real bmv2") instead of the embedded target.
 TARGET ?= embedded
-demo: setup
+demo: setup $(P4_WHEN_PRESENT)
 	$(BIN)/ina mininet topologies/examples/aro-fig1.yaml --scheme shortest --scheme aro \
 	  --target $(TARGET) --gradient-mb $(if $(filter bmv2,$(TARGET)),0.1,0.25) --iterations 2 \
 	  --json out/demo/closed-loop$(if $(filter bmv2,$(TARGET)),-bmv2,).json

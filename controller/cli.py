@@ -1,22 +1,28 @@
 """`ina`: the command line of the controller.
 
-Every user-facing error (bad topology, bad plan, unknown scheme) is printed as one paragraph
-and exits with code 2, without a traceback.
+Every user-facing error (bad topology, bad plan, bad argument, unknown scheme) is printed as
+one paragraph and exits with code 2, without a traceback. Arguments are checked before any
+work starts: an output file that cannot be written fails before the solve, not after it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from controller.network import TopologyError, load_topology
-from controller.plan import Plan, PlanFormatError, load_plan
+from controller.inputs import InputError, parse_json, plain_error, read_text
+from controller.network import load_topology
+from controller.plan import Plan, parse_plan
 from controller.program import CompileError
 from controller.southbound.p4runtime import SouthboundError
 
@@ -48,17 +54,18 @@ def print_plan(plan: Plan) -> None:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from controller.solvers import SolveOptions, UnknownScheme, solve
+    from controller.solvers import SchemeInputError, SolveOptions, solve
 
+    _check_writable(args.json, "--json")
+    params = _params(args.param)
     network = load_topology(args.topology)
     if not network.tasks:
         raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing to route")
-    warm = _load_plan(args.warm_start) if args.warm_start else None
-    params = dict(kv.split("=", 1) for kv in args.param)
-    options = SolveOptions(args.time_limit, args.seed, warm, _typed(params))
+    warm = _load_plan(args.warm_start, "--warm-start") if args.warm_start else None
+    options = SolveOptions(args.time_limit, args.seed, warm, params)
     try:
         plan = solve(network, args.scheme, options)
-    except UnknownScheme as exc:
+    except SchemeInputError as exc:
         raise UserError(str(exc)) from None
     print_plan(plan)
     if args.json:
@@ -67,27 +74,98 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _typed(params: dict[str, str]) -> dict[str, object]:
-    """`--param quantization=100` arrives as text; numbers and booleans become values."""
+def _params(pairs: list[tuple[str, str]]) -> dict[str, object]:
+    """`--param quantization=100` arrives as text; JSON numbers and booleans become values
+    (NaN and Infinity are not numbers here), anything else stays text. Each key once."""
     out: dict[str, object] = {}
-    for key, text in params.items():
+    for key, text in pairs:
+        if key in out:
+            raise UserError(f"--param {key}: given twice ({out[key]!r} and {text!r})")
         try:
-            out[key] = json.loads(text)
-        except json.JSONDecodeError:
-            out[key] = text
+            value = json.loads(text, parse_constant=lambda name: name)
+        except (json.JSONDecodeError, RecursionError):
+            value = text
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"--param {key}={text}: not a finite number")
+        out[key] = value if isinstance(value, (bool, int, float)) else text
     return out
 
 
-def _load_plan(path: str) -> Plan:
+def _param(text: str) -> tuple[str, str]:
+    """argparse type of --param: KEY=VALUE with both sides non-empty."""
+    key, eq, value = text.partition("=")
+    if not eq:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. quantization=100)")
+    if not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} has no key before '='")
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} has no value after '='")
+    return key.strip(), value.strip()
+
+
+def _positive(text: str) -> float:
+    """argparse type of durations and sizes: a finite number above zero."""
     try:
-        return load_plan(path)
-    except PlanFormatError as exc:
-        raise UserError(str(exc)) from None
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number above 0")
+    return value
+
+
+def _count(text: str) -> int:
+    """argparse type of counts: a positive integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give an integer of at least 1")
+    return value
+
+
+def _seed(text: str) -> int:
+    """argparse type of --seed: an integer CP-SAT accepts as its random seed (32 bits)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"{text!r}: give an integer from 0 to {2**31 - 1}")
+    return value
+
+
+def _check_writable(path: str | None, option: str) -> None:
+    """Fail now, not after a long solve, when `path` cannot be written (a directory, a
+    missing or read-only place). The parent directories are created as the writer would."""
+    if not path:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise UserError(f"{option} {path}: is a directory; name a file")
+    existed = target.exists()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("a"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write there ({exc.strerror})") from None
+    if not existed:
+        target.unlink()
+
+
+def _load_plan(path: str, option: str = "plan") -> Plan:
+    try:
+        return Plan.load(path)
+    except InputError as exc:
+        raise UserError(f"{option}: {exc}") from None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from controller.evaluate import evaluate
 
+    _check_writable(args.json, "--json")
     network = load_topology(args.topology)
     plan = _load_plan(args.plan)
     result = evaluate(network, plan, gradient_mb=args.gradient_mb)
@@ -101,6 +179,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             str(te.flows_into_ps), _fmt(te.volume_mb), _fmt(te.communication_seconds),
         )
     console.print(table)
+    for job, seconds in (result.job_communication_seconds or {}).items():
+        console.print(f"job {job}: communication time {_fmt(seconds)} s (its slowest task/shard)")
     for problem in result.problems:
         console.print(f"[red]inconsistent:[/red] {problem}")
     if args.json:
@@ -113,8 +193,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from controller.draw import draw
 
+    _check_writable(args.png, "--png")
     network = load_topology(args.topology)
-    plan = _load_plan(args.plan) if args.plan else None
+    plan = _load_plan(args.plan, "--plan") if args.plan else None
     draw(network, plan, args.png)
     console.print(f"picture written to {args.png}")
     return 0
@@ -125,19 +206,23 @@ def cmd_controller(args: argparse.Namespace) -> int:
     import logging
 
     from controller import daemon
-    from controller.solvers import SolveOptions, UnknownScheme, solve
+    from controller.solvers import SchemeInputError, SolveOptions, solve
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     network = load_topology(args.topology)
+    try:
+        targets = daemon.load_targets(args.switches)
+    except daemon.SwitchesFileError as exc:
+        raise UserError(str(exc)) from None
     if args.plan:
-        plan = _load_plan(args.plan)
+        plan = _load_plan(args.plan, "--plan")
     else:
         try:
             plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
-        except UnknownScheme as exc:
+        except SchemeInputError as exc:
             raise UserError(str(exc)) from None
     print_plan(plan)
-    session = daemon.Session(network, plan, daemon.load_targets(args.switches),
+    session = daemon.Session(network, plan, targets,
                              Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None,
                              p4info=Path(args.p4info) if args.p4info else None,
                              openflow_state=Path(args.openflow_state) if args.openflow_state
@@ -149,39 +234,101 @@ def cmd_controller(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+class _SwitchState(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    address: str
+    programmed: bool
+    pushes_seconds: list[float] = []
+    counters: dict[str, list[int]] = {}
+
+
+class _ReplanFailure(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    dead_links: Any = None
+    error: str
+
+
+class _TopologyProblem(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    error: str
+
+
+class _Stopped(BaseModel):
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    at: float
+    reason: str
+
+
+class _ControllerProcess(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    stopped: _Stopped | None = None
+
+
+class _State(BaseModel):
+    """What `ina status` reads of the controller's state file (the daemon writes more)."""
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
+    version: int
+    topology: str
+    plan: dict[str, Any]
+    switches: dict[str, _SwitchState]
+    dead_links: list[list[str]] = []
+    replan_failures: list[_ReplanFailure] = Field(default=[])
+    topology_problem: _TopologyProblem | None = None
+    controller: _ControllerProcess | None = None
+
+
+def _read_state(path: str) -> tuple[_State, Plan]:
+    text = read_text(path)
+    if not text.strip():
+        raise UserError(f"{path}: the state file is empty (is a controller starting?)")
     try:
-        state = json.loads(Path(args.state).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{args.state}: no controller state to show ({exc})") from None
-    plan = Plan.from_dict(state["plan"])
-    console.print(f"topology {state['topology']}  plan v{state['version']} ({plan.scheme})")
+        state = _State.model_validate(parse_json(text, path))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise UserError(f"{path} at {where}: not a controller state file: "
+                        f"{plain_error(err)}") from None
+    return state, parse_plan(state.plan, f"{path} (plan)")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state, plan = _read_state(args.state)
+    console.print(f"topology {state.topology}  plan v{state.version} ({plan.scheme})")
     print_plan(plan)
     table = Table(title="switches")
     for col in ("switch", "address", "programmed", "last push (s)", "aggregations",
                 "collisions", "duplicates", "malformed", "unknown job"):
         table.add_column(col)
-    for name, sw in sorted(state["switches"].items()):
-        counters = sw.get("counters", {})
+    for name, sw in sorted(state.switches.items()):
         table.add_row(
-            name, sw["address"], "yes" if sw["programmed"] else "no",
-            _fmt(sw["pushes_seconds"][-1] if sw["pushes_seconds"] else None, 3),
-            *(str(sum(counters.get(c, []))) for c in
+            name, sw.address, "yes" if sw.programmed else "no",
+            _fmt(sw.pushes_seconds[-1] if sw.pushes_seconds else None, 3),
+            *(str(sum(sw.counters.get(c, []))) for c in
               ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")),
         )
     console.print(table)
-    if state.get("dead_links"):
-        console.print("dead links: " + ", ".join("–".join(e) for e in state["dead_links"]))
-    for failure in state.get("replan_failures", [])[-3:]:
-        console.print(f"[red]re-plan failed[/red] around {failure['dead_links']}: "
-                      f"{failure['error']} (plan v{state['version']} kept)")
+    if state.dead_links:
+        console.print("dead links: " + ", ".join("–".join(e) for e in state.dead_links))
+    for failure in state.replan_failures[-3:]:
+        console.print(f"[red]re-plan failed[/red] around {failure.dead_links}: "
+                      f"{failure.error} (plan v{state.version} kept)")
+    if state.topology_problem:
+        console.print(f"[red]topology file not usable[/red] ({state.topology_problem.error});"
+                      f" plan v{state.version} kept", soft_wrap=True, highlight=False)
+    stopped = state.controller.stopped if state.controller else None
+    if stopped:
+        console.print(f"controller stopped ({stopped.reason}) at "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(stopped.at))}: "
+                      "the switches are shown as last seen")
     return 0
 
 
 def cmd_mininet(args: argparse.Namespace) -> int:
     from controller import mininet_runner as runner
-    from controller.solvers import SolveOptions, UnknownScheme, solve
+    from controller.solvers import SchemeInputError, SolveOptions, solve
 
+    _check_writable(args.json, "--json")
     network = load_topology(args.topology)
     args.scale_mbps = args.scale_mbps or runner.DEFAULT_SCALE_MBPS[args.target]
     console.print(f"link scale: 1 model Gbps = {args.scale_mbps:g} Mbps of TCLink bandwidth")
@@ -189,7 +336,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
     for scheme in args.scheme or ["shortest"]:
         try:
             plan = solve(network, scheme, SolveOptions(args.time_limit, args.seed))
-        except UnknownScheme as exc:
+        except SchemeInputError as exc:
             raise UserError(str(exc)) from None
         print_plan(plan)
         planned = plan.tasks[0].rate_gbps * args.scale_mbps
@@ -245,17 +392,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topology", help="topology YAML file")
     p.add_argument("--scheme", default="shortest", help="routing scheme (default: shortest)")
     p.add_argument("--json", metavar="OUT", help="write the plan as JSON")
-    p.add_argument("--time-limit", type=float, metavar="S", help="solver time limit in seconds")
-    p.add_argument("--seed", type=int, default=0, help="seed for randomised schemes (default 0)")
+    p.add_argument("--time-limit", type=_positive, metavar="S",
+                   help="solver time limit in seconds")
+    p.add_argument("--seed", type=_seed, default=0, help="seed for randomised schemes (default 0)")
     p.add_argument("--warm-start", metavar="PLAN.json", help="previous plan to start from")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter, repeatable (e.g. quantization=100)")
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("evaluate", help="score a plan independently of the scheme that made it")
     p.add_argument("topology")
     p.add_argument("plan")
-    p.add_argument("--gradient-mb", type=float, default=100.0,
+    p.add_argument("--gradient-mb", type=_positive, default=100.0,
                    help="gradient size per worker for volume and time (default 100 MB)")
     p.add_argument("--json", metavar="OUT", help="write the evaluation as JSON")
     p.set_defaults(func=cmd_evaluate)
@@ -277,9 +425,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--p4blob", metavar="FILE", help="device config (bmv2 JSON from p4c)")
     p.add_argument("--p4info", metavar="FILE",
                    help="P4Info text file (default p4src/ina.p4info.txtpb; p4c's for bmv2)")
-    p.add_argument("--time-limit", type=float, metavar="S")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--connect-timeout", type=float, default=15.0, metavar="S")
+    p.add_argument("--time-limit", type=_positive, metavar="S")
+    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument("--connect-timeout", type=_positive, default=15.0, metavar="S")
     p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
     p.add_argument("--openflow-state", metavar="FILE",
                    help="the OpenFlow controller's state file (plain switches on Open vSwitch "
@@ -292,18 +440,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topology")
     p.add_argument("--scheme", action="append",
                    help="routing scheme; repeat to compare schemes side by side (default shortest)")
-    p.add_argument("--gradient-mb", type=float, default=1.0)
-    p.add_argument("--iterations", type=int, default=1)
+    p.add_argument("--gradient-mb", type=_positive, default=1.0)
+    p.add_argument("--iterations", type=_count, default=1)
     p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded")
     p.add_argument("--plain-switches", choices=["p4", "ovs"], default="p4",
                    help="non-INA switches as the P4 target without aggregation (default) or "
                         "as Open vSwitch under an OpenFlow 1.3 controller (os-ken)")
-    p.add_argument("--scale-mbps", type=float,
+    p.add_argument("--scale-mbps", type=_positive,
                    help="TCLink Mbps per model Gbps (default 2 on the embedded target, 0.5 on "
                         "bmv2, which forwards ina.p4 about ten times slower)")
-    p.add_argument("--timeout", type=float, default=120.0, help="per-iteration limit (s)")
-    p.add_argument("--time-limit", type=float, metavar="S", help="solver time limit")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=_positive, default=120.0, help="per-iteration limit (s)")
+    p.add_argument("--time-limit", type=_positive, metavar="S", help="solver time limit")
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--json", metavar="OUT", help="write per-iteration results as JSON")
     p.set_defaults(func=cmd_mininet)
 
@@ -336,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (TopologyError, UserError) as exc:
+    except (InputError, UserError) as exc:
         console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
         return 2
     except (SouthboundError, CompileError) as exc:

@@ -5,6 +5,11 @@ plan version, each task's rate, and for every worker the ids it must put in its 
 daemon rewrites it atomically whenever something changes and, while it runs, once a second
 with the switches' counters, so `ina status` and the Mininet runner only ever read a file.
 
+A switch counts as programmed only while its channel is up and it answers the once-a-second
+counter read within `POLL_TIMEOUT`: a switch that dies or hangs shows as not programmed in
+the state file within about a second. SIGTERM stops the daemon like SIGINT: the state file's
+last version says the controller stopped, when and why.
+
 Reconciliation after a switch restart is finsy's reconnect plus the driver's ready handler,
 which reinstalls everything and logs how long it took (`pushes` in the state file).
 """
@@ -16,11 +21,13 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import socket
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import networkx as nx
 from finsy import Controller
 
 from controller.network import Network, TopologyError, load_topology
@@ -33,10 +40,15 @@ from controller.southbound.p4runtime import (
     SouthboundError,
     SwitchTarget,
     check_fits,
-    read_counters,
 )
 
 LOG = logging.getLogger(__name__)
+POLL_INTERVAL = 1.0  # seconds between counter reads (which double as liveness checks)
+POLL_TIMEOUT = 0.5  # a switch that takes longer to answer them counts as not programmed
+
+
+class SwitchesFileError(ValueError):
+    """The switches file is unreadable or malformed; the message names the file and field."""
 
 
 @dataclass
@@ -63,6 +75,13 @@ class Session:
     openflow_state: Path | None = None
     openflow_timeout: float = 10.0
     staged: dict | None = None
+    # Set when the operator's topology file cannot be used (deleted, unreadable, invalid):
+    # the plan in force stays, and the file is read again whenever it changes.
+    topology_problem: dict | None = None
+    stopped: dict | None = None  # {"at": time, "reason": "SIGTERM"} once the daemon stops
+    # The switches as last seen connected, kept once the daemon lets go of them (stopping):
+    # they keep their entries, and a reader must not take the goodbye for a failure.
+    last_seen: dict | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.targets) - set(self.network.switches))
@@ -81,7 +100,8 @@ class Session:
         self.started = False
 
     def _republish(self) -> None:
-        """A switch was (re)programmed: tell readers now, once the first install is done."""
+        """A switch was (re)programmed or lost: tell readers now, once the first install is
+        done."""
         if self.started:
             self.publish()
 
@@ -96,17 +116,27 @@ class Session:
             "replans": self.replans,
             "replan_failures": self.replan_failures,
             "staged": self.staged,
-            "switches": {
-                name: {
-                    "address": d.target.address,
-                    "device_id": d.target.device_id,
-                    "programmed": d.ready.is_set(),
-                    "pushes_seconds": d.pushes,
-                    "problems": d.problems,
-                    "counters": self.counters.get(name, {}),
-                }
-                for name, d in self.drivers.items()
-            },
+            "controller": {"pid": os.getpid(), "running": self.stopped is None,
+                           **({"stopped": self.stopped} if self.stopped else {})},
+            "topology_problem": self.topology_problem,
+            "switches": self.last_seen or self.switches(),
+        }
+
+    def switches(self) -> dict:
+        """Each switch as the controller sees it now."""
+        return {
+            name: {
+                "address": d.target.address,
+                "device_id": d.target.device_id,
+                "programmed": d.programmed,
+                "connected": d.switch.is_up,
+                "answering": d.responsive,
+                "failure": d.failure,
+                "pushes_seconds": d.pushes,
+                "problems": d.problems,
+                "counters": self.counters.get(name, {}),
+            }
+            for name, d in self.drivers.items()
         }
 
     def publish(self) -> None:
@@ -192,22 +222,66 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
               probe_interval: float | None = 0.5) -> None:
     """Program every switch, verify, publish; then keep them programmed, watch the links
     (probes every `probe_interval` s; None: no link monitoring) and re-plan around dead ones,
-    until cancelled."""
-    async with Controller([d.switch for d in session.drivers.values()]):
-        await _wait_programmed(session, connect_timeout)
-        mismatches = [p for d in session.drivers.values() for p in d.problems]
-        if mismatches:
-            raise SouthboundError("; ".join(mismatches))
-        session.started = True
+    until cancelled or stopped by SIGTERM or SIGINT, which return normally after the state
+    file has said so. The switches keep their entries: a controller restart finds them."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    caught: list[str] = []
+
+    def stop(sig: signal.Signals) -> None:
+        caught.append(sig.name)
+        task.cancel()
+
+    handled = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop, sig)
+        except (RuntimeError, ValueError):  # not the main thread: the caller handles signals
+            continue
+        handled.append(sig)
+    try:
+        await _serve(session, connect_timeout, once, probe_interval)
+    except asyncio.CancelledError:
+        if not caught:
+            raise
+        task.uncancel()
+        session.stopped = {"at": time.time(), "reason": caught[0]}
+        LOG.info("stopped by %s", caught[0])
+    else:
+        session.stopped = {"at": time.time(), "reason": "--once" if once else "done"}
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+    if session.started:
         session.publish()
-        LOG.info("plan v%d installed on %d switch(es)", session.version, len(session.drivers))
-        if once:
-            return
-        async with asyncio.TaskGroup() as group:
-            group.create_task(_publish_counters(session))
-            group.create_task(_watch_capacities(session))
-            if probe_interval is not None:
-                group.create_task(_watch_links(session, probe_interval))
+
+
+async def _serve(session: Session, connect_timeout: float, once: bool,
+                 probe_interval: float | None) -> None:
+    async with Controller([d.switch for d in session.drivers.values()]):
+        try:
+            await _program_and_watch(session, connect_timeout, once, probe_interval)
+        finally:
+            session.last_seen = session.switches()
+
+
+async def _program_and_watch(session: Session, connect_timeout: float, once: bool,
+                             probe_interval: float | None) -> None:
+    await _wait_programmed(session, connect_timeout)
+    mismatches = [p for d in session.drivers.values() for p in d.problems]
+    if mismatches:
+        raise SouthboundError("; ".join(mismatches))
+    session.started = True
+    session.publish()
+    LOG.info("plan v%d installed on %d switch(es)", session.version, len(session.drivers))
+    if once:
+        return
+    async with asyncio.TaskGroup() as group:
+        group.create_task(_publish_counters(session))
+        group.create_task(_watch_capacities(session))
+        if probe_interval is not None:
+            group.create_task(_watch_links(session, probe_interval))
 
 
 async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
@@ -215,37 +289,70 @@ async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
 
     The file is the controller's source of link and aggregator capacities; a valid edit that
     keeps the same nodes and links replaces them, and the plan follows (warm-started, make-
-    before-break). An invalid edit is logged and ignored: the network keeps running.
+    before-break). A file that is deleted, unreadable or invalid changes nothing: the plan in
+    force stays, the problem goes to the log and the state file (`topology_problem`), and the
+    file is read again each time it changes until it is usable.
     """
     path = Path(session.network.source)
     if not path.is_file():
         return
-    stamp = path.stat().st_mtime_ns
+    stamp = _stamp(path)
     while True:
         await asyncio.sleep(interval)
-        if path.stat().st_mtime_ns == stamp:
+        if _stamp(path) == stamp:
             continue
-        stamp = path.stat().st_mtime_ns
+        stamp = _stamp(path)
+        problem = None
         try:
             edited = load_topology(path)
         except TopologyError as exc:
-            LOG.warning("ignoring the edited topology: %s", exc)
+            problem = str(exc)
+        except Exception as exc:  # noqa: BLE001 (an operator's file must never stop the daemon)
+            problem = f"{path}: cannot be loaded ({type(exc).__name__}: {exc})"
+        else:
+            if set(edited.graph.edges) != set(session.network.graph.edges):
+                problem = (f"{path}: the edit changes nodes or links, which needs a restart "
+                           "of the controller")
+        if problem is not None:
+            LOG.warning("ignoring the edited topology, plan v%d stays: %s",
+                        session.version, problem)
+            session.topology_problem = {"error": problem, "at": time.time()}
+            session.publish()
             continue
-        if set(edited.graph.edges) != set(session.network.graph.edges):
-            LOG.warning("ignoring the edited topology: it changes nodes or links, which needs "
-                        "a restart of the controller")
-            continue
+        if session.topology_problem is not None:
+            session.topology_problem = None
+            session.publish()
+        if _same_network(edited, session.network):
+            continue  # restored as it was (or only reformatted): the plan stands
         LOG.info("capacities changed in %s: re-planning", path)
         session.network = edited
         await replan(session, session.dead_links)
 
 
+def _same_network(a: Network, b: Network) -> bool:
+    return (nx.utils.graphs_equal(a.graph, b.graph) and a.tasks == b.tasks
+            and a.schemes == b.schemes and a.jobs_beta == b.jobs_beta)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """What tells that the file changed: (mtime, size), None while it does not exist."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size
+
+
 async def _publish_counters(session: Session) -> None:
+    """Read every switch's counters at once, each with a deadline (a hung switch must not
+    hold up the others' state), and publish; a switch that did not answer is not programmed."""
     while True:
-        await asyncio.sleep(1.0)
-        for name, driver in session.drivers.items():
-            if driver.switch.is_up:
-                session.counters[name] = await read_counters(driver.switch)
+        await asyncio.sleep(POLL_INTERVAL)
+        names = list(session.drivers)
+        results = await asyncio.gather(*(session.drivers[n].poll(POLL_TIMEOUT) for n in names))
+        for name, counters in zip(names, results, strict=True):
+            if counters is not None:
+                session.counters[name] = counters
         session.publish()
 
 
@@ -279,19 +386,36 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 3,
 
 
 async def _wait_programmed(session: Session, timeout: float) -> None:
-    pending = {name: d for name, d in session.drivers.items()}
-    try:
-        async with asyncio.timeout(timeout):
-            for driver in pending.values():
-                await driver.ready.wait()
-    except TimeoutError:
-        late = [(n, d.target.address) for n, d in pending.items() if not d.ready.is_set()]
-        raise SouthboundError("; ".join(
-            f"switch {name} at {address} " + (
-                f"accepts connections but did not take the pipeline within {timeout:g} s "
-                "(see the switch's log)" if _reachable(address) else
-                f"cannot be reached (nothing listens there; waited {timeout:g} s)")
-            for name, address in late)) from None
+    """Until every switch holds its program; a switch that gave a definitive answer (unknown
+    device id, refused pipeline) fails after its second try, one that stays silent after
+    `timeout`."""
+    deadline = time.monotonic() + timeout
+    while pending := {n: d for n, d in session.drivers.items() if not d.ready.is_set()}:
+        refused = {n: d for n, d in pending.items() if d.definitive_failure}
+        if refused or time.monotonic() > deadline:
+            raise SouthboundError("; ".join(
+                _why_not_programmed(name, driver, timeout)
+                for name, driver in (refused or pending).items())) from None
+        await asyncio.sleep(0.05)
+
+
+def _why_not_programmed(name: str, driver: InaSwitchDriver, timeout: float) -> str:
+    address, device_id = driver.target.address, driver.target.device_id
+    if driver.failure_code is not None and driver.failure_code.name == "NOT_FOUND" \
+            and not driver.switch.is_up:
+        return (f"switch {name} at {address} has no P4Runtime device id {device_id} (it "
+                f"answered {driver.failure}); check its device_id in the switches file")
+    if driver.failure is not None:
+        refused = driver.failure_code is not None and driver.failure_code.name == "INVALID_ARGUMENT"
+        hint = "" if refused else (
+            f" (is device_id {device_id} in the switches file the switch's?)")
+        return (f"switch {name} at {address} accepts connections but did not take the "
+                f"pipeline: {driver.failure}{hint}")
+    if _reachable(address):
+        return (f"switch {name} at {address} accepts connections but did not take the "
+                f"pipeline within {timeout:g} s (see the switch's log)")
+    return f"switch {name} at {address} cannot be reached (nothing listens there; waited " \
+           f"{timeout:g} s)"
 
 
 def _reachable(address: str) -> bool:
@@ -304,15 +428,39 @@ def _reachable(address: str) -> bool:
 
 
 def load_targets(path: str | Path) -> dict[str, SwitchTarget]:
-    """Switches file: {"S1": {"address": "127.0.0.1:50001", "device_id": 1}, ...}."""
+    """Switches file: {"S1": {"address": "127.0.0.1:50001", "device_id": 1}, ...}.
+
+    Raises `SwitchesFileError` naming the file, the switch and the field at the first problem.
+    """
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SouthboundError(f"{path}: cannot read the switches file ({exc})") from None
-    try:
-        return {
-            name: SwitchTarget(name, entry["address"], int(entry.get("device_id", 1)))
-            for name, entry in data.items()
-        }
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise SouthboundError(f"{path}: each switch needs an address ({exc})") from None
+        data = json.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise SwitchesFileError(f"{path}: cannot read the switches file "
+                                f"({exc.strerror or exc})") from None
+    except (ValueError, RecursionError) as exc:  # JSON syntax, encoding
+        raise SwitchesFileError(f"{path}: the switches file is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not data:
+        raise SwitchesFileError(f'{path}: the switches file must be a JSON object such as '
+                                '{"S1": {"address": "127.0.0.1:9559", "device_id": 1}}')
+    return {name: _target(path, name, entry) for name, entry in data.items()}
+
+
+def _target(path: str | Path, name: str, entry: object) -> SwitchTarget:
+    where = f"{path}: switch {name!r}"
+    if not isinstance(entry, dict):
+        raise SwitchesFileError(f"{where}: expected an object with address and device_id")
+    unknown = sorted(set(entry) - {"address", "device_id"})
+    if unknown:
+        raise SwitchesFileError(f"{where}: unknown field(s) {', '.join(unknown)} "
+                                "(expected address and device_id)")
+    address = entry.get("address")
+    host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 \
+            or any(c.isspace() for c in host):
+        raise SwitchesFileError(f"{where}: field address must be HOST:PORT with a port in "
+                                f"1..65535 (e.g. 127.0.0.1:9559), got {address!r}")
+    device_id = entry.get("device_id", 1)
+    if type(device_id) is not int or not 0 <= device_id < 2**64:
+        raise SwitchesFileError(f"{where}: field device_id must be an integer in 0..2^64-1, "
+                                f"got {device_id!r}")
+    return SwitchTarget(name, address, device_id)

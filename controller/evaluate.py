@@ -6,6 +6,9 @@ they enter as an aggregation point: flows entering the same switch through diffe
 are never merged. That yields the number of flows of each task on each directed link
 (`y[i]_u^v` in ARO's notation), from which rates follow:
 
+* an aggregator's capacity is charged for the flows it merges, or, on a switch with
+  `aggregates: all` (EINA's edge aggregators), for every flow entering it
+  (`controller.edge_aggregation`);
 * the plan's claimed rates are checked against every link and aggregator capacity;
 * achievable rates are the max-min fair allocation (progressive filling) in which task i
   consumes `flows(i, e) * r[i]` of resource e. When the claimed rates are feasible they are
@@ -24,8 +27,10 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from controller.network import Network
-from controller.plan import LinkLoad, Plan, TaskPlan
+from controller import sharding
+from controller.edge_aggregation import aggregator_charges
+from controller.network import Network, Task
+from controller.plan import MAX_FAN_IN, LinkLoad, Plan, TaskPlan
 
 _EPS = 1e-9
 
@@ -88,6 +93,8 @@ class Evaluation:
     aggregator_loads: list[AggregatorLoad]
     problems: list[str]
     gradient_mb: float | None = None
+    # Per job: when its slowest task (or model shard) has arrived.
+    job_communication_seconds: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -115,7 +122,15 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         hops += len(path) - 1
         flow: FlowId = worker
         trace = traces[worker] = []
+        # A node may see a path twice only as different flows (EINA relays a merged flow
+        # back through the fabric); the same flow twice is a loop no forwarding table holds.
+        visits = {(worker, flow)}
         for u, v, after in zip(path, path[1:], path[2:] + [None]):
+            if (v, flow) in visits:
+                problems.append(f"{label}: path of {worker} brings the same flow back to {v} "
+                                f"(it bounces or loops): {path}")
+                break
+            visits.add((v, flow))
             on_link[(u, v)].add(flow)
             arriving = flow
             if after is None or not network.is_switch(v):
@@ -132,6 +147,10 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
             if merge:
                 into_aggregator[(v, pipe)].add(flow)
                 flow = ("agg", v, pipe)
+                if after != point.next_hop:
+                    problems.append(
+                        f"{label}: aggregation at {v} pipeline {pipe} declares next_hop "
+                        f"{point.next_hop} but the path of {worker} leaves it toward {after}")
             if isinstance(flow, tuple):
                 known = next_hop_of.setdefault((flow, v), after)
                 if known != after:
@@ -142,6 +161,10 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
             trace.append(Hop(u, v, arriving, flow))
     for point in tp.aggregation:
         merged = len(into_aggregator.get((point.switch, point.pipeline), ()))
+        if merged > MAX_FAN_IN:
+            problems.append(
+                f"{label}: aggregation at {point.switch} pipeline {point.pipeline} merges "
+                f"{merged} flows; the data plane merges at most {MAX_FAN_IN}")
         if merged != point.fan_in:
             problems.append(
                 f"{label}: aggregation at {point.switch} pipeline {point.pipeline} declares "
@@ -151,7 +174,7 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         link_flows={e: len(f) for e, f in on_link.items()},
         aggregator_inflows={a: len(f) for a, f in into_aggregator.items()},
         unaggregated_hops=hops,
-        problems=problems,
+        problems=list(dict.fromkeys(problems)),  # each problem once, however many paths show it
         traces=traces,
         inflow_ids=dict(into_aggregator),
     )
@@ -163,6 +186,11 @@ def _point_problems(network: Network, tp: TaskPlan) -> list[str]:
     problems = []
     for point in tp.aggregation:
         where = f"{label}: aggregation at {point.switch} pipeline {point.pipeline}"
+        if point.next_hop not in network.graph:
+            problems.append(f"{where}: next_hop {point.next_hop!r} is not a node of the topology")
+        strangers = sorted(set(point.workers or ()) - set(tp.paths))
+        if strangers:
+            problems.append(f"{where}: lists workers without a path in this task: {strangers}")
         if point.switch not in network.graph or not network.is_switch(point.switch):
             problems.append(f"{where}: no such switch")
         elif not network.is_ina(point.switch):
@@ -180,6 +208,11 @@ def _path_is_valid(
     label = f"{tp.job}/{tp.task}"
     if len(path) < 2 or path[0] != worker or path[-1] != tp.ps:
         problems.append(f"{label}: path of {worker} must run from {worker} to {tp.ps}: {path}")
+        return False
+    hosts = [n for n in path[1:-1] if n in network.graph and not network.is_switch(n)]
+    if hosts:
+        problems.append(f"{label}: path of {worker} passes through host(s) {', '.join(hosts)}; "
+                        f"hosts do not forward")
         return False
     missing = [(u, v) for u, v in pairwise(path) if not network.graph.has_edge(u, v)]
     if missing:
@@ -224,16 +257,25 @@ def max_min_fair(
 def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> Evaluation:
     """Score `plan` on `network`; `gradient_mb` adds traffic volume and communication time."""
     problems: list[str] = []
-    known = {t.key for t in network.tasks}
+    known = {t.key: t for t in network.tasks}
     flows: dict[str, TaskFlows] = {}
     plans: dict[str, TaskPlan] = {}
     for tp in plan.tasks:
         label = f"{tp.job}/{tp.task}"
-        if network.tasks and tp.key not in known:
+        if tp.key in known:
+            problems.extend(_task_problems(known[tp.key], tp))
+        elif network.tasks:
             problems.append(f"{label}: the topology has no such task")
+        elif tp.ps not in network.graph or network.is_switch(tp.ps):
+            problems.append(f"{label}: the PS {tp.ps!r} is not a host of the topology")
         plans[label] = tp
         flows[label] = task_flows(network, tp)
         problems.extend(flows[label].problems)
+
+    planned = {tp.key for tp in plan.tasks}
+    problems.extend(f"{t.job}/{t.name}: the plan does not route this task of the topology"
+                    for t in network.tasks if t.key not in planned)
+    problems.extend(sharding.problems(plan.tasks))
 
     demand, capacity = _resources(network, plans, flows)
     claimed = {label: tp.rate_gbps for label, tp in plans.items()}
@@ -259,7 +301,24 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
         ],
         problems=problems,
         gradient_mb=gradient_mb,
+        job_communication_seconds=None if gradient_mb is None else sharding.job_seconds(
+            plan.tasks, {tp.key: rates[label] for label, tp in plans.items()}, gradient_mb),
     )
+
+
+def _task_problems(task: Task, tp: TaskPlan) -> list[str]:
+    """The plan's task must be the topology's: same PS, a path for each worker and no other."""
+    label = f"{tp.job}/{tp.task}"
+    problems = []
+    if tp.ps != task.ps:
+        problems.append(f"{label}: the plan sends to {tp.ps!r} but the task's PS is {task.ps!r}")
+    missing = [w for w in task.workers if w not in tp.paths]
+    if missing:
+        problems.append(f"{label}: no path for worker(s) {', '.join(missing)} of the task")
+    extra = sorted(set(tp.paths) - set(task.workers))
+    if extra:
+        problems.append(f"{label}: path(s) for {', '.join(extra)}, not workers of the task")
+    return problems
 
 
 def _resources(
@@ -272,12 +331,11 @@ def _resources(
         for (u, v), n in tf.link_flows.items():
             uses[("link", u, v)] = n
             capacity[("link", u, v)] = network.capacity(u, v)
-        for (sw, _pipe), n in tf.aggregator_inflows.items():
+        for sw, n in aggregator_charges(network, tf.link_flows, tf.aggregator_inflows).items():
             limit = network.spec(sw).aggregation_capacity_gbps
             if limit is not None:
-                key = ("aggregator", sw)
-                uses[key] = uses.get(key, 0) + n
-                capacity[key] = limit
+                uses[("aggregator", sw)] = n
+                capacity[("aggregator", sw)] = limit
         demand[label] = uses
     return demand, capacity
 
@@ -304,11 +362,10 @@ def _task_evaluation(
     into_ps = sum(n for (_u, v), n in tf.link_flows.items() if v == tp.ps)
     result = TaskEvaluation(tp.job, tp.task, tp.ps, rate, tp.rate_gbps, into_ps)
     if gradient_mb is not None:
-        result.volume_mb = gradient_mb * sum(tf.link_flows.values())
-        result.volume_without_ina_mb = gradient_mb * tf.unaggregated_hops
-        result.communication_seconds = (
-            gradient_mb * 8 / 1000 / rate if rate > 0 else float("inf")
-        )
+        shard = gradient_mb * sharding.share(tp)
+        result.volume_mb = shard * sum(tf.link_flows.values())
+        result.volume_without_ina_mb = shard * tf.unaggregated_hops
+        result.communication_seconds = sharding.seconds(gradient_mb, sharding.share(tp), rate)
     return result
 
 

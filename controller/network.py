@@ -5,82 +5,128 @@ their hardware pipelines and port→pipeline map, aggregation and DCN capacities
 reconfigurable pools), links (capacity per direction, port numbers), and the jobs whose tasks
 are to be routed. `topologies/README.md` documents every field.
 
-Validation happens in two layers: pydantic checks types and ranges field by field, then
+Validation happens in two layers: pydantic checks types and ranges field by field (strictly:
+`true` or `"1e3"` is not a number, `.inf` and `.nan` are not capacities), then
 `_check_semantics` checks what spans fields (unknown link ends, duplicate names, uncovered
-ports, unreachable PSs). Both raise `TopologyError`, whose text names the file, the field path
-and the problem, so the CLI can print it as one paragraph and exit with code 2.
+ports, workers that cannot reach their PS through switches). Both raise `TopologyError`, whose
+text names the file, the field path and the problem, so the CLI can print it as one paragraph
+and exit with code 2. Items of the long lists are validated one by one so that a malformed
+10 MB file reports its first problems and a count, instead of collecting millions of errors.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import networkx as nx
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    FailFast,
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from controller.inputs import InputError, parse_yaml, plain_error, read_text
 
 Role = Literal["worker", "ps", "idle"]
 Tier = Literal["leaf", "spine", "core", "aggregation", "edge", "tor", "other"]
 
 
-class TopologyError(Exception):
+# Ranges that keep every scheme's arithmetic meaningful (README "Limits").
+MIN_CAPACITY_GBPS = 1e-3  # 1 Mbps: a positive capacity below it is a typo or a denormal
+MAX_CAPACITY_GBPS = 1e6  # 1 Pbps
+MAX_PORTS = 4096  # per switch; port maps are built port by port
+MAX_PIPELINES = 64
+MIN_BETA, MAX_BETA = 1e-6, 1e9
+MAX_LISTED_PROBLEMS = 10
+
+
+class TopologyError(InputError):
     """A topology file that cannot be used; the message is meant for the user as it is."""
 
-    def __init__(self, source: str, where: str, problem: str):
-        self.source, self.where, self.problem = source, where, problem
-        location = f" at {where}" if where else ""
-        super().__init__(f"{source}{location}: {problem}")
+
+def _capacity_in_range(value: float) -> float:
+    if 0 < value < MIN_CAPACITY_GBPS:
+        raise ValueError(f"a capacity is 0 (no capacity) or at least {MIN_CAPACITY_GBPS:g} Gbps")
+    return value
+
+
+def _bounded_map(value: Any) -> Any:
+    # A dict is validated entry by entry with every error kept: bound its size first.
+    if isinstance(value, dict) and len(value) > MAX_PORTS:
+        raise ValueError(f"the map has {len(value)} entries; a switch has at most {MAX_PORTS} ports")
+    return value
+
+
+Capacity = Annotated[float, Field(ge=0, le=MAX_CAPACITY_GBPS), AfterValidator(_capacity_in_range)]
+Port = Annotated[int, Field(ge=1, le=MAX_PORTS)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: no `true` or "1e3" where a number belongs; allow_inf_nan: no .inf / .nan.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class HostSpec(_Strict):
     name: str = Field(min_length=1)
     role: Role = "idle"
     # Server-side aggregation capacity (PARING gives the PS one); None: not an aggregator.
-    aggregation_capacity_gbps: float | None = Field(default=None, ge=0)
+    aggregation_capacity_gbps: Capacity | None = None
 
 
 class SwitchSpec(_Strict):
     name: str = Field(min_length=1)
     tier: Tier = "other"
     ina: bool = False
-    pipelines: int = Field(default=1, ge=1)
+    pipelines: int = Field(default=1, ge=1, le=MAX_PIPELINES)
     # Port count of the switch; defaults to the number of links attached to it.
-    ports: int | None = Field(default=None, ge=1)
+    ports: Port | None = None
     # port → pipeline; defaults to contiguous blocks (see `default_pipeline_map`).
-    pipeline_map: dict[int, int] | None = None
-    aggregation_capacity_gbps: float | None = Field(default=None, ge=0)
-    ingress_capacity_gbps: float | None = Field(default=None, ge=0)
-    egress_capacity_gbps: float | None = Field(default=None, ge=0)
+    pipeline_map: Annotated[
+        dict[Port, Annotated[int, Field(ge=0)]] | None, BeforeValidator(_bounded_map)] = None
+    aggregation_capacity_gbps: Capacity | None = None
+    ingress_capacity_gbps: Capacity | None = None
+    egress_capacity_gbps: Capacity | None = None
     # Port budget of a reconfigurable (optical patch panel) pool member.
-    max_ports: int | None = Field(default=None, ge=1)
+    max_ports: Port | None = None
+    # Flows charged to aggregation capacity: the plan's (addressed) or every one (all, EINA).
+    aggregates: Literal["addressed", "all"] = "addressed"
+
+    @model_validator(mode="after")
+    def _all_needs_ina(self) -> SwitchSpec:
+        if self.aggregates == "all" and not self.ina:
+            raise ValueError("`aggregates: all` needs `ina: true` (a plain switch merges nothing)")
+        return self
 
 
 class LinkSpec(_Strict):
     a: str
     b: str
-    capacity_gbps: float = Field(ge=0)
+    capacity_gbps: Capacity
     # Capacity b→a when it differs from a→b.
-    reverse_capacity_gbps: float | None = Field(default=None, ge=0)
-    a_port: int | None = Field(default=None, ge=1)
-    b_port: int | None = Field(default=None, ge=1)
+    reverse_capacity_gbps: Capacity | None = None
+    a_port: Port | None = None
+    b_port: Port | None = None
 
 
 class TaskSpec(_Strict):
     name: str = Field(min_length=1)
     ps: str
-    workers: list[str] = Field(min_length=1)
+    workers: Annotated[list[str], FailFast()] = Field(min_length=1)
 
 
 class JobSpec(_Strict):
     name: str = Field(min_length=1)
-    beta: float = Field(default=1.0, gt=0)
-    tasks: list[TaskSpec] = Field(min_length=1)
+    beta: float = Field(default=1.0, ge=MIN_BETA, le=MAX_BETA)
+    tasks: Annotated[list[TaskSpec], FailFast()] = Field(min_length=1)
 
 
 class TopologySpec(_Strict):
@@ -195,32 +241,55 @@ class Network:
 def load_topology(path: str | Path) -> Network:
     """Read, validate and build a topology file; raises `TopologyError` on any problem."""
     source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise TopologyError(source, "", f"cannot read the file ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise TopologyError(source, where, f"YAML syntax error: {problem}") from None
+    data = parse_yaml(read_text(path, TopologyError), source, TopologyError)
     return build_network(data, source)
+
+
+# The long lists, validated item by item (see the module docstring).
+_ITEMS: dict[str, type[BaseModel]] = {
+    "hosts": HostSpec, "switches": SwitchSpec, "links": LinkSpec, "jobs": JobSpec}
 
 
 def build_network(data: Any, source: str = "<memory>") -> Network:
     """Validate a parsed topology document and build its `Network`."""
     if not isinstance(data, dict):
         raise TopologyError(source, "", "the document must be a mapping with hosts, switches, links")
+    problems: list[tuple[str, str]] = []
+    count = 0
+    checked = dict(data)
+    for name, model in _ITEMS.items():
+        items = data.get(name)
+        if not isinstance(items, list):
+            continue
+        valid = []
+        for i, item in enumerate(items):
+            try:
+                valid.append(model.model_validate(item))
+            except ValidationError as exc:
+                count += exc.error_count()
+                room = MAX_LISTED_PROBLEMS - len(problems)
+                problems += [_problem(err, (name, i), data) for err in exc.errors()[:room]]
+        if len(valid) == len(items):
+            checked[name] = valid  # model instances are not validated again below
+        else:
+            checked.pop(name)  # its problems are reported; do not also call it missing
     try:
-        spec = TopologySpec.model_validate(data)
+        spec = TopologySpec.model_validate(checked)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = _field_path(err["loc"], data)
-        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        raise TopologyError(source, where, _plain(err) + more) from None
+        errors = [e for e in exc.errors() if not (e["type"] == "missing" and e["loc"][0] in data)]
+        count += len(errors)
+        problems += [_problem(e, (), data) for e in errors[:MAX_LISTED_PROBLEMS - len(problems)]]
+    if problems:
+        (where, first), rest = problems[0], problems[1:]
+        text = "; ".join([first, *(f"{w}: {p}" for w, p in rest)])
+        if count > len(problems):
+            text += f" (and {count - len(problems)} more problems)"
+        raise TopologyError(source, where, text)
     return _check_semantics(spec, source)
+
+
+def _problem(err: Any, prefix: tuple, data: Any) -> tuple[str, str]:
+    return _field_path(prefix + tuple(err["loc"]), data), _plain(err)
 
 
 def _field_path(loc: tuple, data: Any) -> str:
@@ -247,11 +316,9 @@ def _field_path(loc: tuple, data: Any) -> str:
 
 
 def _plain(err: dict) -> str:
-    if err["type"] == "missing":
-        return "this required field is missing"
     if err["type"] == "extra_forbidden":
         return "unknown field (check the spelling against topologies/README.md)"
-    return err["msg"].removeprefix("Value error, ")
+    return plain_error(err)
 
 
 def _check_semantics(spec: TopologySpec, source: str) -> Network:
@@ -352,6 +419,7 @@ def _pipeline_map(sw: SwitchSpec, used: dict[int, str], index: int, source: str)
 def _tasks(spec: TopologySpec, graph: nx.DiGraph, source: str) -> list[Task]:
     tasks: list[Task] = []
     seen: set[tuple[str, str]] = set()
+    feeders: dict[str, set[str]] = {}
     for j, job in enumerate(spec.jobs):
         for t, task in enumerate(job.tasks):
             where = f"jobs[{j}].tasks[{t}] ({job.name}/{task.name})"
@@ -361,15 +429,42 @@ def _tasks(spec: TopologySpec, graph: nx.DiGraph, source: str) -> list[Task]:
             _check_host(graph, task.ps, "ps", f"{where}.ps", source)
             if len(set(task.workers)) != len(task.workers):
                 raise TopologyError(source, f"{where}.workers", "a worker is listed twice")
+            if task.ps not in feeders:
+                feeders[task.ps] = _can_send_to(graph, task.ps)
             for w, worker in enumerate(task.workers):
                 _check_host(graph, worker, "worker", f"{where}.workers[{w}]", source)
-                if not nx.has_path(graph, worker, task.ps):
-                    raise TopologyError(
-                        source, f"{where}.workers[{w}]",
-                        f"worker {worker!r} has no path to its PS {task.ps!r}",
-                    )
+                if worker not in feeders[task.ps]:
+                    raise TopologyError(source, f"{where}.workers[{w}]",
+                                        _why_unreachable(graph, worker, task.ps))
             tasks.append(Task(job.name, task.name, task.ps, tuple(task.workers), job.beta))
     return tasks
+
+
+def _can_send_to(graph: nx.DiGraph, ps: str) -> set[str]:
+    """Nodes with a usable path to `ps`: links of positive capacity, switches in between
+    (hosts never forward). One backward search per PS, however many workers it has."""
+    reached = {ps}
+    frontier = deque([ps])
+    while frontier:
+        node = frontier.popleft()
+        for prev in graph.predecessors(node):
+            if prev in reached or graph.edges[prev, node]["capacity_gbps"] <= 0:
+                continue
+            reached.add(prev)
+            if graph.nodes[prev]["kind"] == "switch":
+                frontier.append(prev)
+    return reached
+
+
+def _why_unreachable(graph: nx.DiGraph, worker: str, ps: str) -> str:
+    """Why `_can_send_to` left the worker out (searched again only for the message)."""
+    if not nx.has_path(graph, worker, ps):
+        return f"worker {worker!r} has no path to its PS {ps!r}"
+    hosts = {n for n, d in graph.nodes(data=True) if d["kind"] == "host"} - {worker, ps}
+    if not nx.has_path(graph.subgraph(graph.nodes - hosts), worker, ps):
+        return (f"every path from worker {worker!r} to its PS {ps!r} passes through another "
+                f"host; hosts do not forward, connect the worker to a switch")
+    return (f"every path from worker {worker!r} to its PS {ps!r} crosses a link of capacity 0")
 
 
 def _check_host(graph: nx.DiGraph, name: str, role: str, where: str, source: str) -> None:

@@ -3,8 +3,8 @@
 Scripts outside the code read these JSON keys, so they are part of the product's interface:
 top level `scheme`, `status`, `objective`, `bound`, `solve_seconds`, `seed`, `tasks`; each task
 `job`, `task`, `ps`, `rate_gbps`, `paths` (worker → node list), `aggregation` (list of
-`switch`, `pipeline`, `fan_in`, `next_hop`, optional `workers`). `PLAN_JSON_SCHEMA` states
-them formally.
+`switch`, `pipeline`, `fan_in`, `next_hop`, optional `workers`), optional `model_share`
+(`controller.sharding`). `PLAN_JSON_SCHEMA` states them formally.
 
 Semantics the evaluator and the compiler rely on: a path is the physical node list from the
 worker to the PS. A task's flows that enter a switch through a pipeline listed in the task's
@@ -19,9 +19,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, FailFast, Field, ValidationError
+
+from controller.inputs import InputError, parse_json, plain_error, read_text
 
 Status = Literal["optimal", "feasible", "timeout", "infeasible", "heuristic"]
+# Flows one aggregation point can merge: the width of the data plane's member bitmap
+# (p4src/README.md, `member` / `full`). The compiler refuses more; the evaluator reports them.
+MAX_FAN_IN = 32
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,8 @@ class TaskPlan:
     rate_gbps: float
     paths: dict[str, list[str]]
     aggregation: list[AggregationPoint] = field(default_factory=list)
+    # Fraction of the job's model this task's PS holds (EINA's sharding); None: all of it.
+    model_share: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -122,6 +131,7 @@ class Plan:
                 job=t["job"], task=t["task"], ps=t["ps"], rate_gbps=float(t["rate_gbps"]),
                 paths={w: list(p) for w, p in t["paths"].items()},
                 aggregation=[_point(a) for a in t.get("aggregation", [])],
+                model_share=None if t.get("model_share") is None else float(t["model_share"]),
             )
             for t in data["tasks"]
         ]
@@ -138,7 +148,8 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """The plan in a file, validated (`load_plan`)."""
+        return load_plan(path)
 
 
 def _point(data: dict[str, Any]) -> AggregationPoint:
@@ -149,22 +160,98 @@ def _point(data: dict[str, Any]) -> AggregationPoint:
     )
 
 
-class PlanFormatError(Exception):
+class PlanFormatError(InputError):
     """A plan file that does not follow PLAN_JSON_SCHEMA."""
 
 
 def load_plan(path: str | Path) -> Plan:
-    """Load a plan file with a user-facing error instead of a KeyError traceback."""
+    """Load a plan file, strictly, with a user-facing error instead of a traceback."""
+    source = str(path)
+    return parse_plan(parse_json(read_text(path, PlanFormatError), source, PlanFormatError), source)
+
+
+def parse_plan(data: Any, source: str = "<memory>") -> Plan:
+    """Validate a parsed plan document (types, ranges, no repeated task or point) → `Plan`."""
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise PlanFormatError(f"{path}: cannot read the file ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise PlanFormatError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    try:
-        return Plan.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PlanFormatError(f"{path}: not a plan file (problem with field {exc})") from None
+        doc = _PlanFile.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        where = ".".join(str(p) for p in errors[0]["loc"]).replace(".[", "[")
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        problem = plain_error(errors[0])
+        raise PlanFormatError(source, where or "top level",
+                              f"not a plan file: {problem}{more}") from None
+    seen: set[tuple[str, str]] = set()
+    for i, task in enumerate(doc.tasks):
+        where = f"tasks[{i}] ({task.job}/{task.task})"
+        if (task.job, task.task) in seen:
+            raise PlanFormatError(source, where, "this job/task is planned twice")
+        seen.add((task.job, task.task))
+        points = [(a.switch, a.pipeline) for a in task.aggregation]
+        for j, point in enumerate(points):
+            if point in points[:j]:
+                raise PlanFormatError(source, f"{where}.aggregation[{j}]",
+                                      f"{point[0]} pipeline {point[1]} is listed twice")
+    return Plan.from_dict(doc.model_dump(by_alias=True))
+
+
+# The plan file's schema for validation; PLAN_JSON_SCHEMA below states the same for readers.
+_MAX_PATHS = 1 << 16  # flow ids are 16 bits: no plan has more flows than that
+
+
+def _bounded_paths(value: Any) -> Any:
+    if isinstance(value, dict) and len(value) > _MAX_PATHS:
+        raise ValueError(f"{len(value)} paths; a task has at most {_MAX_PATHS} workers")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+Name = Annotated[str, Field(min_length=1)]
+
+
+class _PointFile(_Strict):
+    switch: Name
+    pipeline: int = Field(ge=0)
+    fan_in: int = Field(ge=1)
+    next_hop: Name
+    workers: list[Name] | None = Field(default=None, fail_fast=True)
+
+
+class _TaskFile(_Strict):
+    job: Name
+    task: Name
+    ps: Name
+    rate_gbps: float = Field(ge=0)
+    paths: Annotated[dict[Name, Annotated[list[Name], FailFast()]],
+                     BeforeValidator(_bounded_paths)]
+    aggregation: Annotated[list[_PointFile], FailFast()] = []
+    model_share: float | None = Field(default=None, ge=0, le=1)
+
+
+class _LinkLoadFile(_Strict):
+    model_config = ConfigDict(populate_by_name=True)
+    src: str = Field(alias="from")
+    dst: str = Field(alias="to")
+    flows: int = Field(ge=0)
+    load_gbps: float = Field(ge=0)
+    capacity_gbps: float = Field(ge=0)
+
+
+class _PlanFile(_Strict):
+    scheme: str
+    status: Status
+    objective: float
+    bound: float | None
+    gap: float | None = None
+    solve_seconds: float = Field(ge=0)
+    seed: int | None
+    topology: str = ""
+    tasks: Annotated[list[_TaskFile], FailFast()] = Field(min_length=1)
+    link_loads: Annotated[list[_LinkLoadFile], FailFast()] = []
+    details: dict[str, Any] = {}
 
 
 _AGGREGATION = {
@@ -208,6 +295,7 @@ PLAN_JSON_SCHEMA: dict[str, Any] = {
                         "additionalProperties": {"type": "array", "items": {"type": "string"}},
                     },
                     "aggregation": {"type": "array", "items": _AGGREGATION},
+                    "model_share": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
                 },
             },
         },

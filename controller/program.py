@@ -41,7 +41,7 @@ from finsy import (
 
 from controller.evaluate import FlowId, TaskFlows, task_flows
 from controller.network import Network
-from controller.plan import Plan, TaskPlan
+from controller.plan import MAX_FAN_IN, Plan, TaskPlan
 
 SLOTS_PER_PIPE = 4096  # p4src/README.md "Sizes"
 # Plan versions cycle through generations, each with its own flow ids, tags, slot region and
@@ -51,7 +51,6 @@ SLOTS_PER_PIPE = 4096  # p4src/README.md "Sizes"
 GENERATIONS = 4
 FLOW_IDS_PER_GENERATION = (1 << 16) // GENERATIONS
 GROUPS_PER_GENERATION = 4096
-MAX_FAN_IN = 32  # width of the member bitmap
 HOST_SUBNET = ipaddress.ip_network("10.0.0.0/16")
 
 

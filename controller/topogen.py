@@ -308,7 +308,7 @@ def edge(
     for a in range(aggregators):
         agg, ing, egr = (round(rng.uniform(*r), 1) for r in
                          (aggregation_gbps, ingress_gbps, egress_gbps))
-        switches.append({"name": f"A{a}", "tier": "tor", "ina": True,
+        switches.append({"name": f"A{a}", "tier": "tor", "ina": True, "aggregates": "all",
                          "aggregation_capacity_gbps": agg, "ingress_capacity_gbps": ing,
                          "egress_capacity_gbps": egr})
         count = 0 if a in empty else rng.randint(*workers_per_aggregator)

@@ -2,7 +2,9 @@
 
 Each accepted update is stored in canonical form (so Read returns exactly what was written,
 "Read-Write Symmetry") and translated into the `Forwarding` dictionaries the pipeline uses.
-Errors are `P4Error`s carrying the canonical gRPC code the spec's "Write RPC" section asks for.
+Errors are `P4Error`s carrying the canonical gRPC code the spec (v1.4) asks for, section by
+section: "Write RPC" (update types), "TableEntry" (`is_const`), "Constant Tables",
+"Bytestrings" (OUT_OF_RANGE), "CounterEntry" (index), "Wildcard Reads".
 """
 
 from __future__ import annotations
@@ -30,12 +32,16 @@ class P4Error(Exception):
 
 
 def canonical(value: bytes, bitwidth: int, what: str) -> bytes:
-    """P4Runtime canonical bytestring: no leading zero bytes, at least one byte, fits width."""
+    """P4Runtime canonical bytestring: no leading zero bytes, at least one byte, fits width.
+
+    "Bytestrings": an empty string or a value wider than the field is rejected with
+    OUT_OF_RANGE; leading zero bytes are accepted and dropped.
+    """
     if not value:
-        raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what}: empty bytestring")
+        raise P4Error(StatusCode.OUT_OF_RANGE, f"{what}: empty bytestring")
     number = int.from_bytes(value, "big")
     if number >> bitwidth:
-        raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what}: value does not fit {bitwidth} bits")
+        raise P4Error(StatusCode.OUT_OF_RANGE, f"{what}: value does not fit {bitwidth} bits")
     return number.to_bytes(max(1, (number.bit_length() + 7) // 8), "big")
 
 
@@ -59,11 +65,18 @@ class Entities:
         self._counters = {c.id: c.name.removeprefix(COUNTER_PREFIX)
                           for c in schema.counters.values()
                           if c.name.removeprefix(COUNTER_PREFIX) in COUNTERS}
+        # "Constant Tables": a P4Info may declare any table `is_const_table`.
+        self._const_tables = {t.preamble.id for t in schema.p4info.tables if t.is_const_table}
 
     # *** Write
 
     def write(self, update: p4r.Update) -> None:
+        if update.type not in (INSERT, MODIFY, DELETE):
+            raise P4Error(StatusCode.INVALID_ARGUMENT,
+                          f"Update.type {update.type} is not INSERT, MODIFY or DELETE")
         kind = update.entity.WhichOneof("entity")
+        if kind is None:
+            raise P4Error(StatusCode.INVALID_ARGUMENT, "the update's entity is not set")
         if kind == "table_entry":
             self._write_table(update.type, update.entity.table_entry)
         elif kind == "packet_replication_engine_entry":
@@ -83,6 +96,11 @@ class Entities:
         table = self.schema.tables.get(entry.table_id)
         if table is None:
             raise P4Error(StatusCode.NOT_FOUND, f"unknown table id {entry.table_id}")
+        if entry.is_const:
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{table.name}: is_const must be false "
+                          "in a write")
+        if table.id in self._const_tables:
+            raise P4Error(StatusCode.PERMISSION_DENIED, f"{table.name} is a constant table")
         if entry.is_default_action:
             raise P4Error(StatusCode.UNIMPLEMENTED, "default actions are fixed by the program")
         if entry.priority:
@@ -211,9 +229,10 @@ class Entities:
         cells = self.pipeline.counters[name]
         indices = [entry.index.index] if entry.HasField("index") else range(MAX_PIPES)
         for index in indices:
-            if not 0 <= index < MAX_PIPES:
-                raise P4Error(StatusCode.OUT_OF_RANGE, f"{name}: index {index} out of range")
-            cells[index] = entry.data.packet_count
+            _check_index(name, index)
+        if entry.HasField("data"):  # unset data: the value is not modified
+            for index in indices:
+                cells[index] = entry.data.packet_count
 
     # *** Translation into the pipeline's dictionaries; `action` None means the entry is gone.
 
@@ -276,6 +295,8 @@ class Entities:
 
     def read(self, entity: p4r.Entity) -> Iterator[p4r.Entity]:
         kind = entity.WhichOneof("entity")
+        if kind is None:
+            raise P4Error(StatusCode.INVALID_ARGUMENT, "the entity to read is not set")
         if kind == "table_entry":
             yield from self._read_tables(entity.table_entry)
         elif kind == "counter_entry":
@@ -302,6 +323,11 @@ class Entities:
     def _read_tables(self, request: p4r.TableEntry) -> Iterator[p4r.Entity]:
         if request.table_id and request.table_id not in self.tables:
             raise P4Error(StatusCode.NOT_FOUND, f"unknown table id {request.table_id}")
+        if not request.table_id and (request.match or request.HasField("action")
+                                     or request.priority or request.controller_metadata
+                                     or request.metadata):
+            raise P4Error(StatusCode.INVALID_ARGUMENT, "a read of all tables (table_id 0) "
+                          "takes no other filter")
         if request.is_default_action:
             raise P4Error(StatusCode.UNIMPLEMENTED, "reading default actions is not supported")
         ids = [request.table_id] if request.table_id else sorted(self.tables)
@@ -321,13 +347,20 @@ class Entities:
             cells = self.pipeline.counters[self._counters[counter_id]]
             indices = [request.index.index] if request.HasField("index") else range(MAX_PIPES)
             for index in indices:
-                if not 0 <= index < MAX_PIPES:
-                    raise P4Error(StatusCode.OUT_OF_RANGE, f"counter index {index} out of range")
+                _check_index(self._counters[counter_id], index)
                 out = p4r.Entity()
                 out.counter_entry.counter_id = counter_id
                 out.counter_entry.index.index = index
                 out.counter_entry.data.packet_count = cells[index]
                 yield out
+
+
+def _check_index(counter: str, index: int) -> None:
+    """"CounterEntry": a negative index is INVALID_ARGUMENT, one past the array OUT_OF_RANGE."""
+    if index < 0:
+        raise P4Error(StatusCode.INVALID_ARGUMENT, f"{counter}: negative index {index}")
+    if index >= MAX_PIPES:
+        raise P4Error(StatusCode.OUT_OF_RANGE, f"{counter}: index {index} >= size {MAX_PIPES}")
 
 
 def _int(value: bytes) -> int:

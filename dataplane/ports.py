@@ -3,11 +3,19 @@
 Frames the host itself sent (PACKET_OUTGOING) are skipped: a packet socket sees them too, and a
 switch must not process its own output. Large socket buffers absorb bursts while Python is busy.
 A port whose link is down drops what is sent to it, as a switch port would, instead of failing.
+
+802.1Q / 802.1ad tags: Linux removes the outer VLAN tag of every received frame before packet
+sockets see it (in software on veths, in the NIC with rx-vlan offload) and reports it in the
+socket's PACKET_AUXDATA instead; turning the offload off does not help on veths. So the tag is
+put back from there, as libpcap does, and the pipeline sees the frame as it was on the wire
+(p4src/README.md: a tagged frame is not IPv4 and is dropped). The socket options are Linux's
+(<linux/if_packet.h>); Python names none of them, so they are spelled out here.
 """
 
 from __future__ import annotations
 
 import socket
+import struct
 from collections.abc import Callable
 
 ETH_P_ALL = 0x0003
@@ -15,6 +23,14 @@ PACKET_OUTGOING = 4
 BUFFER_BYTES = 8 * 1024 * 1024
 SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
+SOL_PACKET = 263
+PACKET_AUXDATA = 8
+TP_STATUS_VLAN_VALID = 1 << 4
+TP_STATUS_VLAN_TPID_VALID = 1 << 6
+ETH_P_8021Q = 0x8100
+# struct tpacket_auxdata: status, len, snaplen (u32); mac, net, vlan_tci, vlan_tpid (u16).
+_AUXDATA = struct.Struct("=IIIHHHH")
+_ANCILLARY_BYTES = socket.CMSG_SPACE(_AUXDATA.size)
 
 
 def open_raw(ifname: str) -> socket.socket:
@@ -26,20 +42,33 @@ def open_raw(ifname: str) -> socket.socket:
             sock.setsockopt(socket.SOL_SOCKET, option, BUFFER_BYTES)
         except PermissionError:
             sock.setsockopt(socket.SOL_SOCKET, fallback, BUFFER_BYTES)
+    sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
     sock.bind((ifname, 0))
     sock.setblocking(False)
     return sock
 
 
 def drain(sock: socket.socket, handle: Callable[[bytes], None], limit: int = 256) -> None:
-    """Hand every waiting incoming frame (up to `limit`) to `handle`."""
+    """Hand every waiting incoming frame (up to `limit`) to `handle`, VLAN tag restored."""
     for _ in range(limit):
         try:
-            frame, address = sock.recvfrom(65535)
+            frame, ancillary, _, address = sock.recvmsg(65535, _ANCILLARY_BYTES)
         except OSError:  # nothing waiting, or the link went down (ENETDOWN, reported once)
             return
         if address[2] != PACKET_OUTGOING:
-            handle(frame)
+            handle(with_vlan_tag(frame, ancillary))
+
+
+def with_vlan_tag(frame: bytes, ancillary: list[tuple[int, int, bytes]]) -> bytes:
+    """`frame` with the VLAN tag the kernel moved into its auxdata put back after the MACs."""
+    for level, kind, data in ancillary:
+        if level != SOL_PACKET or kind != PACKET_AUXDATA or len(data) < _AUXDATA.size:
+            continue
+        status, _, _, _, _, tci, tpid = _AUXDATA.unpack_from(data)
+        if status & TP_STATUS_VLAN_VALID:
+            tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else ETH_P_8021Q
+            return frame[:12] + struct.pack("!HH", tpid, tci) + frame[12:]
+    return frame
 
 
 def send(sock: socket.socket, frame: bytes) -> bool:

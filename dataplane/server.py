@@ -3,13 +3,21 @@
 Written by hand because no Python P4Runtime server exists to reuse (finsy ships only a test
 stub); the messages, stubs and transport are the libraries'. It follows P4Runtime v1.4:
 
-- arbitration: the stream with the highest election id is primary; every client gets a
-  MasterArbitrationUpdate (OK for the primary, ALREADY_EXISTS for backups, NOT_FOUND when no
-  client has an election id) and all are told when the primary changes; a repeated election id
-  is INVALID_ARGUMENT, an unknown device NOT_FOUND;
+- arbitration ("Rules for Handling MasterArbitrationUpdate Messages"): the server remembers
+  the highest election id it has ever seen; the live client holding it is primary, and there is
+  none after that client leaves until a client advertises an id at least as high (a backup is
+  not promoted). Every client gets a MasterArbitrationUpdate (OK for the primary,
+  ALREADY_EXISTS for backups, NOT_FOUND for all while there is no primary) and all are told
+  when the primary changes; a repeated election id is INVALID_ARGUMENT, an unknown device
+  NOT_FOUND;
 - Write/SetForwardingPipelineConfig from anyone but the primary: PERMISSION_DENIED; Write without
   a pipeline: FAILED_PRECONDITION; failed updates: UNKNOWN plus one p4.v1.Error per update, in
-  order, in the grpc-status-details-bin trailer ("Error Reporting");
+  order, in the grpc-status-details-bin trailer ("Error Reporting"). gRPC clients refuse
+  trailers over 8 KiB by default (and drop the call over 16 KiB), so `error_status` keeps the
+  details within `DETAILS_BUDGET`, shortening them in steps (see there): per-update codes reach
+  a default client for batches of up to `MAX_COMPACT_UPDATES` updates, messages as room allows;
+- SetForwardingPipelineConfig with a P4Info this target cannot realise (a missing table, an
+  unknown match type, ...): INVALID_ARGUMENT;
 - SetForwardingPipelineConfig VERIFY and VERIFY_AND_COMMIT (which clears all forwarding state);
   GetForwardingPipelineConfig with every response type; Read of table entries, counters,
   multicast groups and clone sessions; Capabilities;
@@ -34,7 +42,6 @@ from dataclasses import dataclass, field
 
 import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
-from google.protobuf import any_pb2
 
 from dataplane.entities import Entities, P4Error, canonical
 from dataplane.pipeline import Pipeline
@@ -44,6 +51,13 @@ LOG = logging.getLogger(__name__)
 API_VERSION = "1.4.0"
 NO_PIPELINE = "No forwarding pipeline config set for this device."
 PACKET_IN_BACKLOG = 1024  # stream messages queued for one client before PacketIns are dropped
+# Bytes of grpc-status-details-bin that every default gRPC client accepts: its metadata soft
+# limit is 8 KiB for all trailers together (grpc-message, grpc-status and this one).
+DETAILS_BUDGET = 7 * 1024
+SHORT_TYPE_URL = "/"  # Any's type URL may be just "/p4.v1.Error": only the last segment counts
+# One update's p4.Error with its code and nothing else, packed under the short URL, takes 20
+# bytes of the status: the batch size up to which every update's code fits the budget.
+MAX_COMPACT_UPDATES = DETAILS_BUDGET // 20 - 2
 
 
 @dataclass(eq=False)
@@ -69,24 +83,29 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         self.entities: Entities | None = None
         self.config: p4r.ForwardingPipelineConfig | None = None
         self.clients: list[_Client] = []
+        self.highest_election_id: int | None = None  # ever seen (until the process restarts)
 
     # *** Arbitration
 
     @property
     def primary_election_id(self) -> int | None:
-        ids = [c.election_id for c in self.clients if c.election_id is not None]
-        return max(ids) if ids else None
+        """The highest election id ever seen, while a live client holds it; else None."""
+        highest = self.highest_election_id
+        if highest is not None and any(c.election_id == highest for c in self.clients):
+            return highest
+        return None
 
     def _update_for(self, client: _Client) -> p4r.StreamMessageResponse:
         primary = self.primary_election_id
         msg = p4r.StreamMessageResponse()
         arb = msg.arbitration
         arb.device_id = self.device_id
+        if (highest := self.highest_election_id) is not None:
+            arb.election_id.high, arb.election_id.low = highest >> 64, highest & (2**64 - 1)
         if primary is None:
             arb.status.code = grpc.StatusCode.NOT_FOUND.value[0]
             arb.status.message = "No primary controller"
             return msg
-        arb.election_id.high, arb.election_id.low = primary >> 64, primary & (2**64 - 1)
         if client.election_id == primary:
             arb.status.code = grpc.StatusCode.OK.value[0]
             arb.status.message = "Is primary"
@@ -106,7 +125,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise P4Error(grpc.StatusCode.INVALID_ARGUMENT, "Election id already exists")
         before = self.primary_election_id
         client.election_id, client.arbitrated = new_id, True
-        if self.primary_election_id != before:
+        if new_id is not None and (self.highest_election_id is None
+                                   or new_id >= self.highest_election_id):
+            self.highest_election_id = new_id
+        after = self.primary_election_id
+        if after != before or (after is not None and after == new_id):
             self._announce()
         else:
             client.outbox.put_nowait(self._update_for(client))
@@ -261,12 +284,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             await context.abort(exc.code, str(exc))
         errors = [self._apply(update) for update in request.updates]
         if any(e.canonical_code != grpc.StatusCode.OK.value[0] for e in errors):
-            status = rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0],
-                                       message="Write failure.")
-            for error in errors:
-                packed = any_pb2.Any()
-                packed.Pack(error)
-                status.details.append(packed)
+            status = error_status(errors)
             await context.abort(grpc.StatusCode.UNKNOWN, status.message, trailing_metadata=(
                 ("grpc-status-details-bin", status.SerializeToString()),))
         return p4r.WriteResponse()
@@ -309,10 +327,74 @@ def _election_id(request: p4r.MasterArbitrationUpdate) -> int:
 
 
 def _schema(p4info: p4i.P4Info) -> Schema:
+    """"SetForwardingPipelineConfig RPC": a config the target cannot realise is INVALID_ARGUMENT."""
+    known = set(p4i.MatchField.MatchType.values())
+    for table in p4info.tables:
+        for match in table.match_fields:
+            if match.WhichOneof("match") != "match_type" or match.match_type not in known \
+                    or match.match_type == p4i.MatchField.UNSPECIFIED:
+                raise P4Error(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"pipeline rejected: table {table.preamble.name} field "
+                              f"{match.name}: match type {_match_kind(match)} is not supported")
     try:
         return Schema(p4info)
     except SchemaError as exc:
         raise P4Error(grpc.StatusCode.INVALID_ARGUMENT, f"pipeline rejected: {exc}") from None
+
+
+def _match_kind(match: p4i.MatchField) -> str:
+    if match.WhichOneof("match") == "other_match_type":
+        return repr(match.other_match_type)
+    return str(match.match_type)
+
+
+def error_status(errors: list[p4r.Error]) -> rpc_status.Status:
+    """The google.rpc.Status of a failed Write: UNKNOWN, one p4.Error per update, in order.
+
+    The truncation rule, applied until the details fit `DETAILS_BUDGET`:
+    1. every error as it is, under Any's usual type URL;
+    2. the short type URL, and each distinct message only on the first update that has it
+       (later updates with the same message carry their code alone);
+    3. codes only (no messages);
+    4. no details: the status message then says how many updates failed and why the details
+       are missing (a batch of more than `MAX_COMPACT_UPDATES` updates, all failing).
+    The status message always gives the count and the first failure's message.
+    """
+    ok = grpc.StatusCode.OK.value[0]
+    failed = [(i, e) for i, e in enumerate(errors) if e.canonical_code != ok]
+    first_index, first = failed[0]
+    message = (f"Write failure: {len(failed)} of {len(errors)} updates failed; "
+               f"first: update {first_index}: {first.message}")
+    status = rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0], message=message)
+    for shorten in (_as_is, _messages_once, _codes_only):
+        status.ClearField("details")
+        for error, prefix in shorten(errors):
+            status.details.add().Pack(error, type_url_prefix=prefix)
+        if status.ByteSize() <= DETAILS_BUDGET:
+            return status
+    status.ClearField("details")
+    status.message = (f"{message} (per-update details omitted: {len(errors)} updates do not "
+                      f"fit the 8 KiB trailer limit of gRPC clients; send smaller batches)")
+    return status
+
+
+def _as_is(errors: list[p4r.Error]) -> list[tuple[p4r.Error, str]]:
+    return [(e, "type.googleapis.com/") for e in errors]
+
+
+def _messages_once(errors: list[p4r.Error]) -> list[tuple[p4r.Error, str]]:
+    seen: set[str] = set()
+    out = []
+    for error in errors:
+        if error.message in seen:
+            error = p4r.Error(canonical_code=error.canonical_code)
+        seen.add(error.message)
+        out.append((error, SHORT_TYPE_URL))
+    return out
+
+
+def _codes_only(errors: list[p4r.Error]) -> list[tuple[p4r.Error, str]]:
+    return [(p4r.Error(canonical_code=e.canonical_code), SHORT_TYPE_URL) for e in errors]
 
 
 async def serve(address: str, service: P4RuntimeService) -> grpc.aio.Server:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 from conftest import EXAMPLES, free_port
 
@@ -122,3 +126,188 @@ def test_a_replan_that_finds_no_plan_keeps_the_current_one_and_says_why(tmp_path
     (failure,) = state["replan_failures"]
     assert failure["dead_links"] == [["L0", "PS"]]
     assert "PS" in failure["error"]
+
+
+# *** Faults while running: signals, the topology file, dead and hung switches
+
+
+def _switch_process(address: str) -> subprocess.Popen:
+    """An embedded switch this test may kill or freeze (the shared fixture's must live on)."""
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
+                             address, "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    host, port = address.split(":")
+    assert _wait(lambda: socket.create_connection((host, int(port)), timeout=0.2).close() or True)
+    return proc
+
+
+def _daemon(tmp_path, topology, address: str) -> subprocess.Popen:
+    (tmp_path / "switches.json").write_text(json.dumps({"S1": {"address": address}}))
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "controller", str(topology), "--switches",
+         str(tmp_path / "switches.json"), "--state", str(tmp_path / "state.json"),
+         "--log-level", "warning"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _state(tmp_path) -> dict:
+    return json.loads((tmp_path / "state.json").read_text())
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_the_daemon_cleanly_and_the_state_file_says_so(tmp_path, embedded_switch,
+                                                                       sig):
+    proc = _daemon(tmp_path, EXAMPLES / "aro-fig1.yaml", embedded_switch)
+    try:
+        assert _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"])
+        assert _state(tmp_path)["controller"] == {"pid": proc.pid, "running": True}
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0, out + err
+    assert "Traceback" not in out + err
+    state = _state(tmp_path)
+    assert state["controller"]["running"] is False
+    assert state["controller"]["stopped"]["reason"] == sig.name
+    # The switch keeps its entries: the last view of it is kept, not a made-up failure.
+    assert state["switches"]["S1"]["programmed"] is True
+    status = subprocess.run([sys.executable, "-m", "controller.cli", "status",
+                             str(tmp_path / "state.json")], capture_output=True, text=True,
+                            check=False, env={**os.environ, "COLUMNS": "200"})
+    assert f"controller stopped ({sig.name})" in status.stdout
+
+
+def test_a_deleted_or_garbled_topology_file_keeps_the_plan_and_is_reported(tmp_path,
+                                                                          embedded_switch):
+    topology = tmp_path / "fig1.yaml"
+    original = (EXAMPLES / "aro-fig1.yaml").read_text()
+    topology.write_text(original)
+    proc = _daemon(tmp_path, topology, embedded_switch)
+    try:
+        assert _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"])
+        topology.unlink()
+        assert _wait(lambda: (_state(tmp_path)["topology_problem"] or {}).get("error", "")
+                     .startswith(f"{topology}: cannot read the file"))
+        for garbage in (b"\xff\xfe\x00garbage\x80", b"hosts: [unclosed", b"- 1\n- 2\n"):
+            before = _state(tmp_path)["topology_problem"]["at"]
+            topology.write_bytes(garbage)
+            assert _wait(lambda b=before: _state(tmp_path)["topology_problem"]["at"] > b)
+            assert proc.poll() is None
+            assert _state(tmp_path)["version"] == 1
+            assert _state(tmp_path)["switches"]["S1"]["programmed"]
+        # The original back: the problem is cleared and the plan stands (no needless re-plan).
+        topology.write_text(original)
+        assert _wait(lambda: _state(tmp_path)["topology_problem"] is None)
+        time.sleep(1.5)
+        assert _state(tmp_path)["version"] == 1
+        # A usable edit (capacities doubled): taken, re-planned.
+        topology.write_text(original.replace("capacity_gbps: 1}", "capacity_gbps: 2}"))
+        assert _wait(lambda: _state(tmp_path)["version"] == 2)
+        assert _state(tmp_path)["topology_problem"] is None
+        assert proc.poll() is None
+    finally:
+        _stop(proc)
+
+
+def _programmed_changes_within(tmp_path, expected: bool, limit: float) -> float | None:
+    """Seconds until the state file says `programmed: expected` for S1 (None: not in time)."""
+    started = time.monotonic()
+    if _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"] is expected, limit):
+        return time.monotonic() - started
+    return None
+
+
+def test_a_killed_switch_is_not_programmed_in_the_state_file_within_seconds(tmp_path):
+    address = f"127.0.0.1:{free_port()}"
+    switch = _switch_process(address)
+    proc = _daemon(tmp_path, EXAMPLES / "aro-fig1.yaml", address)
+    try:
+        assert _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"])
+        switch.kill()
+        switch.wait(timeout=10)
+        # The bound is generous for a loaded CI machine; before the fix it never changed.
+        assert _programmed_changes_within(tmp_path, False, 5.0) is not None
+        assert _state(tmp_path)["switches"]["S1"]["connected"] is False
+        status = subprocess.run([sys.executable, "-m", "controller.cli", "status",
+                                 str(tmp_path / "state.json")], capture_output=True, text=True,
+                                check=False, env={**os.environ, "COLUMNS": "200"})
+        assert status.returncode == 0
+        (row,) = [line for line in status.stdout.splitlines() if address in line]
+        assert " no " in row
+        # Back: finsy reconnects, the driver re-installs, the file says so again.
+        switch = _switch_process(address)
+        assert _programmed_changes_within(tmp_path, True, 20.0) is not None
+        assert len(_state(tmp_path)["switches"]["S1"]["pushes_seconds"]) == 2
+    finally:
+        _stop(proc)
+        _stop(switch)
+
+
+def test_a_hung_switch_is_not_programmed_in_the_state_file_within_seconds(tmp_path):
+    """SIGSTOP: the TCP connection stays open, only an unanswered read tells."""
+    address = f"127.0.0.1:{free_port()}"
+    switch = _switch_process(address)
+    proc = _daemon(tmp_path, EXAMPLES / "aro-fig1.yaml", address)
+    try:
+        assert _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"])
+        switch.send_signal(signal.SIGSTOP)
+        assert _programmed_changes_within(tmp_path, False, 5.0) is not None
+        assert _state(tmp_path)["switches"]["S1"]["answering"] is False
+        switch.send_signal(signal.SIGCONT)
+        assert _programmed_changes_within(tmp_path, True, 20.0) is not None
+    finally:
+        switch.send_signal(signal.SIGCONT)
+        _stop(proc)
+        _stop(switch)
+
+
+# *** The switches file
+
+
+@pytest.mark.parametrize(("entry", "field"), [
+    ({"address": ""}, "field address"),
+    ({"address": "nonsense"}, "field address"),
+    ({"address": "127.0.0.1:99999"}, "field address"),
+    ({"device_id": 1}, "field address"),
+    ({"address": "127.0.0.1:9559", "device_id": "1"}, "field device_id"),
+    ({"address": "127.0.0.1:9559", "device_id": -1}, "field device_id"),
+    ({"address": "127.0.0.1:9559", "adress": "x"}, "unknown field(s) adress"),
+    ("127.0.0.1:9559", "expected an object"),
+])
+def test_a_bad_switches_file_names_the_file_and_field(tmp_path, entry, field):
+    proc = _controller(tmp_path, EXAMPLES / "aro-fig1.yaml", {"S1": entry})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{tmp_path / 'switches.json'}: switch 'S1': {field}" in proc.stdout.replace("\n", "")
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_switches_file_that_is_not_json_is_named(tmp_path):
+    path = tmp_path / "switches.json"
+    for text in (b"", b"\xff\xfe{", b"[1, 2]"):
+        path.write_bytes(text)
+        proc = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "controller",
+             str(EXAMPLES / "aro-fig1.yaml"), "--switches", str(path), "--state",
+             str(tmp_path / "state.json"), "--once"],
+            capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert str(path) in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_a_wrong_device_id_is_named_once_without_tracebacks(tmp_path, embedded_switch):
+    proc = _controller(tmp_path, EXAMPLES / "aro-fig1.yaml",
+                       {"S1": {"address": embedded_switch, "device_id": 7}},
+                       "--log-level", "info", "--connect-timeout", "10")
+    assert proc.returncode == 1
+    out = proc.stdout.replace("\n", "")
+    assert f"switch S1 at {embedded_switch} has no P4Runtime device id 7" in out
+    assert "device_id in the switches file" in out
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert (proc.stdout + proc.stderr).count("unknown device id 7") <= 2  # log line + message

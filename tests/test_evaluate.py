@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from conftest import leaf_spine_doc
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +16,12 @@ from controller.plan import AggregationPoint, Plan, TaskPlan
 def _plan(paths, aggregation=(), rate=0.0, ps="PS") -> Plan:
     task = TaskPlan("job0", "t0", ps, rate, paths, list(aggregation))
     return Plan("test", "heuristic", rate, None, 0.0, 0, [task])
+
+
+def _routing_only(network, workers):
+    """The network with its task cut down to `workers` (tests that route a few of them)."""
+    task = replace(network.tasks[0], workers=tuple(workers))
+    return replace(network, tasks=[task])
 
 
 def _fig1_ina_paths() -> dict[str, list[str]]:
@@ -120,8 +128,11 @@ def random_plans(draw):
     # Fan-ins are whatever the paths produce; declare them so the plan is consistent.
     plan.tasks[0].aggregation = [AggregationPoint(sw, pipe, 1, "?") for sw, pipe in points]
     flows = task_flows(network, plan.tasks[0])
+    leaves = {(hop.v, hop.leaving[2]): trace[k + 1].v for trace in flows.traces.values()
+              for k, hop in enumerate(trace) if isinstance(hop.leaving, tuple)
+              and hop.leaving[1] == hop.v}
     plan.tasks[0].aggregation = [
-        AggregationPoint(sw, pipe, flows.aggregator_inflows[(sw, pipe)], "?")
+        AggregationPoint(sw, pipe, flows.aggregator_inflows[(sw, pipe)], leaves[(sw, pipe)])
         for sw, pipe in points if (sw, pipe) in flows.aggregator_inflows
     ]
     return network, plan
@@ -154,7 +165,7 @@ def test_point_with_worker_list_lets_other_flows_cross_unmerged(fig1):
     # S1 merges only the L1 flow; the L2 flow crosses S1 untouched: two flows reach the PS.
     paths = {"W1_0": ["W1_0", "L1", "S1", "L0", "PS"], "W2_0": ["W2_0", "L2", "S1", "L0", "PS"]}
     point = AggregationPoint("S1", 0, 1, "L0", workers=("W1_0",))
-    result = evaluate(fig1, _plan(paths, [point]))
+    result = evaluate(_routing_only(fig1, paths), _plan(paths, [point]))
     assert result.consistent, result.problems
     assert result.tasks[0].flows_into_ps == 2
     assert Plan.from_dict(_plan(paths, [point]).to_dict()).tasks[0].aggregation == [point]

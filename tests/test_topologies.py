@@ -147,7 +147,10 @@ def test_eina_fig1_rates():
 
     atp = {"W0": via("W0", "A0"), **{w: via(w, "A1", "A0") for w in ("W1", "W2")},
            **{w: via(w, "A2", "A0") for w in ("W3", "W4")}}
-    assert _rate("eina-fig1", _plan(atp, [("A1", 2, "DCN"), ("A2", 2, "DCN")], 0.4))[0] == 0.4
+    # EINA's aggregators merge (and are charged for) every entering flow (`aggregates: all`):
+    # A0 takes W0's flow and A1's and A2's results, 3r ≤ 1 Gbps, so ATP's routes carry 1/3,
+    # not the paper's 0.4 (which needs A0 to pass the two results uncharged).
+    assert _rate("eina-fig1", _plan(atp, [("A1", 2, "DCN"), ("A2", 2, "DCN")], 1 / 3))[0] == 0.3333
     eina = {"W0": via("W0", "A0"), **{w: via(w, "A1", "A3", "A0") for w in ("W1", "W2")},
             **{w: via(w, "A2", "A3", "A0") for w in ("W3", "W4")}}
     points = [("A1", 2, "DCN"), ("A2", 2, "DCN"), ("A3", 2, "DCN"), ("A0", 2, "PS")]

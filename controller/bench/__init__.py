@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "compare": "controller.bench.compare",
     "target": "dataplane.bench",
     "e2e": "controller.bench.e2e",
+    "eina": "controller.bench.eina",
 }
 
 

@@ -49,6 +49,8 @@ _SCHEMES: dict[str, str] = {
     "marina": "controller.solvers.paring_baselines:solve_marina",
     "panama": "controller.solvers.paring_baselines:solve_panama",
     "spar": "controller.solvers.spar:solve",
+    "eina": "controller.solvers.eina.solver:solve_eina",
+    "eina-iqcp": "controller.solvers.eina.solver:solve_iqcp",
 }
 
 
@@ -60,7 +62,12 @@ def scheme_names() -> list[str]:
     return sorted(_SCHEMES)
 
 
-class UnknownScheme(ValueError):
+class SchemeInputError(ValueError):
+    """Input a scheme cannot use (unknown name, bad parameter, unroutable topology); the
+    message names it and is shown as it is (the CLI exits 2)."""
+
+
+class UnknownScheme(SchemeInputError):
     pass
 
 

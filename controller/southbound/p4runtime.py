@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,9 +24,11 @@ from finsy import (
     P4MulticastGroupEntry,
     P4TableEntry,
     Switch,
+    SwitchEvent,
     SwitchOptions,
 )
 from finsy import switch as finsy_switch
+from finsy.grpcutil import GRPCStatusCode
 
 from controller.program import SwitchProgram
 
@@ -45,6 +48,13 @@ P4INFO = P4SRC / "ina.p4info.txtpb"
 # name the program version (finsy only pushes a pipeline when it has both parts).
 EMBEDDED_BLOB = P4SRC / "ina.p4"
 COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")
+# Answers that may change on a retry (a switch still booting, a busy one); any other answer
+# given twice in a row, such as NOT_FOUND for a device id the switch does not have (the
+# embedded target at arbitration) or UNKNOWN "Error when trying to assign device" (bmv2 at
+# SetForwardingPipelineConfig), will not.
+TRANSIENT = (GRPCStatusCode.UNAVAILABLE, GRPCStatusCode.DEADLINE_EXCEEDED,
+             GRPCStatusCode.CANCELLED, GRPCStatusCode.ABORTED, GRPCStatusCode.RESOURCE_EXHAUSTED,
+             GRPCStatusCode.FAILED_PRECONDITION)
 
 
 class SouthboundError(RuntimeError):
@@ -73,8 +83,16 @@ class InaSwitchDriver:
     problems: list[str] = field(default_factory=list)
     previous: SwitchProgram | None = None
     ready_at: float | None = None  # time.monotonic() of the last completed (re)install
-    # Called after every (re)install, e.g. to publish the controller's state at once.
+    # Called after every (re)install and whenever the switch is lost, e.g. to publish the
+    # controller's state at once.
     on_programmed: Callable[[], None] | None = None
+    # The program is on the switch as far as the controller knows: set by a verified install,
+    # cleared when the channel drops or the switch stops answering (`poll`).
+    installed: bool = False
+    responsive: bool = False  # the last liveness read was answered in time
+    failure: str | None = None  # why finsy's last connection cycle failed (see FailureReports)
+    failure_code: GRPCStatusCode | None = None
+    failure_repeats: int = 0  # consecutive cycles that failed with that same reason
     switch: Switch = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,6 +101,52 @@ class InaSwitchDriver:
             ready_handler=self._on_ready,
         )
         self.switch = Switch(self.target.name, self.target.address, options)
+        self.switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._on_down)
+        FAILURES.drivers[self.target.name] = self
+
+    @property
+    def programmed(self) -> bool:
+        """True only while the switch is connected, answers, and holds the verified program."""
+        return self.installed and self.responsive and self.switch.is_up and not self.problems
+
+    @property
+    def definitive_failure(self) -> bool:
+        """finsy's retries cannot help: the switch gave the same non-transient answer twice."""
+        return (self.failure_code is not None and self.failure_code not in TRANSIENT
+                and self.failure_repeats >= 2)
+
+    def _on_down(self, _switch: Switch) -> None:
+        self.installed = self.responsive = False
+        LOG.warning("%s: P4Runtime channel down; the switch is not programmed until it is back",
+                    self.target.name)
+        if self.on_programmed:
+            self.on_programmed()
+
+    def failed(self, code: GRPCStatusCode | None, reason: str) -> bool:
+        """finsy's connection cycle failed with `reason`; True when it is a new reason."""
+        new = reason != self.failure
+        self.failure_repeats = 1 if new else self.failure_repeats + 1
+        self.failure, self.failure_code = reason, code
+        return new
+
+    async def poll(self, timeout: float) -> dict[str, list[int]] | None:
+        """The switch's counters, read with a deadline; None (and not `responsive`) when the
+        switch is down or does not answer in time: a hung switch keeps its TCP connection
+        open, so only an answered request proves it alive."""
+        if not self.switch.is_up:
+            self.responsive = False
+            return None
+        try:
+            async with asyncio.timeout(timeout):
+                counters = await read_counters(self.switch)
+        except (TimeoutError, P4ClientError) as exc:
+            if self.responsive:
+                LOG.warning("%s does not answer (%s): not programmed until it does",
+                            self.target.name, type(exc).__name__)
+            self.responsive = False
+            return None
+        self.responsive = True
+        return counters
 
     async def move_to(self, program: SwitchProgram) -> None:
         """Make: install `program` beside the current one (new keys inserted, shared keys
@@ -112,17 +176,59 @@ class InaSwitchDriver:
             first = next(iter(exc.details.values()), None)
             reason = first.message if first else str(exc)
             self.problems = [f"{sw.name} refused the plan's entries: {reason}"]
+            self.installed = False
             self.ready.set()
             return
         self.problems = await verify(sw, self.program)
         self.pushes.append(time.perf_counter() - started)
         self.ready_at = time.monotonic()
+        self.installed = self.responsive = True
+        self.failure = self.failure_code = None
+        self.failure_repeats = 0
         LOG.info("%s programmed: %d entities in %.3f s%s", sw.name,
                  len(self.program.entities()), self.pushes[-1],
                  f", {len(self.problems)} mismatches" if self.problems else "")
         self.ready.set()
         if self.on_programmed:
             self.on_programmed()
+
+
+class FailureReports(logging.Filter):
+    """Turns finsy's report of a failed switch task into one line per new reason.
+
+    finsy logs every failed connection cycle with its traceback and retries (every 0.5 s
+    here, see `_RECONNECT_THROTTLE_SECONDS`), so a switch with a wrong device id floods the
+    log. finsy has no hook for these failures other than its log, so this filter on the
+    "finsy" logger reads them there: it hands the reason to the switch's driver (the daemon
+    reports it and gives up at once on a definitive one) and lets a reason through only the
+    first time, without the traceback.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drivers: dict[str, InaSwitchDriver] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        task = str(record.args[0]) if isinstance(record.args, tuple) and record.args else ""
+        named = re.match(r"fy:([^|]+)\|", task)
+        if exc is None or named is None or "Switch task" not in str(record.msg):
+            return True
+        code = exc.code if isinstance(exc, P4ClientError) else None
+        reason = (f"{code.name}: {exc.message}" if isinstance(exc, P4ClientError)
+                  else f"{type(exc).__name__}: {exc}")
+        driver = self.drivers.get(named.group(1))
+        if driver is not None and not driver.failed(code, reason):
+            return False
+        record.msg, record.args = "switch %s: connection failed (%s); retrying", (
+            named.group(1), reason)
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+FAILURES = FailureReports()
+logging.getLogger("finsy").addFilter(FAILURES)
 
 
 def check_fits(program: SwitchProgram, p4info: Path = P4INFO) -> list[str]:

@@ -12,6 +12,7 @@ from finsy.proto import p4i
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from controller.p4build import HOW_TO_GET_P4C, compile_for_bmv2, compiler_path
 from dataplane.frame import (
     CONTROL,
     DATA,
@@ -120,3 +121,13 @@ def test_p4info_without_packet_out_is_rejected() -> None:
     del p4info.controller_packet_metadata[1]
     with pytest.raises(SchemaError, match="packet_out"):
         Schema(p4info)
+
+
+def test_checked_in_p4info_is_what_p4c_writes_for_ina_p4(tmp_path: Path) -> None:
+    """One program, one P4Info: the embedded target and bmv2 serve the same ids."""
+    if compiler_path() is None:
+        pytest.skip(HOW_TO_GET_P4C)
+    built = compile_for_bmv2(tmp_path, force=True)
+    assert load_p4info(P4INFO_PATH) == load_p4info(built.p4info), (
+        "p4src/ina.p4info.txtpb differs from p4c's output: copy p4src/build/ina.p4info.txtpb "
+        "over it after `make p4`")

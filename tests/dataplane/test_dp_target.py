@@ -1,31 +1,28 @@
 """The contract of p4src/README.md, checked on a running target through veth pairs.
 
 Entries are written over P4Runtime by the test; packets go in and out of the host ends of the
-veths. Runs against the embedded target always, and against bmv2 `simple_switch_grpc` (with the
-program compiled by `p4c-bm2-ss`) when both are on PATH.
+veths. Every test runs on both targets: the embedded one (`ina switch`) and bmv2 `simple_switch_grpc`
+with p4c's JSON and P4Info (`controller.p4build`); without p4c or bmv2 on PATH the bmv2 half
+skips and says how to get them.
 """
 
 from __future__ import annotations
 
 import select
-import shutil
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
 
+from dataplane.bmv2 import free_tcp_port
 from dataplane.frame import (
     ACK,
     CONTROL,
-    CPU_PORT,
     DATA,
     ECN_CE,
     INA_UDP_PORT,
@@ -43,10 +40,9 @@ from dataplane.frame import (
 from dataplane.hosts import Task, Worker, frag_id, fragments
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client, WriteFailed
-from dataplane.schema import P4INFO_PATH, load_p4info
+from dataplane.targets import KINDS, missing, program_for, start_target
 
 pytestmark = pytest.mark.root
-ROOT = Path(__file__).resolve().parents[2]
 PORTS = 4
 DEVICE_ID = 1
 JOB, TASK, OUT_FLOW, NEXT_NODE, TAG = 3, 1, 100, 77, 5
@@ -64,42 +60,24 @@ class Target:
     sockets: dict[int, socket.socket]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _bmv2_program(tmp: Path) -> tuple[object, bytes]:
-    if shutil.which("simple_switch_grpc") is None:
-        pytest.skip("simple_switch_grpc is not on PATH: bmv2 half of the contract tests skipped")
-    if shutil.which("p4c-bm2-ss") is None:
-        pytest.skip("p4c-bm2-ss is not on PATH: cannot compile ina.p4 for simple_switch_grpc")
-    subprocess.run(["p4c-bm2-ss", "--p4v", "16", "--p4runtime-files", str(tmp / "p4info.txtpb"),
-                    "-o", str(tmp / "ina.json"), str(ROOT / "p4src" / "ina.p4")], check=True)
-    return load_p4info(tmp / "p4info.txtpb"), (tmp / "ina.json").read_bytes()
-
-
-@pytest.fixture(scope="module", params=["embedded", "bmv2"])
-def target(request, tmp_path_factory) -> Iterator[Target]:
-    if request.param == "bmv2":
-        p4info, device_config = _bmv2_program(tmp_path_factory.mktemp("bmv2"))
-    else:
-        p4info, device_config = load_p4info(P4INFO_PATH), b""
+@pytest.fixture(scope="module", params=KINDS)
+def target(request) -> Iterator[Target]:
+    reason = missing(request.param)
+    if reason:
+        pytest.skip(reason)
+    program = program_for(request.param)
     net = VethNet(PORTS)
     net.create()
-    address = f"127.0.0.1:{_free_port()}"
-    ifaces = [arg for p, name in net.switch_if.items() for arg in ("-i", f"{p}@{name}")]
-    if request.param == "bmv2":
-        cmd = ["simple_switch_grpc", "--device-id", str(DEVICE_ID), *ifaces, "--no-p4",
-               "--", "--grpc-server-addr", address, "--cpu-port", str(CPU_PORT)]
-    else:
-        cmd = [sys.executable, "-m", "dataplane", "switch", "--device-id", str(DEVICE_ID),
-               "--grpc-addr", address, *ifaces, "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT)
+    address = f"127.0.0.1:{free_tcp_port()}"
+    try:
+        proc = start_target(request.param, net.switch_if, address, DEVICE_ID)
+    except BaseException:
+        net.destroy()
+        raise
     try:
         sockets = {p: net.host_socket(p) for p in net.host_if}
-        yield Target(request.param, address, net, p4info, device_config, sockets)
+        yield Target(request.param, address, net, program.p4info, program.device_config,
+                     sockets)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -67,6 +67,11 @@ def build(
             most = sum(upper[i, (u, inp)] for u in tg.pred[inp])
             m.model.add(inflow >= x)  # (7), left side scaled by M
             m.model.add(inflow <= most * x)  # (7), right side
+        for (a, b), inp in tg.bypass.items():
+            # A flow may cross a capped aggregator unmerged only from a pipeline it does not
+            # aggregate on (`unfold`): the data plane merges all of them there.
+            if inp in tg.succ:
+                m.model.add(m.y[i, (a, b)] == 0).only_enforce_if(m.y[i, (inp, tg.succ[inp][0])])
         for w in tg.workers:
             m.model.add(sum(m.y[i, (w, v)] for v in tg.succ[w]) == 1)  # (5)
         for z in tg.order():
@@ -152,8 +157,8 @@ def _single_product(
         allowed = cap // k
         if allowed >= hi:
             continue
-        if allowed < max(lo, 1):
-            m.model.add(load <= k - 1)
+        if allowed < max(lo, 1):  # k or more flows fit only at r = 0
+            _only_at_zero(m, load, k, r, lo)
             return
         if allowed == last:
             continue
@@ -171,8 +176,8 @@ def _shared_product(
     lo, _hi = bounds
     previous = None
     for k in range(1, most + 1):
-        if k * max(lo, 1) > cap:
-            m.model.add(load <= k - 1)
+        if k * max(lo, 1) > cap:  # k or more flows fit only at r = 0
+            _only_at_zero(m, load, k, r, lo)
             return
         at_least = m.model.new_bool_var("")
         m.model.add(load <= k - 1).only_enforce_if(~at_least)
@@ -180,6 +185,17 @@ def _shared_product(
         if previous is not None:
             m.model.add_implication(at_least, previous)
         previous = at_least
+
+
+def _only_at_zero(m: AroModel, load: cp_model.IntVar, k: int, r: cp_model.IntVar, lo: int) -> None:
+    """[load ≥ k] ⇒ r = 0 (impossible when r ≥ lo > 0): a 0-level capacity still carries a
+    task whose rate rounds down to level 0."""
+    if lo > 0:
+        m.model.add(load <= k - 1)
+        return
+    many = m.model.new_bool_var("")
+    m.model.add(load <= k - 1).only_enforce_if(~many)
+    m.model.add(r <= 0).only_enforce_if(many)
 
 
 def _ub(var: cp_model.IntVar) -> int:

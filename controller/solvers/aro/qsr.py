@@ -1,8 +1,17 @@
-"""Quantized sending rates (QSR, Sec. III-C) and the capacity resources of constraint (10).
+"""Quantized sending rates (QSR, Sec. III-C), the exact rate candidates, and the resources of (10).
 
-Rates are integers r[i] in {0..N}; a capacity b becomes floor(b·N/b̄) with b̄ from Eq. (11),
-and level r means r·b̄/N Gbps. Each resource is a physical directed link (10) or, when the
-topology sets one, a switch's aggregation capacity, with the unfolded edges whose flows use it.
+Grid: rates are integers r[i] in {0..N}; a capacity b becomes floor(b·N/b̄) and level r means
+r·b̄/N Gbps. The paper's b̄ is Eq. (11), the largest link (`bbar`, used by ARO-QSR); with one
+1000 Gbps link among 1 Gbps ones that makes every thin link 0 levels, so the other variants
+take b̄ = the highest rate any task could send at all (`rate_ceiling`).
+
+A grid is exact for the rates it tests: a fixed level L is feasible in the quantized model iff
+the rate L·b̄/N is feasible in the real one (Σ L·y ≤ floor(b·N/b̄) ⇔ Σ L·y ≤ b·N/b̄, the left
+side being an integer). What a grid loses is the rates between its points; `exact_rates`
+lists the only common rates at which real feasibility can change (capacity / flow count).
+
+Each resource is a physical directed link (10) or, when the topology sets one, a switch's
+aggregation capacity, with the unfolded edges whose flows use it.
 """
 
 from __future__ import annotations
@@ -27,6 +36,13 @@ class Scale:
     def gbps(self, level: float) -> float:
         return level * self.bbar / self.levels
 
+    def level(self, gbps: float) -> int:
+        """The grid level just below a real rate (the floor quantization of a solution)."""
+        return max(0, self.cap(gbps))
+
+    def describe(self) -> str:
+        return f"N={self.levels} levels of {self.gbps(1):g} Gbps (b̄={self.bbar:g})"
+
 
 @dataclass
 class Resource:
@@ -41,6 +57,45 @@ class Resource:
 def bbar(graphs: list[TaskGraph], network: Network) -> float:
     """Eq. (11): the largest capacity among the non-virtual links of the unfolded graphs."""
     return max(network.capacity(*ab) for tg in graphs for ab in tg.physical.values())
+
+
+def rate_ceiling(graphs: list[TaskGraph], network: Network) -> float:
+    """The highest rate any task could send: each worker emits one flow on one of its links
+    (5), and at least one flow enters the PS on one of its links, so r[i] is at most both."""
+    return max(task_ceiling(tg, network) for tg in graphs)
+
+
+def task_ceiling(tg: TaskGraph, network: Network) -> float:
+    """An upper bound on r[i] valid for every routing (see `rate_ceiling`)."""
+    ps_in = max((network.capacity(*ab) for (u, v), ab in tg.physical.items() if v == tg.ps),
+                default=0.0)
+    workers = [max(network.capacity(*tg.physical[(w, v)]) for v in tg.succ[w])
+               for w in tg.workers]
+    return min([ps_in, *workers])
+
+
+def exact_rates(res: list[Resource], most_load: dict[int, int]) -> list[float]:
+    """Every common rate at which real feasibility can change: capacity / flow count.
+
+    At a common rate t a resource admits floor(cap/t) flows, which is constant between two
+    consecutive values of cap/k; so "all tasks at t" is as feasible as at the smallest listed
+    value ≥ t. Near-equal values (floating point) are merged.
+    """
+    most: dict[float, int] = {}  # resources of equal capacity share their values
+    for r in res:
+        if r.capacity_gbps > 0:
+            most[r.capacity_gbps] = max(most.get(r.capacity_gbps, 0), most_load[id(r)])
+    values = sorted({cap / k for cap, m in most.items() for k in range(1, m + 1)})
+    out: list[float] = []
+    for v in values:
+        if not out or v > out[-1] * (1 + 1e-9):
+            out.append(v)
+    return out
+
+
+def admits(capacity_gbps: float, rate: float) -> int:
+    """Flows a capacity admits at a common rate: floor(cap/rate), tolerant to rounding."""
+    return math.floor(capacity_gbps / rate * (1 + 1e-9) + 1e-12)
 
 
 def resources(

@@ -56,30 +56,62 @@ def physical_path(walk: list[Node]) -> list[str]:
 def greedy_flows(graphs: list[TaskGraph]) -> dict[tuple[int, Edge], int]:
     """A feasible routing: each worker walks to the PS over the least-loaded physical links.
 
-    It satisfies (5)-(9) by construction and serves as the first incumbent of the searches.
+    It satisfies (5)-(9) by construction and the bypass rule of `unfold` by its choices: it
+    merges where it can, and a pipeline a flow crossed unmerged is not aggregated on; when a
+    walk finds every way on closed it starts the task again with that pipeline unmerged (a
+    task can always cross every capped aggregator unmerged). It is the searches' first
+    incumbent.
     """
     load: dict[tuple[str, str], int] = defaultdict(int)
-    flows: dict[tuple[int, Edge], int] = defaultdict(int)
+    flows: dict[tuple[int, Edge], int] = {}
     for tg in graphs:
-        onward: set[Node] = {tg.ps}
-        for s in tg.workers:
-            u = s
-            walked: list[Node] = []
-            while u not in onward:
-                walked.append(u)
-                v = min(tg.succ[u], key=lambda v, u=u: load[tg.physical.get((u, v), ("", ""))])
-                flows[tg.index, (u, v)] += 1
-                if (u, v) in tg.physical:
-                    load[tg.physical[(u, v)]] += 1
-                u = v
-            onward.update(n for n in walked if n[0] == "inp")
-    return dict(flows)
+        closed: set[Node] = set()
+        while True:
+            mine, conflict = _greedy_task(tg, load, closed)
+            if conflict is None:
+                break
+            closed.add(conflict)
+        for (u, v), n in mine.items():
+            flows[tg.index, (u, v)] = n
+            if (u, v) in tg.physical:
+                load[tg.physical[(u, v)]] += n
+    return flows
+
+
+def _greedy_task(
+    tg: TaskGraph, load: dict[tuple[str, str], int], closed: set[Node],
+) -> tuple[Flows, Node | None]:
+    """One task's greedy walks, never merging at a `closed` INP; or the INP that blocked."""
+    flows: Flows = defaultdict(int)
+    mine: dict[tuple[str, str], int] = defaultdict(int)
+    onward: set[Node] = {tg.ps}
+    unmerged = set(closed)  # INPs whose pipeline a flow crossed unmerged
+    for s in tg.workers:
+        u = s
+        walked: list[Node] = []
+        while u not in onward:
+            walked.append(u)
+            ways = [v for v in tg.succ[u] if v not in unmerged and not (
+                (u, v) in tg.bypass and tg.bypass[(u, v)] in onward)]
+            if not ways:
+                return flows, next(tg.bypass[(u, v)] for v in tg.succ[u] if (u, v) in tg.bypass)
+            merging = [v for v in ways if (u, v) not in tg.bypass] or ways
+            v = min(merging, key=lambda v, u=u: load[tg.physical.get((u, v), ("", ""))]
+                    + mine[tg.physical.get((u, v), ("", ""))])
+            if (u, v) in tg.bypass:
+                unmerged.add(tg.bypass[(u, v)])
+            flows[(u, v)] += 1
+            if (u, v) in tg.physical:
+                mine[tg.physical[(u, v)]] += 1
+            u = v
+        onward.update(n for n in walked if n[0] == "inp")
+    return dict(flows), None
 
 
 def replay(tg: TaskGraph, paths: dict[str, list[str]]) -> Flows | None:
     """Flow counts of a previous plan's paths on this graph, or None if a path is not in it."""
     by_physical: dict[tuple[Node, tuple[str, str]], Edge] = {
-        (u, ab): (u, v) for (u, v), ab in tg.physical.items()
+        (u, ab): (u, v) for (u, v), ab in tg.physical.items() if (u, v) not in tg.bypass
     }
     flows: Flows = defaultdict(int)
     passed: set[Node] = set()

@@ -1,33 +1,43 @@
 """ARO variants of Table II as schemes: build graphs, search, generate routes, return a Plan.
 
-The plan's rates are the quantized model's rates raised by progressive filling on the chosen
-routes (the evaluator's own `max_min_fair`), so they are exactly what the routes achieve and
-never less than the model promised. `bound` is the quantized model's proven bound in Gbps
-(never below the objective), so `gap` 0 means the quantized model was solved to optimality.
+The plan's rates are the model's rates raised by progressive filling on the chosen routes (the
+evaluator's own `max_min_fair`), so they are exactly what the routes achieve and never less
+than the model promised. `bound` holds for the real problem: ARO's model (4)-(10) with real
+rates, over all shortest paths and every INA switch. `optimal` means the plan reaches it.
+
+ARO-QSR keeps the paper's grid (Eq. 11, b̄ = the largest link); every other variant searches a
+single common rate over the exact rates where feasibility changes and puts its grid under the
+highest rate a task could send (`qsr.rate_ceiling`). SRO and APP solve a smaller model whose
+bound says nothing about the full one, so those variants bound the full problem separately
+(each task's own optimum on the full graphs, `_full_bound`) with a share of the time.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from controller.evaluate import Resource as EvalResource
 from controller.evaluate import max_min_fair, task_flows
 from controller.network import Network
 from controller.plan import Plan, TaskPlan
-from controller.solvers import SolveOptions
+from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.aro import accel
-from controller.solvers.aro.qsr import Scale, bbar, quantize, resources
+from controller.solvers.aro.qsr import Scale, bbar, quantize, rate_ceiling, resources, task_ceiling
 from controller.solvers.aro.routes import generate, greedy_flows, replay
-from controller.solvers.aro.search import Result, Search, SolverSettings
+from controller.solvers.aro.search import REL, Result, Search, SolverSettings
 from controller.solvers.aro.unfold import Edge, TaskGraph, build_task_graph, ina_switches
 from controller.solvers.common import weighted_objective
 
 DEFAULT_LEVELS = 100  # N of QSR (paper default)
-RAW_LEVELS = 10_000  # ARO-RAW: unquantized rates approximated at 0.01 % of b̄
+RAW_LEVELS = 10_000  # ARO-RAW: the variable-rate model at 0.01 % of the rate ceiling
+MAX_LEVELS = 1_000_000  # beyond this the grid's integer domains only cost time
 DEFAULT_TIME_LIMIT = 120.0
 SOLO_SHARE = 0.5  # of a stage's time: the tasks' own optima (per-task caps)
 JOINT_SHARE = 0.25  # of what is left then: joining the tasks' routes at their caps
+BOUND_SHARE = 0.1  # of the search time, for SRO/APP's bound on the full problem
 ROUTE_RESERVE = 2.0  # seconds (at most 5 % of the limit) kept for Algorithm 1 and the plan
 
 
@@ -36,11 +46,12 @@ class Variant:
     sro: bool
     app: bool
     raw: bool = False
+    qsr: bool = False  # the paper's grid for every rate (Eq. 11), not the exact rates
 
 
 VARIANTS = {
     "aro": Variant(sro=False, app=False),
-    "aro-qsr": Variant(sro=False, app=False),
+    "aro-qsr": Variant(sro=False, app=False, qsr=True),
     "aro-acc": Variant(sro=True, app=True),
     "aro-sro": Variant(sro=True, app=False),
     "aro-app": Variant(sro=False, app=True),
@@ -48,8 +59,12 @@ VARIANTS = {
 }
 
 
-class AroInputError(ValueError):
+class AroInputError(SchemeInputError):
     """The topology cannot be routed by ARO (e.g. a worker without a shortest path)."""
+
+
+class AroParamError(AroInputError):
+    """A scheme parameter ARO cannot use (from `--param` or the topology's `schemes:`)."""
 
 
 def solve_aro(network: Network, options: SolveOptions) -> Plan:
@@ -76,24 +91,50 @@ def solve_raw(network: Network, options: SolveOptions) -> Plan:
     return run(network, options, "aro-raw")
 
 
+def _param(scheme: str, params: dict[str, Any], name: str, default: float, *,
+           integer: bool = False, low: float = 0.0, high: float = math.inf,
+           open_low: bool = False) -> Any:
+    """A numeric parameter checked against its range; AroParamError names it otherwise."""
+    value = params.get(name, default)
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and integer:
+        ok = float(value).is_integer()
+    if ok:
+        ok = (value > low if open_low else value >= low) and value <= high
+    if not ok:
+        kind = "a whole number" if integer else "a number"
+        span = f"{'above' if open_low else 'from'} {low:g} {'and at most' if open_low else 'to'}"
+        raise AroParamError(
+            f"{scheme}: parameter {name!r} (--param {name}=... or the topology's "
+            f"schemes.{scheme}.{name}) must be {kind} {span} {high:.12g}, not {value!r}")
+    return int(value) if integer else float(value)
+
+
 def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     started = time.perf_counter()
     variant, params = VARIANTS[scheme], options.params
-    levels = int(params.get("quantization", RAW_LEVELS if variant.raw else DEFAULT_LEVELS))
+    levels = _param(scheme, params, "quantization", RAW_LEVELS if variant.raw else DEFAULT_LEVELS,
+                    integer=True, low=1, high=MAX_LEVELS)
     bidirectional = bool(params.get("bidirectional", False))
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     search_limit = limit - min(ROUTE_RESERVE, 0.05 * limit)
+    bound_deadline = started + search_limit
+    ina = ina_switches(network)
+    separate_bound = variant.sro or variant.app
+    if separate_bound:
+        search_limit *= 1 - BOUND_SHARE
     settings = SolverSettings(
         deadline=started + search_limit,
-        num_workers=int(params.get("num_workers", 2)),
+        num_workers=_param(scheme, params, "num_workers", 2, integer=True, low=1, high=64),
         seed=options.seed or 0,
-        mu=float(params.get("mu", 0.001)),
+        mu=_param(scheme, params, "mu", 0.001, low=0, high=0.5, open_low=True),
     )
-    ina = ina_switches(network)
-    keep = {i: set(ina) for i in range(len(network.tasks))}
+    full = {i: set(ina) for i in range(len(network.tasks))}
+    keep = full
     details: dict = {"quantization": levels, "bidirectional": bidirectional, "stages": []}
     if variant.app:
-        keep = accel.app_select(network, float(params.get("alpha", 0.6)), ina)
+        alpha = _param(scheme, params, "alpha", 0.6, low=0, high=1, open_low=True)
+        keep = accel.app_select(network, alpha, ina)
         details["app_aggregators"] = {network.tasks[i].name: sorted(s) for i, s in keep.items()}
 
     dropped: dict[int, set[Edge]] = {}
@@ -103,10 +144,9 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
         if any(tg.unreachable for tg in graphs):
             details["stages"].append("sro stage 1 skipped: workers need INA-agnostic switches")
         else:
-            first = SolverSettings(started + search_limit / 2, settings.num_workers, settings.seed,
-                                   settings.mu)
-            stage1 = _search(network, graphs, levels, bidirectional, first, [], options,
-                             refine=False)[-1]
+            first = settings.until(started + search_limit / 2)
+            stage1 = _search(network, graphs, levels, variant, bidirectional, first, [], options,
+                             details, refine=False)[-1]
             # INPs idle in the stage-1 plan and in every task's own stage-1 routes.
             dropped = accel.idle_inp_links(graphs, {**stage1.solo_flows, **stage1.flows})
             details["stages"].append(_stage_summary("sro stage 1", stage1, started))
@@ -116,16 +156,72 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     if missing:
         raise AroInputError(f"workers without a shortest path to their PS: {missing}")
     extra = [f for f in (stage1.flows, stage1.solo_flows) if f] if stage1 is not None else []
-    results = _search(network, graphs, levels, bidirectional, settings, extra, options,
-                      floor=stage1.levels if stage1 is not None else None)
+    results = _search(network, graphs, levels, variant, bidirectional, settings, extra, options,
+                      details, floor=stage1.rates if stage1 is not None else None)
     details["stages"].append(_stage_summary("final", results[-1], started))
     # The routes' exact (filled) rates can rank the bisection's solution above the refined one.
     plans = [_plan(network, scheme, graphs, r, bidirectional, settings, dict(details), options,
                    started) for r in results]
     best = max(plans, key=lambda p: p.objective)
-    best.status = plans[-1].status
-    best.bound = None if results[-1].bound is None else max(results[-1].bound, best.objective)
+    bounds = [r.bound for r in results if r.bound is not None]
+    bound = min(bounds) if bounds else None
+    if separate_bound and _restricted(network, graphs, full):
+        # The smaller model's bound says nothing about the full problem.
+        rest = SolverSettings(bound_deadline, settings.num_workers, settings.seed, settings.mu)
+        bound = _full_bound(network, best, levels, variant, bidirectional, rest, best.details)
+    best.bound = None if bound is None else max(bound, best.objective)
+    best.status = _status(best, results[-1].finished)
+    best.solve_seconds = time.perf_counter() - started
     return best
+
+
+def _status(plan: Plan, finished: bool) -> str:
+    """`optimal` only when the real problem's bound is reached."""
+    if plan.bound is not None and plan.objective >= plan.bound * (1 - REL) - 1e-12:
+        return "optimal"
+    return "feasible" if finished else "timeout"
+
+
+def _restricted(network: Network, graphs: list[TaskGraph], full: dict[int, set[str]]) -> bool:
+    """Whether SRO/APP left out a route or an aggregator of the full model."""
+    whole = _graphs(network, full)
+    return any(set(a.edges) != set(b.edges) for a, b in zip(graphs, whole))
+
+
+def _full_bound(
+    network: Network, plan: Plan, levels: int, variant: Variant, bidirectional: bool,
+    settings: SolverSettings, details: dict,
+) -> float:
+    """A bound on the full problem: each task's own optimum on the full graphs caps its rate.
+
+    The plan's routes (replayed on the full graphs) and the greedy ones start each task's
+    search; a task whose search runs out of time keeps its unrefuted rate as its cap.
+    """
+    graphs = _graphs(network, {i: set(ina_switches(network)) for i in range(len(network.tasks))})
+    search = _new_search(network, graphs, levels, variant, bidirectional, settings)
+    replayed: dict[tuple[int, Edge], int] = {}
+    for tg, tp in zip(graphs, plan.tasks):
+        flows = replay(tg, tp.paths)
+        replayed.update({(tg.index, e): n for e, n in (flows or {}).items()})
+    started = time.perf_counter()
+    search.solo_optima([greedy_flows(graphs), replayed], max(0.0, settings.left()))
+    bound = search.upper(None)
+    details["full_bound"] = {"bound_gbps": bound, "seconds": time.perf_counter() - started,
+                             "log": search.log}
+    return bound
+
+
+def _new_search(
+    network: Network, graphs: list[TaskGraph], levels: int, variant: Variant,
+    bidirectional: bool, settings: SolverSettings,
+) -> Search:
+    res = resources(network, graphs, bidirectional)
+    top = bbar(graphs, network) if variant.qsr else rate_ceiling(graphs, network)
+    scale = Scale(levels, top)
+    quantize(res, scale)
+    jobs = {i: (t.job, t.beta) for i, t in enumerate(network.tasks)}
+    ceiling = {tg.index: task_ceiling(tg, network) for tg in graphs}
+    return Search(graphs, res, scale, jobs, settings, ceiling, grid_only=variant.qsr)
 
 
 def _graphs(
@@ -139,9 +235,9 @@ def _graphs(
 
 
 def _search(
-    network: Network, graphs: list[TaskGraph], levels: int, bidirectional: bool,
-    settings: SolverSettings, extra: list, options: SolveOptions,
-    floor: dict[int, int] | None = None, refine: bool = True,
+    network: Network, graphs: list[TaskGraph], levels: int, variant: Variant,
+    bidirectional: bool, settings: SolverSettings, extra: list, options: SolveOptions,
+    details: dict, floor: dict[int, float] | None = None, refine: bool = True,
 ) -> list[Result]:
     """The bisection's result, then (several tasks) the refined one with the better bound.
 
@@ -150,11 +246,13 @@ def _search(
     SRO stage 1 skips the refinement: it only has to show which INPs are used and give the
     rates' lower bound, and the final stage needs the time.
     """
-    res = resources(network, graphs, bidirectional)
-    scale = Scale(levels, bbar(graphs, network))
-    quantize(res, scale)
-    jobs = {i: (t.job, t.beta) for i, t in enumerate(network.tasks)}
-    search = Search(graphs, res, scale, jobs, settings)
+    search = _new_search(network, graphs, levels, variant, bidirectional, settings)
+    details["rate_grid"] = (
+        f"quantized as in the paper (QSR, Eq. 11): every rate is a multiple of "
+        f"{search.scale.gbps(1):g} Gbps ({search.scale.describe()}); status and bound refer "
+        f"to the unquantized problem" if variant.qsr else
+        f"exact common rates (capacity / flow count); several tasks' rates on a grid of "
+        f"{search.scale.describe()}, its loss counted in the bound")
     incumbents = [greedy_flows(graphs), *extra, *_warm(graphs, options)]
     if len(graphs) == 1:
         results = [search.bisect(incumbents)]
@@ -165,11 +263,11 @@ def _search(
             results = [done]
         else:
             first = search.bisect([*incumbents, union])
-            settled = first.bound is not None and first.bound <= first.objective
+            settled = first.bound is not None and first.bound <= first.objective * (1 + REL)
             results = [first] if settled or not refine else [first, search.refine(first, floor)]
         results[-1].solo_flows = union
     results[-1].log[:0] = [
-        f"b̄={scale.bbar:g} N={levels} cands={len(search.candidates())}", *search.log]
+        f"{search.scale.describe()} cands={len(search.candidates())}", *search.log]
     return results
 
 
@@ -193,7 +291,7 @@ def _warm(graphs: list[TaskGraph], options: SolveOptions) -> list[dict[tuple[int
 def _stage_summary(name: str, result: Result, started: float) -> dict:
     return {
         "stage": name, "objective_gbps": result.objective, "bound_gbps": result.bound,
-        "proven": result.proven, "at_seconds": round(time.perf_counter() - started, 3),
+        "finished": result.finished, "at_seconds": round(time.perf_counter() - started, 3),
         "log": result.log,
     }
 
@@ -202,24 +300,19 @@ def _plan(
     network: Network, scheme: str, graphs: list[TaskGraph], result: Result, bidirectional: bool,
     settings: SolverSettings, details: dict, options: SolveOptions, started: float,
 ) -> Plan:
-    scale = Scale(details["quantization"], bbar(graphs, network))
     tasks = []
     for tg in graphs:
         flows = {e: n for (i, e), n in result.flows.items() if i == tg.index}
         paths, points = generate(tg, flows)
-        rate = scale.gbps(result.levels[tg.index])
-        tasks.append(TaskPlan(tg.task.job, tg.task.name, tg.task.ps, rate, paths, points))
-    # A bound equal to the objective is a proof even when CP-SAT ran out of time.
-    proven = result.proven or (result.bound is not None and result.bound <= result.objective)
-    status = "optimal" if proven else "timeout"
-    plan = Plan(scheme, status, 0.0, None, 0.0, options.seed, tasks, topology=network.name,
+        tasks.append(TaskPlan(tg.task.job, tg.task.name, tg.task.ps, result.rates[tg.index],
+                              paths, points))
+    plan = Plan(scheme, "feasible", 0.0, None, 0.0, options.seed, tasks, topology=network.name,
                 details=details)
     _fill_rates(network, plan, bidirectional)
     plan.objective = weighted_objective(network, plan, settings.mu)
     details["model_objective_gbps"] = result.objective
     details["model_bound_gbps"] = result.bound
-    details["model_levels"] = {network.tasks[i].name: lv for i, lv in result.levels.items()}
-    plan.bound = None if result.bound is None else max(result.bound, plan.objective)
+    details["model_rates_gbps"] = {network.tasks[i].name: v for i, v in result.rates.items()}
     plan.solve_seconds = time.perf_counter() - started
     return plan
 

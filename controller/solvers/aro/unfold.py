@@ -9,6 +9,12 @@ task gets its own graph, one physical leaf can be `in` for one task and `out` fo
 A switch that aggregates for the task is split into one INP per ingress pipeline that receives
 the task's traffic (chosen by the port→pipeline map of the incoming link) plus one OP; any other
 switch is a common switch (CS). The nine link types of the paper follow from the node kinds.
+
+Extension beyond the paper: a switch with an aggregation capacity also keeps a CS copy, so the
+task's flows may cross it unmerged (and not use that capacity). The data plane merges every
+flow of the task entering a pipeline it aggregates on, so a flow may take the copy only from
+a pipeline whose INP is unused (`TaskGraph.bypass`, enforced by `model`). Without a capacity
+merging never costs rate, and the paper's graph is kept.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ class TaskGraph:
     physical: dict[Edge, tuple[str, str]] = field(default_factory=dict)
     # Task workers left without any candidate path (only when switches were excluded).
     unreachable: list[str] = field(default_factory=list)
+    # Edge into the CS copy of a capped aggregator → the INP its pipeline would use.
+    bypass: dict[Edge, Node] = field(default_factory=dict)
 
     @property
     def edges(self) -> list[Edge]:
@@ -168,20 +176,30 @@ def build_task_graph(
             return ("inp", v, side[v], network.ingress_pipeline(u, v))
         return node_for(v)
 
+    def capped(u: str) -> bool:
+        return u in aggregators and network.spec(u).aggregation_capacity_gbps is not None
+
+    def bypass(u: str) -> Node:
+        return ("cs", u, side[u], -1)
+
     tg = TaskGraph(index, task, node_for(task.ps), [])
     drop = set(dropped)
     for u, vs in phys.items():
         if u not in alive:
             continue
+        tails = [node_for(u)] + ([bypass(u)] if capped(u) else [])
         for v in vs:
             if v not in alive:
                 continue
-            a, b = node_for(u), entry(u, v)
-            if (a, b) in drop:
-                continue
-            tg.add_edge(a, b, (u, v))
-            if b[0] == "inp":
-                tg.add_edge(b, node_for(v), None)  # virtual INP→OP link
+            b = entry(u, v)
+            for a in tails:
+                if (a, b) not in drop:
+                    tg.add_edge(a, b, (u, v))
+                    if b[0] == "inp":
+                        tg.add_edge(b, node_for(v), None)  # virtual INP→OP link
+                if capped(v):
+                    tg.add_edge(a, bypass(v), (u, v))
+                    tg.bypass[(a, bypass(v))] = b
     _drop_dead_ends(tg)
     tg.workers = [node_for(w) for w in task.workers if tg.succ.get(node_for(w))]
     tg.unreachable = [w for w in task.workers if not tg.succ.get(node_for(w))]
@@ -216,9 +234,11 @@ def _drop_dead_ends(tg: TaskGraph) -> None:
             for v in tg.succ.pop(n, []):
                 tg.pred[v].remove(n)
                 tg.physical.pop((n, v), None)
+                tg.bypass.pop((n, v), None)
             for u in tg.pred.pop(n, []):
                 tg.succ[u].remove(n)
                 tg.physical.pop((u, n), None)
+                tg.bypass.pop((u, n), None)
 
 
 def ina_switches(network: Network) -> list[str]:

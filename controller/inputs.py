@@ -1,0 +1,214 @@
+"""Reading the files users hand us (topologies, plans, state files) without being fooled by them.
+
+Both parsers stay libraries' work: YAML goes through libyaml's event parser (`yaml.CSafeLoader`'s
+C half, fast on a 10 MB file), JSON through the standard library. What is hand-written here is
+only what they leave open and users hit:
+
+* text must be UTF-8 (a latin-1, UTF-16 or binary file gets a message saying so, not a
+  UnicodeDecodeError);
+* a key repeated in one mapping is an error (PyYAML and `json` silently keep the last one);
+* nesting is bounded: libyaml's own composer recurses in C and crashes the interpreter on a
+  document nested ~100 000 deep, so nodes are composed by PyYAML's Python composer on top of
+  libyaml's events, with a depth counter;
+* the garbage collector is paused while a document is built (it otherwise rescans the growing
+  object graph over and over: a 10 MB topology took 4x longer with it running).
+
+Every problem is an `InputError` naming the file, where in it, and what is wrong.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.composer import Composer
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.nodes import MappingNode, ScalarNode
+from yaml.resolver import Resolver
+
+try:
+    from yaml._yaml import CParser
+
+    _PARSER: tuple[type, ...] = (CParser,)
+except ImportError:  # PyYAML built without libyaml: the same loader, slower
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    _PARSER = (Reader, Scanner, Parser)
+
+MAX_DEPTH = 64  # topology and plan files nest about 6 levels; anything deeper is not ours
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class InputError(Exception):
+    """A file or argument that cannot be used; the message is meant for the user as it is."""
+
+    def __init__(self, source: str, where: str, problem: str):
+        self.source, self.where, self.problem = source, where, problem
+        location = f" at {where}" if where else ""
+        super().__init__(f"{source}{location}: {problem}")
+
+
+def read_text(path: str | Path, error: type[InputError] = InputError) -> str:
+    """The file's text, which must be UTF-8 (a UTF-8 byte-order mark is allowed)."""
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise error(source, "", f"cannot read the file ({exc.strerror})") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        hint = " (it starts with a UTF-16 byte-order mark)" if raw[:2] in (
+            b"\xff\xfe", b"\xfe\xff") else ""
+        raise error(source, f"line {line}",
+                    f"the file is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
+                    f"{exc.start} cannot be decoded{hint}; save it as UTF-8") from None
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _StrictLoader(*_PARSER, SafeConstructor, Resolver):  # type: ignore[misc]
+    """libyaml events, PyYAML's composer with a depth limit, safe construction, unique keys."""
+
+    def __init__(self, stream: str):
+        if len(_PARSER) == 1:
+            _PARSER[0].__init__(self, stream)
+        else:
+            _PARSER[0].__init__(self, stream)
+            for base in _PARSER[1:]:
+                base.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+        self.anchors: dict[str, Any] = {}
+        self.tags: dict[tuple, str] = {}
+        self.depth = 0
+
+    get_single_node = Composer.get_single_node
+    compose_document = Composer.compose_document
+    compose_scalar_node = Composer.compose_scalar_node
+    compose_sequence_node = Composer.compose_sequence_node
+    compose_mapping_node = Composer.compose_mapping_node
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        return None if node is None else self.construct_document(node)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"the document is nested more than {MAX_DEPTH} levels deep",
+                    self.peek_event().start_mark)
+            return Composer.compose_node(self, parent, index)
+        finally:
+            self.depth -= 1
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> str:
+        # The same few plain scalars (numbers, roles, tiers) recur thousands of times.
+        if kind is not ScalarNode:
+            return super().resolve(kind, value, implicit)
+        key = (value, implicit)
+        tag = self.tags.get(key)
+        if tag is None:
+            tag = self.tags[key] = super().resolve(kind, value, implicit)
+        return tag
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+        if not isinstance(node, MappingNode):
+            return super().construct_mapping(node, deep=deep)
+        own = [key for key, _value in node.value if key.tag != _MERGE_TAG]
+        merges = len(own) < len(node.value)
+        mapping = super().construct_mapping(node, deep=deep)  # merges `<<` keys into node.value
+        if merges or len(mapping) < len(own):  # a repeated key, or merged ones that may hide one
+            self._check_unique(node, own)
+        return mapping
+
+    def _check_unique(self, node: MappingNode, own: list) -> None:
+        seen: set = set()
+        for key_node in own:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise ConstructorError("while constructing a mapping", node.start_mark,
+                                       f"found duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+
+
+def parse_yaml(text: str, source: str, error: type[InputError] = InputError) -> Any:
+    """One YAML document, strictly; a syntax problem names its line and column."""
+    loader = _StrictLoader(text)
+    try:
+        with _gc_paused():
+            return loader.get_single_data()
+    except yaml.reader.ReaderError as exc:
+        raise error(source, f"character {exc.position}",
+                    f"YAML syntax error: {exc.reason} (#x{exc.character:04x})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise error(source, where, f"YAML syntax error: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+def parse_json(text: str, source: str, error: type[InputError] = InputError) -> Any:
+    """A JSON document, strictly: no repeated keys, no NaN/Infinity, bounded nesting."""
+    try:
+        with _gc_paused():
+            return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise error(source, f"line {exc.lineno}, column {exc.colno}",
+                    f"not JSON ({exc.msg})") from None
+    except _JsonProblem as exc:
+        raise error(source, "", f"not valid JSON for us: {exc}") from None
+    except RecursionError:
+        raise error(source, "", "the JSON document is nested too deeply") from None
+
+
+class _JsonProblem(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _JsonProblem(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _JsonProblem(f"{name} is not a JSON number")
+
+
+def plain_error(err: Any) -> str:
+    """pydantic's message for one error, with the offending value when it is short."""
+    if err["type"] == "missing":
+        return "this required field is missing"
+    if err["type"] == "extra_forbidden":
+        return "unknown field"
+    text = err["msg"].removeprefix("Value error, ")
+    value = err.get("input")
+    if isinstance(value, (bool, int, float, str)) and err["type"] not in ("value_error",):
+        shown = repr(value)
+        text += f" (got {shown if len(shown) <= 40 else shown[:37] + '...'})"
+    return text

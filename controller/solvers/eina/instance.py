@@ -1,0 +1,123 @@
+"""EINA's inputs (Sec. III-A) read off a Network: A, A_W, π[k], a_j, c_j, b_j^I, b_j^E, r^L, r^U, d*.
+
+EINA's cluster is edge aggregators (INA switches, one per rack or SmartNIC) joined by one
+non-blocking DCN switch; every host hangs off exactly one aggregator. Anything else is refused
+with a TopologyError naming the field, so the CLI prints one paragraph and exits 2.
+
+Capacities are kept as exact fractions (parsed from the numbers' decimal text) so that the
+quantized model and the real-problem bound in `bound.py` are computed without rounding error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from controller.network import Network, TopologyError
+
+DEFAULT_STEP = Fraction(1, 100)  # Gbps, the `eina` (MIQCP stand-in) rate grid; see solver.py
+
+
+def exact(value: float) -> Fraction:
+    """The number as written (0.8 is 4/5, not 0.8000000000000000444)."""
+    return Fraction(str(value))
+
+
+@dataclass(frozen=True)
+class Instance:
+    aggregators: list[str]  # A, in topology order
+    fabric: str  # the DCN switch
+    ps: list[str]  # P: one PS per task
+    tasks: list[tuple[str, str]]  # (job, task) per PS, same order
+    workers: list[tuple[str, ...]]  # W, per PS's task
+    home: dict[str, str]  # π[k] for every worker and PS
+    local: list[dict[str, int]]  # a_j per PS: workers of p's task at aggregator j
+    c: dict[str, Fraction]  # aggregation capacity c_j
+    b_in: dict[str, Fraction]  # DCN ingress b_j^I (aggregator -> fabric)
+    b_out: dict[str, Fraction]  # DCN egress b_j^E (fabric -> aggregator)
+    r_low: Fraction  # r_p^L (1)
+    r_high: list[Fraction]  # r_p^U (1), per PS
+    host_cap: dict[str, Fraction]  # a worker's own link: it carries one flow per PS, Σ_p r_p
+    depth_limit: int  # d*
+
+    @property
+    def d_hat(self) -> int:
+        """d̂ = min(d*, |A|) − 1: the deepest an aggregator may sit below π[p] (4)."""
+        return min(self.depth_limit, len(self.aggregators)) - 1
+
+    def workers_at(self, p: int, j: str) -> list[str]:
+        return [w for w in self.workers[p] if self.home[w] == j]
+
+
+def read(network: Network, params: dict[str, Any]) -> Instance:
+    src = network.source
+    aggs = [s for s in network.switches if network.is_ina(s)]
+    plain = [s for s in network.switches if not network.is_ina(s)]
+    if not aggs or len(plain) != 1:
+        raise TopologyError(src, "switches", "EINA needs INA edge aggregators joined by exactly "
+                            f"one plain DCN switch (as `ina topo gen edge` writes); found "
+                            f"{len(aggs)} INA switch(es) and {len(plain)} plain one(s)")
+    if len({t.job for t in network.tasks}) != 1:
+        raise TopologyError(src, "jobs", "EINA routes one training job (its tasks are the "
+                            "model's shards, one per PS)")
+    fabric = plain[0]
+    g = network.graph
+    for a in aggs:
+        if not (g.has_edge(a, fabric) and g.has_edge(fabric, a)):
+            raise TopologyError(src, f"switches ({a})", f"aggregator {a!r} has no link to {fabric!r}")
+        if network.pipelines(a) != 1:
+            raise TopologyError(src, f"switches ({a}).pipelines",
+                                "EINA merges every flow entering an aggregator, so it needs one "
+                                "pipeline per aggregator")
+    home: dict[str, str] = {}
+    for h in network.hosts:
+        ends = [v for v in g.successors(h)]
+        if len(ends) != 1 or ends[0] not in aggs:
+            raise TopologyError(src, f"hosts ({h})",
+                                f"in EINA every host links to exactly one aggregator; {h!r} "
+                                f"links to {ends}")
+        home[h] = ends[0]
+
+    c, b_in, b_out = {}, {}, {}
+    for a in aggs:
+        spec = network.spec(a)
+        if spec.aggregation_capacity_gbps is None:
+            raise TopologyError(src, f"switches ({a}).aggregation_capacity_gbps",
+                                "EINA needs every aggregator's aggregation capacity c_j")
+        c[a] = exact(spec.aggregation_capacity_gbps)
+        # The link and the switch field both limit; the tighter one is b^I / b^E.
+        b_in[a] = _tighter(network.capacity(a, fabric), spec.ingress_capacity_gbps)
+        b_out[a] = _tighter(network.capacity(fabric, a), spec.egress_capacity_gbps)
+
+    tasks = network.tasks
+    ps = [t.ps for t in tasks]
+    local = [{a: sum(home[w] == a for w in t.workers) for a in aggs} for t in tasks]
+    host_cap = {w: exact(network.capacity(w, home[w])) for t in tasks for w in t.workers}
+    r_low = _param(params, "r_min", src, Fraction(0))
+    r_max = _param(params, "r_max", src, None)
+    r_high = []
+    for t in tasks:
+        ps_link = exact(network.capacity(home[t.ps], t.ps))  # the root's link to its PS
+        r_high.append(ps_link if r_max is None else min(r_max, ps_link))
+    depth = params.get("depth_limit", len(aggs))
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise TopologyError(src, "schemes.eina.depth_limit (or --param depth_limit)",
+                            f"d* must be a whole number of aggregators ≥ 1, got {depth!r}")
+    return Instance(aggs, fabric, ps, [t.key for t in tasks], [t.workers for t in tasks], home,
+                    local, c, b_in, b_out, r_low, r_high, host_cap, depth)
+
+
+def _tighter(link: float, field: float | None) -> Fraction:
+    return exact(link) if field is None else min(exact(link), exact(field))
+
+
+def _param(params: dict[str, Any], key: str, src: str, default: Fraction | None) -> Fraction | None:
+    if key not in params:
+        return default
+    value = params[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
+            or value == float("inf"):
+        raise TopologyError(src, f"schemes.eina.{key} (or --param {key})",
+                            f"must be a finite number of Gbps ≥ 0, got {value!r}")
+    return exact(value)

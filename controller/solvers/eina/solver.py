@@ -1,0 +1,98 @@
+"""The schemes `eina` (MIQCP stand-in) and `eina-iqcp` (Sec. III-C): solve, re-rate, report.
+
+CP-SAT has no continuous variables, so EINA's MIQCP (real r_p) is solved on a grid:
+* `eina`: step 0.01 Gbps (`step` parameter). Why 0.01: the paper's capacities are given to
+  0.1 Gbps (Fig. 1: 0.8; the edge generator rounds to 0.1), so 0.01 represents every capacity
+  and every one-PS optimum cap/k with k ≤ 10 that ends on a hundredth exactly, while a rate of
+  400 Gbps is still only 40,000 steps (CP-SAT's domains stay small).
+* `eina-iqcp`: step 1 Gbps, the paper's IQCP (integral r_p).
+Either way the trees CP-SAT picks are then re-rated by an LP (`rates.py`), so the plan's rates
+are the best real rates for those trees, and `bound` / `status` are about the REAL problem
+(`bound.py`): `optimal` only when the plan reaches a bound valid for continuous rates, else
+`feasible` with that bound and its gap; `timeout` when CP-SAT found nothing in time;
+`infeasible` when CP-SAT proved the quantized model infeasible, which (r^L on the grid) proves
+the real one infeasible too.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+from controller.network import Network, TopologyError
+from controller.plan import Plan
+from controller.solvers import SolveOptions
+from controller.solvers.common import weighted_objective
+from controller.solvers.eina import search
+from controller.solvers.eina.bound import real_bound
+from controller.solvers.eina.instance import DEFAULT_STEP, exact, read
+from controller.solvers.eina.rates import best_rates
+from controller.solvers.eina.routes import task_plans
+
+DEFAULT_TIME_LIMIT = 60.0
+MAX_STEPS = 10_000_000  # per rate: keeps every sum of (10)-(12) far from CP-SAT's int64 limits
+
+
+def solve_eina(network: Network, options: SolveOptions) -> Plan:
+    return run(network, options, "eina", DEFAULT_STEP)
+
+
+def solve_iqcp(network: Network, options: SolveOptions) -> Plan:
+    return run(network, options, "eina-iqcp", Fraction(1))
+
+
+def run(network: Network, options: SolveOptions, scheme: str, default_step: Fraction) -> Plan:
+    started = time.perf_counter()
+    params = {**network.schemes.get("eina", {}), **options.params}  # eina-iqcp shares them
+    inst = read(network, params)
+    step = _step(network, params, default_step)
+    if max(inst.r_high) / step > MAX_STEPS:
+        raise TopologyError(network.source, "schemes.eina.step (or --param step)",
+                            f"a {float(step):g} Gbps step makes r_p up to {float(max(inst.r_high)):g} Gbps "
+                            f"more than {MAX_STEPS:,} steps; use a coarser step or set r_max")
+    if inst.r_low % step:
+        raise TopologyError(network.source, "schemes.eina.r_min (or --param r_min)",
+                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) for the "
+                            "bound to hold for real rates")
+    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    details = {"step_gbps": float(step), "depth_limit": inst.depth_limit, "d_hat": inst.d_hat,
+               "r_min_gbps": float(inst.r_low), "r_max_gbps": [float(v) for v in inst.r_high]}
+    plan = Plan(scheme, "infeasible", 0.0, None, 0.0, options.seed, [], topology=network.name,
+                details=details)
+    if any(inst.r_low > high for high in inst.r_high):
+        details["cp_sat_status"] = "not run: r_p^L above r_p^U"
+        plan.bound = 0.0
+    else:
+        out = search.solve(inst, step, limit, options.seed or 0,
+                           int(params.get("num_workers", 2)))
+        details["cp_sat_status"] = out.cp_status
+        if out.parents is None:
+            plan.status = "infeasible" if out.cp_status == "INFEASIBLE" else "timeout"
+        else:
+            _fill(network, plan, inst, out, step)
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fraction) -> None:
+    plan.tasks = task_plans(inst, out.parents, best_rates(inst, out.parents))
+    plan.objective = weighted_objective(network, plan)  # one job: Σ_p r_p (13)
+    bound = real_bound(inst, step, out.bound)
+    plan.bound = max(float(bound), plan.objective)
+    proven = plan.objective >= float(bound) * (1 - 1e-9)
+    plan.status = "optimal" if proven else "feasible"
+    plan.details.update({
+        "model_objective_gbps": float(out.objective * step),
+        "model_bound_gbps": float(out.bound * step),
+        "trees": [dict(t) for t in out.parents],
+    })
+
+
+def _step(network: Network, params: dict, default: Fraction) -> Fraction:
+    if "step" not in params:
+        return default
+    value = params["step"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e6:
+        raise TopologyError(network.source, "schemes.eina.step (or --param step)",
+                            f"the rate step must be a positive number of Gbps, got {value!r}")
+    return exact(value)
