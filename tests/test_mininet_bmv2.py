@@ -20,13 +20,7 @@ from controller.mininet_runner import Emulation, run
 from controller.network import load_topology
 from controller.p4build import HOW_TO_GET_P4C, compiler_path
 from controller.solvers import solve
-
-HOW_TO_GET_BMV2 = (
-    "simple_switch_grpc (bmv2 with P4Runtime) is not on PATH. Get it from the p4lang Docker "
-    "image (docker pull p4lang/behavioral-model), from p4lang's packages for Ubuntu, or build "
-    "https://github.com/p4lang/behavioral-model with PI (--with-pi); README.md lists the "
-    "versions we test."
-)
+from dataplane.bmv2 import HOW_TO_GET_BMV2
 
 pytestmark = [
     pytest.mark.mininet,
