@@ -20,7 +20,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from mininet.link import TCLink
@@ -30,7 +29,7 @@ from mininet.topo import Topo
 from controller.network import Network, load_topology
 from controller.p4build import compile_for_bmv2
 from controller.program import Numbering
-from dataplane.frame import CPU_PORT
+from dataplane.bmv2 import bmv2_command, free_tcp_port, wait_listening
 
 # p4lang's tutorials put switch N's gRPC server on 50050 + N; `mn --custom` does the same so
 # that the switches file it writes stays valid from one run to the next.
@@ -39,27 +38,6 @@ GRPC_BASE_PORT = 50050
 
 class SwitchProcessError(RuntimeError):
     """A switch process exited at start or never listened; the message names the switch."""
-
-
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(address: str, name: str, proc: subprocess.Popen, timeout: float = 20) -> None:
-    """Block until `proc` accepts TCP connections on `address`."""
-    host, port = address.rsplit(":", 1)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SwitchProcessError(f"{name} exited at start (code {proc.returncode})")
-        try:
-            socket.create_connection((host, int(port)), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SwitchProcessError(f"{name} did not listen on {address} within {timeout:g} s")
 
 
 class InaHost(Host):
@@ -109,7 +87,10 @@ class P4RuntimeSwitch(Switch):
         self._log = (self.log_dir / f"switch-{self.model}.log").open("ab")
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
                                      env=self.env())
-        wait_listening(self.address, f"switch {self.model}", self.proc)
+        try:
+            wait_listening(self.address, self.proc)
+        except RuntimeError as exc:
+            raise SwitchProcessError(f"switch {self.model}: {exc}") from None
         if self.switches_file is not None:
             self._register()
 
@@ -174,9 +155,8 @@ class Bmv2Switch(P4RuntimeSwitch):
         super().start(controllers)
 
     def command(self) -> list[str]:
-        return ["simple_switch_grpc", "--device-id", str(self.device_id), *self._interfaces(),
-                "--no-p4", "--thrift-port", str(self.thrift_port), "--",
-                "--grpc-server-addr", self.address, "--cpu-port", str(CPU_PORT)]
+        return bmv2_command(self.port_map(), self.address, device_id=self.device_id,
+                            thrift_port=self.thrift_port)
 
 
 class BareSwitch(Switch):

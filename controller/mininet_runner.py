@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import select
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from controller.network import Network
 from controller.p4build import P4CompileError, compile_for_bmv2
 from controller.plan import Plan
 from controller.program import Numbering
+from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
 
 # One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for the switch
 # processes on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick
@@ -107,8 +107,9 @@ class Emulation:
     def __init__(self, network: Network, plan: Plan, *, target: str = "embedded",
                  scale_mbps: float | None = None, workdir: Path | None = None,
                  plain_switches: str = "p4"):
-        if target == "bmv2" and not shutil.which("simple_switch_grpc"):
-            raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine")
+        if target == "bmv2" and not switch_path():
+            raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine. "
+                              + HOW_TO_GET_BMV2)
         self.program_args = self._program_args(target)  # p4c first: fails before Mininet
         self.network, self.plan, self.target = network, plan, target
         self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]

@@ -20,13 +20,7 @@ from controller.mininet_runner import Emulation, run
 from controller.network import load_topology
 from controller.p4build import HOW_TO_GET_P4C, compiler_path
 from controller.solvers import solve
-
-HOW_TO_GET_BMV2 = (
-    "simple_switch_grpc (bmv2 with P4Runtime) is not on PATH. Get it from the p4lang Docker "
-    "image (docker pull p4lang/behavioral-model), from p4lang's packages for Ubuntu, or build "
-    "https://github.com/p4lang/behavioral-model with PI (--with-pi); README.md lists the "
-    "versions we test."
-)
+from dataplane.bmv2 import HOW_TO_GET_BMV2
 
 pytestmark = [
     pytest.mark.mininet,
@@ -77,11 +71,11 @@ def test_switch_restarted_mid_run_on_bmv2_is_reprogrammed_and_results_stay_exact
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "open bug: on bmv2, once L1-S1 is down the link monitor stops hearing every probe that L1 "
-    "and S1 send (L1-S0, S1-L0, S1-L2, S1-L3 dead too), so no re-plan avoids the cut "
-    "('workers without a shortest path') and the workers wait for good; the embedded target "
-    "re-plans (tests/test_mininet_e2e.py). Packet-outs to a down port seem to stall the "
-    "switch's later packet-outs; not yet traced."))
+    "open bug: on bmv2, while L1-S1 is down the link monitor also loses every probe arriving "
+    "at S1 (L0-S1, L2-S1, L3-S1 look dead) and L1's probe to S0, with no reconnect or re-push; "
+    "so no re-plan avoids the cut ('workers without a shortest path') and the workers wait for "
+    "good. All recover within 3 s of the link coming back. The embedded target re-plans "
+    "(tests/test_mininet_e2e.py). Not yet traced to bmv2, PI or the monitor."))
 def test_link_cut_mid_run_on_bmv2_is_replanned_and_results_stay_exact():
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     with Emulation(network, solve(network, "aro"), target="bmv2") as emu:
