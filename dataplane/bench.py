@@ -311,7 +311,7 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
         reason = missing(target)
         if reason:
             print(f"ina bench target --target {target}: {reason}")
-            return 2
+            return 1
     runs = []
     try:
         with tempfile.TemporaryDirectory() as build:

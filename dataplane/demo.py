@@ -86,7 +86,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     reason = missing(args.target)
     if reason:
         print(f"ina dataplane-demo --target {args.target}: {reason}")
-        return 2
+        return 1
     summary = run_demo(args.workers, args.size_mb, args.seed, args.window, args.target)
     print(json.dumps(summary, indent=2))
     return 0 if summary["exact"] else 1
