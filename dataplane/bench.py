@@ -15,6 +15,7 @@ import argparse
 import itertools
 import json
 import select
+import statistics
 import subprocess
 import tempfile
 import time
@@ -260,10 +261,9 @@ def summarise(runs: list[dict]) -> dict:
                                              "fragments_per_s": [], "lost": [], "collisions": []})
         row["fragments_per_s"].append(run["fragments_per_s"])
         row["lost"].append(run["lost"])
-        row["collisions"].append(run.get("switch_counters", {}).get("collisions", 0))
+        row["collisions"].append(run.get("switch_counters", {}).get("collisions"))  # None: no counter
     for row in rows.values():
-        ordered = sorted(row["fragments_per_s"])
-        row["median_fragments_per_s"] = ordered[len(ordered) // 2]
+        row["median_fragments_per_s"] = round(statistics.median(row["fragments_per_s"]))
     summary: dict = {"rows": rows}
     embedded, bmv2 = rows.get(Row("embedded", "ina").label), rows.get(Row("bmv2", "ina").label)
     if embedded and bmv2:
@@ -290,12 +290,12 @@ def plot(report: dict, path: Path) -> None:
         ax.bar(i, row["median_fragments_per_s"], color="#4c72b0" if row["program"] == "ina"
                else "#999999")
         ax.plot([i] * len(values), values, "k.", ms=5)
-        ax.annotate(f"lost {'/'.join(map(str, row['lost']))}\n"
-                    f"collisions {'/'.join(map(str, row['collisions']))}",
+        collisions = "/".join("-" if c is None else str(c) for c in row["collisions"])
+        ax.annotate(f"lost {'/'.join(map(str, row['lost']))}\ncollisions {collisions}",
                     (i, row["median_fragments_per_s"]), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(rows)), list(rows), fontsize=9)
     ax.set_yscale("log")
-    ax.set_ylabel("fragments/s (log; bar = median run)")
+    ax.set_ylabel("fragments/s (log; bar = median, dots = runs)")
     cfg = report["config"]
     ax.set_title(f"2 -> 1 aggregation, {cfg['fragments']} fragments, window {cfg['window']}, "
                  f"K = {K}", fontsize=10)
@@ -311,7 +311,7 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
         reason = missing(target)
         if reason:
             print(f"ina bench target --target {target}: {reason}")
-            return 2
+            return 1
     runs = []
     try:
         with tempfile.TemporaryDirectory() as build:

@@ -1,39 +1,27 @@
-"""`ina dataplane-demo`: N workers and a PS aggregate a gradient across one embedded switch.
+"""`ina dataplane-demo`: N workers and a PS aggregate a gradient across one switch.
 
 Builds veth pairs (switch ends in the root namespace, hosts in a private namespace), starts
-`ina switch`, programs it over P4Runtime by P4Info names as the controller would for a plan
-"all workers aggregate at this switch, next hop the PS", runs `ina ps` and `ina worker --verify`
-processes, prints one JSON summary and removes everything it created.
+the switch (`--target embedded` or `bmv2`), programs it over P4Runtime by P4Info names as the
+controller would for a plan "all workers aggregate at this switch, next hop the PS", runs
+`ina ps` and `ina worker --verify` processes, prints one JSON summary and removes everything
+it created.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from dataplane.bmv2 import free_tcp_port
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client
-from dataplane.schema import load_p4info
+from dataplane.targets import KINDS, missing, program_for, start_target
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB, TASK, AGG_FLOW, RESULT_FLOW, PS_NODE, SWITCH_NODE, GROUP = 1, 0, 100, 101, 200, 1, 1
-
-
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_switch(net: VethNet, address: str, device_id: int = 1) -> subprocess.Popen:
-    ifaces = [arg for p, name in net.switch_if.items() for arg in ("-i", f"{p}@{name}")]
-    return subprocess.Popen([sys.executable, "-m", "dataplane", "switch", "--device-id",
-                             str(device_id), "--grpc-addr", address, *ifaces,
-                             "--log-level", "warning"], cwd=ROOT)
 
 
 def program_aggregation(client: Client, senders: list[int], out_port: int, slots: int) -> None:
@@ -57,14 +45,16 @@ def program_aggregation(client: Client, senders: list[int], out_port: int, slots
     client.write(*entities)
 
 
-def run_demo(workers: int, size_mb: float, seed: int, window: float) -> dict:
+def run_demo(workers: int, size_mb: float, seed: int, window: float,
+             target: str = "embedded") -> dict:
     ps_port = workers + 1
+    program = program_for(target)
     with VethNet(ps_port) as net:
         address = f"127.0.0.1:{free_tcp_port()}"
-        switch = start_switch(net, address)
+        switch = start_target(target, net.switch_if, address)
         try:
-            client = Client(address, 1, 10, load_p4info())
-            client.set_pipeline()
+            client = Client(address, 1, 10, program.p4info)
+            client.set_pipeline(program.device_config)
             program_aggregation(client, list(range(1, workers + 1)), ps_port, slots=4096)
             common = ["--workers", str(workers), "--size-mb", str(size_mb), "--job", str(JOB),
                       "--task", str(TASK)]
@@ -86,14 +76,18 @@ def run_demo(workers: int, size_mb: float, seed: int, window: float) -> dict:
         finally:
             switch.terminate()
             switch.wait(timeout=10)
-    return {"workers": workers, "size_mb": size_mb,
+    return {"target": target, "workers": workers, "size_mb": size_mb,
             "exact": all(r.get("exact") for r in reports),
             "seconds": max(r["seconds"] for r in reports),
             "switch_counters": counters, "ps": ps_report, "worker_reports": reports}
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    summary = run_demo(args.workers, args.size_mb, args.seed, args.window)
+    reason = missing(args.target)
+    if reason:
+        print(f"ina dataplane-demo --target {args.target}: {reason}")
+        return 1
+    summary = run_demo(args.workers, args.size_mb, args.seed, args.window, args.target)
     print(json.dumps(summary, indent=2))
     return 0 if summary["exact"] else 1
 
@@ -105,4 +99,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--size-mb", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--window", type=float, default=16)
+    p.add_argument("--target", choices=KINDS, default="embedded",
+                   help="switch: the embedded target or bmv2 simple_switch_grpc (default embedded)")
     p.set_defaults(func=cmd_demo)

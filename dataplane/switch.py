@@ -3,6 +3,10 @@
 Both share the pipeline object without locks: the loop is single-threaded, so a Write and a
 packet never interleave, which gives the per-packet atomicity bmv2 gives per action. Frames the
 pipeline sends to CPU_PORT become PacketIns; PacketOuts come back through `transmit`.
+
+Frames waiting on several ports are taken one per port in turn, as a switch's input arbiter
+(and bmv2's receive loop) does: draining one port's whole queue first let one sender's
+fragments run ahead of the other's and collide where a switch aggregates them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from dataplane.ports import drain, open_raw, send
 from dataplane.server import P4RuntimeService, serve
 
 LOG = logging.getLogger(__name__)
+# Rounds of the input arbiter before the loop serves P4Runtime again.
+ROUNDS_PER_TURN = 256
 
 
 async def run_switch(device_id: int, address: str, interfaces: dict[int, str]) -> None:
@@ -33,17 +39,30 @@ async def run_switch(device_id: int, address: str, interfaces: dict[int, str]) -
     server = await serve(address, service)
     loop = asyncio.get_running_loop()
 
-    def receiver(port: int):
-        def handle(frame: bytes) -> None:
-            for out_port, out in pipeline.process(port, frame):
-                if out_port == CPU_PORT:
-                    service.packet_in(port, out)
-                else:
-                    transmit(out_port, out)
-        return handle
+    def handle(port: int, frame: bytes) -> None:
+        for out_port, out in pipeline.process(port, frame):
+            if out_port == CPU_PORT:
+                service.packet_in(port, out)
+            else:
+                transmit(out_port, out)
 
-    for port, sock in sockets.items():
-        loop.add_reader(sock.fileno(), drain, sock, receiver(port))
+    def serve_ports() -> None:
+        """The ports' input queues served round-robin, one frame per port per turn."""
+        active = list(sockets.items())
+        for _ in range(ROUNDS_PER_TURN):
+            busy = []
+            for port, sock in active:
+                frames: list[bytes] = []
+                drain(sock, frames.append, limit=1)
+                if frames:
+                    handle(port, frames[0])
+                    busy.append((port, sock))
+            if not busy:
+                return
+            active = busy
+
+    for sock in sockets.values():
+        loop.add_reader(sock.fileno(), serve_ports)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)

@@ -21,6 +21,7 @@ from dataplane.frame import (
     build_frame,
 )
 from dataplane.hosts import ParameterServer, Task, fragments, synthetic_gradient, to_fixed_point
+from dataplane.targets import KINDS, missing
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
 
@@ -86,7 +87,11 @@ def test_gradients_become_padded_fixed_point_fragments() -> None:
 
 
 @pytest.mark.root
-def test_three_workers_and_a_ps_aggregate_exactly_across_the_embedded_switch() -> None:
-    summary = run_demo(workers=3, size_mb=0.125, seed=7, window=16)
+@pytest.mark.parametrize("target", KINDS)
+def test_three_workers_and_a_ps_aggregate_exactly_across_the_switch(target: str) -> None:
+    reason = missing(target)
+    if reason:
+        pytest.skip(reason)
+    summary = run_demo(workers=3, size_mb=0.125, seed=7, window=16, target=target)
     assert summary["exact"], summary
     assert summary["switch_counters"]["aggregations_completed"] >= 0.125 * 2**20 / 4 / K

@@ -8,12 +8,17 @@ skips and says how to get them.
 
 from __future__ import annotations
 
+import os
 import select
+import signal
 import socket
+import subprocess
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -58,6 +63,7 @@ class Target:
     p4info: object
     device_config: bytes
     sockets: dict[int, socket.socket]
+    process: subprocess.Popen
 
 
 @pytest.fixture(scope="module", params=KINDS)
@@ -77,7 +83,7 @@ def target(request) -> Iterator[Target]:
     try:
         sockets = {p: net.host_socket(p) for p in net.host_if}
         yield Target(request.param, address, net, program.p4info, program.device_config,
-                     sockets)
+                     sockets, proc)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -132,6 +138,12 @@ def _values(frame: bytes) -> np.ndarray:
     return np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
 
 
+def _wait_for(condition, timeout: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def _install_aggregation(sw: Client, flows: dict[int, int], *, slots: int = 64,
                          pipes: dict[int, int] | None = None) -> None:
     """Flows `flows` (flow id -> pipe) are summed at this switch and leave through port 4."""
@@ -184,6 +196,9 @@ def test_duplicate_contribution_is_not_double_counted(target: Target, sw: Client
     a, b = _elements(1), _elements(2)
     target.sockets[1].send(_frame(1, 7, 1, a))
     target.sockets[1].send(_frame(1, 7, 1, a))
+    # Ports are served in turn: flow 2 goes only once the duplicate has been seen, or it could
+    # complete the sum first and the resend would start a new one.
+    _wait_for(lambda: sw.counter("duplicates") == [1, 0, 0, 0])
     target.sockets[2].send(_frame(2, 7, 2, b))
     out = _receive(target.sockets[4], expect=2)
     assert len(out) == 1
@@ -209,6 +224,63 @@ def test_collision_sends_control_to_the_sender_and_drops_data(target: Target,
     target.sockets[2].send(_frame(2, 10, 2, _elements(2)))
     out = _receive(target.sockets[4], expect=1)
     np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+
+
+def test_the_slot_is_zlib_crc32_of_the_fragment_id_mod_the_region(target: Target,
+                                                                  sw: Client) -> None:
+    """README 4.1 on the wire: fragments share a slot exactly when zlib's CRC-32 of their
+    big-endian ids agrees mod `count` (computed here independently of both targets)."""
+    count = 13
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=count)
+    slot = {f: zlib.crc32(f.to_bytes(4, "big")) % count for f in range(100, 200)}
+    first = 100
+    same = [f for f in slot if f != first and slot[f] == slot[first]][:2]
+    other = next(f for f in slot if slot[f] != slot[first])
+    target.sockets[1].send(_frame(1, first, 1, _elements(1)))
+    target.sockets[1].send(_frame(1, other, 1, _elements(1)))  # its own slot: stored
+    for frag in same:
+        target.sockets[1].send(_frame(1, frag, 1, _elements(1)))
+    control = _receive(target.sockets[1], wait=0.5)
+    assert {(InaHeader.unpack(c).frag_id, InaHeader.unpack(c).aux) for c in control} == {
+        (frag, first) for frag in same}
+    assert sw.counter("collisions") == [len(same), 0, 0, 0]
+
+
+def _stop(pid: int) -> None:
+    """SIGSTOP `pid` and return once every thread of it has stopped (the signal is async)."""
+    os.kill(pid, signal.SIGSTOP)
+    tasks = Path(f"/proc/{pid}/task")
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
+        if all(state in "tT" for state in states):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"process {pid} did not stop")
+
+
+def test_ports_are_served_in_turn_so_one_sender_never_runs_ahead(target: Target,
+                                                                  sw: Client) -> None:
+    """Both senders queue fragments 0..7 while the switch is stopped; one slot serves them all.
+    A switch takes one frame per port in turn, so each fragment completes before the next
+    arrives: 8 sums and no collision. Draining port 1 first would make fragments 1..7 of flow 1
+    collide with fragment 0 (13 collisions, 2 sums)."""
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=1)
+    frags = range(8)  # bmv2 queues about 32 frames per port while it is not reading
+    _stop(target.process.pid)
+    try:
+        for port in (1, 2):
+            for frag in frags:
+                target.sockets[port].send(_frame(port, frag, port, _elements(frag)))
+        time.sleep(0.2)
+    finally:
+        os.kill(target.process.pid, signal.SIGCONT)
+    out = _receive(target.sockets[4], wait=2.0, expect=len(frags))
+    done = [InaHeader.unpack(f).frag_id for f in out]
+    for frame, frag in zip(out, done, strict=True):
+        np.testing.assert_array_equal(_values(frame), 2 * _elements(frag))
+    assert sw.counter("collisions") == [0, 0, 0, 0]
+    assert done == list(frags)
 
 
 def test_ack_frees_a_stale_slot(target: Target, sw: Client) -> None:
