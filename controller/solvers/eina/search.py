@@ -30,9 +30,7 @@ def solve(inst: Instance, step: Fraction, time_limit: float, seed: int,
     solver.parameters.random_seed = seed
     status = solver.solve(m.model)
     name = solver.status_name(status)
-    if status == cp_model.INFEASIBLE:
-        return Outcome(name, None, [], 0, None)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # INFEASIBLE, or nothing in time
         return Outcome(name, None, [], 0, None)
     parents: Parents = [{} for _ in inst.ps]
     for (p, i, j), x in m.x.items():

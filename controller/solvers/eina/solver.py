@@ -1,10 +1,10 @@
 """The schemes `eina` (MIQCP stand-in) and `eina-iqcp` (Sec. III-C): solve, re-rate, report.
 
 CP-SAT has no continuous variables, so EINA's MIQCP (real r_p) is solved on a grid:
-* `eina`: step 0.01 Gbps (`step` parameter). Why 0.01: the paper's capacities are given to
-  0.1 Gbps (Fig. 1: 0.8; the edge generator rounds to 0.1), so 0.01 represents every capacity
-  and every one-PS optimum cap/k with k ≤ 10 that ends on a hundredth exactly, while a rate of
-  400 Gbps is still only 40,000 steps (CP-SAT's domains stay small).
+* `eina`: step 0.01 Gbps (`step` parameter). Why 0.01: capacities are given to 0.1 Gbps (Fig. 1's
+  0.8; the edge generator rounds to 0.1), so the grid holds every capacity exactly and its
+  optimum is within |P| x 0.01 Gbps of the real one (under 0.1 % of the paper's 20-25 Gbps
+  totals), while a 400 Gbps rate is only 40,000 steps (CP-SAT's domains stay small).
 * `eina-iqcp`: step 1 Gbps, the paper's IQCP (integral r_p).
 Either way the trees CP-SAT picks are then re-rated by an LP (`rates.py`), so the plan's rates
 are the best real rates for those trees, and `bound` / `status` are about the REAL problem
@@ -25,10 +25,11 @@ from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina import search
 from controller.solvers.eina.bound import real_bound
-from controller.solvers.eina.instance import DEFAULT_STEP, exact, read
+from controller.solvers.eina.instance import exact, read
 from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
 
+DEFAULT_STEP = Fraction(1, 100)  # Gbps, the `eina` grid (why: module docstring)
 DEFAULT_TIME_LIMIT = 60.0
 MAX_STEPS = 10_000_000  # per rate: keeps every sum of (10)-(12) far from CP-SAT's int64 limits
 
