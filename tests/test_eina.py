@@ -455,3 +455,17 @@ def test_bench_eina_figure_3_compares_the_two_grids(tmp_path):
     assert {r["scheme"] for r in data["instances"]} == {"eina", "eina-iqcp"}
     assert all(r["consistent"] and r["paper"] is None for r in data["summary"])
     assert (out / "fig3" / "eina.png").stat().st_size > 0
+
+
+def test_no_solution_in_time_falls_back_to_the_star():
+    """When CP-SAT finds nothing in time (here: a 1 ms limit on 50 aggregators x 4 PSs, where
+    presolve alone takes longer) the plan is the star (every worker rack straight to the PS's
+    aggregator), re-rated, `feasible`, with the tree-free bound."""
+    network = build_network(topogen.edge(aggregators=50, ps=4, empty_aggregators=10, seed=3))
+    plan = solve(network, "eina", SolveOptions(time_limit=0.001, seed=0))
+    assert plan.details["cp_sat_status"] == "UNKNOWN (star fallback)"
+    assert plan.status == "feasible" and plan.bound >= plan.objective > 0
+    result = evaluate(network, plan)
+    assert result.consistent, result.problems
+    for tp in plan.tasks:
+        assert all(len(path) <= 5 for path in tp.paths.values())  # w, A_i, DCN, π[p], PS
