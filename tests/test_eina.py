@@ -418,8 +418,8 @@ def test_bench_eina_writes_json_and_png(tmp_path):
     out = tmp_path / "bench"
     assert main(["bench", "eina", "--ps", "1,2", "--seeds", "2", "--aggregators", "4",
                  "--schemes", "eina,rr", "--time-limit", "10", "--out", str(out)]) == 0
-    data = json.loads((out / "eina.json").read_text())
-    assert (out / "eina.png").stat().st_size > 0
+    data = json.loads((out / "fig2a" / "eina.json").read_text())
+    assert (out / "fig2a" / "eina.png").stat().st_size > 0
     rows = data["instances"]
     assert len(rows) == 2 * 2 * 2 and all(r["consistent"] for r in rows)
     by = {(r["ps"], r["seed"], r["scheme"]): r for r in rows}
@@ -445,3 +445,27 @@ def test_two_ps_optimum_proven_by_the_rack_bound():
                         ["A0", "A1"]))
     assert plan.objective == pytest.approx(0.5)
     assert plan.status == "optimal" and plan.bound == pytest.approx(0.5)
+
+
+def test_bench_eina_figure_3_compares_the_two_grids(tmp_path):
+    out = tmp_path / "bench"
+    assert main(["bench", "eina", "--figure", "3", "--ps", "2", "--seeds", "1",
+                 "--aggregators", "14", "--time-limit", "10", "--out", str(out)]) == 0
+    data = json.loads((out / "fig3" / "eina.json").read_text())
+    assert {r["scheme"] for r in data["instances"]} == {"eina", "eina-iqcp"}
+    assert all(r["consistent"] and r["paper"] is None for r in data["summary"])
+    assert (out / "fig3" / "eina.png").stat().st_size > 0
+
+
+def test_no_solution_in_time_falls_back_to_the_star():
+    """When CP-SAT finds nothing in time (here: a 1 ms limit on 50 aggregators x 4 PSs, where
+    presolve alone takes longer) the plan is the star (every worker rack straight to the PS's
+    aggregator), re-rated, `feasible`, with the tree-free bound."""
+    network = build_network(topogen.edge(aggregators=50, ps=4, empty_aggregators=10, seed=3))
+    plan = solve(network, "eina", SolveOptions(time_limit=0.001, seed=0))
+    assert plan.details["cp_sat_status"] == "UNKNOWN (star fallback)"
+    assert plan.status == "feasible" and plan.bound >= plan.objective > 0
+    result = evaluate(network, plan)
+    assert result.consistent, result.problems
+    for tp in plan.tasks:
+        assert all(len(path) <= 5 for path in tp.paths.values())  # w, A_i, DCN, π[p], PS

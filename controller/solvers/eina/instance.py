@@ -16,8 +16,6 @@ from typing import Any
 
 from controller.network import Network, TopologyError
 
-DEFAULT_STEP = Fraction(1, 100)  # Gbps, the `eina` (MIQCP stand-in) rate grid; see solver.py
-
 
 def exact(value: float) -> Fraction:
     """The number as written (0.8 is 4/5, not 0.8000000000000000444)."""

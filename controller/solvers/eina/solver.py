@@ -1,15 +1,17 @@
 """The schemes `eina` (MIQCP stand-in) and `eina-iqcp` (Sec. III-C): solve, re-rate, report.
 
 CP-SAT has no continuous variables, so EINA's MIQCP (real r_p) is solved on a grid:
-* `eina`: step 0.01 Gbps (`step` parameter). Why 0.01: the paper's capacities are given to
-  0.1 Gbps (Fig. 1: 0.8; the edge generator rounds to 0.1), so 0.01 represents every capacity
-  and every one-PS optimum cap/k with k ≤ 10 that ends on a hundredth exactly, while a rate of
-  400 Gbps is still only 40,000 steps (CP-SAT's domains stay small).
+* `eina`: step 0.01 Gbps (`step` parameter). Why 0.01: capacities are given to 0.1 Gbps (Fig. 1's
+  0.8; the edge generator rounds to 0.1), so the grid holds every capacity exactly and its
+  optimum is within |P| x 0.01 Gbps of the real one (under 0.1 % of the paper's 20-25 Gbps
+  totals), while a 400 Gbps rate is only 40,000 steps (CP-SAT's domains stay small).
 * `eina-iqcp`: step 1 Gbps, the paper's IQCP (integral r_p).
 Either way the trees CP-SAT picks are then re-rated by an LP (`rates.py`), so the plan's rates
 are the best real rates for those trees, and `bound` / `status` are about the REAL problem
 (`bound.py`): `optimal` only when the plan reaches a bound valid for continuous rates, else
-`feasible` with that bound and its gap; `timeout` when CP-SAT found nothing in time;
+`feasible` with that bound and its gap (also when CP-SAT found nothing in time and the plan
+is the star, every worker rack straight to its PS's aggregator); `timeout` when not even that
+fits r^L;
 `infeasible` when CP-SAT proved the quantized model infeasible, which (r^L on the grid) proves
 the real one infeasible too.
 """
@@ -24,12 +26,14 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina import search
-from controller.solvers.eina.bound import real_bound
-from controller.solvers.eina.instance import DEFAULT_STEP, exact, read
+from controller.solvers.eina.bound import rack_bound, real_bound
+from controller.solvers.eina.instance import exact, read
 from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
 
+DEFAULT_STEP = Fraction(1, 100)  # Gbps, the `eina` grid (why: module docstring)
 DEFAULT_TIME_LIMIT = 60.0
+PLAN_RESERVE = 1.0  # seconds (at most 5 % of the limit) for the LP re-rating and the plan
 MAX_STEPS = 10_000_000  # per rate: keeps every sum of (10)-(12) far from CP-SAT's int64 limits
 
 
@@ -63,8 +67,12 @@ def run(network: Network, options: SolveOptions, scheme: str, default_step: Frac
         details["cp_sat_status"] = "not run: r_p^L above r_p^U"
         plan.bound = 0.0
     else:
-        out = search.solve(inst, step, limit, options.seed or 0,
+        # Keep a little of the limit for the LP re-rating and the plan.
+        deadline = started + limit - min(PLAN_RESERVE, 0.05 * limit)
+        out = search.solve(inst, step, deadline, options.seed or 0,
                            int(params.get("num_workers", 2)))
+        if out.parents is None and out.cp_status != "INFEASIBLE" and inst.d_hat >= 1:
+            out = _star(inst)  # CP-SAT found nothing in time: the star is a plan
         details["cp_sat_status"] = out.cp_status
         if out.parents is None:
             plan.status = "infeasible" if out.cp_status == "INFEASIBLE" else "timeout"
@@ -74,16 +82,29 @@ def run(network: Network, options: SolveOptions, scheme: str, default_step: Frac
     return plan
 
 
+def _star(inst) -> search.Outcome:
+    """Every worker rack straight to π[p]: what the plan falls back to when CP-SAT found no
+    solution in time (it is a feasible tree whenever d̂ ≥ 1); no quantized bound."""
+    parents = [{i: inst.home[ps] for i in inst.aggregators
+                if i != inst.home[ps] and inst.local[p][i] > 0} for p, ps in enumerate(inst.ps)]
+    return search.Outcome("UNKNOWN (star fallback)", parents, [], 0, None)
+
+
 def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fraction) -> None:
-    plan.tasks = task_plans(inst, out.parents, best_rates(inst, out.parents))
+    try:
+        rates = best_rates(inst, out.parents)
+    except RuntimeError:  # the star cannot meet r^L: nothing found, nothing proven
+        plan.status = "timeout"
+        return
+    plan.tasks = task_plans(inst, out.parents, rates)
     plan.objective = weighted_objective(network, plan)  # one job: Σ_p r_p (13)
-    bound = real_bound(inst, step, out.bound)
+    bound = rack_bound(inst) if out.bound is None else real_bound(inst, step, out.bound)
     plan.bound = max(float(bound), plan.objective)
     proven = plan.objective >= float(bound) * (1 - 1e-9)
     plan.status = "optimal" if proven else "feasible"
     plan.details.update({
         "model_objective_gbps": float(out.objective * step),
-        "model_bound_gbps": float(out.bound * step),
+        "model_bound_gbps": None if out.bound is None else float(out.bound * step),
         "trees": [dict(t) for t in out.parents],
     })
 
