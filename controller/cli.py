@@ -183,11 +183,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         console.print(f"job {job}: communication time {_fmt(seconds)} s (its slowest task/shard)")
     for problem in result.problems:
         console.print(f"[red]inconsistent:[/red] {problem}")
+    for limit in result.beyond_data_plane:
+        console.print(f"[red]not deployable on the INA data plane:[/red] {limit}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
         console.print(f"evaluation written to {args.json}")
-    return 0 if result.consistent else 1
+    return 0 if result.consistent and not result.beyond_data_plane else 1
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -331,16 +331,18 @@ def test_a_topology_task_the_plan_leaves_out_is_reported(fig1):
     assert any("job0/t0: the plan does not route this task" in p for p in result.problems)
 
 
-def test_fan_in_over_the_data_plane_limit_is_inconsistent():
+def test_fan_in_over_the_data_plane_limit_is_reported_as_not_deployable():
     network = build_network(leaf_spine_doc(2, 1, [0, MAX_FAN_IN + 1], ina={"L1"}, capacity=100))
     workers = network.tasks[0].workers
     paths = {w: [w, "L1", "S0", "L0", "PS"] for w in workers}
     plan = _plan(paths, [AggregationPoint("L1", 0, len(workers), "S0")], rate=1.0)
     result = evaluate(network, plan)
-    assert not result.consistent
-    assert any(f"merges {MAX_FAN_IN + 1} flows; the data plane merges at most {MAX_FAN_IN}" in p
-               for p in result.problems)
+    # The routing holds as a model states it; the data plane cannot install it.
+    assert result.consistent and len(result.beyond_data_plane) == 1
+    assert f"merges {MAX_FAN_IN + 1} flows; the data plane merges at most {MAX_FAN_IN}" in (
+        result.beyond_data_plane[0])
     # one worker fewer is within the data plane's reach
     plan.tasks[0].paths.pop(workers[-1])
     plan.tasks[0].aggregation = [AggregationPoint("L1", 0, MAX_FAN_IN, "S0")]
-    assert evaluate(_routing_only(network, workers[:-1]), plan).consistent
+    within = evaluate(_routing_only(network, workers[:-1]), plan)
+    assert within.consistent and not within.beyond_data_plane
