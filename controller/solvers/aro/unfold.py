@@ -13,8 +13,9 @@ switch is a common switch (CS). The nine link types of the paper follow from the
 Extension beyond the paper: a switch with an aggregation capacity also keeps a CS copy, so the
 task's flows may cross it unmerged (and not use that capacity). The data plane merges every
 flow of the task entering a pipeline it aggregates on, so a flow may take the copy only from
-a pipeline whose INP is unused (`TaskGraph.bypass`, enforced by `model`). Without a capacity
-merging never costs rate, and the paper's graph is kept.
+a pipeline whose INP is unused (`TaskGraph.bypass`, enforced by `model`). Without a capacity,
+or on a switch with `aggregates: all` that charges crossing flows too, merging never costs
+rate, and the paper's graph is kept.
 """
 
 from __future__ import annotations
@@ -177,7 +178,11 @@ def build_task_graph(
         return node_for(v)
 
     def capped(u: str) -> bool:
-        return u in aggregators and network.spec(u).aggregation_capacity_gbps is not None
+        # `aggregates: all` (EINA's edge aggregators) charges a crossing flow as if merged, so
+        # crossing unmerged never pays there: no CS copy.
+        spec = network.spec(u) if u in aggregators else None
+        return (spec is not None and spec.aggregation_capacity_gbps is not None
+                and spec.aggregates != "all")
 
     def bypass(u: str) -> Node:
         return ("cs", u, side[u], -1)
