@@ -196,3 +196,39 @@ def test_status_on_a_bad_state_file_exits_2(tmp_path, capsys, name):
     assert main(["status", str(path)]) == 2
     out = capsys.readouterr().out
     assert "state.json" in out and words in out, out
+
+
+HEURISTIC_BAD_PARAMS = {
+    "grid, draws not a number": ("grid", ["draws=abc"], "grid: parameter draws='abc'"),
+    "grid, draws zero": ("grid", ["draws=0"], "must be an integer from 1"),
+    "grid, a typo": ("grid", ["drawz=3"], "grid: unknown parameter(s) drawz"),
+    "grid, candidates": ("grid", ["candidates=some"], "must be one of all, shortest"),
+    "atp, levels": ("atp", ["levels=2"], "atp: parameter levels=2"),
+    "atp, ps_side": ("atp", ["ps_side=3"], "must be true or false"),
+    "marina, rounds": ("marina", ["rounds=-1"], "marina: parameter rounds=-1"),
+    "marina, weight": ("marina", ["ina_weight=0"], "must be a number from"),
+    "geryon, slack": ("geryon", ["slack=1.5"], "geryon: parameter slack=1.5"),
+    "spar, aggregators": ("spar", ["aggregators=x"], "spar: parameter aggregators='x'"),
+    "deepsys-soar, k": ("deepsys-soar", ["k=-2"], "deepsys-soar: parameter k=-2"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HEURISTIC_BAD_PARAMS))
+def test_heuristic_scheme_parameters_are_checked(tmp_path, capsys, case):
+    scheme, params, words = HEURISTIC_BAD_PARAMS[case]
+    topo = _write(tmp_path, leaf_spine_doc(4, 2, [0, 2, 2, 1], ina={"L1", "L2", "S1"}))
+    args = ["solve", topo, "--scheme", scheme]
+    for param in params:
+        args += ["--param", param]
+    assert main(args) == 2
+    out = capsys.readouterr().out
+    assert words in out and "Traceback" not in out, out
+
+
+def test_heuristic_parameters_from_the_topology_are_checked_too(tmp_path, capsys):
+    doc = leaf_spine_doc(4, 2, [0, 2, 2, 1], ina={"L1", "L2", "S1"})
+    doc["schemes"] = {"grid": {"links": "no"}}
+    assert main(["solve", _write(tmp_path, doc), "--scheme", "grid"]) == 2
+    assert "grid: parameter links='no'" in capsys.readouterr().out
+    doc["schemes"] = {"grid": {"links": False, "draws": 4}}
+    assert main(["solve", _write(tmp_path, doc), "--scheme", "grid"]) == 0

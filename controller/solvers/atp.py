@@ -48,17 +48,17 @@ from controller.solvers.inatree import (
     shortest_paths,
     solve_trees,
 )
+from controller.solvers.params import SchemeParams
 
 _TIER_RANK = {"core": 3, "spine": 2, "aggregation": 1}
 
 
 def solve_atp(network: Network, options: SolveOptions) -> Plan:
-    levels = options.params.get("levels", "first")
-    if levels == "all":
+    params = SchemeParams("atp", options.params, ("levels", "ps_side"))
+    ps_side = params.flag("ps_side", True)
+    if params.choice("levels", "first", ("first", "all")) == "all":
         return _every_ina_plan(network, options)
-    if levels != "first":
-        raise ValueError(f"atp: levels must be 'first' or 'all', not {levels!r}")
-    return atp_plan(network, options, "atp", bool(options.params.get("ps_side", True)))
+    return atp_plan(network, options, "atp", ps_side)
 
 
 def _every_ina_plan(network: Network, options: SolveOptions) -> Plan:

@@ -19,12 +19,13 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import plan_with_evaluated_rates
 from controller.solvers.inatree import add_load, rng_for
+from controller.solvers.params import SchemeParams
 
 
 def solve(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     rng = rng_for(options.seed)
-    slack = int(options.params.get("slack", 1))
+    slack = SchemeParams("geryon", options.params, ("slack",)).integer("slack", 1)
     load: dict[tuple[str, str], float] = {}
     paths = {}
     for task in network.tasks:

@@ -54,6 +54,7 @@ from controller.solvers.inatree import (
     rng_for,
     shortest_paths,
 )
+from controller.solvers.params import SchemeParams
 
 PS = "@ps"  # the aggregation node "the PS itself" in assignments
 
@@ -62,13 +63,15 @@ class GridInfeasible(ValueError):
     pass
 
 
+CANDIDATE_MODES = ("all", "shortest")
+
 def solve(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    params = options.params
+    params = SchemeParams("grid", options.params, ("links", "candidates", "draws"))
     rng = rng_for(options.seed)
-    use_links = bool(params.get("links", True))
-    mode = str(params.get("candidates", "all"))
-    draws = max(1, int(params.get("draws", 16)))
+    use_links = params.flag("links", True)
+    mode = params.choice("candidates", "all", CANDIDATE_MODES)
+    draws = params.integer("draws", 16, minimum=1, maximum=100_000)
 
     lps = {t.key: _solve_lp(network, t, mode, use_links, rng, options.time_limit)
            for t in network.tasks}
@@ -119,8 +122,6 @@ def _candidates(network: Network, task: Task, worker: str, mode: str) -> list[st
     ina = [s for s in sorted(network.switches) if network.is_ina(s) and _capacity(network, s) > 0]
     if mode == "all":
         return ina
-    if mode != "shortest":
-        raise ValueError(f"grid: candidates must be 'all' or 'shortest', not {mode!r}")
     on_path = {v for p in shortest_paths(network, worker, task.ps) for v in p}
     return [s for s in ina if s in on_path]
 

@@ -56,6 +56,7 @@ from controller.solvers.inatree import (
     shortest_paths,
     solve_trees,
 )
+from controller.solvers.params import SchemeParams
 
 
 def solve_deepsys(network: Network, options: SolveOptions) -> Plan:
@@ -100,8 +101,8 @@ def deepsys_tree(network: Network, task: Task,
 
 
 def solve_deepsys_soar(network: Network, options: SolveOptions) -> Plan:
-    budget = options.params.get("k")
-    k = len(network.switches) if budget is None else int(budget)
+    budget = SchemeParams("deepsys-soar", options.params, ("k",)).integer("k", None)
+    k = len(network.switches) if budget is None else budget
     chosen: dict[str, list[str]] = {}
 
     def route(tree: AggregationTree, _rng: random.Random) -> None:
@@ -181,8 +182,9 @@ def _knapsack(parts: list[tuple[tuple[float, ...], tuple]], k: int):
 
 def solve_marina(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    weight_ina = float(options.params.get("ina_weight", 0.5))
-    rounds = int(options.params.get("rounds", 8))
+    params = SchemeParams("marina", options.params, ("ina_weight", "rounds"))
+    weight_ina = params.number("ina_weight", 0.5, minimum=1e-6, maximum=1e6)
+    rounds = params.integer("rounds", 8, maximum=10_000)
     undirected = nx.Graph()
     for u, v in network.graph.edges:
         wu = weight_ina if can_aggregate(network, u) else 1.0

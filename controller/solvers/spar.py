@@ -25,6 +25,7 @@ from controller.solvers.inatree import (
     ecmp_routes,
     solve_trees,
 )
+from controller.solvers.params import SchemeParams
 
 
 def solve(network: Network, options: SolveOptions) -> Plan:
@@ -32,7 +33,8 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     routes = ecmp_routes(network, options.seed)
     tors = sorted({access_switch(network, h) for h in network.hosts}
                   & {s for s in network.switches if can_aggregate(network, s)})
-    budget = int(options.params.get("aggregators", len(tors)))
+    budget = SchemeParams("spar", options.params, ("aggregators",)).integer(
+        "aggregators", len(tors))
     placed: set[str] = set()
     plan = _plan(network, routes, placed, options.seed)
     while len(placed) < budget:
