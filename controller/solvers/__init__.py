@@ -30,7 +30,8 @@ Solver = Callable[[Network, SolveOptions], Plan]
 # scheme name → "module:function"
 _SCHEMES: dict[str, str] = {
     "shortest": "controller.solvers.shortest:solve",
-    "grid": "controller.solvers.grid:solve",
+    "grid": "controller.solvers.grid.rgria:solve",
+    "grid-opt": "controller.solvers.grid.opt:solve",
     "atp": "controller.solvers.atp:solve_atp",
     "random": "controller.solvers.atp:solve_random",
     "switchml": "controller.solvers.atp:solve_switchml",

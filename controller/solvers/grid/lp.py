@@ -1,0 +1,95 @@
+"""The LP relaxation of GRID's problem (1) (Alg. 1 step 1), solved with OR-Tools GLOP."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import pairwise
+
+import networkx as nx
+from ortools.linear_solver import pywraplp
+
+from controller.network import Network
+from controller.solvers.grid.model import PS, GridTask
+
+
+class GridInfeasible(ValueError):
+    pass
+
+
+class Relaxed:
+    """The relaxed solution of one task: r̃_n^s per worker and node, and λ̃."""
+
+    def __init__(self, value: float, status: str, rates: dict[str, dict[str, float]]):
+        self.value, self.status, self.rates = value, status, rates
+
+
+def solve(network: Network, inst: GridTask, links: bool, time_limit: float | None) -> Relaxed:
+    """(1) with x ∈ [0, 1]; with `links`, one row per directed link over the fixed routes."""
+    task = inst.task
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    if time_limit:
+        solver.SetTimeLimit(int(time_limit * 1000))
+    big_t, inf = float(inst.big_t), solver.infinity()
+    lam = solver.NumVar(0, inf, "lambda")
+    y = {s: solver.NumVar(0, inf, f"y[{s}]") for s in sorted(inst.cap)}
+    r: dict[tuple[str, str], pywraplp.Variable] = {}
+    for n in task.workers:
+        x = {s: solver.NumVar(0, 1, f"x[{n},{s}]") for s in inst.nodes(n)}
+        solver.Add(sum(x.values()) == 1)  # aggregation constraint
+        for s in inst.nodes(n):
+            r[n, s] = solver.NumVar(0, inf, f"r[{n},{s}]")
+            solver.Add(r[n, s] <= big_t * x[s])  # sending rate constraint
+            if s != PS:
+                solver.Add(r[n, s] <= y[s])  # aggregation node constraint
+        solver.Add(lam <= sum(r[n, s] for s in inst.nodes(n)))
+    for s, cap in sorted(inst.cap.items()):  # processing capacity constraint
+        solver.Add(sum(r[n, s] for n in task.workers if (n, s) in r) <= float(cap))
+    # bandwidth constraint
+    solver.Add(sum(r[n, PS] for n in task.workers) + sum(y.values()) <= float(inst.b_ps))
+    if links:
+        _link_rows(network, inst, solver, r, y)
+    solver.Maximize(lam)
+    status = solver.Solve()
+    names = {pywraplp.Solver.OPTIMAL: "optimal", pywraplp.Solver.FEASIBLE: "feasible"}
+    if status not in names:
+        raise GridInfeasible(f"grid: the LP of task {task.job}/{task.name} has no solution "
+                             f"(OR-Tools status {status})")
+    value = lam.solution_value()
+    # Among the LP optima, the one moving the least traffic (hops × rate): ties between optima
+    # are otherwise broken by the simplex path, which scatters rates over far nodes.
+    solver.Add(lam >= value * (1 - 1e-7))
+    hops = _hops(network, inst)
+    solver.Minimize(sum(var * hops(n, s) for (n, s), var in r.items())
+                    + sum(var * hops(s, PS) for s, var in y.items()))
+    if solver.Solve() not in names:
+        raise GridInfeasible(f"grid: the second LP stage of {task.job}/{task.name} failed")
+    rates: dict[str, dict[str, float]] = defaultdict(dict)
+    for (n, s), var in r.items():
+        rates[n][s] = max(0.0, var.solution_value())
+    return Relaxed(value, names[status], dict(rates))
+
+
+def _hops(network: Network, inst: GridTask):
+    lengths: dict[str, dict[str, int]] = {}
+
+    def hops(a: str, b: str) -> int:
+        b = inst.task.ps if b == PS else b
+        if a not in lengths:
+            lengths[a] = nx.single_source_shortest_path_length(network.graph, a)
+        return lengths[a][b]
+    return hops
+
+
+def _link_rows(network: Network, inst: GridTask, solver: pywraplp.Solver,
+               r: dict[tuple[str, str], pywraplp.Variable],
+               y: dict[str, pywraplp.Variable]) -> None:
+    """Capacity rows for each directed link, with every candidate flow on its fixed route."""
+    terms: dict[tuple[str, str], list[pywraplp.Variable]] = defaultdict(list)
+    for (n, s), var in sorted(r.items()):
+        for e in pairwise(inst.route(n, s)):
+            terms[e].append(var)
+    for s, var in sorted(y.items()):
+        for e in pairwise(inst.route(s, PS)):
+            terms[e].append(var)
+    for e, used in sorted(terms.items()):
+        solver.Add(sum(used) <= network.capacity(*e))

@@ -1,0 +1,203 @@
+"""GRID's problem (1) for one task, with exact (rational) data, and the value of an assignment.
+
+With x integral, every constraint of (1) is an upper bound on r and y, so all workers can send
+at the common rate λ and y_s = λ for the used switches S'. The value of an assignment is then
+
+    λ(x) = min(T, C_s / |N_s| (s ∈ S'), B_α / (|N_α| + |S'|), c_e / n_e(x) (link rows)),
+
+N_s the workers x sends to s, N_α those sent to the PS, n_e(x) the flows x puts on link e when
+the `links` rows are in: one per worker→node route crossing e and one per used switch whose
+route to the PS crosses e. λ* of (1) is therefore always T or some capacity / count, which is
+what lets `exact.py` prove it by testing those values only.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from fractions import Fraction
+from itertools import pairwise
+
+import networkx as nx
+
+from controller.network import Network, Task
+from controller.solvers.params import SchemeParams
+
+PS = "@ps"  # the aggregation node "the PS itself" in assignments
+CANDIDATE_MODES = ("all", "shortest")
+# What both GRID schemes read, `grid-opt` adds its own; a topology's `schemes.grid` serves both.
+PARAMS = ("links", "candidates", "draws", "max_rate_gbps")
+
+Edge = tuple[str, str]
+Resource = tuple[str, ...]  # ("switch", s), ("ps",), ("link", u, v)
+
+
+class PathCache:
+    """All shortest paths per (src, dst), as `inatree.shortest_paths` lists them, from one
+    breadth-first search per destination: R-GRIA asks for the same pairs in every draw and
+    for every worker × candidate, and networkx's per-pair search dominated the solve time."""
+
+    LIMIT = 256  # as `shortest_paths`; past it, that function's own choice of paths is used
+
+    def __init__(self, network: Network):
+        self.network = network
+        self._paths: dict[Edge, list[list[str]]] = {}
+        self._dist: dict[str, dict[str, int]] = {}
+        self._suffixes: dict[str, dict[str, list[list[str]] | None]] = {}
+
+    def __call__(self, src: str, dst: str) -> list[list[str]]:
+        if (src, dst) not in self._paths:
+            self._paths[src, dst] = self._search(src, dst)
+        return self._paths[src, dst]
+
+    def _search(self, src: str, dst: str) -> list[list[str]]:
+        from controller.solvers.inatree import shortest_paths
+
+        if dst not in self._dist:
+            reverse = self.network.graph.reverse(copy=False)
+            self._dist[dst] = nx.single_source_shortest_path_length(reverse, dst)
+            self._suffixes[dst] = {}
+        found = self._from(src, dst)
+        if found is None:  # more than LIMIT paths
+            return shortest_paths(self.network, src, dst, self.LIMIT)
+        return found
+
+    def _from(self, node: str, dst: str) -> list[list[str]] | None:
+        """Sorted shortest paths node→dst: node, then each next hop's own in name order, which
+        is already sorted (paths share their first node); memoised per destination."""
+        memo, dist = self._suffixes[dst], self._dist[dst]
+        if node not in memo:
+            if node not in dist:
+                memo[node] = []
+            elif node == dst:
+                memo[node] = [[dst]]
+            else:
+                found: list[list[str]] | None = []
+                for nxt in sorted(self.network.graph.successors(node)):
+                    if dist.get(nxt, -1) == dist[node] - 1:
+                        tails = self._from(nxt, dst)
+                        if tails is None or len(found) + len(tails) > self.LIMIT:
+                            found = None
+                            break
+                        found += [[node, *tail] for tail in tails]
+                memo[node] = found
+        return memo[node]
+
+
+@dataclass
+class GridTask:
+    """Problem (1) for one task: candidates per worker, C_s, B_α, T, and the fixed routes."""
+
+    task: Task
+    big_t: Fraction  # T, the maximum sending rate
+    b_ps: Fraction  # B_α, the PS's ingress bandwidth
+    cap: dict[str, Fraction]  # C_s per candidate switch
+    cand: dict[str, list[str]]  # per worker, its candidate switches (the PS is always one)
+    # (n, node) → route worker→node; (s, PS) → route s→PS; node PS means the task's PS
+    routes: dict[Edge, list[str]]
+    link_cap: dict[Edge, Fraction]
+    _narrowest: dict[Edge, Fraction] = field(default_factory=dict, repr=False)
+
+    def nodes(self, worker: str) -> list[str]:
+        return self.cand[worker] + [PS]
+
+    def route(self, src: str, node: str) -> list[str]:
+        return self.routes[src, node]
+
+    def narrowest(self, src: str, node: str) -> Fraction:
+        """The smallest link capacity on the route src→node (no flow fits above that rate)."""
+        if (src, node) not in self._narrowest:
+            self._narrowest[src, node] = min(self.link_cap[e]
+                                             for e in pairwise(self.route(src, node)))
+        return self._narrowest[src, node]
+
+
+def max_rate(params: SchemeParams, b_ps: float) -> Fraction:
+    """T: `max_rate_gbps` if given, else B_α (GRID Table 1: "the ingress bandwidth of the PS")."""
+    value = params.number("max_rate_gbps", b_ps, 1e-9, 1e9)
+    return exact(value)
+
+
+def exact(value: float) -> Fraction:
+    """A float as the decimal it was written as (100.1, not its binary neighbour)."""
+    return Fraction(repr(float(value)))
+
+
+def ps_ingress(network: Network, task: Task) -> float:
+    return sum(network.capacity(u, task.ps) for u in network.graph.predecessors(task.ps))
+
+
+def switch_capacity(network: Network, switch: str) -> float:
+    """C_s: the switch's `aggregation_capacity_gbps`, or, left open, the sum of its incoming
+    links (a switch cannot aggregate faster than it receives)."""
+    cap = network.spec(switch).aggregation_capacity_gbps
+    if cap is None:
+        return sum(network.capacity(u, switch) for u in network.graph.predecessors(switch))
+    return cap
+
+
+def build(network: Network, task: Task, params: SchemeParams, paths: PathCache,
+          rng: random.Random | None) -> GridTask:
+    """The task's instance; routes are drawn with `rng` (one shortest path per worker→node and
+    per switch→PS, in a fixed order), or left out when `rng` is None (R-GRIA without links)."""
+    mode = params.choice("candidates", "all", CANDIDATE_MODES)
+    ina = [s for s in sorted(network.switches)
+           if network.is_ina(s) and switch_capacity(network, s) > 0]
+    cand = {}
+    for n in task.workers:
+        if mode == "all":
+            cand[n] = ina
+        else:
+            on_path = {v for p in paths(n, task.ps) for v in p}
+            cand[n] = [s for s in ina if s in on_path]
+    b_ps = ps_ingress(network, task)
+    inst = GridTask(task, max_rate(params, b_ps), exact(b_ps),
+                    {s: exact(switch_capacity(network, s)) for c in cand.values() for s in c},
+                    cand, {}, {})
+    if rng is not None:
+        draw_routes(network, inst, paths, rng)
+    return inst
+
+
+def draw_routes(network: Network, inst: GridTask, paths: PathCache, rng: random.Random) -> None:
+    """ECMP with the seed: one shortest route per candidate flow, as the LP's link rows use."""
+    ps = inst.task.ps
+    for src, node in sorted((n, s) for n in inst.task.workers for s in inst.nodes(n)):
+        inst.routes[src, node] = rng.choice(paths(src, ps if node == PS else node))
+    for s in sorted(inst.cap):
+        inst.routes[s, PS] = rng.choice(paths(s, ps))
+    for route in inst.routes.values():
+        for e in pairwise(route):
+            inst.link_cap[e] = exact(network.capacity(*e))
+
+
+def counts(inst: GridTask, assign: dict[str, str], links: bool) -> dict[Resource, int]:
+    """How many rate-λ flows each resource of (1) carries under an integral assignment."""
+    used: dict[Resource, int] = {("ps",): 0}
+    opened = sorted({s for s in assign.values() if s != PS})
+    for node in assign.values():
+        key = ("ps",) if node == PS else ("switch", node)
+        used[key] = used.get(key, 0) + 1
+    used["ps",] += len(opened)
+    if links:
+        flows = [inst.route(n, node) for n, node in assign.items()]
+        flows += [inst.route(s, PS) for s in opened]
+        for route in flows:
+            for e in pairwise(route):
+                used["link", *e] = used.get(("link", *e), 0) + 1
+    return used
+
+
+def capacity(inst: GridTask, resource: Resource) -> Fraction:
+    kind = resource[0]
+    if kind == "ps":
+        return inst.b_ps
+    if kind == "switch":
+        return inst.cap[resource[1]]
+    return inst.link_cap[resource[1], resource[2]]
+
+
+def value(inst: GridTask, assign: dict[str, str], links: bool) -> Fraction:
+    """λ(x), exactly (module docstring)."""
+    used = counts(inst, assign, links)
+    return min([inst.big_t] + [capacity(inst, r) / k for r, k in used.items() if k > 0])
