@@ -218,3 +218,21 @@ def test_grid_at_least_each_lp_variant(network):
         assert both.tasks[0].paths == alone[winner].tasks[0].paths
         assert both.details["variant"] == ("with" if winner else "without") + " link rows"
         assert set(both.details["variants"]) == {"with link rows", "without link rows"}
+
+
+# ------------------------------------------------------------------ benchmark table
+
+
+def test_compare_reports_rgria_against_the_optimum(tmp_path):
+    """`ina bench compare` with `grid-opt`: its solve time in the row, and the table of
+    R-GRIA against (1)'s proven optimum (GRID Fig. 1: both reach 3 Gbps)."""
+    from controller.bench.compare import compare
+
+    bench = tmp_path / "BENCHMARKS.md"
+    result = compare("grid-fig1", schemes=("grid", "grid-opt"), jobs=1, out=tmp_path / "out",
+                     benchmarks=bench, progress=False)
+    (row,) = result["grid_optimum"]
+    assert row["optimum_gbps"] == pytest.approx(3.0) and row["proven"] == 1
+    assert row["rgria_draw_share"] <= 1.0 and row["grid_plan_share"] is None  # with links
+    text = bench.read_text()
+    assert "GRID's own optimum" in text and "| grid-fig1.yaml | 1 | 3 | 1/1 |" in text

@@ -81,6 +81,7 @@ class Figure:
     metrics: tuple[str, ...] = ("min",)
     # reference/scheme ratios the paper's text states as a range for the whole figure
     paper_ratios: dict[str, tuple[float, float]] = field(default_factory=dict)
+    timed: tuple[str, ...] = ()  # schemes whose mean solve time the table shows
 
 
 @dataclass(frozen=True)
@@ -186,8 +187,9 @@ def _grid_figure(number: int, scenario: str, what: str, paper: dict[str, float],
     point = ("fat-tree", 40) if scenario == "a" else ("fat-tree", 100)
     return Figure(f"grid-fig{number}", f"GRID Fig. {number}: sending rate vs workers, "
                   f"scenario ({scenario}) {what}", "GRID Sec. 6.3",
-                  ("geryon", "switchml", "atp", "grid"), _grid_settings(scenario, {point: paper}),
-                  plot="lines", reference="grid", params=_GRID_PAPER, notes=notes)
+                  ("geryon", "switchml", "atp", "grid", "grid-opt"),
+                  _grid_settings(scenario, {point: paper}), plot="lines", reference="grid",
+                  params=_GRID_OWN, notes=notes, timed=("grid-opt",))
 
 
 # ARO's defaults (Sec. IV-A): 200 workers, γ = 20 % INA, P = 4; Figs. 7b, 7c and 8b vary one of
@@ -238,6 +240,10 @@ def _aro_multi(name: str, title: str, shapes: tuple[tuple[int, int], ...],
 _PURE_GRID = {"grid": {"links": False}}
 # GRID Sec. 6.1 describes ATP with one level ("the first encountered aggregation node").
 _GRID_PAPER = {**_PURE_GRID, "atp": {"ps_side": False}}
+# Figs. 11-12: `grid` draws from both its LP variants (issue 16); `grid-opt` solves GRID's own
+# problem (1), which has no link rows (Sec. 4.1), so its model optimum is the one R-GRIA's
+# draws are measured against.
+_GRID_OWN = {"atp": {"ps_side": False}, "grid-opt": {"links": False}}
 # Fig. 12(b), fat-tree, 100 workers: the only point of scenario (b) the text states.
 _GRID_FIG12B = {"geryon": 1.0, "switchml": 8.9, "atp": 10.0, "grid": 23.5}
 
@@ -331,7 +337,14 @@ def run_one(run: Run) -> dict[str, Any]:
         status=plan.status,
         solve_seconds=plan.solve_seconds,
     )
+    model = {k: plan.details[k] for k in _MODEL_DETAILS if k in plan.details}
+    if model:  # GRID's problem (1): the plan's value there, the proven bound, R-GRIA's draws
+        record["model"] = model
     return record
+
+
+_MODEL_DETAILS = ("model_value_gbps", "model_bound_gbps", "model_status", "warm_start_gbps",
+                  "variant", "variants")
 
 
 def plan_runs(figure: Figure, seeds: int, schemes: tuple[str, ...],
@@ -410,6 +423,8 @@ def _summary_row(setting: Setting, metric: str, scheme: str,
     if rates:
         row.update(mean_gbps=statistics.fmean(rates), min_gbps=min(rates), max_gbps=max(rates),
                    stdev_gbps=statistics.pstdev(rates))
+        seconds = [r["solve_seconds"] for r in mine if "error" not in r]
+        row.update(mean_seconds=statistics.fmean(seconds), max_seconds=max(seconds))
     return row
 
 
@@ -536,6 +551,8 @@ def table_rows(figure: Figure, summary: list[dict[str, Any]], seeds: int, png: s
                 if r["setting"] == setting.label and r["metric"] == metric:
                     ours = _fmt(r.get("mean_gbps")) + (
                         f" ({r['errors']} failed)" if r["errors"] else "")
+                    if r["scheme"] in figure.timed and "mean_seconds" in r:
+                        ours += f" ({r['mean_seconds']:.2g} s)"
                     cells.append(f"{r['scheme']} {_fmt(r['paper_gbps'])} / {ours}")
             label = setting.label + (f" ({metric})" if len(figure.metrics) > 1 else "")
             rows.append(f"| [{figure.name}]({png}) | {label} | {seeds} | {' · '.join(cells)} |")
@@ -543,6 +560,51 @@ def table_rows(figure: Figure, summary: list[dict[str, Any]], seeds: int, png: s
 
 
 _HEADER = "| figure | setting | seeds | scheme paper / ours (Gbps) |\n|---|---|---|---|"
+
+
+def grid_optimum(figure: Figure, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per setting, R-GRIA against GRID's own optimum: λ* of problem (1) as `grid-opt` proves
+    it, the best of R-GRIA's draws (the paper's LP, no link rows) scored in (1), and the plan
+    `grid` keeps (best by the evaluator over both LP variants) scored in (1) (without link
+    rows, so only next to `grid-opt` without them)."""
+    pure = not figure.params.get("grid-opt", {}).get("links", True)
+    rows = []
+    for setting in figure.settings:
+        mine = {(r["scheme"], r["seed"]): r for r in records
+                if r["setting"] == setting.label and "error" not in r and "model" in r}
+        seeds = sorted(seed for scheme, seed in mine if scheme == "grid-opt")
+        if not seeds:
+            continue
+        opt = [mine["grid-opt", seed]["model"] for seed in seeds]
+        star = [next(iter(m["model_bound_gbps"].values())) for m in opt]
+        draws = [next(iter(m["warm_start_gbps"].values())) / b for m, b in zip(opt, star)]
+        kept = [next(iter(mine["grid", seed]["model"]["model_value_gbps"].values())) / b
+                for seed, b in zip(seeds, star) if ("grid", seed) in mine and pure]
+        times = [mine["grid-opt", seed]["solve_seconds"] for seed in seeds]
+        rows.append({
+            "setting": setting.label, "seeds": len(seeds), "optimum_gbps": statistics.fmean(star),
+            "proven": sum(all(v == "optimal" for v in m["model_status"].values()) for m in opt),
+            "rgria_draw_share": statistics.fmean(draws), "rgria_draw_share_min": min(draws),
+            "grid_plan_share": statistics.fmean(kept) if kept else None,
+            "seconds_mean": statistics.fmean(times), "seconds_max": max(times)})
+    return rows
+
+
+def optimum_table(rows: list[dict[str, Any]], links: bool) -> list[str]:
+    if not rows:
+        return []
+    title = (f"GRID's own optimum (problem (1), {'with' if links else 'no'} link rows, T = B_α; "
+             "`grid-opt`, CP-SAT, 1 worker) against R-GRIA, scored in (1):")
+    header = ("| setting | seeds | λ* of (1) (Gbps) | proven optimal | R-GRIA's best of 16 "
+              "draws / λ* (mean, min) | `grid`'s plan / λ* | grid-opt time (s, mean / max) |")
+    lines = ["", title, "", header, "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        kept = "–" if r["grid_plan_share"] is None else f"{r['grid_plan_share']:.0%}"
+        lines.append(f"| {r['setting']} | {r['seeds']} | {_fmt(r['optimum_gbps'])} | "
+                     f"{r['proven']}/{r['seeds']} | {r['rgria_draw_share']:.0%}, "
+                     f"{r['rgria_draw_share_min']:.0%} | {kept} | "
+                     f"{r['seconds_mean']:.2g} / {r['seconds_max']:.2g} |")
+    return lines
 
 
 def update_benchmarks(path: Path, figure: str, rows: list[str]) -> None:
@@ -596,6 +658,7 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
         "executor": f"dask {cluster}" if cluster else "local process pool",
         "settings": [asdict(s) for s in figure.settings],
         "runs": records, **summarise(figure, records, schemes),
+        "grid_optimum": grid_optimum(figure, records),
     }
     out = out or ROOT / "out" / "bench" / "compare" / figure.name
     out.mkdir(parents=True, exist_ok=True)
@@ -609,7 +672,9 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
         compact = json.dumps(result, separators=(",", ":")) + "\n"  # committed: keep it small
         (benchmarks.parent / DOCS / f"{figure.name}.json").write_text(compact)
         update_benchmarks(benchmarks, figure.name,
-                          table_rows(figure, result["summary"], seeds, link.as_posix()))
+                          table_rows(figure, result["summary"], seeds, link.as_posix())
+                          + optimum_table(result["grid_optimum"],
+                                          figure.params.get("grid-opt", {}).get("links", True)))
     return result
 
 
