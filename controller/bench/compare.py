@@ -423,8 +423,9 @@ def _summary_row(setting: Setting, metric: str, scheme: str,
     if rates:
         row.update(mean_gbps=statistics.fmean(rates), min_gbps=min(rates), max_gbps=max(rates),
                    stdev_gbps=statistics.pstdev(rates))
-        seconds = [r["solve_seconds"] for r in mine if "error" not in r]
-        row.update(mean_seconds=statistics.fmean(seconds), max_seconds=max(seconds))
+        seconds = [r["solve_seconds"] for r in mine if "solve_seconds" in r]
+        if seconds:
+            row.update(mean_seconds=statistics.fmean(seconds), max_seconds=max(seconds))
     return row
 
 
