@@ -16,11 +16,18 @@ more (it may route around the fixed routes better). So `bound` is the weighted o
 the per-task bounds (raised to `objective` where the routes beat the model) and `status` is
 `optimal` only when every task's λ is proven and the routes carry it; `timeout` when CP-SAT
 ran out of time before proving λ (the gap says how far), else `feasible`.
+
+Parameters: those of `grid` (`links`, `candidates`, `draws` for the warm start,
+`max_rate_gbps`) and `num_workers`, CP-SAT's threads (default 1: our machines are shared and
+a single thread is deterministic); the time limit defaults to 60 s, shared by the tasks.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import replace
+from fractions import Fraction
 
 from controller.network import Network
 from controller.plan import Plan
@@ -50,17 +57,23 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     insts = {t.key: build(network, t, params, paths, rng if links else None)
              for t in network.tasks}
     outcomes, warm = {}, {}
+    seconds = {"instance": time.perf_counter() - started, "lp": 0.0, "cp_sat": 0.0}
     for i, (key, inst) in enumerate(insts.items()):
         # R-GRIA as the paper has it (its LP has no link rows; with them GLOP took 13 s of a
         # 100-worker fat-tree's time), its draws scored in this model.
+        began = time.perf_counter()
         relaxed = lp.solve(network, inst, False, None)
         hint, warm[key] = best_model_draw(inst, relaxed, links, draws, rng)
+        seconds["lp"] += time.perf_counter() - began
         share = (started + limit - time.perf_counter()) / (len(insts) - i)
         outcomes[key] = exact.solve(inst, links, hint, time.perf_counter() + share, workers,
                                     options.seed or 0)
+        seconds["cp_sat"] += sum(p[2] for p in outcomes[key].probes)
+    began = time.perf_counter()
     plan = _best_routing(network, insts, outcomes, options, links, paths)
+    seconds["plan"] = time.perf_counter() - began
     bound = weighted_objective(network, _with_rates(plan, {
-        k: float(o.bound) for k, o in outcomes.items()}))
+        k: _up(o.bound) for k, o in outcomes.items()}))
     plan.bound = max(bound, plan.objective)
     proven = all(o.proven for o in outcomes.values())
     plan.status = ("optimal" if plan.objective >= bound * (1 - 1e-9) else "feasible") \
@@ -69,11 +82,12 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     plan.details.update({
         "links_in_model": links,
         "model_value_gbps": {label[k]: float(o.value) for k, o in outcomes.items()},
-        "model_bound_gbps": {label[k]: float(o.bound) for k, o in outcomes.items()},
+        "model_bound_gbps": {label[k]: _up(o.bound) for k, o in outcomes.items()},
         "model_status": {label[k]: "optimal" if o.proven else "bound"
                          for k, o in outcomes.items()},
         "warm_start_gbps": {label[k]: float(v) for k, v in warm.items()},
         "probes": {label[k]: o.probes for k, o in outcomes.items()},
+        "seconds": seconds,  # instance (routes), R-GRIA warm start, CP-SAT probes, plan
         "max_rate_gbps": {label[k]: float(inst.big_t) for k, inst in insts.items()},
         "assignment": {label[k]: {n: ("PS" if s == PS else s) for n, s in sorted(o.assign.items())}
                        for k, o in outcomes.items()},
@@ -101,8 +115,12 @@ def _best_routing(network: Network, insts, outcomes, options: SolveOptions,
     return best
 
 
+def _up(value: Fraction) -> float:
+    """The float at or above an exact bound, so rounding never makes a bound claim less."""
+    near = float(value)
+    return near if near >= value else math.nextafter(near, math.inf)
+
+
 def _with_rates(plan: Plan, rates: dict) -> Plan:
     """A copy of the plan's task list carrying `rates`, for weighing the per-task bounds."""
-    from dataclasses import replace
-
     return replace(plan, tasks=[replace(tp, rate_gbps=rates[tp.key]) for tp in plan.tasks])
