@@ -25,8 +25,9 @@ the bottleneck, yet its Fig. 1 is decided by a 3 Gbps link):
 * `links`: the LP may carry one row per directed link for the flows of each candidate on a
   fixed shortest route (worker → s, s → PS, worker → PS; ECMP-drawn with the seed). When links
   are not binding this is exactly model (1); without the rows it is the pure model, which is
-  how GRID's simulations and ARO evaluated GRID. Neither variant dominates (without rows: 20.6
-  vs 11.6 Gbps on a 40-worker fat-tree; only with rows GRID Fig. 1's 3 Gbps), so `grid` runs
+  how GRID's simulations and ARO evaluated GRID. Neither variant dominates (measured, GRID
+  Fig. 11 (a), 40-worker fat-tree, 3 seeds: 20.6 Gbps without rows, 11.6 with; GRID Fig. 1:
+  1.5 without, the paper's 3 only with), so `grid` runs
   R-GRIA on both, each from the seed afresh (exactly what `links=true` or `links=false`
   alone gives) and keeps the plan the evaluator scores best: never worse than either alone;
   `details.variant` says which won, `details.variants` both scores. `links=true|false` runs
