@@ -236,3 +236,16 @@ def test_compare_reports_rgria_against_the_optimum(tmp_path):
     assert row["rgria_draw_share"] <= 1.0 and row["grid_plan_share"] is None  # with links
     text = bench.read_text()
     assert "GRID's own optimum" in text and "| grid-fig1.yaml | 1 | 3 | 1/1 |" in text
+
+
+def test_out_of_time_is_timeout_with_a_valid_bound():
+    """No time for a single probe: the plan is the warm start (R-GRIA's best draw if GLOP
+    finished in its 1 ms, else every worker at the PS), status `timeout`, and the bound is
+    the largest value not yet excluded: T = 2, the LP's value."""
+    network = star([2, 2, 2, 2], 4, 2.0)
+    plan = solve(network, "grid-opt", SolveOptions(time_limit=1e-6, params={"links": False}))
+    assert plan.status == "timeout" and plan.details["probes"]["job0/t0"] == []
+    warm = plan.details["warm_start_gbps"]["job0/t0"]
+    assert plan.objective == pytest.approx(0.5 if warm is None else warm)
+    assert plan.bound == pytest.approx(2.0) and plan.gap > 0
+    assert evaluate(network, plan).consistent

@@ -578,14 +578,16 @@ def grid_optimum(figure: Figure, records: list[dict[str, Any]]) -> list[dict[str
             continue
         opt = [mine["grid-opt", seed]["model"] for seed in seeds]
         star = [next(iter(m["model_bound_gbps"].values())) for m in opt]
-        draws = [next(iter(m["warm_start_gbps"].values())) / b for m, b in zip(opt, star)]
+        draws = [w / b for m, b in zip(opt, star)
+                 if (w := next(iter(m["warm_start_gbps"].values()))) is not None]
         kept = [next(iter(mine["grid", seed]["model"]["model_value_gbps"].values())) / b
                 for seed, b in zip(seeds, star) if ("grid", seed) in mine and pure]
         times = [mine["grid-opt", seed]["solve_seconds"] for seed in seeds]
         rows.append({
             "setting": setting.label, "seeds": len(seeds), "optimum_gbps": statistics.fmean(star),
             "proven": sum(all(v == "optimal" for v in m["model_status"].values()) for m in opt),
-            "rgria_draw_share": statistics.fmean(draws), "rgria_draw_share_min": min(draws),
+            "rgria_draw_share": statistics.fmean(draws) if draws else None,
+            "rgria_draw_share_min": min(draws, default=None),
             "grid_plan_share": statistics.fmean(kept) if kept else None,
             "seconds_mean": statistics.fmean(times), "seconds_max": max(times)})
     return rows
@@ -601,9 +603,10 @@ def optimum_table(rows: list[dict[str, Any]], links: bool) -> list[str]:
     lines = ["", title, "", header, "|---|---|---|---|---|---|---|"]
     for r in rows:
         kept = "–" if r["grid_plan_share"] is None else f"{r['grid_plan_share']:.0%}"
+        draws = "–" if r["rgria_draw_share"] is None else \
+            f"{r['rgria_draw_share']:.0%}, {r['rgria_draw_share_min']:.0%}"
         lines.append(f"| {r['setting']} | {r['seeds']} | {_fmt(r['optimum_gbps'])} | "
-                     f"{r['proven']}/{r['seeds']} | {r['rgria_draw_share']:.0%}, "
-                     f"{r['rgria_draw_share_min']:.0%} | {kept} | "
+                     f"{r['proven']}/{r['seeds']} | {draws} | {kept} | "
                      f"{r['seconds_mean']:.2g} / {r['seconds_max']:.2g} |")
     return lines
 

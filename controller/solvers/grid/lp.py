@@ -28,7 +28,7 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     task = inst.task
     solver = pywraplp.Solver.CreateSolver("GLOP")
     if time_limit:
-        solver.SetTimeLimit(int(time_limit * 1000))
+        solver.SetTimeLimit(max(1, int(time_limit * 1000)))  # 0 would mean no limit
     big_t, inf = float(inst.big_t), solver.infinity()
     lam = solver.NumVar(0, inf, "lambda")
     y = {s: solver.NumVar(0, inf, f"y[{s}]") for s in sorted(inst.cap)}
