@@ -1,4 +1,11 @@
-"""The scheme `grid`: R-GRIA (Alg. 1) on both LP variants, the evaluator keeping the best draw."""
+"""The scheme `grid`: R-GRIA (Alg. 1) on both LP variants, the evaluator keeping the best draw.
+
+Our numbers are our own, not those of the GRID authors' public routing code, which gives the
+same LP value as ours on every instance tried but (1) rounds by x̃_n^s where Alg. 1 line 6
+draws by r̃_n^s, and (2) reports the rates R-GRIA claims (lines 8-12: λ = λ̃, Theorem 7) without
+re-scoring them, although a draw may overload a switch or the PS; ours are what the evaluator
+finds the drawn routes carry (capped at T). The package docstring has the model and our readings.
+"""
 
 from __future__ import annotations
 
