@@ -9,6 +9,11 @@ are never merged. That yields the number of flows of each task on each directed 
 * an aggregator's capacity is charged for the flows it merges, or, on a switch with
   `aggregates: all` (EINA's edge aggregators), for every flow entering it
   (`controller.edge_aggregation`);
+* a PS with an aggregation capacity (its own, or its task's `ps_aggregation_capacity_gbps`)
+  is charged for every flow entering it, and a task's `rate_cap_gbps` (PARING's R) caps its
+  rate;
+* a task with `placement: free` may sit on other servers than the listed ones: the plan's PS
+  and workers must then be free servers of the task, as many workers as it lists;
 * the plan's claimed rates are checked against every link and aggregator capacity;
 * achievable rates are the max-min fair allocation (progressive filling) in which task i
   consumes `flows(i, e) * r[i]` of resource e. When the claimed rates are feasible they are
@@ -315,8 +320,11 @@ def _beyond_data_plane(flows: dict[str, TaskFlows]) -> list[str]:
 
 
 def _task_problems(task: Task, tp: TaskPlan) -> list[str]:
-    """The plan's task must be the topology's: same PS, a path for each worker and no other."""
+    """The plan's task must be the topology's: same PS, a path for each worker and no other;
+    a `placement: free` task instead as many workers, all on distinct free servers."""
     label = f"{tp.job}/{tp.task}"
+    if task.placement == "free":
+        return _placement_problems(task, tp)
     problems = []
     if tp.ps != task.ps:
         problems.append(f"{label}: the plan sends to {tp.ps!r} but the task's PS is {task.ps!r}")
@@ -329,13 +337,43 @@ def _task_problems(task: Task, tp: TaskPlan) -> list[str]:
     return problems
 
 
+def _placement_problems(task: Task, tp: TaskPlan) -> list[str]:
+    """A placed task: its PS and n workers on distinct servers the topology lets it use."""
+    label = f"{tp.job}/{tp.task}"
+    free = set(task.free_hosts)
+    problems = []
+    used = [tp.ps, *tp.paths]
+    strangers = [h for h in used if h not in free]
+    if strangers:
+        problems.append(f"{label}: placed on {', '.join(strangers)}, not free servers of the "
+                        f"task (role idle or listed by it)")
+    if len(tp.paths) != len(task.workers):
+        problems.append(f"{label}: the plan places {len(tp.paths)} workers, the task needs "
+                        f"{len(task.workers)}")
+    if tp.ps in tp.paths:
+        problems.append(f"{label}: {tp.ps} is both the PS and a worker")
+    return problems
+
+
 def _resources(
     network: Network, plans: dict[str, TaskPlan], flows: dict[str, TaskFlows]
 ) -> tuple[dict[str, dict[Resource, int]], dict[Resource, float]]:
+    """Per task, how many units of its rate each resource carries: links, switch aggregators,
+    the PS host's aggregation capacity (flows entering it) and the task's rate cap R."""
     demand: dict[str, dict[Resource, int]] = {}
     capacity: dict[Resource, float] = {}
+    tasks = {f"{t.job}/{t.name}": t for t in network.tasks}
     for label, tf in flows.items():
         uses: dict[Resource, int] = {}
+        task, ps = tasks.get(label), plans[label].ps
+        ps_limit = network.ps_capacity(task, ps) if task and ps in network.graph else None
+        into_ps = sum(n for (_u, v), n in tf.link_flows.items() if v == ps)
+        if ps_limit is not None and into_ps:
+            uses[("aggregator", ps)] = into_ps
+            capacity[("aggregator", ps)] = ps_limit
+        if task and task.rate_cap_gbps is not None:
+            uses[("rate cap", label)] = 1
+            capacity[("rate cap", label)] = task.rate_cap_gbps
         for (u, v), n in tf.link_flows.items():
             uses[("link", u, v)] = n
             capacity[("link", u, v)] = network.capacity(u, v)
