@@ -48,7 +48,7 @@ def test_fig1_paring_reaches_1_gbps_and_places_the_task():
     tp = plan.tasks[0]
     assert tp.rate_gbps == pytest.approx(1.0) and plan.status == "heuristic"
     assert len(tp.paths) == 7 and tp.ps not in tp.paths
-    # 16 GB, not the paper's 15: the greedy ties (ratio 2) between E11 and E20 and takes the
+    # 16 GB, not the paper's 15: the greedy ties (ratio 5/2) between E11 and E20 and takes the
     # first declared (topologies/examples/paring-fig1.yaml explains); paring-opt finds 15.
     assert volume(network, plan) == 16
     assert plan.details["traffic_volume_gb"] == 16 and plan.details["communication_seconds"] == 8

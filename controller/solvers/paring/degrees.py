@@ -1,5 +1,12 @@
 """Alg. 2 steps 1 and 2 (PS selection, the rate loop, degree constraints) and line 23.
 
+Reading (a): lines 14-15 (drop the switches with B_v < 2r, which cannot merge two gradients)
+are applied before every test of line 11, the first included, as Theorem 2's proof defines
+V_1. As printed, the first test counts them: each adds a gradient to |V_1 - {v_p}| but at most
+one to the supply, and the loop can then step below a feasible rate (1 Gbps instead of 1.5 on
+`ina bench paring` ratio instance 4). So read, line 11 holds exactly when a tree at rate r can
+exist, and the loop visits the candidate rates B_v / k downward: r_2 is the optimal rate.
+
 Rates are exact fractions, so that r = B_v / k gives ⌊B_v / r⌋ = k with no rounding.
 Workers do not aggregate here (hosts never forward in this controller, and the paper's
 experiments give capacity only to the PS): a worker's B_v is 0, so d(v) = 1, a leaf.
@@ -49,16 +56,18 @@ def rate_and_degrees(g: Logical, ps: str, n: int) -> tuple[Rate, dict[str, int]]
     def supply(v1: list[str], r: Rate) -> int:  # Σ_{v ∈ V_1} ⌊B_v / r⌋
         return sum(floor_div(g.capacity[v], r, cap) for v in v1)
 
-    v1 = list(everyone)
-    total = sum(g.capacity[v] for v in v1)
-    r: Rate = min(g.rate_cap, total / demand(v1))  # line 10
+    def useful(r: Rate) -> list[str]:  # lines 14-15: switches that can merge two gradients
+        return [v for v in everyone if v == ps or g.capacity[v] >= 2 * r]
+
+    total = sum(g.capacity[v] for v in everyone)
+    r: Rate = min(g.rate_cap, total / demand(everyone))  # line 10
+    v1 = useful(r)  # (a)
     while supply(v1, r) < demand(v1):  # line 11
-        v1 = list(everyone)  # line 12
-        finite = [g.capacity[v] for v in v1 if g.capacity[v] not in (0, INF)]
+        finite = [g.capacity[v] for v in everyone if g.capacity[v] not in (0, INF)]  # line 12
         if not finite:
             break
         r = max(b / (floor_div(b, r, cap) + 1) for b in finite)  # line 13 (as its prose reads)
-        v1 = [v for v in v1 if v == ps or g.capacity[v] >= 2 * r]  # lines 14-15 (switches)
+        v1 = useful(r)  # lines 14-15
     d: dict[str, int] = {}
     for v in g.switches:  # lines 17-18
         d[v] = floor_div(g.capacity[v], r, cap) + 1

@@ -33,7 +33,8 @@ class Logical:
     cost: dict[tuple[str, str], int]  # c(v1, v2), both orders
     rate_cap: Fraction | float  # R (INF when the topology states none)
     _fabric: nx.Graph = field(repr=False, default_factory=nx.Graph)
-    _paths: dict[tuple[str, str], list[list[str]]] = field(repr=False, default_factory=dict)
+    _paths: dict[tuple, list[list[str]]] = field(repr=False, default_factory=dict)
+    _hops: dict[tuple, dict[str, int]] = field(repr=False, default_factory=dict)
 
     @property
     def nodes(self) -> list[str]:
@@ -42,18 +43,45 @@ class Logical:
     def c(self, a: str, b: str) -> int:
         return 0 if a == b else self.cost[(a, b)]
 
-    def physical_paths(self, a: str, b: str, limit: int = 64) -> list[list[str]]:
-        """Hop-count shortest physical paths a → b through switches only (cached)."""
-        if (a, b) not in self._paths:
+    def physical_paths(self, a: str, b: str, blocked: frozenset[str] = frozenset(),
+                       limit: int = 64) -> list[list[str]]:
+        """Hop-count shortest physical paths a → b through switches only, none in `blocked`
+        (cached); [] when there is none."""
+        key = (a, b, blocked)
+        if key not in self._paths:
             view = nx.subgraph_view(self._fabric, filter_node=lambda x: x in (a, b) or (
-                self.network.is_switch(x)))
+                self.network.is_switch(x) and x not in blocked))
             found = []
-            for path in nx.all_shortest_paths(view, a, b):
-                found.append(path)
-                if len(found) >= limit:
-                    break
-            self._paths[(a, b)] = sorted(found)
-        return self._paths[(a, b)]
+            try:
+                for path in nx.all_shortest_paths(view, a, b):
+                    found.append(path)
+                    if len(found) >= limit:
+                        break
+            except nx.NetworkXNoPath:
+                pass
+            self._paths[key] = sorted(found)
+        return self._paths[key]
+
+    def hops_from(self, a: str, blocked: frozenset[str] = frozenset()) -> dict[str, int]:
+        """Fewest hops from `a` to every node through switches not in `blocked` (a BFS that
+        never forwards through a host). Without `blocked` it is c(a, ·) of Alg. 1."""
+        key = (a, blocked)
+        if key in self._hops:
+            return self._hops[key]
+        dist = {a: 0}
+        frontier = [a]
+        while frontier:
+            nxt = []
+            for x in frontier:
+                if x != a and not self.network.is_switch(x):
+                    continue
+                for y in self._fabric.neighbors(x) if x in self._fabric else ():
+                    if y not in dist and y not in blocked:
+                        dist[y] = dist[x] + 1
+                        nxt.append(y)
+            frontier = nxt
+        self._hops[key] = dist
+        return dist
 
 
 def exact(value: float | None) -> Fraction | float:

@@ -48,9 +48,15 @@ def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> 
     crosses the fewest other tree vertices."""
     nodes = {ps, *parent}
     tree = Tree(ps, dict(parent), {}, sorted(workers))
+    below: dict[str, set[str]] = defaultdict(set)
+    for child in parent:
+        for up in tree.ancestors(child):
+            below[up].add(child)
     for child, up in parent.items():
-        tree.path[child] = min(g.physical_paths(child, up),
-                               key=lambda path: sum(x in nodes for x in path[1:-1]))
+        # steiner.py reading (c): not through a vertex above `up` nor below `child`
+        blocked = frozenset(tree.ancestors(up) | below[child])
+        paths = g.physical_paths(child, up, blocked) or g.physical_paths(child, up)
+        tree.path[child] = min(paths, key=lambda path: sum(x in nodes for x in path[1:-1]))
     return tree
 
 

@@ -24,7 +24,7 @@ from controller.solvers.paring.routes import aggregating_children, task_plan, tr
 from controller.solvers.paring.steiner import Tree, steiner_tree
 
 SLACKS = (1.0, 1.5, math.inf)  # Alg. 3's degree slack, tried in turn (steiner.py)
-PARAMS = ("gradient_gb",)
+PARAMS = ("gradient_gb", "as_printed")
 DEFAULT_TIME_LIMIT = 30.0  # seconds, paring-opt
 
 
@@ -49,14 +49,14 @@ def placed_task(network: Network, scheme: str) -> Task:
     return free[0]
 
 
-def run_paring(network: Network, task: Task) -> Outcome:
+def run_paring(network: Network, task: Task, as_printed: bool = False) -> Outcome:
     """Alg. 2: step 1 (PS), step 2 (r, d), step 3 (Alg. 3), line 23."""
     g = convert(network, task)  # Alg. 1
     n = len(task.workers)
     ps = degrees.select_ps(g, n)
     r2, d = degrees.rate_and_degrees(g, ps, n)
     for slack in SLACKS:
-        tree = steiner_tree(g, ps, d, n, slack)  # line 22
+        tree = steiner_tree(g, ps, d, n, slack, guard=not as_printed)  # line 22
         if tree is not None:
             break
     else:
@@ -70,8 +70,9 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     params = SchemeParams("paring", options.params, PARAMS)
     gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
+    as_printed = params.flag("as_printed", False)
     task = placed_task(network, "paring")
-    out = run_paring(network, task)
+    out = run_paring(network, task, as_printed)
     plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
     plan.details.update({"algorithm_rate_gbps": _num(out.rate),
                          "step2_rate_gbps": _num(out.step2_rate),
@@ -132,7 +133,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     threads = params.integer("num_workers", 2, minimum=1, maximum=64)
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     task = placed_task(network, "paring-opt")
-    heur = run_paring(network, task)
+    heur = run_paring(network, task, params.flag("as_printed", False))
     g, n = heur.logical, len(task.workers)
     hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)
     found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint)
