@@ -10,6 +10,7 @@ fractions as min(R, B_v / children of v) over the PS and the switches with child
 from __future__ import annotations
 
 import itertools
+import os
 import random
 from fractions import Fraction
 
@@ -223,3 +224,21 @@ def test_paring_opt_matches_the_brute_force_and_paring_keeps_two_thirds(seed):
     assert volume(network, opt) == cost
     heur = checked(network, solve(network, "paring", SolveOptions(seed=0)))
     assert heur.tasks[0].rate_gbps >= float(rate) * 2 / 3 - 1e-9  # Theorem 2
+
+
+# ------------------------------------------------------------------ Mininet (root)
+
+
+@pytest.mark.mininet
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)")
+def test_fig1_paring_runs_exact_on_the_hosts_it_chose():
+    from controller.mininet_runner import run
+
+    network = load_topology(FIG1)
+    plan = solve(network, "paring", SolveOptions(seed=0))
+    placed = set(plan.tasks[0].paths) | {plan.tasks[0].ps}
+    assert placed - set(network.tasks[0].workers) - {network.tasks[0].ps}  # not the listed ones
+    result = run(network, plan, iterations=1, gradient_mb=0.1, timeout=180)
+    assert result.exact
+    assert round(result.iterations[0].ps_flows) == 2  # the PS merges A00's flow and W7's

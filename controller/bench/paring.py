@@ -162,18 +162,14 @@ def _paper(sweep: str, value: float, scheme: str) -> dict | None:
 
 
 def print_sweep(sweep: str, rows: list[dict], schemes: list[str]) -> None:
-    table = Table(title=f"PARING bench: {sweep} (coarse mode, gradient {GRADIENT_MB:g} MB)")
-    table.add_column(sweep)
-    for s in schemes:
-        table.add_column(f"{s} Gbps / GB / s")
-    for value in dict.fromkeys(r["value"] for r in rows):
-        cells = []
-        for s in schemes:
-            r = next(x for x in rows if x["value"] == value and x["scheme"] == s)
-            mark = "" if r["consistent"] else " !"
-            cells.append(f"{r['rate_gbps']:.3g} / {r['volume_gb']:.1f} / "
-                         f"{r['communication_seconds']:.3g}{mark}")
-        table.add_row(f"{value:g}", *cells)
+    """One row per point and scheme, so that the table stays readable in an 80-column log."""
+    table = Table(title=f"PARING bench: {sweep} sweep, coarse mode, gradient {GRADIENT_MB:g} MB")
+    for col in (sweep, "scheme", "rate Gbps", "volume GB", "time s", "status"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        status = r["status"] + ("" if r["consistent"] else " INCONSISTENT")
+        table.add_row(f"{r['value']:g}", r["scheme"], f"{r['rate_gbps']:.4g}",
+                      f"{r['volume_gb']:.1f}", f"{r['communication_seconds']:.3g}", status)
     console.print(table)
 
 
