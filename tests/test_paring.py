@@ -242,3 +242,26 @@ def test_fig1_paring_runs_exact_on_the_hosts_it_chose():
     result = run(network, plan, iterations=1, gradient_mb=0.1, timeout=180)
     assert result.exact
     assert round(result.iterations[0].ps_flows) == 2  # the PS merges A00's flow and W7's
+
+
+def test_p4_switches_without_a_capacity_aggregate_every_gradient():
+    """Sec. IV-C.5: B_v unlimited (no `aggregation_capacity_gbps`): one switch takes all
+    workers and sends the PS one flow, so the PS's 1 Gbps caps the rate, not 4 x 1 flows."""
+    hosts = [f"h{i}" for i in range(6)]
+    doc = {
+        "hosts": [{"name": h, "role": "idle"} for h in hosts],
+        "switches": [{"name": "T", "ina": True}, {"name": "U"}],
+        "links": [{"a": h, "b": "T", "capacity_gbps": 10} for h in hosts[:5]]
+        + [{"a": "h5", "b": "U", "capacity_gbps": 10}, {"a": "T", "b": "U", "capacity_gbps": 10}],
+        "jobs": [{"name": "j", "tasks": [{
+            "name": "t", "ps": "h5", "workers": ["h0", "h1", "h2", "h3"],
+            "placement": "free", "rate_cap_gbps": 4, "ps_aggregation_capacity_gbps": 1}]}],
+    }
+    doc["hosts"][5]["role"] = "ps"
+    for h in doc["hosts"][:4]:
+        h["role"] = "worker"
+    network = build_network(doc)
+    plan = checked(network, solve(network, "paring", SolveOptions(seed=0)))
+    tp = plan.tasks[0]
+    assert [(a.switch, a.fan_in) for a in tp.aggregation] == [("T", 4)]
+    assert tp.rate_gbps == pytest.approx(1.0)  # the PS: 1 flow at 1 Gbps; R = 4 does not bind
