@@ -9,8 +9,11 @@ in order from the PS (first server of pod 0). Every plan is scored by the evalua
 traffic volume (GB per iteration, aggregation direction), communication time = b / rate.
 
 Three sweeps: workers 5-35 (8 switches, R 5), programmable switches 2-12 (20 workers, R 5),
-R 0.4-6 Gbps (20 workers, 8 switches). The evaluator has no partial aggregation, so every
-scheme runs in the coarse mode (Figs. 11-19: a switch merges all the flows it takes, or none).
+R 0.4-6 Gbps (20 workers, 8 switches). Every scheme runs in the coarse mode (Figs. 11-19: a
+switch merges all the flows it takes, or none) but `paring-fine`, PARING's tree in the fine
+mode (Figs. 2-10: a switch at capacity merges a share of the fragments and forwards the rest,
+`controller.solvers.partial`; evaluated, not deployable). The baselines' fine mode is not run.
+One deterministic instance per point (the paper states no seed count).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from controller.solvers import SolveOptions, solve
 
 console = Console()
 GRADIENT_MB = 1627.0
-SCHEMES = "paring,paring-opt,deepsys,deepsys-atp,deepsys-soar,marina,panama"
+SCHEMES = "paring,paring-fine,paring-opt,deepsys,deepsys-atp,deepsys-soar,marina,panama"
 SWEEPS: dict[str, dict[str, Any]] = {
     # name → the swept field, its default values, and the fixed others
     "workers": {"values": "5,10,15,20,25,30,35", "fixed": {"switches": 8, "rate": 5.0}},
@@ -135,9 +138,8 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                                                  int(setting["switches"]), setting["rate"]))
             for scheme in schemes:
                 started = time.perf_counter()
-                plan = solve(network, scheme, SolveOptions(
-                    time_limit=time_limit, seed=0,
-                    params=_params(scheme)))
+                plan = solve(network, scheme.removesuffix("-fine"), SolveOptions(
+                    time_limit=time_limit, seed=0, params=_params(scheme)))
                 seconds = time.perf_counter() - started
                 result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
                 te = result.tasks[0]
@@ -257,8 +259,8 @@ def _g(value: float | None) -> str:
 
 def _params(scheme: str) -> dict:
     """The gradient size for PARING's own report; one CP-SAT thread (2-core machine)."""
-    if scheme == "paring":
-        return {"gradient_gb": GRADIENT_MB / 1000}
+    if scheme in ("paring", "paring-fine"):  # paring-fine: Sec. V-C's fine mode
+        return {"gradient_gb": GRADIENT_MB / 1000, "fine": scheme == "paring-fine"}
     if scheme == "paring-opt":
         return {"gradient_gb": GRADIENT_MB / 1000, "num_workers": 1}
     return {}

@@ -13,5 +13,8 @@ The topology declares the demand on the task (topologies/README.md, jobs): `plac
 
 Parameters (`schemes.paring` or `--param`): `gradient_gb`, the gradient size b (default 1),
 used only for the traffic volume and communication time reported (b scales O_2, it does not
-change the tree).
+change the tree); `as_printed` (default false) runs Alg. 3 without the slot guard (steiner.py
+reading (b)); `fine` (default false) is Sec. V-C's fine mode: on PARING's tree, a switch whose
+capacity binds merges a share of the fragments and forwards the rest raw
+(`controller.solvers.partial`; evaluated, not deployable: the data plane merges whole flows).
 """

@@ -22,9 +22,10 @@ from controller.solvers.paring import degrees, exact
 from controller.solvers.paring.logical import INF, Logical, convert
 from controller.solvers.paring.routes import aggregating_children, task_plan, tree_of
 from controller.solvers.paring.steiner import Tree, steiner_tree
+from controller.solvers.partial import best_effort
 
 SLACKS = (1.0, 1.5, math.inf)  # Alg. 3's degree slack, tried in turn (steiner.py)
-PARAMS = ("gradient_gb", "as_printed")
+PARAMS = ("gradient_gb", "as_printed", "fine")
 DEFAULT_TIME_LIMIT = 30.0  # seconds, paring-opt
 
 
@@ -74,6 +75,8 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     task = placed_task(network, "paring")
     out = run_paring(network, task, as_printed)
     plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
+    if params.flag("fine", False):  # Sec. V-C's fine mode: switches merge a share, rest raw
+        plan = best_effort(network, plan)
     plan.details.update({"algorithm_rate_gbps": _num(out.rate),
                          "step2_rate_gbps": _num(out.step2_rate),
                          "degree_slack": _num(out.slack)})
@@ -110,7 +113,7 @@ def describe(plan: Plan, network: Network, tree: Tree, gradient_gb: float) -> No
         "communication_seconds": _num(seconds),
         "summary": (f"placement: PS {tp.ps}, workers {', '.join(sorted(tp.paths))}; rate "
                     f"{tp.rate_gbps:.4g} Gbps, traffic volume {links * gradient_gb:.4g} GB "
-                    f"({links} gradient-hops x {gradient_gb:g} GB), communication time "
+                    f"({links:.4g} gradient-hops x {gradient_gb:g} GB), communication time "
                     f"{seconds:.4g} s"),
     })
 
