@@ -4,7 +4,9 @@ route its gradients on a degree-constrained Steiner tree of INA switches.
 Modules, one job each: `logical` is Alg. 1 (G' of free servers and aggregation-capable
 switches, hop-count costs), `degrees` Alg. 2 steps 1-2 (PS, the rate loop, d(v)) and line 23,
 `steiner` Alg. 3 and Alg. 4 (spiders by minimum-cost flow), `routes` the Plan's paths and
-aggregation points, `solver` the scheme `paring`.
+aggregation points, `exact` problem (1) on CP-SAT, `solver` the schemes `paring` and
+`paring-opt` (CP-SAT warm-started with PARING's tree; `--time-limit`, default 30 s;
+`num_workers`, default 2; `bound` = the optimal rate, `details.volume_bound_gb`).
 
 The topology declares the demand on the task (topologies/README.md, jobs): `placement: free`
 (n = the number of listed workers, any free server may be used), `rate_cap_gbps` (R),
