@@ -192,7 +192,7 @@ def plot_sweep(sweep: str, rows: list[dict], schemes: list[str], path: Path) -> 
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle(f"PARING fat-tree k=6, coarse mode: {sweep} sweep")
+    fig.suptitle(f"PARING fat-tree k=6, {sweep} sweep (coarse mode; paring-fine: fine mode)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
