@@ -284,3 +284,19 @@ def test_fine_mode_merges_a_share_and_beats_the_coarse_rate():
     assert result.tasks[0].rate_gbps >= fine.tasks[0].rate_gbps * (1 - 1e-9)
     assert fine.tasks[0].rate_gbps > 3.5
     assert all(0 < a.share <= 1 for a in fine.tasks[0].aggregation)
+
+
+def test_bench_fat_tree_is_the_papers_setting():
+    from controller.bench.paring import fat_tree_doc
+
+    network = build_network(fat_tree_doc(20, 8, 5.0))
+    tiers = [network.spec(s).tier for s in network.switches]
+    assert (tiers.count("core"), tiers.count("aggregation"), tiers.count("edge")) == (9, 18, 18)
+    assert len(network.hosts) == 54
+    ina = [s for s in network.switches if network.is_ina(s)]
+    assert [network.spec(s).tier for s in ina] == ["aggregation"] * 2 + ["edge"] * 6
+    task = network.tasks[0]
+    assert (len(task.workers), task.rate_cap_gbps, len(task.free_hosts)) == (20, 5.0, 54)
+    # DeepSys: the PS's rack first (2 more servers), then its pod's other racks
+    assert task.workers[:8] == ("H0_0_1", "H0_0_2", "H0_1_0", "H0_1_1", "H0_1_2", "H0_2_0",
+                                "H0_2_1", "H0_2_2")
