@@ -51,6 +51,8 @@ def print_plan(plan: Plan) -> None:
         f"gap {'-' if gap is None else f'{gap:.2%}'}  time {plan.solve_seconds:.3f}s  "
         f"seed {plan.seed}"
     )
+    if plan.details.get("summary"):  # a scheme's own one-line result (e.g. PARING's placement)
+        console.print(plan.details["summary"])
 
 
 def cmd_solve(args: argparse.Namespace) -> int:

@@ -9,6 +9,13 @@ are never merged. That yields the number of flows of each task on each directed 
 * an aggregator's capacity is charged for the flows it merges, or, on a switch with
   `aggregates: all` (EINA's edge aggregators), for every flow entering it
   (`controller.edge_aggregation`);
+* a PS with an aggregation capacity (its own, or its task's `ps_aggregation_capacity_gbps`)
+  is charged for every flow entering it, and a task's `rate_cap_gbps` (PARING's R) caps its
+  rate;
+* a point with `share` < 1 merges only that fraction of the fragments entering it (partial
+  aggregation); the rest crosses raw, so links and aggregators carry fractions of flows;
+* a task with `placement: free` may sit on other servers than the listed ones: the plan's PS
+  and workers must then be free servers of the task, as many workers as it lists;
 * the plan's claimed rates are checked against every link and aggregator capacity;
 * achievable rates are the max-min fair allocation (progressive filling) in which task i
   consumes `flows(i, e) * r[i]` of resource e. When the claimed rates are feasible they are
@@ -36,6 +43,10 @@ _EPS = 1e-9
 
 FlowId = str | tuple[str, str, int]  # a worker's own flow, or ("agg", switch, pipeline)
 Resource = tuple[str, ...]  # ("link", u, v) or ("aggregator", switch)
+# Which fragments of the gradient a piece of traffic carries: disjoint [lo, hi) intervals of
+# [0, 1). Points merge the fragments in [0, share) (partial aggregation, Sec. V-C of PARING).
+Coverage = tuple[tuple[float, float], ...]
+WHOLE: Coverage = ((0.0, 1.0),)
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,8 @@ class TaskFlows:
     traces: dict[str, list[Hop]] = field(default_factory=dict)
     # Per aggregation point, the identities of the flows it merges.
     inflow_ids: dict[tuple[str, int], set[FlowId]] = field(default_factory=dict)
+    # Per aggregation point, the fragments of each flow reaching it (before its `share`).
+    arriving: dict[tuple[str, int], dict[FlowId, Coverage]] = field(default_factory=dict)
 
 
 @dataclass
@@ -110,11 +123,16 @@ class Evaluation:
 
 
 def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
-    """Replay a task's paths and count its flows per link and per aggregation point."""
+    """Replay a task's paths and count its flows per link and per aggregation point.
+
+    A worker's traffic travels as pieces (flow identity, fragment coverage). At a point with
+    `share` s < 1 (partial aggregation) the fragments in [0, s) of a piece are merged and the
+    rest crosses raw: a link then carries fractions of flows (`coverage`)."""
     label = f"{tp.job}/{tp.task}"
     problems = _point_problems(network, tp)
-    on_link: dict[tuple[str, str], set[FlowId]] = defaultdict(set)
-    into_aggregator: dict[tuple[str, int], set[FlowId]] = defaultdict(set)
+    on_link: dict[tuple[str, str], dict[FlowId, Coverage]] = defaultdict(dict)
+    into_aggregator: dict[tuple[str, int], dict[FlowId, Coverage]] = defaultdict(dict)
+    arriving: dict[tuple[str, int], dict[FlowId, Coverage]] = defaultdict(dict)
     next_hop_of: dict[tuple[FlowId, str], str] = {}
     merged_at: dict[tuple[FlowId, str, int], bool] = {}
     traces: dict[str, list[Hop]] = {}
@@ -123,45 +141,55 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         if not _path_is_valid(network, tp, worker, path, problems):
             continue
         hops += len(path) - 1
-        flow: FlowId = worker
+        pieces: list[tuple[FlowId, Coverage]] = [(worker, WHOLE)]
         trace = traces[worker] = []
         # A node may see a path twice only as different flows (EINA relays a merged flow
         # back through the fabric); the same flow twice is a loop no forwarding table holds.
-        visits = {(worker, flow)}
+        visits = {(worker, worker)}
         for u, v, after in zip(path, path[1:], path[2:] + [None]):
-            if (v, flow) in visits:
+            if any((v, flow) in visits for flow, _ in pieces):
                 problems.append(f"{label}: path of {worker} brings the same flow back to {v} "
                                 f"(it bounces or loops): {path}")
                 break
-            visits.add((v, flow))
-            on_link[(u, v)].add(flow)
-            arriving = flow
-            if after is None or not network.is_switch(v):
-                trace.append(Hop(u, v, arriving, flow))
-                continue
-            pipe = network.ingress_pipeline(u, v)
-            point = tp.point_at(v, pipe)
-            merge = point is not None and point.merges(worker)
-            if isinstance(flow, tuple) and merged_at.setdefault((flow, v, pipe), merge) != merge:
-                problems.append(
-                    f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} holds workers "
-                    f"that {v} pipeline {pipe} merges and workers it does not"
-                )
-            if merge:
-                into_aggregator[(v, pipe)].add(flow)
-                flow = ("agg", v, pipe)
-                if after != point.next_hop:
+            visits.update((v, flow) for flow, _ in pieces)
+            first = pieces[0][0]
+            moved: list[tuple[FlowId, Coverage]] = []
+            for flow, cover in pieces:
+                on_link[(u, v)][flow] = _union(on_link[(u, v)].get(flow, ()), cover)
+                if after is None or not network.is_switch(v):
+                    moved.append((flow, cover))
+                    continue
+                pipe = network.ingress_pipeline(u, v)
+                point = tp.point_at(v, pipe)
+                merge = point is not None and point.merges(worker)
+                if isinstance(flow, tuple) and merged_at.setdefault((flow, v, pipe), merge) != merge:
                     problems.append(
-                        f"{label}: aggregation at {v} pipeline {pipe} declares next_hop "
-                        f"{point.next_hop} but the path of {worker} leaves it toward {after}")
-            if isinstance(flow, tuple):
-                known = next_hop_of.setdefault((flow, v), after)
-                if known != after:
-                    problems.append(
-                        f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} leaves {v} "
-                        f"toward both {known} and {after}; an aggregated flow cannot split"
+                        f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} holds "
+                        f"workers that {v} pipeline {pipe} merges and workers it does not"
                     )
-            trace.append(Hop(u, v, arriving, flow))
+                if merge:
+                    arriving[(v, pipe)][flow] = _union(arriving[(v, pipe)].get(flow, ()), cover)
+                taken, rest = _split(cover, point.share if merge else 0.0)
+                if taken:
+                    into_aggregator[(v, pipe)][flow] = _union(
+                        into_aggregator[(v, pipe)].get(flow, ()), taken)
+                    moved.append((("agg", v, pipe), taken))
+                    if after != point.next_hop:
+                        problems.append(
+                            f"{label}: aggregation at {v} pipeline {pipe} declares next_hop "
+                            f"{point.next_hop} but the path of {worker} leaves it toward {after}")
+                if rest:
+                    moved.append((flow, rest))
+            for flow, _ in moved:
+                if isinstance(flow, tuple) and after is not None:
+                    known = next_hop_of.setdefault((flow, v), after)
+                    if known != after:
+                        problems.append(
+                            f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} leaves "
+                            f"{v} toward both {known} and {after}; an aggregated flow cannot split"
+                        )
+            pieces = moved
+            trace.append(Hop(u, v, first, pieces[0][0]))
     for point in tp.aggregation:
         merged = len(into_aggregator.get((point.switch, point.pipeline), ()))
         if merged != point.fan_in:
@@ -170,13 +198,39 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
                 f"fan-in {point.fan_in} but {merged} flow(s) enter it"
             )
     return TaskFlows(
-        link_flows={e: len(f) for e, f in on_link.items()},
-        aggregator_inflows={a: len(f) for a, f in into_aggregator.items()},
+        link_flows={e: _amount(f) for e, f in on_link.items()},
+        aggregator_inflows={a: _amount(f) for a, f in into_aggregator.items()},
         unaggregated_hops=hops,
         problems=list(dict.fromkeys(problems)),  # each problem once, however many paths show it
         traces=traces,
-        inflow_ids=dict(into_aggregator),
+        inflow_ids={a: set(f) for a, f in into_aggregator.items()},
+        arriving=dict(arriving),
     )
+
+
+
+
+def _split(cover: Coverage, share: float) -> tuple[Coverage, Coverage]:
+    """(the fragments below `share`, the others)."""
+    below = tuple((lo, min(hi, share)) for lo, hi in cover if lo < share)
+    above = tuple((max(lo, share), hi) for lo, hi in cover if hi > share)
+    return below, above
+
+
+def _union(a: Coverage, b: Coverage) -> Coverage:
+    merged: list[tuple[float, float]] = []
+    for lo, hi in sorted(a + b):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return tuple(merged)
+
+
+def _amount(flows: dict[FlowId, Coverage]) -> int | float:
+    """Flows, counting each by the fraction of the gradient it carries (whole: an int)."""
+    total = sum(hi - lo for cover in flows.values() for lo, hi in cover)
+    return round(total) if abs(total - round(total)) < 1e-12 else total
 
 
 def _point_problems(network: Network, tp: TaskPlan) -> list[str]:
@@ -289,7 +343,10 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
             )
 
     return Evaluation(
-        beyond_data_plane=_beyond_data_plane(flows),
+        beyond_data_plane=_beyond_data_plane(flows) + [
+            f"{label}: aggregation at {a.switch} pipeline {a.pipeline} merges a share "
+            f"{a.share:.6g} of the fragments; the data plane merges whole flows"
+            for label, tp in plans.items() for a in tp.aggregation if a.share < 1],
         scheme=plan.scheme,
         consistent=not problems,
         tasks=[_task_evaluation(plans[k], flows[k], rates[k], gradient_mb) for k in plans],
@@ -315,8 +372,11 @@ def _beyond_data_plane(flows: dict[str, TaskFlows]) -> list[str]:
 
 
 def _task_problems(task: Task, tp: TaskPlan) -> list[str]:
-    """The plan's task must be the topology's: same PS, a path for each worker and no other."""
+    """The plan's task must be the topology's: same PS, a path for each worker and no other;
+    a `placement: free` task instead as many workers, all on distinct free servers."""
     label = f"{tp.job}/{tp.task}"
+    if task.placement == "free":
+        return _placement_problems(task, tp)
     problems = []
     if tp.ps != task.ps:
         problems.append(f"{label}: the plan sends to {tp.ps!r} but the task's PS is {task.ps!r}")
@@ -329,13 +389,43 @@ def _task_problems(task: Task, tp: TaskPlan) -> list[str]:
     return problems
 
 
+def _placement_problems(task: Task, tp: TaskPlan) -> list[str]:
+    """A placed task: its PS and n workers on distinct servers the topology lets it use."""
+    label = f"{tp.job}/{tp.task}"
+    free = set(task.free_hosts)
+    problems = []
+    used = [tp.ps, *tp.paths]
+    strangers = [h for h in used if h not in free]
+    if strangers:
+        problems.append(f"{label}: placed on {', '.join(strangers)}, not free servers of the "
+                        f"task (role idle or listed by it)")
+    if len(tp.paths) != len(task.workers):
+        problems.append(f"{label}: the plan places {len(tp.paths)} workers, the task needs "
+                        f"{len(task.workers)}")
+    if tp.ps in tp.paths:
+        problems.append(f"{label}: {tp.ps} is both the PS and a worker")
+    return problems
+
+
 def _resources(
     network: Network, plans: dict[str, TaskPlan], flows: dict[str, TaskFlows]
 ) -> tuple[dict[str, dict[Resource, int]], dict[Resource, float]]:
+    """Per task, how many units of its rate each resource carries: links, switch aggregators,
+    the PS host's aggregation capacity (flows entering it) and the task's rate cap R."""
     demand: dict[str, dict[Resource, int]] = {}
     capacity: dict[Resource, float] = {}
+    tasks = {f"{t.job}/{t.name}": t for t in network.tasks}
     for label, tf in flows.items():
         uses: dict[Resource, int] = {}
+        task, ps = tasks.get(label), plans[label].ps
+        ps_limit = network.ps_capacity(task, ps) if task and ps in network.graph else None
+        into_ps = sum(n for (_u, v), n in tf.link_flows.items() if v == ps)
+        if ps_limit is not None and into_ps:
+            uses[("aggregator", ps)] = into_ps
+            capacity[("aggregator", ps)] = ps_limit
+        if task and task.rate_cap_gbps is not None:
+            uses[("rate cap", label)] = 1
+            capacity[("rate cap", label)] = task.rate_cap_gbps
         for (u, v), n in tf.link_flows.items():
             uses[("link", u, v)] = n
             capacity[("link", u, v)] = network.capacity(u, v)

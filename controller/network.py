@@ -131,6 +131,15 @@ class TaskSpec(_Strict):
     name: str = Field(min_length=1)
     ps: str
     workers: Annotated[list[str], FailFast()] = Field(min_length=1)
+    # `free`: a placing scheme (PARING) may put the PS and len(workers) workers on any free
+    # server (role idle, or listed by this task); the listed hosts are the input placement of
+    # schemes that only route. `fixed`: the listed hosts, as before.
+    placement: Literal["fixed", "free"] = "fixed"
+    # PARING's R: the most a worker sends; the evaluator caps the task's rate at it.
+    rate_cap_gbps: Capacity | None = None
+    # PARING's B_v of the server acting as this task's PS, unless that host sets its own
+    # `aggregation_capacity_gbps`; the evaluator charges the flows entering the PS to it.
+    ps_aggregation_capacity_gbps: Capacity | None = None
 
 
 class JobSpec(_Strict):
@@ -182,6 +191,11 @@ class Task:
     ps: str
     workers: tuple[str, ...]
     beta: float = 1.0
+    placement: Literal["fixed", "free"] = "fixed"
+    rate_cap_gbps: float | None = None
+    ps_aggregation_capacity_gbps: float | None = None
+    # Servers a `free` task may be placed on (empty for `fixed`): role idle or its own hosts.
+    free_hosts: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -238,6 +252,11 @@ class Network:
 
     def spec(self, node: str) -> HostSpec | SwitchSpec:
         return self.graph.nodes[node]["spec"]
+
+    def ps_capacity(self, task: Task, ps: str) -> float | None:
+        """What `ps` can aggregate as `task`'s PS: its own capacity, else the task's."""
+        own = self.spec(ps).aggregation_capacity_gbps if ps in self.graph else None
+        return own if own is not None else task.ps_aggregation_capacity_gbps
 
     def without_links(self, links: set[tuple[str, str]]) -> Network:
         """The same network with the given links (both directions) removed: what the
@@ -448,8 +467,27 @@ def _tasks(spec: TopologySpec, graph: nx.DiGraph, source: str) -> list[Task]:
                 if worker not in feeders[task.ps]:
                     raise TopologyError(source, f"{where}.workers[{w}]",
                                         _why_unreachable(graph, worker, task.ps))
-            tasks.append(Task(job.name, task.name, task.ps, tuple(task.workers), job.beta))
-    return tasks
+            tasks.append(Task(job.name, task.name, task.ps, tuple(task.workers), job.beta,
+                              task.placement, task.rate_cap_gbps,
+                              task.ps_aggregation_capacity_gbps))
+    return [_with_free_hosts(spec, graph, t, source) for t in tasks]
+
+
+def _with_free_hosts(spec: TopologySpec, graph: nx.DiGraph, task: Task, source: str) -> Task:
+    """A `free` task's servers: idle hosts and its own, none another task lists."""
+    if task.placement == "fixed":
+        return task
+    j = next(i for i, job in enumerate(spec.jobs) if job.name == task.job)
+    where = f"jobs[{j}] ({task.job}).tasks.placement"
+    if len(spec.jobs[j].tasks) > 1:
+        raise TopologyError(source, where, "`placement: free` is for a job with one task "
+                            "(a placing scheme chooses one PS and its workers)")
+    others = {h for job in spec.jobs for t in job.tasks if job.name != task.job
+              for h in (t.ps, *t.workers)}
+    own = {task.ps, *task.workers}
+    free = tuple(h.name for h in spec.hosts
+                 if (h.role == "idle" or h.name in own) and h.name not in others)
+    return replace(task, free_hosts=free)
 
 
 def _can_send_to(graph: nx.DiGraph, ps: str) -> set[str]:

@@ -11,7 +11,9 @@ worker to the PS. A task's flows that enter a switch through a pipeline listed i
 `aggregation` become one flow there, which leaves toward `next_hop`; everywhere else flows are
 only forwarded. When a point lists `workers`, only flows carrying those workers' contributions
 are merged there and the others cross the pipeline untouched: the data plane keys aggregation
-by incoming flow, as GRID's <aggregation node, fragment> tags do.
+by incoming flow, as GRID's <aggregation node, fragment> tags do. A point with `share` s < 1
+(partial aggregation) merges only the fragments in [0, s) of what enters it; the other
+fragments cross raw toward the same next hop (the evaluator counts fractional flows).
 
 `load_plan` reads a plan file strictly (pydantic models of the schema, in strict mode: no
 `2.9` truncated to a fan-in of 2, no NaN rate, no repeated task or aggregation point, no
@@ -48,6 +50,9 @@ class AggregationPoint:
     fan_in: int
     next_hop: str
     workers: tuple[str, ...] | None = None
+    # Partial aggregation (PARING Sec. V-C, ATP's best effort): only the fragments in
+    # [0, share) of the flows entering are merged, the others cross raw. 1: whole flows.
+    share: float = 1.0
 
     def merges(self, worker: str) -> bool:
         return self.workers is None or worker in self.workers
@@ -78,7 +83,7 @@ class TaskPlan:
 class LinkLoad:
     src: str
     dst: str
-    flows: int
+    flows: int | float  # a fraction of a flow crosses where aggregation is partial
     load_gbps: float
     capacity_gbps: float
 
@@ -115,6 +120,10 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["gap"] = self.gap
+        for task in data["tasks"]:  # `share` only where aggregation is partial
+            for point in task["aggregation"]:
+                if point["share"] == 1.0:
+                    del point["share"]
         data["link_loads"] = [
             {"from": ll.src, "to": ll.dst, "flows": ll.flows, "load_gbps": ll.load_gbps,
              "capacity_gbps": ll.capacity_gbps}
@@ -161,7 +170,7 @@ def _point(data: dict[str, Any]) -> AggregationPoint:
     workers = data.get("workers")
     return AggregationPoint(
         data["switch"], int(data["pipeline"]), int(data["fan_in"]), data["next_hop"],
-        tuple(workers) if workers is not None else None,
+        tuple(workers) if workers is not None else None, float(data.get("share", 1.0)),
     )
 
 
@@ -224,6 +233,7 @@ class _PointFile(_Strict):
     fan_in: int = Field(ge=1)
     next_hop: Name
     workers: list[Name] | None = Field(default=None, fail_fast=True)
+    share: float = Field(default=1.0, gt=0, le=1)
 
 
 class _TaskFile(_Strict):
@@ -241,7 +251,7 @@ class _LinkLoadFile(_Strict):
     model_config = ConfigDict(populate_by_name=True)
     src: str = Field(alias="from")
     dst: str = Field(alias="to")
-    flows: int = Field(ge=0)
+    flows: float = Field(ge=0)  # fractional under partial aggregation (`share`)
     load_gbps: float = Field(ge=0)
     capacity_gbps: float = Field(ge=0)
 
@@ -269,6 +279,7 @@ _AGGREGATION = {
         "fan_in": {"type": "integer", "minimum": 1},
         "next_hop": {"type": "string"},
         "workers": {"type": ["array", "null"], "items": {"type": "string"}},
+        "share": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
     },
 }
 

@@ -202,6 +202,10 @@ def number_tasks(network: Network, plan: Plan, version: int = 1) -> list[TaskNum
         flows = task_flows(network, tp)
         if flows.problems:
             raise CompileError(f"plan is inconsistent: {flows.problems[0]}")
+        partial = [a.switch for a in tp.aggregation if a.share < 1]
+        if partial:
+            raise CompileError(f"{tp.job}/{tp.task}: partial aggregation (share < 1) at "
+                               f"{', '.join(partial)}; the data plane merges whole flows")
         flow_ids: dict[FlowId, int] = {w: next_flow + i for i, w in enumerate(tp.paths)}
         for point in tp.aggregation:
             flow_ids[("agg", point.switch, point.pipeline)] = next_flow + len(flow_ids)

@@ -82,7 +82,10 @@ def test_paring_fat_tree_and_parameters():
     assert (tiers.count("core"), tiers.count("aggregation"), tiers.count("edge")) == (4, 8, 8)
     assert net.spec("PS").aggregation_capacity_gbps == 2
     assert {net.spec(s).aggregation_capacity_gbps for s in net.switches if net.is_ina(s)} == {2}
-    assert net.schemes["paring"]["rate_gbps"] == 1
+    task = net.tasks[0]
+    assert (task.placement, task.rate_cap_gbps, task.ps_aggregation_capacity_gbps) == (
+        "free", 1, 2)
+    assert len(task.free_hosts) == 16 and net.schemes["paring"]["gradient_gb"] == 1
 
 
 # --- the stated rates, from hand-written routes and the independent evaluator ---------------

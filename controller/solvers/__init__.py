@@ -52,6 +52,8 @@ _SCHEMES: dict[str, str] = {
     "spar": "controller.solvers.spar:solve",
     "eina": "controller.solvers.eina.solver:solve_eina",
     "eina-iqcp": "controller.solvers.eina.solver:solve_iqcp",
+    "paring": "controller.solvers.paring.solver:solve_paring",
+    "paring-opt": "controller.solvers.paring.solver:solve_paring_opt",
 }
 
 

@@ -22,6 +22,8 @@ differ only in where they aggregate:
   it raw. With k of W1-W4 merged on their default paths, L1 carries 1 + (4 - k) flows and S1
   k flows: the rate is min(3 / (5 - k), 9 / k), best at k = 4 (2.25); 2.43 would need one
   worker's traffic split between two treatments, i.e. a fragment-level (multi-path) plan.
+  `partial=true` makes that plan: points with a `share` of the fragments
+  (`controller.solvers.partial`), 2.4375 Gbps on GRID's Fig. 1 (evaluated, not deployable).
 * `random` (ARO Sec. IV-A): ATP's ECMP restricted to paths through a randomly drawn INA switch
   of the top tier (an INA spine in leaf-spine), aggregating at every INA switch on the way, so
   flows may be aggregated two or three times as ARO notes.
@@ -54,11 +56,16 @@ _TIER_RANK = {"core": 3, "spine": 2, "aggregation": 1}
 
 
 def solve_atp(network: Network, options: SolveOptions) -> Plan:
-    params = SchemeParams("atp", options.params, ("levels", "ps_side"))
+    params = SchemeParams("atp", options.params, ("levels", "ps_side", "partial"))
     ps_side = params.flag("ps_side", True)
     if params.choice("levels", "first", ("first", "all")) == "all":
-        return _every_ina_plan(network, options)
-    return atp_plan(network, options, "atp", ps_side)
+        plan = _every_ina_plan(network, options)
+    else:
+        plan = atp_plan(network, options, "atp", ps_side)
+    if params.flag("partial", False):  # ATP's best effort per fragment (solvers/partial.py)
+        from controller.solvers.partial import best_effort
+        return best_effort(network, plan)
+    return plan
 
 
 def _every_ina_plan(network: Network, options: SolveOptions) -> Plan:

@@ -1,0 +1,266 @@
+"""`ina bench paring`: PARING Sec. V (Figs. 2-19) on the fat-tree k = 6, and the empirical
+approximation ratio of `paring` against `paring-opt` (Theorem 2: rate ≥ 2/3 of the optimum).
+
+Setting (Sec. V-C-1): fat-tree k = 6 (9 cores, 18 aggregation, 18 edge switches, 54 servers),
+links 10 Gbps, programmable switches and the PS aggregate 10 Gbps, gradient 1627 MB (LSTM).
+The first six programmable switches are edge switches, the others aggregation switches, in
+declaration order (pod 0 first). DeepSys's placement, the input of the baselines, fills racks
+in order from the PS (first server of pod 0). Every plan is scored by the evaluator: rate,
+traffic volume (GB per iteration, aggregation direction), communication time = b / rate.
+
+Three sweeps: workers 5-35 (8 switches, R 5), programmable switches 2-12 (20 workers, R 5),
+R 0.4-6 Gbps (20 workers, 8 switches). Every scheme runs in the coarse mode (Figs. 11-19: a
+switch merges all the flows it takes, or none) but `paring-fine`, PARING's tree in the fine
+mode (Figs. 2-10: a switch at capacity merges a share of the fragments and forwards the rest,
+`controller.solvers.partial`; evaluated, not deployable). The baselines' fine mode is not run.
+One deterministic instance per point (the paper states no seed count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from controller.evaluate import evaluate
+from controller.network import build_network
+from controller.solvers import SolveOptions, solve
+
+console = Console()
+GRADIENT_MB = 1627.0
+SCHEMES = "paring,paring-fine,paring-opt,deepsys,deepsys-atp,deepsys-soar,marina,panama"
+SWEEPS: dict[str, dict[str, Any]] = {
+    # name → the swept field, its default values, and the fixed others
+    "workers": {"values": "5,10,15,20,25,30,35", "fixed": {"switches": 8, "rate": 5.0}},
+    "switches": {"values": "2,4,6,8,10,12", "fixed": {"workers": 20, "rate": 5.0}},
+    "rate": {"values": "0.4,1,2,3,4,5,6", "fixed": {"workers": 20, "switches": 8}},
+}
+# Values the text states for the coarse mode (Sec. V-C-3); GB and Gbps.
+PAPER = {
+    ("workers", 15): {"rate": {"paring": 5.0, "deepsys-soar": 1.4, "deepsys-atp": 0.8,
+                               "deepsys": 0.7, "marina": 1.4, "panama": 0.9},
+                      "volume": {"paring": 57.2, "deepsys-soar": 60.4, "deepsys-atp": 76.3,
+                                 "deepsys": 111.2, "marina": 47.7, "panama": 58.8}},
+    ("switches", 12): {"rate": {"paring": 5.0},
+                       "volume": {"paring": 76.3, "deepsys-soar": 65.1, "deepsys-atp": 103.3,
+                                  "deepsys": 158.9, "marina": 71.5, "panama": 60.4}},
+}
+
+
+def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
+                 capacity: float = 10.0) -> dict:
+    """The Sec. V fat-tree with DeepSys's placement listed and `placement: free`."""
+    half = k // 2
+    cores = [f"C{i}" for i in range(half * half)]
+    aggs = [f"A{p}_{j}" for p in range(k) for j in range(half)]
+    edges = [f"E{p}_{j}" for p in range(k) for j in range(half)]
+    ina = set(edges[:min(switches, 6)]) | set(aggs[:max(switches - 6, 0)])
+    specs = []
+    for name, tier in [*((c, "core") for c in cores), *((a, "aggregation") for a in aggs),
+                       *((e, "edge") for e in edges)]:
+        spec: dict[str, Any] = {"name": name, "tier": tier}
+        if name in ina:
+            spec.update(ina=True, aggregation_capacity_gbps=capacity)
+        specs.append(spec)
+    hosts = [f"H{p}_{j}_{i}" for p in range(k) for j in range(half) for i in range(half)]
+    links = [{"a": h, "b": f"E{h[1:].rsplit('_', 1)[0]}", "capacity_gbps": capacity}
+             for h in hosts]
+    for p in range(k):
+        for j in range(half):
+            for a in range(half):
+                links.append({"a": f"E{p}_{j}", "b": f"A{p}_{a}", "capacity_gbps": capacity})
+        for a in range(half):
+            for c in range(half):
+                links.append({"a": f"A{p}_{a}", "b": cores[a * half + c],
+                              "capacity_gbps": capacity})
+    ps, listed = hosts[0], hosts[1:workers + 1]  # DeepSys: racks filled in order
+    roles = {ps: "ps", **{w: "worker" for w in listed}}
+    return {
+        "name": f"paring-fat-tree-k{k}",
+        "description": f"PARING Sec. V: k={k}, {workers} workers, {switches} programmable, "
+                       f"R={rate} Gbps",
+        "hosts": [{"name": h, "role": roles.get(h, "idle")} for h in hosts],
+        "switches": specs,
+        "links": links,
+        "jobs": [{"name": "job0", "tasks": [{
+            "name": "t0", "ps": ps, "workers": listed, "placement": "free",
+            "rate_cap_gbps": rate, "ps_aggregation_capacity_gbps": capacity}]}],
+    }
+
+
+def add_parser(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser("paring", help="PARING Figs. 2-19 (fat-tree k=6) and the "
+                         "approximation ratio against paring-opt")
+    p.add_argument("--sweep", choices=sorted(SWEEPS), action="append",
+                   help="sweeps to run (default: all three)")
+    p.add_argument("--values", help="comma-separated values of a single --sweep")
+    p.add_argument("--schemes", default=SCHEMES)
+    p.add_argument("--time-limit", type=float, default=30.0, help="paring-opt, per solve (s)")
+    p.add_argument("--ratio-instances", type=int, default=30,
+                   help="random small instances for the approximation ratio (0: skip)")
+    p.add_argument("--out", default="docs/benchmarks/paring", help="output directory")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
+    for sweep in args.sweep or sorted(SWEEPS):
+        values = [float(v) for v in (args.values or SWEEPS[sweep]["values"]).split(",")]
+        rows = run_sweep(sweep, values, schemes, args.time_limit)
+        (out / f"{sweep}.json").write_text(json.dumps(rows, indent=2) + "\n")
+        print_sweep(sweep, rows, schemes)
+        plot_sweep(sweep, rows, schemes, out / f"{sweep}.png")
+    if args.ratio_instances > 0:
+        ratio = approximation_ratio(args.ratio_instances, args.time_limit)
+        (out / "ratio.json").write_text(json.dumps(ratio, indent=2) + "\n")
+        console.print(ratio["summary"])
+    console.print(f"written to {out}/")
+    return 0
+
+
+def run_sweep(sweep: str, values: list[float], schemes: list[str],
+              time_limit: float) -> list[dict]:
+    rows = []
+    with Progress(console=console, transient=True) as bar:
+        job = bar.add_task(f"sweep {sweep}", total=len(values) * len(schemes))
+        for value in values:
+            setting = {**SWEEPS[sweep]["fixed"], sweep: value}
+            network = build_network(fat_tree_doc(int(setting["workers"]),
+                                                 int(setting["switches"]), setting["rate"]))
+            for scheme in schemes:
+                started = time.perf_counter()
+                plan = solve(network, scheme.removesuffix("-fine"), SolveOptions(
+                    time_limit=time_limit, seed=0, params=_params(scheme)))
+                seconds = time.perf_counter() - started
+                result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
+                te = result.tasks[0]
+                rows.append({
+                    "sweep": sweep, "value": value, **setting, "scheme": scheme,
+                    "rate_gbps": te.rate_gbps, "volume_gb": te.volume_mb / 1000,
+                    "communication_seconds": te.communication_seconds,
+                    "status": plan.status, "bound": plan.bound,
+                    "consistent": result.consistent, "solve_seconds": seconds,
+                    "paper": _paper(sweep, value, scheme),
+                })
+                bar.advance(job)
+    return rows
+
+
+def _paper(sweep: str, value: float, scheme: str) -> dict | None:
+    stated = PAPER.get((sweep, value))
+    if not stated:
+        return None
+    found = {k: v[scheme] for k, v in stated.items() if scheme in v}
+    return found or None
+
+
+def print_sweep(sweep: str, rows: list[dict], schemes: list[str]) -> None:
+    """One row per point and scheme, so that the table stays readable in an 80-column log."""
+    table = Table(title=f"PARING bench: {sweep} sweep, coarse mode, gradient {GRADIENT_MB:g} MB")
+    for col in (sweep, "scheme", "rate Gbps", "volume GB", "time s", "status"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        status = r["status"] + ("" if r["consistent"] else " INCONSISTENT")
+        table.add_row(f"{r['value']:g}", r["scheme"], f"{r['rate_gbps']:.4g}",
+                      f"{r['volume_gb']:.1f}", f"{r['communication_seconds']:.3g}", status)
+    console.print(table)
+
+
+def plot_sweep(sweep: str, rows: list[dict], schemes: list[str], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for key, ax, label in zip(("volume_gb", "rate_gbps", "communication_seconds"), axes,
+                              ("traffic volume (GB)", "sending rate (Gbps)",
+                               "communication time (s)")):
+        for s in schemes:
+            pts = [(r["value"], r[key]) for r in rows if r["scheme"] == s]
+            ax.plot(*zip(*pts), marker="o", label=s)
+        ax.set_xlabel({"workers": "workers", "switches": "programmable switches",
+                       "rate": "R (Gbps)"}[sweep])
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(f"PARING fat-tree k=6, {sweep} sweep (coarse mode; paring-fine: fine mode)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def small_doc(rng: random.Random) -> dict:
+    """A random small instance: fat-tree k = 4 (16 servers), 3-8 programmable switches of
+    1-4 Gbps, a PS of 1-4 Gbps, R of 0.5-3 Gbps, 3-7 workers."""
+    doc = fat_tree_doc(workers=rng.randint(3, 7), switches=0, rate=rng.choice(
+        [0.5, 1.0, 2.0, 3.0]), k=4, capacity=100.0)
+    switches = [s for s in doc["switches"] if s["tier"] != "core" or rng.random() < 0.5]
+    for s in rng.sample(switches, rng.randint(3, 8)):
+        s.update(ina=True, aggregation_capacity_gbps=float(rng.randint(1, 4)))
+    doc["jobs"][0]["tasks"][0]["ps_aggregation_capacity_gbps"] = float(rng.randint(1, 4))
+    return doc
+
+
+def approximation_ratio(instances: int, time_limit: float) -> dict:
+    """PARING's rate and volume over paring-opt's, on instances paring-opt proves optimal."""
+    rows = []
+    with Progress(console=console, transient=True) as bar:
+        job = bar.add_task("approximation ratio", total=instances)
+        for seed in range(instances):
+            network = build_network(small_doc(random.Random(seed)))
+            heur = solve(network, "paring", SolveOptions(seed=0))
+            printed = solve(network, "paring", SolveOptions(seed=0,
+                                                            params={"as_printed": True}))
+            opt = solve(network, "paring-opt", SolveOptions(
+                time_limit=time_limit, seed=0, params={"num_workers": 1}))
+            rows.append({
+                "seed": seed, "workers": len(heur.tasks[0].paths), "status": opt.status,
+                "opt_rate": opt.objective,
+                "opt_volume": opt.details["traffic_volume_gradients"],
+                "paring_rate": heur.objective,
+                "paring_volume": heur.details["traffic_volume_gradients"],
+                "as_printed_rate": printed.objective,
+                "as_printed_volume": printed.details["traffic_volume_gradients"],
+                "as_printed_slack": printed.details["degree_slack"],
+            })
+            bar.advance(job)
+    proven = [r for r in rows if r["status"] == "optimal"]
+    result: dict[str, Any] = {"instances": rows, "proven_optimal": len(proven)}
+    lines = [(f"approximation ratio on {len(proven)} of {len(rows)} random fat-tree k=4 "
+             f"instances that paring-opt proves optimal (Theorem 2 guarantees rate >= 2/3):")]
+    for variant in ("paring", "as_printed"):
+        rate = min((r[f"{variant}_rate"] / r["opt_rate"] for r in proven), default=None)
+        same = [r for r in proven if abs(r[f"{variant}_rate"] - r["opt_rate"]) <= 1e-9]
+        vol = max((r[f"{variant}_volume"] / r["opt_volume"] for r in same), default=None)
+        mean = (sum(r[f"{variant}_volume"] / r["opt_volume"] for r in same) / len(same)
+                if same else None)
+        result[variant] = {"worst_rate_ratio": rate, "optimal_rate_instances": len(same),
+                           "worst_volume_ratio_at_optimal_rate": vol,
+                           "mean_volume_ratio_at_optimal_rate": mean}
+        name = "paring" if variant == "paring" else "paring as_printed=true"
+        lines.append(f"  {name}: worst rate ratio {_g(rate)}, optimal rate on {len(same)}; "
+                     f"there volume ratio worst {_g(vol)}, mean {_g(mean)}")
+    result["summary"] = "\n".join(lines)
+    return result
+
+
+def _g(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _params(scheme: str) -> dict:
+    """The gradient size for PARING's own report; one CP-SAT thread (2-core machine)."""
+    if scheme in ("paring", "paring-fine"):  # paring-fine: Sec. V-C's fine mode
+        return {"gradient_gb": GRADIENT_MB / 1000, "fine": scheme == "paring-fine"}
+    if scheme == "paring-opt":
+        return {"gradient_gb": GRADIENT_MB / 1000, "num_workers": 1}
+    return {}

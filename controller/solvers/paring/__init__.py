@@ -1,0 +1,22 @@
+"""PARING (paring-placement-and-routing.txt): place a training task (its PS and n workers) and
+route its gradients on a degree-constrained Steiner tree of INA switches.
+
+Modules, one job each: `logical` is Alg. 1 (G' of free servers and aggregation-capable
+switches, hop-count costs), `degrees` Alg. 2 steps 1-2 (PS, the rate loop, d(v)) and line 23,
+`steiner` Alg. 3 and Alg. 4 (spiders by minimum-cost flow), `routes` the Plan's paths and
+aggregation points, `exact` problem (1) on CP-SAT, `solver` the schemes `paring` and
+`paring-opt` (CP-SAT warm-started with PARING's tree; `--time-limit`, default 30 s;
+`num_workers`, default 2; `bound` = the optimal rate, `details.volume_bound_gb`).
+
+The topology declares the demand on the task (topologies/README.md, jobs): `placement: free`
+(n = the number of listed workers, any free server may be used), `rate_cap_gbps` (R),
+`ps_aggregation_capacity_gbps` (B_v of the server made PS). Switch B_v is the switch's
+`aggregation_capacity_gbps`; none means unlimited (P4 switches, Sec. IV-C.5).
+
+Parameters (`schemes.paring` or `--param`): `gradient_gb`, the gradient size b (default 1),
+used only for the traffic volume and communication time reported (b scales O_2, it does not
+change the tree); `as_printed` (default false) runs Alg. 3 without the slot guard (steiner.py
+reading (b)); `fine` (default false) is Sec. V-C's fine mode: on PARING's tree, a switch whose
+capacity binds merges a share of the fragments and forwards the rest raw
+(`controller.solvers.partial`; evaluated, not deployable: the data plane merges whole flows).
+"""

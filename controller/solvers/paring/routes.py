@@ -1,0 +1,80 @@
+"""From the aggregation tree H to the Plan's task: placement, physical paths, aggregation points.
+
+A worker's path is the concatenation of its tree edges' physical paths up to the PS. A tree
+switch with two or more children aggregates: one point per ingress pipeline its children
+arrive on, listing the workers whose contributions it merges (flows of other subtrees that
+only cross it are left alone, `controller.plan`). A relay with one child only forwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+
+from controller.network import Network, Task
+from controller.plan import AggregationPoint, TaskPlan
+from controller.solvers.paring.logical import Logical
+from controller.solvers.paring.steiner import Tree
+
+
+def task_plan(network: Network, task: Task, tree: Tree, rate: float) -> TaskPlan:
+    paths = {w: _path_up(tree, w) for w in sorted(tree.workers)}
+    below: dict[str, set[str]] = defaultdict(set)  # vertex → workers of its subtree
+    for w in tree.workers:
+        v = w
+        while v in tree.parent:
+            v = tree.parent[v]
+            below[v].add(w)
+    kids: dict[str, list[str]] = defaultdict(list)
+    for child, parent in tree.parent.items():
+        kids[parent].append(child)
+    points = []
+    for v, children in sorted(kids.items()):
+        if v == tree.ps or len(children) < 2:
+            continue
+        by_pipe: dict[int, list[str]] = defaultdict(list)
+        for child in children:
+            edge = tree.path[child]
+            by_pipe[network.ingress_pipeline(edge[-2], v)].append(child)
+        onward = tree.path[v][1]
+        for pipe, members in sorted(by_pipe.items()):
+            workers = sorted({w for c in members for w in ({c} if c in tree.workers
+                                                             else below[c])})
+            points.append(AggregationPoint(v, pipe, len(members), onward, tuple(workers)))
+    return TaskPlan(task.job, task.name, tree.ps, rate, paths, points)
+
+
+def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> Tree:
+    """A tree given by its parents (CP-SAT's), each edge on the shortest physical path that
+    crosses the fewest other tree vertices."""
+    nodes = {ps, *parent}
+    tree = Tree(ps, dict(parent), {}, sorted(workers))
+    below: dict[str, set[str]] = defaultdict(set)
+    for child in parent:
+        for up in tree.ancestors(child):
+            below[up].add(child)
+    for child, up in parent.items():
+        # steiner.py reading (c): not through a vertex above `up` nor below `child`; then
+        # the fewest tree vertices crossed and the least loaded links (as steiner._leg)
+        blocked = frozenset(tree.ancestors(up) | below[child])
+        paths = g.physical_paths(child, up, blocked) or g.physical_paths(child, up)
+        tree.path[child] = min(paths, key=lambda path: (
+            sum(x in nodes for x in path[1:-1]),
+            max(tree.load.get(e, 0) for e in itertools.pairwise(path))))
+        for e in itertools.pairwise(tree.path[child]):
+            tree.load[e] = tree.load.get(e, 0) + 1
+    return tree
+
+
+def aggregating_children(tree: Tree) -> dict[str, int]:
+    """Children of the vertices that aggregate (the PS, switches with two or more): what
+    line 23's rate is about; a one-child relay only forwards."""
+    return {v: k for v, k in tree.children().items() if v == tree.ps or k >= 2}
+
+
+def _path_up(tree: Tree, worker: str) -> list[str]:
+    path, v = [worker], worker
+    while v in tree.parent:
+        path += tree.path[v][1:]
+        v = tree.parent[v]
+    return path

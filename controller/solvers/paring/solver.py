@@ -1,0 +1,167 @@
+"""The scheme `paring` (Alg. 2): place the task and route it on the aggregation tree.
+
+Objectives (Eq. 1): the rate r first, the traffic volume Σ x_e c_e b second. The plan's rate
+is the evaluator's for the chosen paths (it also checks links, which the paper ignores); the
+algorithm's own r (line 23) and r_2 (step 2) are in `details`. Status `heuristic`: the
+algorithm proves no bound (Theorem 2's 2/3 is a worst case, not a certificate).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from controller.evaluate import evaluate
+from controller.network import Network, Task
+from controller.plan import Plan
+from controller.solvers import SchemeInputError, SolveOptions
+from controller.solvers.params import SchemeParams
+from controller.solvers.paring import degrees, exact
+from controller.solvers.paring.logical import INF, Logical, convert
+from controller.solvers.paring.routes import aggregating_children, task_plan, tree_of
+from controller.solvers.paring.steiner import Tree, steiner_tree
+from controller.solvers.partial import best_effort
+
+SLACKS = (1.0, 1.5, math.inf)  # Alg. 3's degree slack, tried in turn (steiner.py)
+PARAMS = ("gradient_gb", "as_printed", "fine")
+DEFAULT_TIME_LIMIT = 30.0  # seconds, paring-opt
+
+
+@dataclass
+class Outcome:
+    """What Alg. 2 found for one task."""
+
+    logical: Logical
+    tree: Tree
+    rate: float  # line 23
+    step2_rate: float  # r_2
+    slack: float
+
+
+def placed_task(network: Network, scheme: str) -> Task:
+    free = [t for t in network.tasks if t.placement == "free"]
+    if len(network.tasks) != 1 or not free:
+        raise SchemeInputError(
+            f"{network.source}: {scheme} places one task: the topology needs exactly one job "
+            f"task with `placement: free` (topologies/README.md, jobs); it has "
+            f"{len(network.tasks)} task(s), {len(free)} of them free")
+    return free[0]
+
+
+def run_paring(network: Network, task: Task, as_printed: bool = False) -> Outcome:
+    """Alg. 2: step 1 (PS), step 2 (r, d), step 3 (Alg. 3), line 23."""
+    g = convert(network, task)  # Alg. 1
+    n = len(task.workers)
+    ps = degrees.select_ps(g, n)
+    r2, d = degrees.rate_and_degrees(g, ps, n)
+    for slack in SLACKS:
+        tree = steiner_tree(g, ps, d, n, slack, guard=not as_printed)  # line 22
+        if tree is not None:
+            break
+    else:
+        raise SchemeInputError(f"{network.source}: PARING found no aggregation tree for "
+                               f"{task.job}/{task.name} (the free servers do not connect)")
+    rate = degrees.tree_rate(g, ps, aggregating_children(tree))  # line 23
+    return Outcome(g, tree, float(rate), float(r2), slack)
+
+
+def solve_paring(network: Network, options: SolveOptions) -> Plan:
+    started = time.perf_counter()
+    params = SchemeParams("paring", options.params, PARAMS)
+    gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
+    as_printed = params.flag("as_printed", False)
+    task = placed_task(network, "paring")
+    out = run_paring(network, task, as_printed)
+    plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
+    if params.flag("fine", False):  # Sec. V-C's fine mode: switches merge a share, rest raw
+        plan = best_effort(network, plan)
+    plan.details.update({"algorithm_rate_gbps": _num(out.rate),
+                         "step2_rate_gbps": _num(out.step2_rate),
+                         "degree_slack": _num(out.slack)})
+    describe(plan, network, out.tree, gradient_gb)
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+def plan_for(network: Network, task: Task, tree: Tree, rate: float, scheme: str,
+             status: str, seed: int | None) -> Plan:
+    """The Plan of one placed tree, rated by the evaluator (the claimed rate is never above
+    what the paths carry)."""
+    tp = task_plan(network, task, tree, 0.0)
+    plan = Plan(scheme, status, 0.0, None, 0.0, seed, [tp], topology=network.name)
+    result = evaluate(network, plan)
+    tp.rate_gbps = min(result.tasks[0].rate_gbps, rate)
+    plan.objective = tp.rate_gbps
+    plan.link_loads = evaluate(network, plan).link_loads
+    return plan
+
+
+def describe(plan: Plan, network: Network, tree: Tree, gradient_gb: float) -> None:
+    """Placement, traffic volume (O_2) and the one-line summary `ina solve` prints."""
+    volume = evaluate(network, plan).link_loads
+    links = sum(ll.flows for ll in volume)
+    tp = plan.tasks[0]
+    seconds = gradient_gb * 8 / tp.rate_gbps if tp.rate_gbps > 0 else INF
+    plan.details.update({
+        "placement": {"ps": tp.ps, "workers": sorted(tp.paths)},
+        "tree": dict(sorted(tree.parent.items())),
+        "traffic_volume_gradients": links,
+        "gradient_gb": gradient_gb,
+        "traffic_volume_gb": links * gradient_gb,
+        "communication_seconds": _num(seconds),
+        "summary": (f"placement: PS {tp.ps}, workers {', '.join(sorted(tp.paths))}; rate "
+                    f"{tp.rate_gbps:.4g} Gbps, traffic volume {links * gradient_gb:.4g} GB "
+                    f"({links:.4g} gradient-hops x {gradient_gb:g} GB), communication time "
+                    f"{seconds:.4g} s"),
+    })
+
+
+def _num(value: float) -> Any:
+    return None if value == INF else value
+
+
+
+def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
+    """`paring-opt`: PARING's tree, then problem (1) on CP-SAT warm-started with it (exact.py).
+
+    `bound` is the optimal rate (every higher candidate is impossible), valid for the
+    evaluator's problem too (links only lower a rate). `optimal` when the plan reaches it and
+    CP-SAT proved its traffic volume least at that rate; otherwise `feasible`, and
+    `details.volume_bound_gb` is CP-SAT's lower bound on the volume at that rate."""
+    started = time.perf_counter()
+    params = SchemeParams("paring-opt", options.params, PARAMS + ("num_workers",))
+    gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
+    threads = params.integer("num_workers", 2, minimum=1, maximum=64)
+    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    task = placed_task(network, "paring-opt")
+    heur = run_paring(network, task, params.flag("as_printed", False))
+    g, n = heur.logical, len(task.workers)
+    hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)
+    found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint)
+    plans = [plan_for(network, task, heur.tree, heur.rate, "paring-opt", "feasible",
+                      options.seed)]
+    trees = [heur.tree]
+    if found.parent is not None:
+        tree = tree_of(g, found.ps, found.parent, found.workers)
+        plans.append(plan_for(network, task, tree, float(found.rate), "paring-opt",
+                              "feasible", options.seed))
+        trees.append(tree)
+    volumes = [sum(ll.flows for ll in p.link_loads) for p in plans]
+    best = max(range(len(plans)), key=lambda i: (plans[i].objective, -volumes[i]))
+    plan, rate_bound = plans[best], float(found.rate)
+    plan.bound = max(rate_bound, plan.objective)
+    proven_volume = found.cp_status == "OPTIMAL" and volumes[best] <= (found.cost or 0)
+    if plan.objective >= rate_bound * (1 - 1e-9) and proven_volume:
+        plan.status = "optimal"
+    plan.details.update({
+        "cp_sat_status": found.cp_status,
+        "rate_candidates_solved": found.candidates_tried,
+        "paring_rate_gbps": plans[0].objective,
+        "paring_volume_gb": volumes[0] * gradient_gb,
+        "volume_bound_gb": None if found.cost_bound is None else found.cost_bound * gradient_gb,
+    })
+    describe(plan, network, trees[best], gradient_gb)
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
