@@ -51,6 +51,7 @@ _SCHEMES: dict[str, str] = {
     "spar": "controller.solvers.spar:solve",
     "eina": "controller.solvers.eina.solver:solve_eina",
     "eina-iqcp": "controller.solvers.eina.solver:solve_iqcp",
+    "atro": "controller.solvers.atro.solver:solve_atro",
 }
 
 
