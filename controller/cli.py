@@ -355,6 +355,15 @@ def cmd_mininet(args: argparse.Namespace) -> int:
         except SchemeInputError as exc:
             raise UserError(str(exc)) from None
         print_plan(plan)
+        emulated = network
+        if plan.patch_panel is not None:  # a topology-choosing scheme: build what it chose
+            import tempfile
+
+            from controller import patch_panel
+
+            emulated = patch_panel.built(network, plan, tempfile.mkdtemp(prefix="ina-chosen-"))
+            console.print(f"emulating the chosen network {emulated.source} "
+                          f"({len(plan.patch_panel)} links)")
         planned = plan.tasks[0].rate_gbps * args.scale_mbps
 
         def show(it: runner.IterationResult, planned: float = planned) -> None:
@@ -367,7 +376,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
 
         try:
             results.append(runner.run(
-                network, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
+                emulated, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
                 target=args.target, scale_mbps=args.scale_mbps, timeout=args.timeout,
                 on_iteration=show, plain_switches=args.plain_switches))
         except runner.RunnerError as exc:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from controller.network import Network, dump_topology
+from controller.network import Network, dump_topology, load_topology
 from controller.plan import Plan
 
 
@@ -57,3 +57,11 @@ def chosen_topology(network: Network, plan: Plan) -> dict[str, Any]:
 def write(network: Network, plan: Plan, path: str | Path) -> None:
     """Validate and write the chosen topology (`dump_topology` loads it before writing)."""
     dump_topology(chosen_topology(network, plan), path)
+
+
+def built(network: Network, plan: Plan, directory: str | Path) -> Network:
+    """The chosen network as a file in `directory`, loaded: what `ina mininet` emulates (its
+    controller process reads the topology from that file)."""
+    path = Path(directory) / f"{network.name}-{plan.scheme}.yaml"
+    write(network, plan, path)
+    return load_topology(path)

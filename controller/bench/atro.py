@@ -33,6 +33,7 @@ from controller.topogen import InaOptions, Workload, fat_tree, leaf_spine, pool
 
 console = Console()
 SWITCHES, PORTS, CAPACITY = 20, 24, 100.0
+AXIS_LABEL = {"workers": "workers", "ina": "INA switches"}
 FIGURES: dict[str, dict[str, Any]] = {
     "3": {"axis": "workers", "points": [90]},
     "4": {"axis": "workers", "points": [60, 70, 80, 90]},
@@ -175,7 +176,7 @@ def _save(out: Path, figure: str, rows: list, summary: list | None = None) -> No
 
 def _print(figure: str, summary: list[dict[str, Any]]) -> None:
     axis = FIGURES[figure]["axis"]
-    table = Table(title=f"ATRO Fig. {figure}: rate (Gbps) vs {axis}")
+    table = Table(title=f"ATRO Fig. {figure}: rate (Gbps) vs {AXIS_LABEL[axis]}")
     for col in (axis, "series", "n", "rate", "bound", "paper", "t median", "t max", "optimal",
                 "consistent"):
         table.add_column(col, no_wrap=True)
@@ -218,7 +219,7 @@ def _plot(out: Path, figure: str, summary: list[dict[str, Any]]) -> None:
     if figure == "3":
         ax.tick_params(axis="x", labelrotation=30)
     else:
-        ax.set_xlabel(f"number of {axis}")
+        ax.set_xlabel(f"number of {AXIS_LABEL[axis]}")
         ax.legend(fontsize=8)
     tx.set_ylabel("median solve time (s)")
     tx.set_yscale("log")
@@ -226,7 +227,7 @@ def _plot(out: Path, figure: str, summary: list[dict[str, Any]]) -> None:
     if figure == "3":
         tx.tick_params(axis="x", labelrotation=30)
     else:
-        tx.set_xlabel(f"number of {axis}")
+        tx.set_xlabel(f"number of {AXIS_LABEL[axis]}")
         tx.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(out / f"fig{figure}.png", dpi=120)
