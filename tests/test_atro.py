@@ -299,3 +299,69 @@ def test_shared_capacity_is_one_resource_for_both_directions():
     doc["links"][-1]["reverse_capacity_gbps"] = 5.0
     with pytest.raises(Exception, match="shared_capacity"):
         build_network(doc)
+
+
+# --- several tasks (beyond the paper: max-min, then each task raised) ----------------------
+def _tasks_pool(switches: dict[str, tuple[bool, int]], tasks: list[tuple[str, list[str]]],
+                cap: dict, one_job: bool) -> dict:
+    """Tasks (PS, workers) on one pool; every host-switch and switch-switch pair a candidate
+    of capacity cap.get(pair, 1)."""
+    hosts = list(dict.fromkeys(h for ps, ws in tasks for h in (ps, *ws)))
+    role = {h: "ps" if any(h == ps for ps, _ in tasks) else "worker" for h in hosts}
+    pairs = [(h, s) for h in hosts for s in switches] + list(itertools.combinations(switches, 2))
+    specs = [{"name": f"t{k}", "ps": ps, "workers": ws} for k, (ps, ws) in enumerate(tasks)]
+    jobs = ([{"name": "j", "tasks": specs}] if one_job else
+            [{"name": f"j{k}", "tasks": [spec]} for k, spec in enumerate(specs)])
+    return {"hosts": [{"name": h, "role": role[h]} for h in hosts],
+            "switches": [{"name": s, "ina": ina, "max_ports": p}
+                         for s, (ina, p) in switches.items()],
+            "links": [{"a": a, "b": b, "capacity_gbps": cap.get((a, b), 1.0)} for a, b in pairs],
+            "jobs": jobs}
+
+
+def _check_on_chosen(doc: dict, plan: Plan) -> None:
+    built = build_network(chosen_topology(build_network(doc), plan))
+    result = evaluate(built, plan)
+    assert result.consistent, result.problems
+    for tp, te in zip(plan.tasks, result.tasks):
+        assert te.rate_gbps == pytest.approx(tp.rate_gbps)
+
+
+def test_two_jobs_on_separate_aggregators_both_reach_full_rate():
+    # Each job's 2 workers and PS fill a 4-port INA switch of its own: both at 1 Gbps.
+    doc = _tasks_pool({"A": (True, 4), "B": (True, 4)},
+                      [("P0", ["W0", "W1"]), ("P1", ["W2", "W3"])], {}, one_job=False)
+    plan = _atro(doc)
+    assert [tp.rate_gbps for tp in plan.tasks] == pytest.approx([1.0, 1.0])
+    assert plan.objective == pytest.approx(1.0 + 0.001 * 2)  # Eq. (3), β = 1
+    assert plan.status == "optimal"
+    _check_on_chosen(doc, plan)
+
+
+def test_a_worker_of_two_jobs_splits_its_link():
+    # W0 works for both jobs: its one link carries a flow of each, r0 + r1 ≤ 1. Max-min gives
+    # 1/2 each and neither can rise; the optimum of Eq. (3) is 0.5 + 0.001·1.
+    doc = _tasks_pool({"C": (False, 3)}, [("P0", ["W0"]), ("P1", ["W0"])], {}, one_job=False)
+    plan = _atro(doc)
+    assert [tp.rate_gbps for tp in plan.tasks] == pytest.approx([0.5, 0.5])
+    assert plan.objective == pytest.approx(0.501)
+    assert plan.bound >= 0.501 - TOL  # never below the optimum
+    _check_on_chosen(doc, plan)
+
+
+def test_one_job_sums_its_tasks_and_raises_the_faster_one():
+    # Eq. (2): t1's hosts have 2 Gbps links, so after the common 1 Gbps it rises to 2; the
+    # tasks' own optima (1 and 2) bound the sum, so 3 is proven optimal.
+    doc = _tasks_pool({"C": (False, 4)}, [("P0", ["W0"]), ("P1", ["W1"])],
+                      {("W1", "C"): 2.0, ("P1", "C"): 2.0}, one_job=True)
+    plan = _atro(doc)
+    assert [tp.rate_gbps for tp in plan.tasks] == pytest.approx([1.0, 2.0])
+    assert plan.status == "optimal" and plan.objective == pytest.approx(3.0)
+    _check_on_chosen(doc, plan)
+
+
+def test_several_jobs_with_several_tasks_are_refused():
+    doc = _tasks_pool({"C": (False, 6)}, [("P0", ["W0"]), ("P1", ["W1"])], {}, one_job=True)
+    doc["jobs"].append({"name": "k", "tasks": [{"name": "t", "ps": "P0", "workers": ["W1"]}]})
+    with pytest.raises(SchemeInputError, match="several jobs need one task each"):
+        _atro(doc)

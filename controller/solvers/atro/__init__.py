@@ -6,6 +6,10 @@ merge (the aggregators, N_agg), maximising the common worker rate r (5). The pla
 chosen connections (`Plan.patch_panel`); `ina solve --topology-out FILE.yaml` writes them as an
 ordinary topology (`controller.patch_panel`).
 
+Several tasks (the paper's future work, Sec. V) share the pool: one network, per-task flows,
+layers and aggregation, (14) summing every task's load; max-min of the tasks' rates first
+(exact), then each task raised alone with the others kept, as ARO's MJMT (`solver`).
+
 Modules, one job each: `instance` reads the pool into the paper's symbols, `model` builds
 (2)-(21) at a fixed rate (a pure feasibility model, with the readings of what the printed model
 leaves unsaid), `search` bisects over the rates where feasibility can change, `routes` turns a

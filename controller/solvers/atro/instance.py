@@ -28,7 +28,7 @@ Pair = tuple[str, str]  # (host, switch) or (switch, switch) in `Instance.switch
 
 @dataclass(frozen=True)
 class Instance:
-    task: Task
+    tasks: list[Task]  # one AllReduce task each; several share the pool (beyond the paper)
     switches: list[str]  # N_s = N_cs ∪ N_agg, topology order (symmetry breaking follows it)
     common: list[str]  # N_cs, topology order
     aggregators: list[str]  # N_agg, topology order
@@ -38,25 +38,24 @@ class Instance:
     layers: int  # L of (18)-(20)
     max_fan_in: int | None  # flows one aggregator may merge (data plane); None: unlimited
 
-    @property
-    def workers(self) -> tuple[str, ...]:
-        return self.task.workers
-
-    @property
-    def ps(self) -> str:
-        return self.task.ps
-
     def hosts(self) -> list[str]:
-        return [*self.workers, self.ps]
+        """Every worker and PS of the tasks, each once: N_n."""
+        return list(dict.fromkeys(h for t in self.tasks for h in (*t.workers, t.ps)))
+
+    def senders(self) -> set[str]:
+        """N_w of all tasks."""
+        return {w for t in self.tasks for w in t.workers}
 
 
 def read(network: Network, params: dict[str, Any]) -> Instance:
     src = network.source
     checked = SchemeParams("atro", params, PARAMS)
-    if len(network.tasks) != 1:
+    tasks = network.tasks
+    jobs = {t.job for t in tasks}
+    if len(jobs) > 1 and (len(jobs) != len(tasks) or len({t.beta for t in tasks}) > 1):
         raise SchemeInputError(
-            f"atro: routes one AllReduce task; {src} defines {len(network.tasks)}")
-    task = network.tasks[0]
+            f"atro: several jobs need one task each and the same beta (max-min of the tasks' "
+            f"rates, then their sum); {src} has {len(tasks)} tasks in {len(jobs)} jobs")
     switches = network.switches
     ports: dict[str, int] = {}
     aggs, common, agg_capacity = [], [], {}
@@ -77,7 +76,7 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
                 agg_capacity[s] = spec.aggregation_capacity_gbps
         else:
             common.append(s)
-    hosts = set(task.workers) | {task.ps}
+    hosts = {h for t in tasks for h in (*t.workers, t.ps)}
     index = {s: k for k, s in enumerate(switches)}
     links: dict[Pair, float] = {}
     g = network.graph
@@ -92,4 +91,4 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
     layers = checked.integer("layers", min(DEFAULT_LAYERS, len(switches)), minimum=1,
                              maximum=len(switches))
     fan_in = checked.integer("max_fan_in", MAX_FAN_IN, minimum=0)
-    return Instance(task, switches, common, aggs, ports, links, agg_capacity, layers, fan_in or None)
+    return Instance(tasks, switches, common, aggs, ports, links, agg_capacity, layers, fan_in or None)

@@ -28,10 +28,11 @@ class _Flow:
 
 
 def used_links(inst: Instance, sol: Solution) -> list[tuple[str, str]]:
-    """Built links carrying a flow (Sec. III-D), as (host or switch, switch) pairs in P order."""
+    """Built links carrying a flow of some task (Sec. III-D), as (host or switch, switch)
+    pairs in P order."""
     hosts = set(inst.hosts())
-    return [p for p in inst.links if p in sol.built
-            and (p[0] in hosts or sol.flows.get(p, 0) + sol.flows.get(p[::-1], 0) > 0)]
+    busy = {frozenset((u, v)) for (_i, u, v) in sol.flows}
+    return [p for p in inst.links if p in sol.built and (p[0] in hosts or frozenset(p) in busy)]
 
 
 def patch_panel(inst: Instance, sol: Solution) -> list[dict]:
@@ -52,18 +53,21 @@ def patch_panel(inst: Instance, sol: Solution) -> list[dict]:
     return out
 
 
-def paths(inst: Instance, sol: Solution) -> tuple[dict[str, list[str]], list[AggregationPoint]]:
-    path = {w: [w, sol.attach[w]] for w in inst.workers}
+def paths(inst: Instance, sol: Solution,
+          i: int) -> tuple[dict[str, list[str]], list[AggregationPoint]]:
+    """Task i's worker paths and aggregation points."""
+    task = inst.tasks[i]
+    path = {w: [w, sol.attach[w]] for w in task.workers}
     waiting: dict[str, list[_Flow]] = {s: [] for s in inst.switches}
-    for w in inst.workers:
+    for w in task.workers:
         waiting[sol.attach[w]].append(_Flow([w]))
     points = []
     aggregators = set(inst.aggregators)
-    for s in sorted(inst.switches, key=lambda s: -sol.layers[s]):
+    for s in sorted(inst.switches, key=lambda s: -sol.layers[i, s]):
         flows = waiting[s]
         if not flows:
             continue
-        outs = [(v, n) for (u, v), n in sol.flows.items() if u == s]
+        outs = [(v, n) for (j, u, v), n in sol.flows.items() if j == i and u == s]
         if s in aggregators and len(flows) > 1:
             (nxt, _one), = outs  # (9)-(10): one flow out
             points.append(AggregationPoint(s, 0, len(flows), nxt))
@@ -73,9 +77,9 @@ def paths(inst: Instance, sol: Solution) -> tuple[dict[str, list[str]], list[Agg
             for f in queue[:n]:
                 for w in f.members:
                     path[w].append(v)
-                if v != inst.ps:
+                if v != task.ps:
                     waiting[v].append(f)
             queue = queue[n:]
         assert not queue, f"{s}: flows without an outgoing link (13)"
-    assert all(p[-1] == inst.ps for p in path.values())
+    assert all(p[-1] == task.ps for p in path.values())
     return path, points
