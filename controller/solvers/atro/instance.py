@@ -2,7 +2,7 @@
 
 A pool file (`ina topo gen pool`, topologies/README.md) lists switches with a port budget
 `max_ports` (η_u) and *candidate* links: the pairs P of Eq. (4) the optical patch panel may
-connect. Every candidate is a choice here, never a built cable. Hosts outside the task take
+connect. Every candidate is a choice here, never a built cable. Hosts outside every task take
 no part (they have no flow to send), host-host candidates are not in P (Eq. 4).
 
 b_u^v of (14) is the smaller of a candidate's two directions' capacities: (14) is stated for
