@@ -52,7 +52,7 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
             share = (end - time.perf_counter()) / (len(every) - i)
             alone = search.maximise(inst, [i], time.perf_counter() + share, **settings)
             solo[i] = alone.bound
-            details.setdefault("solo", {})[inst.tasks[i].name] = {
+            details.setdefault("solo", {})[f"{inst.tasks[i].job}/{inst.tasks[i].name}"] = {
                 "rate_gbps": float(alone.rate), "bound_gbps": float(alone.bound)}
         maxmin_end = time.perf_counter() + MAXMIN_SHARE * (deadline - time.perf_counter())
     else:
@@ -86,7 +86,7 @@ def _raise_each(inst: Instance, rates: dict[int, Fraction], sol, solo: dict[int,
         up = search.maximise(inst, [j], time.perf_counter() + share, **settings, fixed=others,
                              above=rates[j], hint=sol, top=solo[j])
         details.setdefault("raised", []).append(
-            {"task": inst.tasks[j].name, "rate_gbps": float(up.rate), "probes": up.log})
+            {"task": f"{inst.tasks[j].job}/{inst.tasks[j].name}", "rate_gbps": float(up.rate), "probes": up.log})
         finished = finished and up.finished
         if up.solution is not None:
             rates[j], sol = up.rate, up.solution
