@@ -59,6 +59,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from controller.solvers import SchemeInputError, SolveOptions, solve
 
     _check_writable(args.json, "--json")
+    _check_writable(args.topology_out, "--topology-out")
     params = _params(args.param)
     network = load_topology(args.topology)
     if not network.tasks:
@@ -73,7 +74,20 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.json:
         plan.save(args.json)
         console.print(f"plan written to {args.json}")
+    if args.topology_out:
+        _write_chosen(network, plan, args.topology_out)
     return 0
+
+
+def _write_chosen(network, plan: Plan, path: str) -> None:
+    """`--topology-out`: the network a topology-choosing scheme built (controller.patch_panel)."""
+    from controller import patch_panel
+
+    if plan.patch_panel is None:
+        raise UserError(f"--topology-out: scheme {plan.scheme} routes on the topology as it is "
+                        f"and chooses no network; use a topology-choosing scheme (atro)")
+    patch_panel.write(network, plan, path)
+    console.print(f"chosen topology written to {path} ({len(plan.patch_panel)} links)")
 
 
 def _params(pairs: list[tuple[str, str]]) -> dict[str, object]:
@@ -343,6 +357,15 @@ def cmd_mininet(args: argparse.Namespace) -> int:
         except SchemeInputError as exc:
             raise UserError(str(exc)) from None
         print_plan(plan)
+        emulated = network
+        if plan.patch_panel is not None:  # a topology-choosing scheme: build what it chose
+            import tempfile
+
+            from controller import patch_panel
+
+            emulated = patch_panel.built(network, plan, tempfile.mkdtemp(prefix="ina-chosen-"))
+            console.print(f"emulating the chosen network {emulated.source} "
+                          f"({len(plan.patch_panel)} links)")
         planned = plan.tasks[0].rate_gbps * args.scale_mbps
 
         def show(it: runner.IterationResult, planned: float = planned) -> None:
@@ -355,7 +378,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
 
         try:
             results.append(runner.run(
-                network, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
+                emulated, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
                 target=args.target, scale_mbps=args.scale_mbps, timeout=args.timeout,
                 on_iteration=show, plain_switches=args.plain_switches))
         except runner.RunnerError as exc:
@@ -409,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warm-start", metavar="PLAN.json", help="previous plan to start from")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter, repeatable (e.g. quantization=100)")
+    p.add_argument("--topology-out", metavar="FILE.yaml",
+                   help="write the network a topology-choosing scheme (atro) built")
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("evaluate", help="score a plan independently of the scheme that made it")

@@ -6,6 +6,7 @@ they enter as an aggregation point: flows entering the same switch through diffe
 are never merged. That yields the number of flows of each task on each directed link
 (`y[i]_u^v` in ARO's notation), from which rates follow:
 
+* a link with `shared_capacity` is one resource for the flows of both its directions;
 * an aggregator's capacity is charged for the flows it merges, or, on a switch with
   `aggregates: all` (EINA's edge aggregators), for every flow entering it
   (`controller.edge_aggregation`);
@@ -427,8 +428,9 @@ def _resources(
             uses[("rate cap", label)] = 1
             capacity[("rate cap", label)] = task.rate_cap_gbps
         for (u, v), n in tf.link_flows.items():
-            uses[("link", u, v)] = n
-            capacity[("link", u, v)] = network.capacity(u, v)
+            key = ("link", *network.link_key(u, v))  # both directions on a shared link
+            uses[key] = uses.get(key, 0) + n
+            capacity[key] = network.capacity(u, v)
         for sw, n in aggregator_charges(network, tf.link_flows, tf.aggregator_inflows).items():
             limit = network.spec(sw).aggregation_capacity_gbps
             if limit is not None:

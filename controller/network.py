@@ -125,6 +125,15 @@ class LinkSpec(_Strict):
     reverse_capacity_gbps: Capacity | None = None
     a_port: Port | None = None
     b_port: Port | None = None
+    # capacity_gbps bounds both directions' traffic together (ATRO's (14)).
+    shared_capacity: bool = False
+
+    @model_validator(mode="after")
+    def _shared_is_one_capacity(self) -> LinkSpec:
+        if self.shared_capacity and self.reverse_capacity_gbps is not None:
+            raise ValueError("a link with `shared_capacity: true` has one capacity for both "
+                             "directions; drop `reverse_capacity_gbps`")
+        return self
 
 
 class TaskSpec(_Strict):
@@ -246,6 +255,14 @@ class Network:
 
     def capacity(self, u: str, v: str) -> float:
         return self.graph.edges[u, v]["capacity_gbps"]
+
+    def link_key(self, u: str, v: str) -> tuple[str, str]:
+        """The capacity the traffic u→v uses: its own direction's, or, on a link with
+        `shared_capacity`, the one both directions share (keyed by the sorted ends)."""
+        if self.graph.edges[u, v].get("shared"):
+            a, b = sorted((u, v))
+            return (a, b)
+        return (u, v)
 
     def role(self, host: str) -> Role:
         return self.graph.nodes[host]["spec"].role
@@ -393,8 +410,11 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
             ports[end] = port
         forward = link.capacity_gbps
         reverse = link.reverse_capacity_gbps if link.reverse_capacity_gbps is not None else forward
-        graph.add_edge(link.a, link.b, capacity_gbps=forward, out_port=ports["a"], in_port=ports["b"])
-        graph.add_edge(link.b, link.a, capacity_gbps=reverse, out_port=ports["b"], in_port=ports["a"])
+        shared = link.shared_capacity
+        graph.add_edge(link.a, link.b, capacity_gbps=forward, out_port=ports["a"], in_port=ports["b"],
+                       shared=shared)
+        graph.add_edge(link.b, link.a, capacity_gbps=reverse, out_port=ports["b"], in_port=ports["a"],
+                       shared=shared)
 
     for name, count in host_links.items():
         if count == 0:

@@ -4,7 +4,11 @@ Scripts outside the code read these JSON keys, so they are part of the product's
 top level `scheme`, `status`, `objective`, `bound`, `solve_seconds`, `seed`, `tasks`; each task
 `job`, `task`, `ps`, `rate_gbps`, `paths` (worker → node list), `aggregation` (list of
 `switch`, `pipeline`, `fan_in`, `next_hop`, optional `workers`), optional `model_share`
-(`controller.sharding`). `PLAN_JSON_SCHEMA` states them formally.
+(`controller.sharding`). Optional top-level `patch_panel`: the links a topology-choosing scheme
+(ATRO) has the optical patch panel build, each `a` (a switch), `a_port`, `b` (a switch or a
+host), `b_port` (null at a host: it has one port) and `capacity_gbps` (shared by both
+directions); `ina solve --topology-out` writes them as a topology file. `PLAN_JSON_SCHEMA`
+states them formally.
 
 Semantics the evaluator and the compiler rely on: a path is the physical node list from the
 worker to the PS. A task's flows that enter a switch through a pipeline listed in the task's
@@ -101,6 +105,8 @@ class Plan:
     link_loads: list[LinkLoad] = field(default_factory=list)
     # Scheme-specific extras (LP value, quantization, stage times, ...).
     details: dict[str, Any] = field(default_factory=dict)
+    # The network a topology-choosing scheme built (module docstring); None: the topology's.
+    patch_panel: list[dict[str, Any]] | None = None
 
     @property
     def gap(self) -> float | None:
@@ -129,6 +135,8 @@ class Plan:
              "capacity_gbps": ll.capacity_gbps}
             for ll in self.link_loads
         ]
+        if self.patch_panel is None:
+            del data["patch_panel"]
         return data
 
     def to_json(self) -> str:
@@ -157,7 +165,7 @@ class Plan:
             scheme=data["scheme"], status=data["status"], objective=data["objective"],
             bound=data.get("bound"), solve_seconds=data["solve_seconds"], seed=data.get("seed"),
             tasks=tasks, topology=data.get("topology", ""), link_loads=loads,
-            details=data.get("details", {}),
+            details=data.get("details", {}), patch_panel=data.get("patch_panel"),
         )
 
     @classmethod
@@ -256,6 +264,14 @@ class _LinkLoadFile(_Strict):
     capacity_gbps: float = Field(ge=0)
 
 
+class _ConnectionFile(_Strict):
+    a: Name
+    a_port: int = Field(ge=1)
+    b: Name
+    b_port: int | None = Field(ge=1)
+    capacity_gbps: float = Field(gt=0)
+
+
 class _PlanFile(_Strict):
     scheme: str
     status: Status
@@ -268,6 +284,7 @@ class _PlanFile(_Strict):
     tasks: Annotated[list[_TaskFile], FailFast()] = Field(min_length=1)
     link_loads: Annotated[list[_LinkLoadFile], FailFast()] = []
     details: dict[str, Any] = {}
+    patch_panel: list[_ConnectionFile] | None = Field(default=None, fail_fast=True)
 
 
 _AGGREGATION = {
@@ -326,5 +343,18 @@ PLAN_JSON_SCHEMA: dict[str, Any] = {
             },
         },
         "details": {"type": "object"},
+        "patch_panel": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["a", "a_port", "b", "b_port", "capacity_gbps"],
+                "properties": {
+                    "a": {"type": "string"}, "a_port": {"type": "integer", "minimum": 1},
+                    "b": {"type": "string"},
+                    "b_port": {"type": ["integer", "null"], "minimum": 1},
+                    "capacity_gbps": {"type": "number", "exclusiveMinimum": 0},
+                },
+            },
+        },
     },
 }

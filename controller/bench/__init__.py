@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "e2e": "controller.bench.e2e",
     "eina": "controller.bench.eina",
     "paring": "controller.bench.paring",
+    "atro": "controller.bench.atro",
 }
 
 

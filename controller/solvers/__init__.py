@@ -54,6 +54,7 @@ _SCHEMES: dict[str, str] = {
     "eina-iqcp": "controller.solvers.eina.solver:solve_iqcp",
     "paring": "controller.solvers.paring.solver:solve_paring",
     "paring-opt": "controller.solvers.paring.solver:solve_paring_opt",
+    "atro": "controller.solvers.atro.solver:solve_atro",
 }
 
 

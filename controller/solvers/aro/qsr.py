@@ -112,8 +112,9 @@ def resources(
         for edge, (a, b) in tg.physical.items():
             directions = [(a, b), (b, a)] if bidirectional else [(a, b)]
             for u, v in directions:
+                key = network.link_key(u, v)  # a shared link: both directions, one capacity
                 res = links.setdefault(
-                    (u, v), Resource(("link", u, v), network.capacity(u, v), {}))
+                    key, Resource(("link", *key), network.capacity(u, v), {}))
                 res.terms.setdefault(tg.index, []).append(edge)
             inp = edge[1]
             limit = network.spec(inp[1]).aggregation_capacity_gbps if inp[0] == "inp" else None

@@ -331,8 +331,9 @@ def _fill_rates(network: Network, plan: Plan, bidirectional: bool) -> None:
         for (u, v), n in tf.link_flows.items():
             directions = [(u, v), (v, u)] if bidirectional else [(u, v)]
             for a, b in directions:
-                uses[("link", a, b)] = uses.get(("link", a, b), 0) + n
-                capacity[("link", a, b)] = network.capacity(a, b)
+                key = ("link", *network.link_key(a, b))
+                uses[key] = uses.get(key, 0) + n
+                capacity[key] = network.capacity(a, b)
         for (sw, _pipe), n in tf.aggregator_inflows.items():
             limit = network.spec(sw).aggregation_capacity_gbps
             if limit is not None:

@@ -1,0 +1,137 @@
+"""Maximise r (5) by bisection over the rates where feasibility can change; each probe is the
+feasibility model of `model` at one fixed rate.
+
+Why this is exact for real rates: r enters the model only through floor(b/r) (14) and
+floor(c/r) (an aggregation capacity), which are constant on (b/(k+1), b/k]. So "some network
+carries rate r" is constant between consecutive values cap/k (the candidates) and can only get
+harder as r grows: the optimum is the largest feasible candidate, and once candidate j is
+refuted no real rate above candidate j−1 is feasible (that is the bound on a time-out).
+A link carries at most |N_w| + |N_agg| distinct flows per task (every worker's and every
+aggregator's output, each once by loop freedom), so k runs up to that summed over the tasks.
+
+Several tasks at one common rate t (the max-min part) are exact the same way: every
+constraint is a flow count times t against a capacity. Raising one task with the others fixed
+(the sum part, `raise_one`) is a greedy step over that task's own candidates, not a proof.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from controller.solvers.atro.instance import Instance
+from controller.solvers.atro.model import Solution, build, exact
+
+
+@dataclass
+class Outcome:
+    solution: Solution | None
+    rate: Fraction  # the common rate of the searched tasks the solution carries (0: none)
+    bound: Fraction  # no real common rate above it is feasible (with `fixed` ones: greedy)
+    finished: bool  # the bisection closed (rate == bound) or refuted everything
+    log: list[str] = field(default_factory=list)
+
+
+def ceiling(inst: Instance, i: int) -> Fraction:
+    """Task i alone: a worker sends on one of its links, the PS receives on one of its own."""
+    t = inst.tasks[i]
+
+    def best(h: str) -> Fraction:
+        return max((exact(b) for (u, _v), b in inst.links.items() if u == h), default=Fraction(0))
+    return min(best(h) for h in (*t.workers, t.ps))
+
+
+def candidates(inst: Instance, tasks: list[int]) -> list[Fraction]:
+    """Common rates of `tasks` where feasibility can change: capacity / flow count."""
+    top = min(ceiling(inst, i) for i in tasks)
+    most = sum(len(inst.tasks[i].workers) + len(inst.aggregators) for i in tasks)
+    caps = {exact(c) for c in (*inst.links.values(), *inst.agg_capacity.values()) if c > 0}
+    return sorted({c / k for c in caps for k in range(1, most + 1) if c / k <= top})
+
+
+def carried(inst: Instance, sol: Solution, tasks: list[int]) -> Fraction:
+    """The highest common rate of `tasks` a solution's routing carries: min over links of
+    b / (every task's flows, both directions) (14), and over aggregators c / inflow."""
+    load: dict[tuple[str, str], int] = {}
+    for (_i, u, v), n in sol.flows.items():
+        key = (u, v) if (u, v) in inst.links else (v, u)
+        load[key] = load.get(key, 0) + n
+    for i in tasks:
+        for w in inst.tasks[i].workers:
+            key = (w, sol.attach[w])
+            load[key] = load.get(key, 0) + 1
+    rate = min(exact(inst.links[key]) / n for key, n in load.items())
+    for s, c in inst.agg_capacity.items():
+        inflow = sum(n for (_i, _u, v), n in sol.flows.items() if v == s)
+        inflow += sum(1 for i in tasks for w in inst.tasks[i].workers if sol.attach[w] == s)
+        if inflow:
+            rate = min(rate, exact(c) / inflow)
+    return rate
+
+
+def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int = 2,
+             seed: int = 0, symmetry: str = "none", fixed: dict[int, Fraction] | None = None,
+             above: Fraction = Fraction(0), hint: Solution | None = None,
+             top: Fraction | None = None) -> Outcome:
+    """Bisection on one common rate of `tasks` (the others in `fixed` keep theirs), over the
+    candidates in (above, top]; stops with what is proven when `deadline` (perf_counter)
+    passes."""
+    fixed = fixed or {}
+    cands = [c for c in candidates(inst, tasks) if c > above and (top is None or c <= top)]
+    lo, hi, best, log = -1, len(cands), hint, []
+    while hi - lo > 1:
+        mid = _middle(cands, lo, hi)
+        started = time.perf_counter()
+        rates = {**fixed, **{i: cands[mid] for i in tasks}}
+        verdict, sol = probe(inst, rates, deadline, workers, seed, symmetry, best)
+        log.append(f"r={float(cands[mid]):.6g} {verdict} {time.perf_counter() - started:.3f}s")
+        if verdict == "feasible":
+            best = sol
+            lo = mid
+            if not fixed:  # the routes may carry more than asked
+                reach = carried(inst, sol, tasks)
+                lo = max(mid, bisect.bisect_right(cands, reach) - 1)
+        elif verdict == "infeasible":
+            hi = mid
+        else:
+            break
+    rate = cands[lo] if lo >= 0 else above
+    bound = cands[hi - 1] if hi >= 1 else above
+    return Outcome(best if lo >= 0 else None, rate, bound, hi - lo <= 1, log)
+
+
+def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: int, seed: int,
+          symmetry: str, hint: Solution | None = None) -> tuple[str, Solution | None]:
+    """'feasible' (with a network), 'infeasible', or 'unknown' (out of time)."""
+    left = deadline - time.perf_counter()
+    if left <= 0.01:
+        return "unknown", None
+    am = build(inst, rates, symmetry)
+    if hint is not None:
+        am.hint(hint)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = left
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    status = solver.solve(am.model)
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return "feasible", am.solution(solver)
+    if status == cp_model.INFEASIBLE:
+        return "infeasible", None
+    if status == cp_model.MODEL_INVALID:
+        raise RuntimeError(am.model.validate())
+    return "unknown", None
+
+
+def _middle(cands: list[Fraction], lo: int, hi: int) -> int:
+    """The candidate nearest the middle value strictly between lo and hi. Bisection in value,
+    not in list position: the candidates crowd at low rates (b/k for large k), where probes
+    are feasible and slow to solve, while the high ones are few and refuted in presolve;
+    halving the value range takes about 2·log2(|N_w|) probes at most."""
+    low = cands[lo] if lo >= 0 else Fraction(0)
+    target = (low + cands[hi - 1]) / 2
+    return min(max(bisect.bisect_left(cands, target), lo + 1), hi - 1)

@@ -1,0 +1,128 @@
+"""The scheme `atro`: choose the network and the routing, return a Plan that carries both.
+
+`status` and `bound` are about the real problem (real rates, the paper's model (2)-(21) plus
+the data-plane fan-in limit unless `max_fan_in=0`). One task: `optimal` when the bisection
+closed, else `feasible` (or `timeout` without any network) with the last rate not refuted as
+bound. A pool that no network can serve at any rate is an input error naming what to change.
+
+Several tasks (the paper's future work, Sec. V), as ARO's MJMT: first the largest common rate
+of all tasks (max-min, a bisection as for one task, exact), then each task in turn raised alone
+with the others kept (greedy, for the sum). The objective is ARO's (Eq. 2 for one job, Eq. 3
+for several, `common.weighted_objective`); its bound takes each task's own optimum on the pool
+alone (the other tasks only take ports and capacity) for the sum terms and the max-min
+bisection's bound for the min term.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+from controller.network import Network
+from controller.plan import Plan, TaskPlan
+from controller.solvers import SchemeInputError, SolveOptions
+from controller.solvers.atro import routes, search
+from controller.solvers.atro.instance import PARAMS, Instance, read
+from controller.solvers.common import weighted_objective
+from controller.solvers.params import SchemeParams
+
+DEFAULT_TIME_LIMIT = 60.0
+SYMMETRY = ("none", "switches", "all")  # measured in the package docstring
+SOLO_SHARE = 0.3  # of the time, for the tasks' own optima (several tasks)
+MAXMIN_SHARE = 0.5  # of what is left then, for the common rate
+MU = 0.001  # ARO's μ of Eq. (3), `common.weighted_objective`'s default
+
+
+def solve_atro(network: Network, options: SolveOptions) -> Plan:
+    started = time.perf_counter()
+    inst = read(network, options.params)
+    checked = SchemeParams("atro", options.params, PARAMS)
+    settings = {"workers": checked.integer("num_workers", 2, minimum=1, maximum=64),
+                "seed": options.seed or 0,
+                "symmetry": checked.choice("symmetry", "none", SYMMETRY)}
+    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    deadline = started + limit
+    details: dict = {"layers": inst.layers, "max_fan_in": inst.max_fan_in,
+                     "symmetry": settings["symmetry"]}
+    every = list(range(len(inst.tasks)))
+    solo: dict[int, Fraction] = {}
+    if len(every) > 1:
+        end = started + SOLO_SHARE * limit
+        for i in every:
+            share = (end - time.perf_counter()) / (len(every) - i)
+            alone = search.maximise(inst, [i], time.perf_counter() + share, **settings)
+            solo[i] = alone.bound
+            details.setdefault("solo", {})[f"{inst.tasks[i].job}/{inst.tasks[i].name}"] = {
+                "rate_gbps": float(alone.rate), "bound_gbps": float(alone.bound)}
+        maxmin_end = time.perf_counter() + MAXMIN_SHARE * (deadline - time.perf_counter())
+    else:
+        maxmin_end = deadline
+    out = search.maximise(inst, every, maxmin_end, **settings, top=min(solo.values(), default=None))
+    details["probes"] = out.log
+    if out.solution is None:
+        if out.finished:
+            raise SchemeInputError(_why_infeasible(inst, network))
+        return Plan("atro", "timeout", 0.0, float(out.bound), time.perf_counter() - started,
+                    options.seed, [], topology=network.name, details=details)
+    rates = {i: out.rate for i in every}
+    sol, finished = out.solution, out.finished
+    if len(every) > 1:
+        sol, finished = _raise_each(inst, rates, sol, solo, deadline, settings, details,
+                                    finished)
+    plan = _plan(network, inst, sol, rates, details, options)
+    plan.bound = max(_bound(network, inst, out.bound, solo), plan.objective)
+    proven = plan.objective >= plan.bound * (1 - 1e-9)
+    plan.status = "optimal" if proven else ("feasible" if finished else "timeout")
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+def _raise_each(inst: Instance, rates: dict[int, Fraction], sol, solo: dict[int, Fraction],
+                deadline: float, settings: dict, details: dict, finished: bool):
+    """The sum part: each task in turn at the highest rate that fits with the others kept."""
+    for k, j in enumerate(rates):
+        share = (deadline - time.perf_counter()) / (len(rates) - k)
+        others = {i: r for i, r in rates.items() if i != j}
+        up = search.maximise(inst, [j], time.perf_counter() + share, **settings, fixed=others,
+                             above=rates[j], hint=sol, top=solo[j])
+        details.setdefault("raised", []).append(
+            {"task": f"{inst.tasks[j].job}/{inst.tasks[j].name}", "rate_gbps": float(up.rate), "probes": up.log})
+        finished = finished and up.finished
+        if up.solution is not None:
+            rates[j], sol = up.rate, up.solution
+    return sol, finished
+
+
+def _plan(network: Network, inst: Instance, sol, rates: dict[int, Fraction], details: dict,
+          options: SolveOptions) -> Plan:
+    tasks = []
+    for i, t in enumerate(inst.tasks):
+        paths, points = routes.paths(inst, sol, i)
+        tasks.append(TaskPlan(t.job, t.name, t.ps, float(rates[i]), paths, points))
+    plan = Plan("atro", "feasible", 0.0, None, 0.0, options.seed, tasks, topology=network.name,
+                details=details, patch_panel=routes.patch_panel(inst, sol))
+    plan.objective = weighted_objective(network, plan, MU)
+    details["switches_used"] = sorted({c["a"] for c in plan.patch_panel}
+                                      | {c["b"] for c in plan.patch_panel if c["b_port"]})
+    return plan
+
+
+def _bound(network: Network, inst: Instance, maxmin: Fraction,
+           solo: dict[int, Fraction]) -> float:
+    """Eq. (1)-(3)'s bound: `maxmin` bounds the common rate (one task: its rate), `solo` each
+    task's own rate."""
+    if len(inst.tasks) == 1:
+        return float(maxmin)
+    if len({t.job for t in inst.tasks}) == 1:
+        return float(sum(solo.values()))  # Eq. (2)
+    beta = inst.tasks[0].beta  # one task per job, one beta (`instance.read`)
+    return float(beta * maxmin + MU * beta * sum(solo.values()))  # Eq. (3)
+
+
+def _why_infeasible(inst: Instance, network: Network) -> str:
+    return (f"atro: no network of the pool {network.source} connects all "
+            f"{len(inst.senders())} workers to their PS at any rate; check the switches' "
+            f"max_ports (Σ η_u = {sum(inst.ports.values())} for {len(inst.hosts())} hosts), the "
+            f"candidate links, the layer limit (layers={inst.layers}, --param layers=N up to "
+            f"{len(inst.switches)}) and the fan-in limit (max_fan_in={inst.max_fan_in or 0}, "
+            f"0 = unlimited)")
