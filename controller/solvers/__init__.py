@@ -51,6 +51,7 @@ _SCHEMES: dict[str, str] = {
     "spar": "controller.solvers.spar:solve",
     "eina": "controller.solvers.eina.solver:solve_eina",
     "eina-iqcp": "controller.solvers.eina.solver:solve_iqcp",
+    "eina-plus": "controller.solvers.eina_plus.solver:solve_plus",
 }
 
 

@@ -1,0 +1,145 @@
+"""The scheme `eina-plus`: EINA's trees plus bypass, never below EINA or the baselines.
+
+Steps, each under its share of the time limit:
+1. EINA (`controller.solvers.eina.search`) on the same grid: its trees are candidate one and
+   CP-SAT's starting point for step 3.
+2. The baselines named by `candidates` (default grid, atp, rr) with the same seed: their plans
+   as they are.
+3. EINA+'s own model (`model.py`), hinted with EINA's trees, on the remaining time.
+Every candidate is rated by the same LP over the evaluator's own resources (`rerate.py`) and
+the best total Σ_p r_p is the plan; `details.candidates` gives every candidate's total.
+Status and bound are for the real problem the evaluator scores on this topology (see the
+package docstring): the model's CP-SAT bound turned into one for real rates (s · (U + |P|),
+`eina.bound`'s argument), capped by a tree-free bound; `optimal` only when the plan meets it.
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+
+from ortools.sat.python import cp_model
+
+from controller.network import Network, TopologyError
+from controller.plan import Plan
+from controller.solvers import SolveOptions, solve
+from controller.solvers.common import weighted_objective
+from controller.solvers.eina import search
+from controller.solvers.eina.instance import Instance, exact, read
+from controller.solvers.eina.routes import task_plans as tree_plans
+from controller.solvers.eina.solver import DEFAULT_STEP, DEFAULT_TIME_LIMIT, _step
+from controller.solvers.eina_plus import model, rerate, routes
+
+SCHEME = "eina-plus"
+BASELINES = "grid,atp,rr"
+SHARES = (0.2, 0.25)  # of the time limit: EINA's search, then the baselines; the model the rest
+RESERVE = 0.1  # of the time limit, for re-rating and the plan
+
+
+def solve_plus(network: Network, options: SolveOptions) -> Plan:
+    started = time.perf_counter()
+    params = {**network.schemes.get("eina", {}), **options.params}
+    baselines = [s for s in str(params.pop("candidates", BASELINES)).split(",") if s]
+    unknown = [s for s in baselines if s not in ("grid", "atp", "rr", "random", "aggtree")]
+    if unknown:
+        raise TopologyError(network.source, "schemes.eina-plus.candidates (or --param "
+                            "candidates)", f"baselines to compare with are grid, atp, rr, "
+                            f"random, aggtree (comma-separated); got {', '.join(unknown)}")
+    inst = read(network, params)
+    step = _step(network, params, DEFAULT_STEP)
+    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    seed, workers = options.seed or 0, int(params.get("num_workers", 2))
+    merges_all = {a: network.spec(a).aggregates == "all" for a in inst.aggregators}
+    ps_link = [exact(network.capacity(inst.home[ps], ps)) for ps in inst.ps]
+    r_low, r_high = float(inst.r_low), [float(v) for v in inst.r_high]
+
+    def rated(plan_tasks) -> Plan | None:
+        plan = Plan(SCHEME, "feasible", 0.0, None, 0.0, options.seed, plan_tasks,
+                    topology=network.name)
+        rates = rerate.best_rates(network, plan, r_low, r_high)
+        if rates is None:
+            return None
+        for tp, r in zip(plan.tasks, rates):
+            tp.rate_gbps = r
+        total = sum(rates)
+        for tp, r in zip(plan.tasks, rates):
+            tp.model_share = r / total if total > 0 else 1 / len(rates)
+        plan.objective = weighted_objective(network, plan)
+        return plan
+
+    candidates: dict[str, Plan] = {}
+    eina = search.solve(inst, step, started + SHARES[0] * limit, seed, workers)
+    hint = None
+    if eina.parents is not None:
+        hint = ([routes.choice_of_tree(inst, p, t) for p, t in enumerate(eina.parents)],
+                eina.levels)
+        plan = rated(tree_plans(inst, eina.parents, [0.0] * len(inst.ps)))
+        if plan is not None:
+            candidates["eina"] = plan
+    for name in baselines:
+        left = started + sum(SHARES) * limit - time.perf_counter()
+        base = solve(network, name, SolveOptions(time_limit=max(left, 1.0), seed=options.seed))
+        plan = rated(base.tasks) if base.tasks else None
+        if plan is not None:
+            candidates[name] = plan
+    pm = model.build(inst, step, merges_all, ps_link)
+    if hint is not None:
+        model.hint(inst, pm, *hint, merges_all)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(
+        started + (1 - RESERVE) * limit - time.perf_counter(), 0.01)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    status = solver.solve(pm.model)
+    quantized_bound = None
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        own = rated(routes.task_plans(inst, model.read_back(inst, pm, solver)))
+        if own is not None:
+            candidates["eina-plus model"] = own
+        quantized_bound = int(solver.best_objective_bound + 1e-6)
+    elif status == cp_model.INFEASIBLE:
+        quantized_bound = -len(inst.ps)  # no rates on the grid: none real either (r^L on it)
+
+    bound = tree_free_bound(inst, merges_all, ps_link)
+    if quantized_bound is not None:
+        bound = min(bound, step * (quantized_bound + len(inst.ps)))
+    details = {"step_gbps": float(step), "cp_sat_status": solver.status_name(status),
+               "model_bound_gbps": None if quantized_bound is None else
+               float(quantized_bound * step),
+               "candidates": {k: p.objective for k, p in candidates.items()}}
+    if not candidates:
+        plan = Plan(SCHEME, "infeasible" if status == cp_model.INFEASIBLE else "timeout",
+                    0.0, max(float(bound), 0.0), 0.0, options.seed, [], topology=network.name,
+                    details=details)
+    else:
+        winner = max(candidates, key=lambda k: candidates[k].objective)
+        plan = candidates[winner]
+        details["winner"] = winner
+        plan.details = details
+        plan.bound = max(float(bound), plan.objective)
+        plan.status = "optimal" if plan.objective >= float(bound) * (1 - 1e-9) else "feasible"
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+def tree_free_bound(inst: Instance, merges_all: dict[str, bool],
+                    ps_link: list[Fraction]) -> Fraction:
+    """Σ_p r_p without any routing: Σ_p r_p^U; a worker of every task sends Σ_p r_p on its
+    link; an `aggregates: all` rack merges a_{p,j} flows of each p whatever the routing
+    ((10)), so Σ_p r_p ≤ c_j / min_p a_{p,j} (bypass voids this on `addressed` racks); and
+    `merge_budget`."""
+    P = range(len(inst.ps))
+    bounds = [sum(inst.r_high), merge_budget(inst, ps_link) / min(len(w) for w in inst.workers)]
+    for j in inst.aggregators:
+        least = min(inst.local[p][j] for p in P)
+        if merges_all[j] and least > 0:
+            bounds.append(inst.c[j] / least)
+    bounds += [cap for w, cap in inst.host_cap.items() if all(w in ws for ws in inst.workers)]
+    return min(bounds)
+
+
+def merge_budget(inst: Instance, ps_link: list[Fraction]) -> Fraction:
+    """Σ_p |W_p| r_p ≤ Σ_j c_j + Σ_p (π[p]'s PS link), whatever the routing: the |W_p| flows of
+    p reach its PS as S_p flows, S_p r_p ≤ the PS link, so merges remove |W_p| − S_p of them;
+    a merge of F flows removes F − 1 and charges F r_p ≥ (F − 1) r_p to some c_j."""
+    return sum(inst.c.values()) + sum(ps_link)
