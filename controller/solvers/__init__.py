@@ -52,6 +52,7 @@ _SCHEMES: dict[str, str] = {
     "eina": "controller.solvers.eina.solver:solve_eina",
     "eina-iqcp": "controller.solvers.eina.solver:solve_iqcp",
     "eina-plus": "controller.solvers.eina_plus.solver:solve_plus",
+    "eina-fast": "controller.solvers.eina_fast.solver:solve_fast",
 }
 
 

@@ -152,7 +152,7 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
     for p in P:
         mdl.add(sum(load["ps", p]) <= units(ps_link[p], step))  # π[p] → PS link
     for w, cap in inst.host_cap.items():  # a worker's own link: one flow per PS
-        mdl.add(sum(pm.r[p] for p in P if w in inst.workers[p]) <= units(cap, step))
+        mdl.add(sum(pm.r[p] for p in inst.tasks_of[w]) <= units(cap, step))
     # Implied (`solver.merge_budget`), stated so CP-SAT's bound sees it.
     mdl.add(sum(total[p] * pm.r[p] for p in P)
             <= units(sum(inst.c.values()) + sum(ps_link), step))

@@ -134,7 +134,7 @@ def tree_free_bound(inst: Instance, merges_all: dict[str, bool],
         least = min(inst.local[p][j] for p in P)
         if merges_all[j] and least > 0:
             bounds.append(inst.c[j] / least)
-    bounds += [cap for w, cap in inst.host_cap.items() if all(w in ws for ws in inst.workers)]
+    bounds += [cap for w, cap in inst.host_cap.items() if len(inst.tasks_of[w]) == len(inst.ps)]
     return min(bounds)
 
 
