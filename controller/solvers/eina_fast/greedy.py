@@ -51,9 +51,9 @@ def trees(inst: Instance, rates: list[float]) -> list[dict[str, str]] | None:
 def _grow(inst: Instance, p: int, r: float, cap: dict, egress: dict,
           ingress: dict) -> dict[str, str] | None:
     root = inst.home[inst.ps[p]]
-    if r <= _EPS:
-        # rate 0: any tree fits; the star
-        return {i: root for i in inst.aggregators if i != root and inst.local[p][i]}
+    if r <= _EPS:  # rate 0 takes no room: the star, if d̂ lets racks sit below π[p]
+        star = {i: root for i in inst.aggregators if i != root and inst.local[p][i]}
+        return star if inst.d_hat >= 1 or not star else None
 
     def room(j: str) -> int:
         return max(0, int((min(cap[j], egress[j]) + _EPS) // r))

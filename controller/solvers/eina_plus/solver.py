@@ -1,11 +1,13 @@
 """The scheme `eina-plus`: EINA's trees plus bypass, never below EINA or the baselines.
 
-Steps, each under its share of the time limit:
-1. EINA (`controller.solvers.eina.search`) on the same grid: its trees are candidate one and
-   CP-SAT's starting point for step 3.
-2. The baselines named by `candidates` (default grid, atp, rr) with the same seed: their plans
-   as they are.
-3. EINA+'s own model (`model.py`), hinted with EINA's trees, on the remaining time.
+Steps:
+1. EINA (`controller.solvers.eina.search`) on the same grid, for a quarter of the time limit:
+   its trees are candidate one and CP-SAT's starting point for step 3.
+2. The baselines named by `candidates` (default grid, atp, rr) with the same seed and time
+   limit, as they would run alone: their plans as they are (their time is theirs: GRID may
+   take longer than the limit on large instances).
+3. EINA+'s own model (`model.py`), hinted with EINA's trees, until 90 % of the limit (at least
+   a quarter of it).
 Every candidate is rated by the same LP over the evaluator's own resources (`rerate.py`) and
 the best total Σ_p r_p is the plan; `details.candidates` gives every candidate's total.
 Status and bound are for the real problem the evaluator scores on this topology (see the
@@ -32,7 +34,8 @@ from controller.solvers.eina_plus import model, rerate, routes
 
 SCHEME = "eina-plus"
 BASELINES = "grid,atp,rr"
-SHARES = (0.2, 0.25)  # of the time limit: EINA's search, then the baselines; the model the rest
+EINA_SHARE = 0.25  # of the time limit, for EINA's search
+MODEL_SHARE = 0.25  # of the time limit at least, for the model (after the baselines)
 RESERVE = 0.1  # of the time limit, for re-rating and the plan
 
 
@@ -68,7 +71,7 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         return plan
 
     candidates: dict[str, Plan] = {}
-    eina = search.solve(inst, step, started + SHARES[0] * limit, seed, workers)
+    eina = search.solve(inst, step, started + EINA_SHARE * limit, seed, workers)
     hint = None
     if eina.parents is not None:
         hint = ([routes.choice_of_tree(inst, p, t) for p, t in enumerate(eina.parents)],
@@ -76,9 +79,9 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         plan = rated(tree_plans(inst, eina.parents, [0.0] * len(inst.ps)))
         if plan is not None:
             candidates["eina"] = plan
-    for name in baselines:
-        left = started + sum(SHARES) * limit - time.perf_counter()
-        base = solve(network, name, SolveOptions(time_limit=max(left, 1.0), seed=options.seed))
+    for name in baselines:  # as they would run alone, so their plans are theirs
+        base = solve(network, name, SolveOptions(time_limit=options.time_limit,
+                                                 seed=options.seed))
         plan = rated(base.tasks) if base.tasks else None
         if plan is not None:
             candidates[name] = plan
@@ -87,7 +90,7 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         model.hint(inst, pm, *hint, merges_all)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(
-        started + (1 - RESERVE) * limit - time.perf_counter(), 0.01)
+        started + (1 - RESERVE) * limit - time.perf_counter(), MODEL_SHARE * limit)
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
     status = solver.solve(pm.model)
@@ -102,7 +105,7 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
 
     bound = tree_free_bound(inst, merges_all, ps_link)
     if quantized_bound is not None:
-        bound = min(bound, step * (quantized_bound + len(inst.ps)))
+        bound = min(bound, grid_bound(inst, step, quantized_bound, ps_link))
     details = {"step_gbps": float(step), "cp_sat_status": solver.status_name(status),
                "model_bound_gbps": None if quantized_bound is None else
                float(quantized_bound * step),
@@ -120,6 +123,21 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         plan.status = "optimal" if plan.objective >= float(bound) * (1 - 1e-9) else "feasible"
     plan.solve_seconds = time.perf_counter() - started
     return plan
+
+
+def grid_bound(inst: Instance, step: Fraction, quantized: int,
+               ps_link: list[Fraction]) -> Fraction:
+    """The model's bound U (steps) as one for real rates: Σ_p r_p < s · (U + |P|) (every row is
+    Σ count · r ≤ cap, `eina.bound`). One PS: the real optimum of a fixed routing is r^U or a
+    capacity over a flow count, so the largest such value below s · (U + 1) bounds it."""
+    limit = step * (quantized + len(inst.ps))
+    if len(inst.ps) > 1:
+        return limit
+    flows = sum(inst.local[0].values()) + len(inst.aggregators)  # no count exceeds this
+    caps = {*inst.c.values(), *inst.b_in.values(), *inst.b_out.values(), *ps_link}
+    values = {inst.r_high[0], *inst.host_cap.values()}
+    values.update(cap / k for cap in caps for k in range(1, flows + 1))
+    return max((v for v in values if v < limit), default=Fraction(0))
 
 
 def tree_free_bound(inst: Instance, merges_all: dict[str, bool],
