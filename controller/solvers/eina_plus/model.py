@@ -77,7 +77,11 @@ def counts(inst: Instance, p: int, choice: Choice, merges_all: dict[str, bool]) 
 
 
 def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
-          ps_link: list[Fraction]) -> PlusModel:
+          ps_link: list[Fraction], realizable: bool = False) -> PlusModel:
+    """The model; `realizable` adds the data plane's per-worker merge rule (`routes.py`): a
+    worker bypasses its rack only towards an aggregator no deeper than the rack, and π[p]'s
+    own workers stay at π[p]. Without it the model is a relaxation, which is what the bound
+    needs; with it every solution is a plan as it stands."""
     pm = PlusModel(cp_model.CpModel())
     mdl, v = pm.model, pm.vars
     A, P = inst.aggregators, range(len(inst.ps))
@@ -100,10 +104,14 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
             for j in A:
                 if j == i:
                     continue
-                if local[i]:
-                    v["u", p, i, j] = mdl.new_int_var(0, local[i], f"u{p}_{i}_{j}")
-                    out[i].append(v["u", p, i, j])
-                    into[j].append(v["u", p, i, j])
+                if local[i] and not (realizable and i == root):
+                    u = v["u", p, i, j] = mdl.new_int_var(0, local[i], f"u{p}_{i}_{j}")
+                    out[i].append(u)
+                    into[j].append(u)
+                    if realizable and j != root:  # j is then no descendant of i
+                        used = mdl.new_bool_var(f"b{p}_{i}_{j}")
+                        mdl.add(u == 0).only_enforce_if(~used)
+                        mdl.add(v["d", p, j] <= v["d", p, i]).only_enforce_if(used)
                 if i != root:
                     v["x", p, i, j] = mdl.new_bool_var(f"x{p}_{i}_{j}")
                     out[i].append(v["x", p, i, j])
@@ -113,15 +121,15 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
             if i == root:
                 continue
             mdl.add(sum(v["x", p, i, j] for j in A if j != i) == v["m", p, i])
-            sent = [v["u", p, i, j] for j in A if j != i and local[i]]
+            sent = [v["u", p, i, j] for j in A if ("u", p, i, j) in v]
             mdl.add(v["n", p, i] + sum(sent) == local[i])  # every local worker goes somewhere
             for k in A:  # only a merging aggregator receives flows to merge
-                if k != i and local[k]:
+                if ("u", p, k, i) in v:
                     mdl.add(v["u", p, k, i] <= local[k] * v["m", p, i])
                 if k != i and k != root:
                     mdl.add(v["x", p, k, i] <= v["m", p, i])
             mdl.add(v["n", p, i] + sum(into[i]) >= v["m", p, i])  # it merges something
-        stay = local[root] - sum(v["u", p, root, j] for j in A if j != root and local[root])
+        stay = local[root] - sum(v["u", p, root, j] for j in A if ("u", p, root, j) in v)
         arrivals = stay + sum(into[root])
         v["M", p] = mdl.new_int_var(0, total[p] + len(A), f"M{p}")
         v["mr", p] = mdl.new_bool_var(f"mr{p}")

@@ -26,14 +26,6 @@ def task_plans(inst: Instance, choices: list[Choice]) -> list[TaskPlan]:
     return [_task(inst, p, ch) for p, ch in enumerate(choices)]
 
 
-def choice_of_tree(inst: Instance, p: int, parent: dict[str, str]) -> Choice:
-    """EINA's tree as an EINA+ choice: every local worker merged at home, the root merges all."""
-    root = inst.home[inst.ps[p]]
-    merged = {i: inst.local[p][i] for i in parent if inst.local[p][i]}
-    arrivals = inst.local[p][root] + sum(1 for j in parent.values() if j == root)
-    return Choice(merged, {}, dict(parent), arrivals)
-
-
 def normalize(inst: Instance, p: int, ch: Choice) -> Choice:
     """A bypass towards one's own descendant becomes a merge at home (see module docstring)."""
     root = inst.home[inst.ps[p]]

@@ -1,13 +1,16 @@
 """The scheme `eina-plus`: EINA's trees plus bypass, never below EINA or the baselines.
 
 Steps:
-1. EINA (`controller.solvers.eina.search`) on the same grid, for a quarter of the time limit:
-   its trees are candidate one and CP-SAT's starting point for step 3.
+1. EINA (`controller.solvers.eina.search`) on the same grid, for 15 % of the time limit:
+   its trees are candidate one.
 2. The baselines named by `candidates` (default grid, atp, rr) with the same seed and time
    limit, as they would run alone: their plans as they are (their time is theirs: GRID may
    take longer than the limit on large instances).
-3. EINA+'s own model (`model.py`), hinted with EINA's trees, until 90 % of the limit (at least
-   a quarter of it).
+3. Bisection on the total with equal rates, a routing for each by CP-SAT (`ratesearch.py`),
+   until 60 % of the limit (at least 30 % of it), from the best total so far up to the
+   tree-free bound.
+4. EINA+'s own model (`model.py`), hinted with the best plan of steps 1-3 (`warmstart.py`),
+   until 90 % of the limit (at least 20 % of it): improves on it and gives the bound.
 Every candidate is rated by the same LP over the evaluator's own resources (`rerate.py`) and
 the best total Σ_p r_p is the plan; `details.candidates` gives every candidate's total.
 Status and bound are for the real problem the evaluator scores on this topology (see the
@@ -28,14 +31,17 @@ from controller.solvers import SolveOptions, solve
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina import search
 from controller.solvers.eina.instance import Instance, exact, read
+from controller.solvers.eina.model import units
 from controller.solvers.eina.routes import task_plans as tree_plans
 from controller.solvers.eina.solver import DEFAULT_STEP, DEFAULT_TIME_LIMIT, _step
-from controller.solvers.eina_plus import model, rerate, routes
+from controller.solvers.eina_plus import model, ratesearch, rerate, routes
+from controller.solvers.eina_plus.warmstart import choice_of_plan
 
 SCHEME = "eina-plus"
 BASELINES = "grid,atp,rr"
-EINA_SHARE = 0.25  # of the time limit, for EINA's search
-MODEL_SHARE = 0.25  # of the time limit at least, for the model (after the baselines)
+EINA_SHARE = 0.15  # of the time limit, for EINA's search
+SEARCH_SHARE = 0.6  # of the time limit: the rate search ends by then
+MODEL_SHARE = 0.2  # of the time limit at least, for the model (after the baselines)
 RESERVE = 0.1  # of the time limit, for re-rating and the plan
 
 
@@ -72,10 +78,7 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
 
     candidates: dict[str, Plan] = {}
     eina = search.solve(inst, step, started + EINA_SHARE * limit, seed, workers)
-    hint = None
     if eina.parents is not None:
-        hint = ([routes.choice_of_tree(inst, p, t) for p, t in enumerate(eina.parents)],
-                eina.levels)
         plan = rated(tree_plans(inst, eina.parents, [0.0] * len(inst.ps)))
         if plan is not None:
             candidates["eina"] = plan
@@ -85,9 +88,22 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         plan = rated(base.tasks) if base.tasks else None
         if plan is not None:
             candidates[name] = plan
+    bound = tree_free_bound(inst, merges_all, ps_link)
+    best = max((c.objective for c in candidates.values()), default=0.0)
+    found = ratesearch.search(inst, step, merges_all, ps_link, [1 / len(inst.ps)] * len(inst.ps),
+                              best, float(bound), max(started + SEARCH_SHARE * limit,
+                                                        time.perf_counter() + 0.3 * limit),
+                              seed, workers)
+    for k, choices in enumerate(reversed(found[-2:])):  # the two largest totals
+        plan = rated(routes.task_plans(inst, choices))
+        if plan is not None:
+            candidates[f"rate search {k + 1}"] = plan
     pm = model.build(inst, step, merges_all, ps_link)
-    if hint is not None:
-        model.hint(inst, pm, *hint, merges_all)
+    if candidates:  # start from the best plan so far
+        start = max(candidates.values(), key=lambda c: c.objective)
+        choices = [choice_of_plan(network, inst, p, tp) for p, tp in enumerate(start.tasks)]
+        levels = [units(exact(f"{tp.rate_gbps:.9f}"), step) for tp in start.tasks]
+        model.hint(inst, pm, choices, levels, merges_all)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(
         started + (1 - RESERVE) * limit - time.perf_counter(), MODEL_SHARE * limit)
@@ -103,7 +119,6 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     elif status == cp_model.INFEASIBLE:
         quantized_bound = -len(inst.ps)  # no rates on the grid: none real either (r^L on it)
 
-    bound = tree_free_bound(inst, merges_all, ps_link)
     if quantized_bound is not None:
         bound = min(bound, grid_bound(inst, step, quantized_bound, ps_link))
     details = {"step_gbps": float(step), "cp_sat_status": solver.status_name(status),
