@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+from conftest import EXAMPLES
 from test_eina import edge_doc, random_doc, reference
 
 from controller import topogen
@@ -183,3 +184,11 @@ def test_bench_eina_new_figures_and_scoring_terms(tmp_path):
     by = {r["scheme"]: r for r in data["instances"]}
     assert by["eina-plus"]["throughput_gbps"] >= by["eina"]["throughput_gbps"] - 1e-6
     assert {r["aggregates"] for r in data["instances"]} == {"addressed"}
+
+
+def test_eina_plus_unknown_candidate_exits_2_naming_it(capsys):
+    code = main(["solve", str(EXAMPLES / "eina-fig1.yaml"), "--scheme", "eina-plus",
+                 "--param", "candidates=grid,nope"])
+    printed = capsys.readouterr()
+    assert code == 2
+    assert "candidates" in printed.out + printed.err and "nope" in printed.out + printed.err
