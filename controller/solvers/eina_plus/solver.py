@@ -1,15 +1,16 @@
 """The scheme `eina-plus`: EINA's trees plus bypass, never below EINA or the baselines.
 
 Steps:
-1. EINA (`controller.solvers.eina.search`) on the same grid, for 15 % of the time limit:
-   its trees are candidate one.
-2. The baselines named by `candidates` (default grid, atp, rr) with the same seed and time
-   limit, as they would run alone: their plans as they are (their time is theirs: GRID may
-   take longer than the limit on large instances).
-3. Bisection on the total with equal rates, a routing for each by CP-SAT (`ratesearch.py`),
+1. `eina` and the baselines named by `candidates` (default grid, atp, rr) with the same
+   seed, parameters and time limit, as they would run alone: their plans as they are. Their
+   time is theirs (EINA stops when proven optimal, GRID may take longer than the limit on
+   large instances), so EINA+ takes longer than its limit. "Never below" holds against the
+   same plans; CP-SAT with 2 threads under a time limit is not repeatable, so a separate
+   `eina` run that stops short of its optimum may land elsewhere.
+2. Bisection on the total with equal rates, a routing for each by CP-SAT (`ratesearch.py`),
    until 60 % of the limit (at least 30 % of it), from the best total so far up to the
    tree-free bound.
-4. EINA+'s own model (`model.py`), hinted with the best plan of steps 1-3 (`warmstart.py`),
+3. EINA+'s own model (`model.py`), hinted with the best plan of steps 1-2 (`warmstart.py`),
    until 90 % of the limit (at least 20 % of it): improves on it and gives the bound.
 Every candidate is rated by the same LP over the evaluator's own resources (`rerate.py`) and
 the best total Σ_p r_p is the plan; `details.candidates` gives every candidate's total.
@@ -29,17 +30,14 @@ from controller.network import Network, TopologyError
 from controller.plan import Plan
 from controller.solvers import SolveOptions, solve
 from controller.solvers.common import weighted_objective
-from controller.solvers.eina import search
 from controller.solvers.eina.instance import Instance, exact, read
 from controller.solvers.eina.model import units
-from controller.solvers.eina.routes import task_plans as tree_plans
 from controller.solvers.eina.solver import DEFAULT_STEP, DEFAULT_TIME_LIMIT, _step
 from controller.solvers.eina_plus import model, ratesearch, rerate, routes
 from controller.solvers.eina_plus.warmstart import choice_of_plan
 
 SCHEME = "eina-plus"
 BASELINES = "grid,atp,rr"
-EINA_SHARE = 0.15  # of the time limit, for EINA's search
 SEARCH_SHARE = 0.6  # of the time limit: the rate search ends by then
 MODEL_SHARE = 0.2  # of the time limit at least, for the model (after the baselines)
 RESERVE = 0.1  # of the time limit, for re-rating and the plan
@@ -77,14 +75,10 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         return plan
 
     candidates: dict[str, Plan] = {}
-    eina = search.solve(inst, step, started + EINA_SHARE * limit, seed, workers)
-    if eina.parents is not None:
-        plan = rated(tree_plans(inst, eina.parents, [0.0] * len(inst.ps)))
-        if plan is not None:
-            candidates["eina"] = plan
-    for name in baselines:  # as they would run alone, so their plans are theirs
+    for name in ["eina", *baselines]:  # as they would run alone, so their plans are theirs
+        own = params if name == "eina" else {}
         base = solve(network, name, SolveOptions(time_limit=options.time_limit,
-                                                 seed=options.seed))
+                                                 seed=options.seed, params=own))
         plan = rated(base.tasks) if base.tasks else None
         if plan is not None:
             candidates[name] = plan
