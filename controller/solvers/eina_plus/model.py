@@ -14,11 +14,13 @@ flow on an `all` one) and S (flows on π[p]'s link to the PS). Each count times 
 CP-SAT product (add_multiplication_equality), so Σ_p count · r_p ≤ cap is exact and every row
 keeps the form `bound.py` needs (flow count · rate), which makes the grid argument hold.
 
-Why the model is the whole problem (so its bound is the evaluator's): on an edge topology any
-valid plan can be rewritten, without raising any load, so that each flow goes straight from
-the aggregator where it is made (its worker's rack, or where it was merged) to the aggregator
-that merges it, or to π[p] and the PS: a flow crossing an aggregator unmerged on its way
-elsewhere only adds that aggregator's DCN ingress and egress (and, on `all`, its charge).
+Why the model holds every plan (so its bound is one for the evaluator's problem): on an edge
+topology any valid plan can be rewritten, without raising any load, so that each flow goes
+straight from the aggregator where it is made (its worker's rack, or where it was merged) to
+the aggregator that merges it, or to π[p] and the PS: a flow crossing an aggregator unmerged
+on its way elsewhere only adds that aggregator's DCN ingress and egress (and, on `all`, its
+charge). The model holds a little more than the plans: two combinations the data plane's
+per-worker merge rule cannot express (`routes.py`), which `realizable=True` excludes.
 """
 
 from __future__ import annotations
