@@ -331,7 +331,7 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
                     for t in network.tasks if t.key not in planned)
     problems.extend(sharding.problems(plan.tasks))
 
-    demand, capacity = _resources(network, plans, flows)
+    demand, capacity = resources(network, plans, flows)
     claimed = {label: tp.rate_gbps for label, tp in plans.items()}
     overloaded = _overloaded(demand, capacity, claimed)
     problems.extend(overloaded)
@@ -408,7 +408,7 @@ def _placement_problems(task: Task, tp: TaskPlan) -> list[str]:
     return problems
 
 
-def _resources(
+def resources(
     network: Network, plans: dict[str, TaskPlan], flows: dict[str, TaskFlows]
 ) -> tuple[dict[str, dict[Resource, int]], dict[Resource, float]]:
     """Per task, how many units of its rate each resource carries: links, switch aggregators,

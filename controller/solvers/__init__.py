@@ -55,6 +55,8 @@ _SCHEMES: dict[str, str] = {
     "paring": "controller.solvers.paring.solver:solve_paring",
     "paring-opt": "controller.solvers.paring.solver:solve_paring_opt",
     "atro": "controller.solvers.atro.solver:solve_atro",
+    "eina-plus": "controller.solvers.eina_plus.solver:solve_plus",
+    "eina-fast": "controller.solvers.eina_fast.solver:solve_fast",
 }
 
 

@@ -52,5 +52,5 @@ def rack_bound(inst: Instance) -> Fraction:
         least = min(inst.local[p][j] for p in P)
         if least > 0:
             bounds.append(inst.c[j] / least)
-    bounds += [cap for w, cap in inst.host_cap.items() if all(w in ws for ws in inst.workers)]
+    bounds += [cap for w, cap in inst.host_cap.items() if len(inst.tasks_of[w]) == len(inst.ps)]
     return min(bounds)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from controller.network import Network, TopologyError
@@ -43,6 +44,15 @@ class Instance:
     def d_hat(self) -> int:
         """d̂ = min(d*, |A|) − 1: the deepest an aggregator may sit below π[p] (4)."""
         return min(self.depth_limit, len(self.aggregators)) - 1
+
+    @cached_property
+    def tasks_of(self) -> dict[str, list[int]]:
+        """Per worker, the PSs whose task it is in (a set lookup: 1,000 racks have 7,500)."""
+        out: dict[str, list[int]] = {w: [] for w in self.host_cap}
+        for p, ws in enumerate(self.workers):
+            for w in ws:
+                out.setdefault(w, []).append(p)
+        return out
 
     def workers_at(self, p: int, j: str) -> list[str]:
         return [w for w in self.workers[p] if self.home[w] == j]
@@ -90,8 +100,12 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
 
     tasks = network.tasks
     ps = [t.ps for t in tasks]
-    local = [{a: sum(home[w] == a for w in t.workers) for a in aggs} for t in tasks]
-    host_cap = {w: exact(network.capacity(w, home[w])) for t in tasks for w in t.workers}
+    local = [{a: 0 for a in aggs} for _ in tasks]
+    for p, t in enumerate(tasks):
+        for w in t.workers:
+            local[p][home[w]] += 1
+    host_cap = {w: exact(network.capacity(w, home[w]))
+                for w in dict.fromkeys(w for t in tasks for w in t.workers)}
     r_low = _param(params, "r_min", src, Fraction(0))
     r_max = _param(params, "r_max", src, None)
     r_high = []

@@ -93,7 +93,7 @@ def build(inst: Instance, step: Fraction) -> EinaModel:
         m.model.add(sum(z_out(j)) <= units(inst.b_in[j], step))  # (11)
         m.model.add(sum(z_into(j)) <= units(inst.b_out[j], step))  # (12)
     for w, cap in inst.host_cap.items():  # a worker's own link (never binding in the paper)
-        m.model.add(sum(m.r[p] for p in P if w in inst.workers[p]) <= units(cap, step))
+        m.model.add(sum(m.r[p] for p in inst.tasks_of[w]) <= units(cap, step))
     # Implied by (10) and the links (`bound.rack_bound`), stated so CP-SAT's bound sees it.
     m.model.add(sum(m.r) <= units(rack_bound(inst), step))
     m.model.maximize(sum(m.r))  # (13)

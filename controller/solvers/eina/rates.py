@@ -36,8 +36,9 @@ def best_rates(inst: Instance, parents: Parents) -> list[float]:
         lp.Add(sum(entering[p][j] * r[p] for p in P) <= float(inst.c[j]))  # (10)
         lp.Add(sum(sent[p][j] * r[p] for p in P) <= float(inst.b_in[j]))  # (11)
         lp.Add(sum(received[p][j] * r[p] for p in P) <= float(inst.b_out[j]))  # (12)
-    for w, cap in inst.host_cap.items():
-        lp.Add(sum(r[p] for p in P if w in inst.workers[p]) <= float(cap))
+    # one row per distinct (tasks, capacity): 7,500 workers share a handful
+    for tasks, cap in {(tuple(inst.tasks_of[w]), cap) for w, cap in inst.host_cap.items()}:
+        lp.Add(sum(r[p] for p in tasks) <= float(cap))
     lp.Maximize(sum(r))
     if lp.Solve() != pywraplp.Solver.OPTIMAL:
         raise RuntimeError("GLOP found no rates for trees CP-SAT proved feasible")
