@@ -109,6 +109,9 @@ class WorkerAssignment:
     workers_in_task: int
     result_flow_id: int
     version: int
+    # the task's fraction of the model (Plan `model_share`): the worker sends that shard of
+    # its gradient to this task's PS (dataplane/hosts.py); None: the whole gradient
+    model_share: float | None = None
 
 
 def generation(version: int) -> int:
@@ -304,5 +307,6 @@ def _assignments(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_ids, job_i
         first = next((h.v for h in trace if h.leaving != h.arriving), tp.ps)
         out.append(WorkerAssignment(
             worker, job_id, task_id, flow_ids[worker], ids.node_id[first], tp.ps,
-            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths), result_flow, version))
+            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths), result_flow, version,
+            tp.model_share))
     return out

@@ -28,6 +28,14 @@ with the next iteration's contributions (a different fragment id is a collision,
 and the CONTROL naming it makes the worker free it with an ACK: without this, such a leftover
 silently corrupted the next iteration's sums (seen with tail drops on every link).
 
+Model sharding (EINA Sec. III-C): when the controller's state file gives the tasks of the job
+a `model_share`, the worker splits its fragments into contiguous shards, one per task in task
+order, sized by the shares (`shard_ranges`, the same split in every agent), and sends each shard
+to its task's PS under that task's ids and rate, all from one loop (`run_shards`); each PS
+finishes only its own shard (and with --verify checks it against the exact sum). Fragments keep
+their index in the whole gradient, so shards never share a fragment id. The split is fixed for
+an iteration: a re-plan changes paths and rates, not which PS holds which fragments.
+
 Stopped by SIGTERM before the end, either agent prints a JSON line with `stopped`: what it
 still waits for (the Mininet runner's hang report names it).
 """
@@ -44,6 +52,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate, pairwise
 from pathlib import Path
 
 import numpy as np
@@ -203,9 +212,28 @@ class Worker:
     timeouts: dict[int, int] = field(default_factory=dict)  # fragment -> timeouts so far
     next_frag: int = 0
     epoch: int = 0  # the iteration, carried in every fragment id
+    # Fragment index on the wire of rows[0]: a shard of a gradient keeps its fragments' place
+    # in the whole, so the shards going to different PSs never share a fragment id (and so a
+    # switch slot, which is a hash of it) and a CONTROL names the shard its occupant is of.
+    offset: int = 0
+    result: np.ndarray = field(init=False)
+    have: np.ndarray = field(init=False)  # fragments whose result arrived
+    done: int = 0
+    next_send: float = 0.0
+    gap: float = 0.0
+    _started: float = 0.0
 
     def __post_init__(self) -> None:
         self.epoch %= EPOCHS  # as it reads back from a fragment id
+        self.result = np.zeros((len(self.rows), K), dtype=np.int32)
+        self.have = np.zeros(len(self.rows), dtype=bool)
+
+    @property
+    def finished(self) -> bool:
+        return self.done == len(self.rows)
+
+    def owns(self, wire_index: int) -> bool:
+        return 0 <= wire_index - self.offset < len(self.rows)
 
     def waiting_for(self) -> dict[str, object]:
         """What a stuck worker is waiting for (printed when it is stopped before the end)."""
@@ -236,9 +264,11 @@ class Worker:
         return self._gap()
 
     def _send(self, frag: int, flags: int = DATA, epoch: int | None = None) -> None:
+        """Send fragment `frag` (an index into this worker's rows) or a DATA-less packet."""
         count = 1 if flags == DATA else 0
         header = InaHeader(self.task.job, self.task.task, flags, self.flow_id, self.next_node,
-                           frag_id(self.epoch if epoch is None else epoch, frag), count)
+                           frag_id(self.epoch if epoch is None else epoch, self.offset + frag),
+                           count)
         payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
@@ -248,7 +278,7 @@ class Worker:
         self.resent.add(frag)
         self.outstanding[frag] = now + self.timeout
 
-    def _unblock(self, occupant: int, have: np.ndarray) -> None:
+    def unblock(self, occupant: int) -> None:
         """A slot on this worker's path is held by fragment id `occupant`; help it leave.
 
         If it belongs to another iteration, or its result is already out, the slot holds a
@@ -261,8 +291,9 @@ class Worker:
         if now < self._unblocked.get(occupant, 0.0):
             return
         self._unblocked[occupant] = now + self.timeout
-        epoch, index = split_frag_id(occupant)
-        if epoch != self.epoch or index >= len(self.rows) or have[index]:
+        epoch, wire = split_frag_id(occupant)
+        index = wire - self.offset
+        if epoch != self.epoch or not 0 <= index < len(self.rows) or self.have[index]:
             self._send(index, ACK, epoch)
             self.stats.acks += 1
         elif index not in self.outstanding:
@@ -274,20 +305,26 @@ class Worker:
     def _window_open(self) -> bool:
         return len(self.outstanding) - len(self.ahead) < int(self.window)
 
-    def _send_in_order(self, now: float, next_send: float, gap: float, have: np.ndarray) -> float:
-        """Send new fragments while the window and the pacing allow; returns the next send time."""
-        while self.next_frag < len(self.rows) and self._window_open() and now >= next_send:
+    def pump(self, now: float) -> float:
+        """Follow the plan and send new fragments while the window and the pacing allow;
+        returns how long the caller may wait before calling again."""
+        if self.plan:
+            self.gap = self._follow_plan(now)
+        while self.next_frag < len(self.rows) and self._window_open() and now >= self.next_send:
             frag = self.next_frag
             self.next_frag += 1
-            if frag in self.outstanding or have[frag]:  # already sent to unblock a slot
+            if frag in self.outstanding or self.have[frag]:  # already sent to unblock a slot
                 self.ahead.discard(frag)
                 continue
             self._send(frag)
             self.outstanding[frag] = now + self.timeout
-            next_send = max(next_send, now) + gap
-        return next_send
+            self.next_send = max(self.next_send, now) + self.gap
+        wait = min(self.outstanding.values(), default=now + self.timeout) - now
+        if self.next_frag < len(self.rows) and self._window_open():
+            wait = min(wait, max(0.0, self.next_send - now))
+        return wait
 
-    def _on_timeouts(self, now: float) -> None:
+    def on_timeouts(self, now: float) -> None:
         """Resend what timed out; from a fragment's second timeout on, a PROBE follows: the
         result may have reached every peer but this worker, and then the retransmission waits
         in a slot for contributions that never come again (p4src/README.md, PROBE)."""
@@ -302,52 +339,87 @@ class Worker:
                 self._send(frag, PROBE)
                 self.stats.probes += 1
 
+    def receive(self, flags: int, flow: int, raw_frag: int, frame: bytes, now: float) -> None:
+        """A RESULT, or the CONTROL of a collision, of this worker's task."""
+        epoch, wire = split_frag_id(raw_frag)
+        frag = wire - self.offset
+        if epoch != self.epoch or not 0 <= frag < len(self.rows):
+            return
+        if flags == RESULT and not self.have[frag]:
+            self.result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
+            self.have[frag] = True
+            self.done += 1
+            self.outstanding.pop(frag, None)
+            self.ahead.discard(frag)
+            self.window = min(self.max_window, self.window + 1)
+            if frag in self.resent:
+                self._send(frag, ACK)
+                self.stats.acks += 1
+            if self.finished:
+                self.stats.seconds = now - self._started
+        elif flags == CONTROL and flow == self.flow_id and frag in self.outstanding:
+            # dropped at the collision, so no slot keeps it: no ACK needed later
+            self.window = max(1.0, self.window / 2)
+            self._send(frag)
+            self.outstanding[frag] = time.monotonic() + self.timeout
+            self.stats.resent_on_control += 1
+
+    def start(self, now: float) -> None:
+        self._started = now
+        self.gap = self._follow_plan(now)
+
     def run(self) -> np.ndarray:
-        total = len(self.rows)
-        result = np.zeros((total, K), dtype=np.int32)
-        have = np.zeros(total, dtype=bool)
-        gap = self._follow_plan(time.monotonic())
-        done, next_send = 0, 0.0
-        start = time.monotonic()
-        while done < total:
-            now = time.monotonic()
-            if self.plan:
-                gap = self._follow_plan(now)
-            next_send = self._send_in_order(now, next_send, gap, have)
-            wait = min(self.outstanding.values(), default=now + self.timeout) - now
-            if self.next_frag < total and self._window_open():
-                wait = min(wait, max(0.0, next_send - now))
-            select.select([self.sock], [], [], max(0.0, wait))
-            for frame in _ina_frames(self.sock):
-                job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(
-                    frame, OFF_INA)
-                epoch, frag = split_frag_id(raw)
-                if (job, task) != (self.task.job, self.task.task):
-                    continue
-                if flags == CONTROL:
-                    self._unblock(occupant, have)
-                if epoch != self.epoch or frag >= total:
-                    continue
-                if flags == RESULT and not have[frag]:
-                    result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
-                    have[frag] = True
-                    done += 1
-                    self.outstanding.pop(frag, None)
-                    self.ahead.discard(frag)
-                    self.window = min(self.max_window, self.window + 1)
-                    if frag in self.resent:
-                        self._send(frag, ACK)
-                        self.stats.acks += 1
-                elif flags == CONTROL and flow == self.flow_id and frag in self.outstanding:
-                    # dropped at the collision, so no slot keeps it: no ACK needed later
-                    self.window = max(1.0, self.window / 2)
-                    self._send(frag)
-                    self.outstanding[frag] = time.monotonic() + self.timeout
-                    self.stats.resent_on_control += 1
-            self._on_timeouts(time.monotonic())
-        self.stats.fragments = total
-        self.stats.seconds = time.monotonic() - start
-        return result.reshape(-1)
+        return run_shards([self])
+
+
+def run_shards(shards: list[Worker]) -> np.ndarray:
+    """Send every shard of one gradient, each to its own task's PS over one socket, and return
+    the summed gradient (the shards' results in order). One shard is the unsharded case.
+
+    A CONTROL goes to the shard owning its occupant's fragment: the partial sum blocking a
+    slot on one shard's path may wait for this worker's contribution to another shard."""
+    sock = shards[0].sock
+    by_task = {(w.task.job, w.task.task): w for w in shards}
+    start = time.monotonic()
+    for w in shards:
+        w.start(start)
+    while not all(w.finished for w in shards):
+        now = time.monotonic()
+        wait = min(w.pump(now) for w in shards)
+        select.select([sock], [], [], max(0.0, wait))
+        now = time.monotonic()
+        for frame in _ina_frames(sock):
+            job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(
+                frame, OFF_INA)
+            shard = by_task.get((job, task))
+            if shard is None:
+                continue
+            if flags == CONTROL:
+                owner = next((w for w in shards if w.owns(split_frag_id(occupant)[1])), shard)
+                owner.unblock(occupant)
+            shard.receive(flags, flow, raw, frame, now)
+        for w in shards:
+            w.on_timeouts(time.monotonic())
+    for w in shards:
+        w.stats.fragments = len(w.rows)
+    return np.concatenate([w.result for w in shards]).reshape(-1)
+
+
+def shard_ranges(total: int, shares: list[float]) -> list[tuple[int, int]]:
+    """Split `total` fragments into contiguous ranges, one per share in task order, sized by
+    largest remainders (EINA's r_p / Σ r, README "Plan JSON" `model_share`).
+
+    Deterministic in its inputs, so every worker and every PS computes the same split from
+    the shares the controller publishes."""
+    weight = sum(shares)
+    if weight <= 0:
+        raise ValueError("model shares must add up to more than 0")
+    exact = [total * s / weight for s in shares]
+    sizes = [int(x) for x in exact]
+    by_remainder = sorted(range(len(shares)), key=lambda i: (sizes[i] - exact[i], i))
+    for i in by_remainder[: total - sum(sizes)]:
+        sizes[i] += 1
+    return list(pairwise([0, *accumulate(sizes)]))
 
 
 # *** parameter server
@@ -372,6 +444,7 @@ class ParameterServer:
     finished: int = 0
     results_sent: int = 0
     epoch: int = 0  # the iteration; fragments of other iterations are ignored
+    offset: int = 0  # wire index of this PS's first fragment (its shard's place in the model)
 
     def __post_init__(self) -> None:
         self.epoch %= EPOCHS  # as it reads back from a fragment id
@@ -387,16 +460,17 @@ class ParameterServer:
 
     def _send_result(self, frag: int) -> None:
         header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0,
-                           frag_id(self.epoch, frag), self.workers)
+                           frag_id(self.epoch, self.offset + frag), self.workers)
         send(self.sock, build_frame(self.me, BROADCAST, header,
                                     self.result[frag].astype(">i4").tobytes()))
         self.results_sent += 1
 
     def handle(self, frame: bytes) -> None:
         job, task, flags, flow, _, raw, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
-        epoch, frag = split_frag_id(raw)
+        epoch, wire = split_frag_id(raw)
+        frag = wire - self.offset
         if ((job, task) != (self.task.job, self.task.task) or epoch != self.epoch
-                or frag >= self.fragments):
+                or not 0 <= frag < self.fragments):
             return
         if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
             if self.done[frag]:
@@ -467,59 +541,160 @@ def _wait_for_go(args: argparse.Namespace) -> None:
         sys.stdin.readline()
 
 
+class BadShards(Exception):
+    """The state file shards a job in a way this agent cannot follow; the message says why."""
+
+
+def job_shares(state_path: str | None, job: int) -> dict[int, float] | None:
+    """Task id → `model_share` of job `job`, in task order, from the controller's state file;
+    None when the job is not sharded (or there is no state file to say so)."""
+    if not state_path:
+        return None
+    try:
+        rows = json.loads(Path(state_path).read_text())["workers"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    shares = {r["task_id"]: r.get("model_share") for r in rows if r["job_id"] == job}
+    if not shares or any(v is None for v in shares.values()):
+        return None
+    return dict(sorted(shares.items()))
+
+
+def _worker_shards(args: argparse.Namespace, sock: socket.socket, me: Endpoint,
+                   rows: np.ndarray) -> list[Worker]:
+    """One Worker per task this worker sends to: the whole gradient to --task's PS, or, when
+    the state file gives the job's tasks model shares, each task's shard to its PS."""
+    common = {"window": args.window, "timeout": args.timeout, "rate_scale": args.rate_scale,
+              "epoch": args.epoch}
+
+    def watcher(task: int) -> PlanWatcher | None:
+        if not args.state:
+            return None
+        key = (args.name, args.job, task)
+        return PlanWatcher(Path(args.state),
+                           lambda r: (r["worker"], r["job_id"], r["task_id"]) == key)
+
+    shares = job_shares(args.state, args.job)
+    if shares is None:
+        return [Worker(sock, me, Endpoint(BROADCAST.mac, ip_bytes(args.ps_ip)),
+                       Task(args.job, args.task), args.flow_id or args.index + 1,
+                       args.next_node, rows, rate_gbps=args.rate_gbps, plan=watcher(args.task),
+                       **common)]
+    mine = {r["task_id"]: r for r in json.loads(Path(args.state).read_text())["workers"]
+            if r["job_id"] == args.job and r["worker"] == args.name}
+    if set(mine) != set(shares):
+        raise BadShards(
+            f"worker {args.name}: job {args.job} shards its model over tasks {sorted(shares)} "
+            f"but this worker is in tasks {sorted(mine)} of it; with model sharding every "
+            "worker holds the whole model and sends one shard to each task's PS")
+    ranges = shard_ranges(len(rows), list(shares.values()))
+    return [Worker(sock, me, Endpoint(BROADCAST.mac, ip_bytes(mine[task]["ps_ip"])),
+                   Task(args.job, task), mine[task]["flow_id"], mine[task]["next_node"],
+                   rows[lo:hi], plan=watcher(task), offset=lo, **common)
+            for task, (lo, hi) in zip(shares, ranges, strict=True)]
+
+
+def _worker_report(shards: list[Worker]) -> dict[str, object]:
+    """The shards' stats summed (seconds: the last shard's); per shard its task and range."""
+    report: dict[str, object] = {}
+    for w in shards:
+        for key, value in w.stats.__dict__.items():
+            report[key] = max(report.get(key, 0), value) if key == "seconds" \
+                else report.get(key, 0) + value
+    if len(shards) > 1:
+        report["shards"] = [{"task": w.task.task, "first_fragment": w.offset,
+                             "fragments": len(w.rows), "seconds": round(w.stats.seconds, 3)}
+                            for w in shards]
+    return report
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     if args.verify and args.gradient:
         raise SystemExit("--verify checks synthetic gradients; it cannot be used with --gradient")
     gradient = _gradient(args, args.index)
-    plan = None
-    if args.state:
-        plan = PlanWatcher(Path(args.state), lambda row: row["worker"] == args.name)
-    worker = Worker(open_raw(args.iface), _endpoint(args.iface, args.ip),
-                    Endpoint(b"\xff" * 6, ip_bytes(args.ps_ip)), Task(args.job, args.task),
-                    args.flow_id or args.index + 1, args.next_node, fragments(gradient),
-                    window=args.window, timeout=args.timeout, rate_gbps=args.rate_gbps,
-                    plan=plan, rate_scale=args.rate_scale, epoch=args.epoch)
+    try:
+        shards = _worker_shards(args, open_raw(args.iface), _endpoint(args.iface, args.ip),
+                                fragments(gradient))
+    except BadShards as exc:
+        print(f"error: ina worker: {exc}", file=sys.stderr)
+        return 2
     _stop_on_sigterm()
     try:
         _wait_for_go(args)
-        result = worker.run()[: len(gradient)]
+        result = run_shards(shards)[: len(gradient)]
     except Stopped:
-        print(json.dumps({"worker": args.index, "stopped": worker.waiting_for(),
-                          **worker.stats.__dict__}))
+        waiting = {w.task.task: w.waiting_for() for w in shards}
+        print(json.dumps({"worker": args.index,
+                          "stopped": waiting if len(shards) > 1 else waiting[args.task],
+                          **_worker_report(shards)}))
         return 3
-    report: dict[str, object] = {"worker": args.index, **worker.stats.__dict__}
+    report: dict[str, object] = {"worker": args.index, **_worker_report(shards)}
     code = 0
     if args.verify:
-        expected = sum((synthetic_gradient(args.seed, i, len(gradient)).astype(np.int64)
-                        for i in range(args.workers)), np.zeros(len(gradient), np.int64))
+        expected = _expected_sum(args.seed, args.workers, len(gradient))
         report["exact"] = bool(np.array_equal(result.astype(np.int64), expected))
         code = 0 if report["exact"] else 1
     print(json.dumps(report))
     return code
 
 
+def _expected_sum(seed: int, workers: int, elements: int) -> np.ndarray:
+    """The exact sum of the synthetic gradients of workers 0..workers-1 (int64)."""
+    return sum((synthetic_gradient(seed, i, elements).astype(np.int64) for i in range(workers)),
+               np.zeros(elements, np.int64))
+
+
+def _ps_shard(args: argparse.Namespace, total: int) -> tuple[int, int]:
+    """(first fragment, fragments) this PS finishes: its task's shard, or the whole gradient."""
+    shares = job_shares(args.state, args.job)
+    if shares is None:
+        return 0, total
+    if args.task not in shares:
+        raise BadShards(f"PS of task {args.task}: the state file shards job {args.job} over "
+                        f"tasks {sorted(shares)} only")
+    lo, hi = shard_ranges(total, list(shares.values()))[list(shares).index(args.task)]
+    return lo, hi - lo
+
+
 def cmd_ps(args: argparse.Namespace) -> int:
     elements = int(args.size_mb * 2**20) // 4
+    try:
+        offset, count = _ps_shard(args, -(-elements // K))
+    except BadShards as exc:
+        print(f"error: ina ps: {exc}", file=sys.stderr)
+        return 2
     plan = None
     if args.state:
         task = (args.job, args.task)
         plan = PlanWatcher(Path(args.state), lambda r: (r["job_id"], r["task_id"]) == task)
     ps = ParameterServer(open_raw(args.iface), _endpoint(args.iface, args.ip),
-                         Task(args.job, args.task), args.workers, -(-elements // K),
-                         args.result_flow_id, plan=plan, epoch=args.epoch)
+                         Task(args.job, args.task), args.workers, count,
+                         args.result_flow_id, plan=plan, epoch=args.epoch, offset=offset)
     _stop_on_sigterm()
     try:
         _wait_for_go(args)
         start = time.monotonic()
         ps.run(args.linger)
     except Stopped:
-        print(json.dumps({"ps": True, "stopped": ps.waiting_for(),
-                          "flows_per_fragment": ps.flows_per_fragment()}))
+        # stopped while still answering stragglers, its shard may well be complete
+        print(json.dumps({"ps": True, "stopped": ps.waiting_for(), "fragments": ps.fragments,
+                          "flows_per_fragment": ps.flows_per_fragment(),
+                          **_ps_check(args, ps, elements)}))
         return 3
-    print(json.dumps({"ps": True, "fragments": ps.fragments, "results_sent": ps.results_sent,
-                      "flows_per_fragment": ps.flows_per_fragment(),
-                      "seconds": round(time.monotonic() - start, 3)}))
-    return 0
+    report = {"ps": True, "first_fragment": offset, "fragments": ps.fragments,
+              "results_sent": ps.results_sent, "flows_per_fragment": ps.flows_per_fragment(),
+              "seconds": round(time.monotonic() - start, 3), **_ps_check(args, ps, elements)}
+    print(json.dumps(report))
+    return 0 if report.get("exact", True) else 1
+
+
+def _ps_check(args: argparse.Namespace, ps: ParameterServer, elements: int) -> dict:
+    """With --verify and every fragment finished: is the PS's shard the exact sum?"""
+    if not args.verify or ps.finished < ps.fragments:
+        return {}
+    expected = fragments(_expected_sum(args.seed, args.workers, elements))[ps.offset:]
+    return {"exact": bool(np.array_equal(ps.result.astype(np.int64),
+                                         expected[: ps.fragments]))}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -535,17 +710,18 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="iteration number, carried in fragment ids (worker and PS must agree)")
     p.add_argument("--wait-go", action="store_true",
                    help='print {"ready": true} once set up, then wait for a line on stdin')
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic gradients")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `worker` and `ps` to the command line."""
     p = subparsers.add_parser("worker", help="send one gradient through INA and get the sum")
     _common(p)
-    p.add_argument("--ps-ip", required=True)
+    p.add_argument("--ps-ip", required=True,
+                   help="the PS's address (a sharded job takes each task's PS from --state)")
     p.add_argument("--index", type=int, required=True, help="worker index in the task (0-based)")
     p.add_argument("--flow-id", type=int, help="this worker's flow id (default index + 1)")
     p.add_argument("--next-node", type=int, default=0, help="id of the first aggregating node")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic gradients")
     p.add_argument("--gradient", metavar="FILE.npy", help="int32 or float32 gradient to send "
                    f"(float32 is scaled by {FIXED_POINT_SCALE}); default: synthetic")
     p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
@@ -564,5 +740,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="flow id of the task's results (the controller's result_flow_id)")
     p.add_argument("--linger", type=float, default=1.0,
                    help="seconds to keep answering retransmissions after the last fragment")
+    p.add_argument("--verify", action="store_true",
+                   help="check this PS's sums (its shard of the model) against the exact sum "
+                   "of the synthetic gradients (--seed)")
     p.set_defaults(func=cmd_ps)
 
