@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finsy import (
+    GRPCCredentialsTLS,
     P4ClientError,
     P4CloneSessionEntry,
     P4CounterEntry,
@@ -47,7 +48,8 @@ P4INFO = P4SRC / "ina.p4info.txtpb"
 # target executes the program built into it and ignores the blob, so the P4 source is sent to
 # name the program version (finsy only pushes a pipeline when it has both parts).
 EMBEDDED_BLOB = P4SRC / "ina.p4"
-COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")
+COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job",
+            "forged")
 # Answers that may change on a retry (a switch still booting, a busy one); any other answer
 # given twice in a row, such as NOT_FOUND for a device id the switch does not have (the
 # embedded target at arbitration) or UNKNOWN "Error when trying to assign device" (bmv2 at
@@ -68,6 +70,7 @@ class SwitchTarget:
     name: str
     address: str
     device_id: int = 1
+    credentials: GRPCCredentialsTLS | None = None  # TLS (controller/tls.py); None: plain text
 
 
 @dataclass
@@ -78,6 +81,7 @@ class InaSwitchDriver:
     program: SwitchProgram
     p4info: Path = P4INFO
     p4blob: Path = EMBEDDED_BLOB
+    election_id: int = 10  # P4Runtime arbitration: finsy's default
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     pushes: list[float] = field(default_factory=list)  # seconds per (re)install
     problems: list[str] = field(default_factory=list)
@@ -94,11 +98,13 @@ class InaSwitchDriver:
     failure_code: GRPCStatusCode | None = None
     failure_repeats: int = 0  # consecutive cycles that failed with that same reason
     switch: Switch = field(init=False)
+    started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         options = SwitchOptions(
             p4info=self.p4info, p4blob=self.p4blob, device_id=self.target.device_id,
-            ready_handler=self._on_ready,
+            ready_handler=self._on_ready, channel_credentials=self.target.credentials,
+            initial_election_id=self.election_id,
         )
         self.switch = Switch(self.target.name, self.target.address, options)
         self.switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._on_down)
@@ -301,7 +307,7 @@ def _diff(switch: str, kind: str, wanted: set[bytes], got: set[bytes]) -> list[s
 
 
 async def read_counters(sw: Switch) -> dict[str, list[int]]:
-    """Packet counts per pipeline of every INA counter."""
+    """Packet counts per cell of every INA counter (per pipeline; `forged` per job)."""
     counts: dict[str, list[int]] = {}
     for name in COUNTERS:
         cells: dict[int, int] = {}
