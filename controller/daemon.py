@@ -10,8 +10,11 @@ counter read within `POLL_TIMEOUT`: a switch that dies or hangs shows as not pro
 the state file within about a second. SIGTERM stops the daemon like SIGINT: the state file's
 last version says the controller stopped, when and why.
 
-Reconciliation after a switch restart is finsy's reconnect plus the driver's ready handler,
-which reinstalls everything and logs how long it took (`pushes` in the state file).
+Reconciliation after a switch restart, or after this controller takes over from a failed
+primary (P4Runtime arbitration, `--election-id`), is finsy's reconnect plus the driver's ready
+handler, which writes only what the switch lacks or holds wrongly and logs how long it took
+(`pushes_seconds`) and how many updates it wrote (`writes`). A backup controller keeps its
+own state file with every switch's `role` "backup" until it takes over.
 """
 
 from __future__ import annotations
@@ -132,10 +135,12 @@ class Session:
                 "address": d.target.address,
                 "device_id": d.target.device_id,
                 "programmed": d.programmed,
+                "role": d.role,
                 "connected": d.switch.is_up,
                 "answering": d.responsive,
                 "failure": d.failure,
                 "pushes_seconds": d.pushes,
+                "writes": d.writes,
                 "problems": d.problems,
                 "counters": self.counters.get(name, {}),
             }
@@ -277,7 +282,11 @@ async def _program_and_watch(session: Session, connect_timeout: float, once: boo
         raise SouthboundError("; ".join(mismatches))
     session.started = True
     session.publish()
-    LOG.info("plan v%d installed on %d switch(es)", session.version, len(session.drivers))
+    backups = sorted(n for n, d in session.drivers.items() if d.role == "backup")
+    LOG.info("plan v%d installed on %d switch(es)%s", session.version,
+             len(session.drivers) - len(backups),
+             f"; backup on {', '.join(backups)} (another controller is primary)" if backups
+             else "")
     if once:
         return
     async with asyncio.TaskGroup() as group:

@@ -1,10 +1,17 @@
 """P4Runtime driver for INA switches, on finsy.
 
-finsy reconnects by itself and keeps no state cache, so everything a switch must hold is
-(re)installed by the ready handler each time the switch (re)connects as primary: that is the
-reconcile step after a restart. The handler clears what the switch holds, writes the compiled
-entities, reads them back and compares them with what was written (P4Runtime's read-write
-symmetry), so a switch that silently dropped or altered an entry is noticed.
+finsy reconnects by itself and keeps no state cache, so the ready handler reconciles each
+time the switch (re)connects as primary, or this controller becomes primary (failover): it
+reads back what the switch holds, writes only the difference to the compiled program (inserts,
+modifies, deletes; `writes` counts them), reads everything back again and compares it with the
+program (P4Runtime's read-write symmetry), so a switch that silently dropped or altered an
+entry is noticed. A restarted switch holds nothing, so it gets everything; a switch that a
+failed controller left programmed gets only what differs, and its traffic keeps flowing.
+
+Arbitration is finsy's (P4Runtime "Client Arbitration"): the live client with the highest
+election id is primary; a backup writes nothing and only reads. When the primary's stream goes,
+the switch has no primary until a client advertises an election id at least as high as the
+highest it has seen: finsy's backup, told NOT_FOUND, re-advertises that id and takes over.
 """
 
 from __future__ import annotations
@@ -97,6 +104,8 @@ class InaSwitchDriver:
     failure: str | None = None  # why finsy's last connection cycle failed (see FailureReports)
     failure_code: GRPCStatusCode | None = None
     failure_repeats: int = 0  # consecutive cycles that failed with that same reason
+    role: str = "none"  # "primary" or "backup" on the switch's channel, "none" while down
+    writes: list[int] = field(default_factory=list)  # updates written per reconcile
     switch: Switch = field(init=False)
     started: float = field(default_factory=time.monotonic)
 
@@ -123,6 +132,7 @@ class InaSwitchDriver:
 
     def _on_down(self, _switch: Switch) -> None:
         self.installed = self.responsive = False
+        self.role = "none"
         LOG.warning("%s: P4Runtime channel down; the switch is not programmed until it is back",
                     self.target.name)
         if self.on_programmed:
@@ -158,7 +168,7 @@ class InaSwitchDriver:
         """Make: install `program` beside the current one (new keys inserted, shared keys
         modified); the current program's own entries stay until `retire_previous`."""
         inserts, modifies, _ = diff_programs(self.program, program)
-        if self.switch.is_up:
+        if self.switch.is_up and self.switch.is_primary:
             await self.switch.insert(inserts)
             await self.switch.modify(modifies)
         self.previous, self.program = self.program, program
@@ -168,16 +178,26 @@ class InaSwitchDriver:
         if self.previous is None:
             return
         _, _, deletes = diff_programs(self.previous, self.program)
-        if self.switch.is_up:
+        if self.switch.is_up and self.switch.is_primary:
             await self.switch.delete(reversed(deletes))  # tables before the groups they use
         self.previous = None
 
     async def _on_ready(self, sw: Switch) -> None:
+        if not sw.is_primary:
+            # Another controller is primary: stand by (reads only) until the switch makes
+            # this one primary, which runs this handler again.
+            self.role, self.installed = "backup", False
+            self.responsive = True
+            LOG.info("%s: backup (election id %d, primary's %d)", sw.name, sw.election_id,
+                     sw.primary_id)
+            self.ready.set()
+            if self.on_programmed:
+                self.on_programmed()
+            return
+        self.role = "primary"
         started = time.perf_counter()
-        # Not `delete_all`: it also resets default actions, which the program fixes.
-        await sw.delete_many([P4TableEntry(), P4MulticastGroupEntry(), P4CloneSessionEntry()])
         try:
-            await sw.insert(self.program.entities())
+            self.writes.append(await reconcile(sw, self.program))
         except P4ClientError as exc:
             first = next(iter(exc.details.values()), None)
             reason = first.message if first else str(exc)
@@ -260,6 +280,47 @@ def _key(entity) -> tuple:
     if isinstance(entity, P4MulticastGroupEntry):
         return ("group", entity.multicast_group_id)
     return ("clone", entity.session_id)
+
+
+async def reconcile(sw: Switch, program: SwitchProgram) -> int:
+    """Make the switch hold exactly `program`, writing only what differs from what it holds
+    (read back); returns the number of updates written. Order: new multicast groups and clone
+    sessions before the table entries using them, deletions of table entries before the
+    groups they used."""
+    held = [e async for e in sw.read(P4TableEntry())]
+    held += [e async for e in sw.read(P4MulticastGroupEntry())]
+    held += [e async for e in sw.read(P4CloneSessionEntry())]
+    found = _fingerprints(sw, held)
+    wanted = _fingerprints(sw, program.entities())
+    inserts = [e for k, (_, e) in wanted.items() if k not in found]
+    modifies = [e for k, (v, e) in wanted.items() if k in found and found[k][0] != v]
+    deletes = [e for k, (_, e) in found.items() if k not in wanted]
+    await sw.insert(inserts)
+    await sw.modify(modifies)
+    await sw.delete(deletes)
+    return len(inserts) + len(modifies) + len(deletes)
+
+
+def _fingerprints(sw: Switch, entities: Iterable) -> dict[tuple, tuple[bytes, object]]:
+    """Entity by its P4Runtime key → (its whole canonical encoding, the entity). Canonical
+    bytes make a read-back entry compare equal to the compiled one (read-write symmetry)."""
+    out: dict[tuple, tuple[bytes, object]] = {}
+    for entity in entities:
+        message = entity.encode(sw.p4info)
+        if message.WhichOneof("entity") == "table_entry":
+            entry = message.table_entry
+            entry.ClearField("counter_data")
+            key: tuple = ("table", entry.table_id, entry.priority, tuple(
+                m.SerializeToString(deterministic=True)
+                for m in sorted(entry.match, key=lambda m: m.field_id)))
+        else:
+            pre = message.packet_replication_engine_entry
+            kind = pre.WhichOneof("type")
+            inner = getattr(pre, kind)
+            key = (kind, inner.multicast_group_id if kind == "multicast_group_entry"
+                   else inner.session_id)
+        out[key] = (message.SerializeToString(deterministic=True), entity)
+    return out
 
 
 def diff_programs(old: SwitchProgram, new: SwitchProgram) -> tuple[list, list, list]:
