@@ -219,6 +219,48 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_channel_options(p: argparse.ArgumentParser) -> None:
+    """P4Runtime channel: TLS (controller/tls.py) and the election id (failover)."""
+    p.add_argument("--tls-ca", type=Path, metavar="PEM",
+                   help="connect over TLS; accept only switch certificates signed by this CA")
+    p.add_argument("--tls-cert", type=Path, metavar="PEM",
+                   help="the controller's certificate, for switches that require one")
+    p.add_argument("--tls-key", type=Path, metavar="PEM", help="its private key")
+    p.add_argument("--tls-server-name", default="", metavar="NAME",
+                   help="the name the switches' certificates must carry (default: the address "
+                        "dialled)")
+    p.add_argument("--insecure", action="store_true",
+                   help="allow plain text to switches that are not on a loopback address")
+    p.add_argument("--election-id", type=_election_id, default=10, metavar="N",
+                   help="P4Runtime election id (default 10); the live controller with the "
+                        "highest is primary, others wait as backups (RELIABILITY.md)")
+
+
+def _election_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 0 < value < 2**64:
+        raise argparse.ArgumentTypeError(f"expected an integer in 1..2^64-1, got {text!r}")
+    return value
+
+
+def _secure(args: argparse.Namespace, targets: dict) -> dict:
+    from controller.tls import ClientTLS, TLSConfigError, secure_targets
+
+    tls_only = (args.tls_cert, args.tls_key, args.tls_server_name)
+    if args.tls_ca is None and any(tls_only):
+        raise UserError("--tls-cert, --tls-key and --tls-server-name need --tls-ca (the CA "
+                        "that signs the switches' certificates)")
+    tls = (ClientTLS(args.tls_ca, args.tls_cert, args.tls_key, args.tls_server_name)
+           if args.tls_ca else None)
+    try:
+        return secure_targets(targets, tls, args.insecure)
+    except TLSConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
 def cmd_controller(args: argparse.Namespace) -> int:
     import asyncio
     import logging
@@ -232,6 +274,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         targets = daemon.load_targets(args.switches)
     except daemon.SwitchesFileError as exc:
         raise UserError(str(exc)) from None
+    targets = _secure(args, targets)
     if args.plan:
         plan = _load_plan(args.plan, "--plan")
     else:
@@ -244,7 +287,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
                              Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None,
                              p4info=Path(args.p4info) if args.p4info else None,
                              openflow_state=Path(args.openflow_state) if args.openflow_state
-                             else None)
+                             else None, election_id=args.election_id)
     try:
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
     except KeyboardInterrupt:
@@ -316,14 +359,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     print_plan(plan)
     table = Table(title="switches")
     for col in ("switch", "address", "programmed", "last push (s)", "aggregations",
-                "collisions", "duplicates", "malformed", "unknown job"):
+                "collisions", "duplicates", "malformed", "unknown job", "forged"):
         table.add_column(col)
     for name, sw in sorted(state.switches.items()):
         table.add_row(
             name, sw.address, "yes" if sw.programmed else "no",
             _fmt(sw.pushes_seconds[-1] if sw.pushes_seconds else None, 3),
             *(str(sum(sw.counters.get(c, []))) for c in
-              ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")),
+              ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job",
+               "forged")),
         )
     console.print(table)
     if state.dead_links:
@@ -469,6 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the OpenFlow controller's state file (plain switches on Open vSwitch "
                         "following this daemon): publish a new plan version to the hosts only "
                         "once they hold it")
+    _add_channel_options(p)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     p.set_defaults(func=cmd_controller)
 

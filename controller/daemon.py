@@ -10,8 +10,11 @@ counter read within `POLL_TIMEOUT`: a switch that dies or hangs shows as not pro
 the state file within about a second. SIGTERM stops the daemon like SIGINT: the state file's
 last version says the controller stopped, when and why.
 
-Reconciliation after a switch restart is finsy's reconnect plus the driver's ready handler,
-which reinstalls everything and logs how long it took (`pushes` in the state file).
+Reconciliation after a switch restart, or after this controller takes over from a failed
+primary (P4Runtime arbitration, `--election-id`), is finsy's reconnect plus the driver's ready
+handler, which writes only what the switch lacks or holds wrongly and logs how long it took
+(`pushes_seconds`) and how many updates it wrote (`writes`). A backup controller keeps its
+own state file with every switch's `role` "backup" until it takes over.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from controller.southbound.p4runtime import (
     SwitchTarget,
     check_fits,
 )
+from controller.tls import certificate_problem
 
 LOG = logging.getLogger(__name__)
 POLL_INTERVAL = 1.0  # seconds between counter reads (which double as liveness checks)
@@ -61,6 +65,7 @@ class Session:
     state_file: Path
     p4blob: Path | None = None
     p4info: Path | None = None
+    election_id: int = 10  # P4Runtime: the live controller with the highest is primary
     version: int = 1
     drivers: dict[str, InaSwitchDriver] = field(default_factory=dict)
     counters: dict[str, dict[str, list[int]]] = field(default_factory=dict)
@@ -94,7 +99,8 @@ class Session:
             raise SouthboundError("the plan does not fit the switches: " + "; ".join(too_big))
         extra = {k: v for k, v in (("p4blob", self.p4blob), ("p4info", self.p4info)) if v}
         self.drivers = {
-            name: InaSwitchDriver(target, programs[name], on_programmed=self._republish, **extra)
+            name: InaSwitchDriver(target, programs[name], on_programmed=self._republish,
+                                  election_id=self.election_id, **extra)
             for name, target in self.targets.items()
         }
         self.started = False
@@ -129,10 +135,12 @@ class Session:
                 "address": d.target.address,
                 "device_id": d.target.device_id,
                 "programmed": d.programmed,
+                "role": d.role,
                 "connected": d.switch.is_up,
                 "answering": d.responsive,
                 "failure": d.failure,
                 "pushes_seconds": d.pushes,
+                "writes": d.writes,
                 "problems": d.problems,
                 "counters": self.counters.get(name, {}),
             }
@@ -274,7 +282,11 @@ async def _program_and_watch(session: Session, connect_timeout: float, once: boo
         raise SouthboundError("; ".join(mismatches))
     session.started = True
     session.publish()
-    LOG.info("plan v%d installed on %d switch(es)", session.version, len(session.drivers))
+    backups = sorted(n for n, d in session.drivers.items() if d.role == "backup")
+    LOG.info("plan v%d installed on %d switch(es)%s", session.version,
+             len(session.drivers) - len(backups),
+             f"; backup on {', '.join(backups)} (another controller is primary)" if backups
+             else "")
     if once:
         return
     async with asyncio.TaskGroup() as group:
@@ -390,13 +402,29 @@ async def _wait_programmed(session: Session, timeout: float) -> None:
     device id, refused pipeline) fails after its second try, one that stays silent after
     `timeout`."""
     deadline = time.monotonic() + timeout
+    checked: set[str] = set()
     while pending := {n: d for n, d in session.drivers.items() if not d.ready.is_set()}:
+        await _refuse_untrusted(pending, checked)
         refused = {n: d for n, d in pending.items() if d.definitive_failure}
         if refused or time.monotonic() > deadline:
             raise SouthboundError("; ".join(
                 _why_not_programmed(name, driver, timeout)
                 for name, driver in (refused or pending).items())) from None
         await asyncio.sleep(0.05)
+
+
+async def _refuse_untrusted(pending: dict[str, InaSwitchDriver], checked: set[str]) -> None:
+    """A TLS switch still not connected after a second is asked for its certificate once:
+    one that does not match is refused at once (gRPC would retry it silently forever)."""
+    for name, driver in pending.items():
+        credentials = driver.target.credentials
+        if credentials is None or name in checked or time.monotonic() - driver.started < 1.0:
+            continue
+        checked.add(name)
+        problem = await asyncio.to_thread(certificate_problem, driver.target.address,
+                                          credentials)
+        if problem:
+            raise SouthboundError(f"switch {name} at {driver.target.address} refused: {problem}")
 
 
 def _why_not_programmed(name: str, driver: InaSwitchDriver, timeout: float) -> str:

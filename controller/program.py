@@ -17,7 +17,9 @@ switches realise exactly the flows the evaluator scored:
 * `job_slots` gives every (job, generation) its own slot region (job isolation, and a new plan
   version never meets the partial sums an old one left behind), `port_pipeline`
   installs the switch's port→pipeline map, and clone session p sends control packets back out
-  of port p.
+  of port p;
+* `host_port` / `host_job` bind every port facing a host to the jobs that host takes part in
+  (worker or PS), so a host cannot send for another job (p4src/README.md step 2b).
 
 The per-switch forwarding decisions (`number_tasks`, `flow_routes`, `result_children`,
 `host_routes`) are plain data, so the OpenFlow driver for plain switches
@@ -171,10 +173,15 @@ def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
 
 
 def _base_entries(network: Network, ids: Numbering, switch: str, prog: SwitchProgram) -> None:
-    """Port→pipeline map, collision clone sessions and IPv4 routes to every host."""
+    """Port→pipeline map, host ports bound to their hosts' jobs, collision clone sessions and
+    IPv4 routes to every host."""
     for port, pipe in sorted(network.pipeline_map(switch).items()):
         prog.table_entries.append(_entry(
             "port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe))
+    for port, jobs in sorted(host_port_jobs(network, ids, switch).items()):
+        prog.table_entries.append(_entry("host_port", {"ingress_port": port}, "mark_host_port"))
+        prog.table_entries += [_entry("host_job", {"ingress_port": port, "job": job},
+                                      "permit_job") for job in jobs]
     ports = sorted(d["out_port"] for _, _, d in network.graph.out_edges(switch, data=True))
     prog.clone_sessions = [P4CloneSessionEntry(p, replicas=[(p, 0)]) for p in ports]
     for ip, port in host_routes(network, ids, switch).items():
@@ -248,6 +255,17 @@ def result_children(network: Network, task: TaskNumbering) -> dict[str, list[int
         switch: sorted(network.graph.edges[switch, c]["out_port"] for c in below)
         for switch, below in sorted(children.items()) if network.is_switch(switch)
     }
+
+
+def host_port_jobs(network: Network, ids: Numbering, switch: str) -> dict[int, list[int]]:
+    """Port facing a host → ids of the jobs that host is a worker or PS of (maybe none)."""
+    jobs: dict[str, set[int]] = {}
+    for task in network.tasks:
+        for host in (task.ps, *task.workers):
+            jobs.setdefault(host, set()).add(ids.job_id(task.job))
+    return {data["in_port"]: sorted(jobs.get(host, ()))
+            for host, _, data in network.graph.in_edges(switch, data=True)
+            if not network.is_switch(host)}
 
 
 def host_routes(network: Network, ids: Numbering, switch: str) -> dict[str, int]:

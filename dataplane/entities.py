@@ -60,6 +60,7 @@ class Entities:
                 ("port_pipeline", self._port_pipeline), ("job_slots", self._job_slots),
                 ("ina_aggregate", self._aggregate), ("ina_forward", self._forward),
                 ("result_multicast", self._result), ("ipv4_lpm", self._lpm),
+                ("host_port", self._host_port), ("host_job", self._host_job),
             )
         }
         self._counters = {c.id: c.name.removeprefix(COUNTER_PREFIX)
@@ -227,9 +228,9 @@ class Entities:
         if kind != MODIFY:
             raise P4Error(StatusCode.INVALID_ARGUMENT, "counters can only be modified")
         cells = self.pipeline.counters[name]
-        indices = [entry.index.index] if entry.HasField("index") else range(MAX_PIPES)
+        indices = [entry.index.index] if entry.HasField("index") else range(len(cells))
         for index in indices:
-            _check_index(name, index)
+            _check_index(name, index, len(cells))
         if entry.HasField("data"):  # unset data: the value is not modified
             for index in indices:
                 cells[index] = entry.data.packet_count
@@ -245,6 +246,20 @@ class Entities:
         if pipe >= MAX_PIPES:
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"pipe {pipe} >= MAX_PIPES {MAX_PIPES}")
         self.pipeline.fwd.port_pipe[port] = pipe
+
+    def _host_port(self, key: Key, action: Params | None) -> None:
+        port = _int(key[0][1])
+        if action is None:
+            self.pipeline.fwd.host_ports.discard(port)
+        else:
+            self.pipeline.fwd.host_ports.add(port)
+
+    def _host_job(self, key: Key, action: Params | None) -> None:
+        bound = (_int(key[0][1]), _int(key[1][1]))
+        if action is None:
+            self.pipeline.fwd.host_jobs.discard(bound)
+        else:
+            self.pipeline.fwd.host_jobs.add(bound)
 
     def _job_slots(self, key: Key, action: Params | None) -> None:
         job, generation = _int(key[0][1]), _int(key[1][1])
@@ -345,9 +360,9 @@ class Entities:
         ids = [request.counter_id] if request.counter_id else sorted(self._counters)
         for counter_id in ids:
             cells = self.pipeline.counters[self._counters[counter_id]]
-            indices = [request.index.index] if request.HasField("index") else range(MAX_PIPES)
+            indices = [request.index.index] if request.HasField("index") else range(len(cells))
             for index in indices:
-                _check_index(self._counters[counter_id], index)
+                _check_index(self._counters[counter_id], index, len(cells))
                 out = p4r.Entity()
                 out.counter_entry.counter_id = counter_id
                 out.counter_entry.index.index = index
@@ -355,12 +370,12 @@ class Entities:
                 yield out
 
 
-def _check_index(counter: str, index: int) -> None:
+def _check_index(counter: str, index: int, size: int) -> None:
     """"CounterEntry": a negative index is INVALID_ARGUMENT, one past the array OUT_OF_RANGE."""
     if index < 0:
         raise P4Error(StatusCode.INVALID_ARGUMENT, f"{counter}: negative index {index}")
-    if index >= MAX_PIPES:
-        raise P4Error(StatusCode.OUT_OF_RANGE, f"{counter}: index {index} >= size {MAX_PIPES}")
+    if index >= size:
+        raise P4Error(StatusCode.OUT_OF_RANGE, f"{counter}: index {index} >= size {size}")
 
 
 def _int(value: bytes) -> int:

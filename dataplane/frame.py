@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 K = 32
 MAX_PIPES = 4
+MAX_JOBS = 32  # cells of the per-job `forged` counter
 SLOTS_PER_PIPE = 4096
 # A partial sum nothing touched for this long is abandoned: the slot counts as free (README 4.2)
 STALE_AFTER_SECONDS = 2.0

@@ -24,6 +24,7 @@ from dataplane.frame import (
     INA_HEADER,
     INA_UDP_LEN,
     INA_UDP_PORT,
+    MAX_JOBS,
     MAX_PIPES,
     OFF_ELEMS,
     OFF_INA,
@@ -37,7 +38,10 @@ from dataplane.frame import (
     set_ipv4_checksum,
 )
 
-COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")
+COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job",
+            "forged")
+# Cells per counter: per pipe, except `forged`, per job (README "What the controller installs").
+COUNTER_SIZES = {name: MAX_JOBS if name == "forged" else MAX_PIPES for name in COUNTERS}
 _ELEMS_END = OFF_ELEMS + 4 * K
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 _UDP_LEN = INA_UDP_LEN.to_bytes(2, "big")
@@ -64,6 +68,8 @@ class Forwarding:
     job_slots: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)
     aggregate: dict[tuple[int, int, int, int], Aggregate] = field(default_factory=dict)
     forward: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    host_ports: set[int] = field(default_factory=set)
+    host_jobs: set[tuple[int, int]] = field(default_factory=set)  # (port, job) bound
     result_group: dict[tuple[int, int], int] = field(default_factory=dict)
     # (prefix length, prefix value) -> port; searched longest prefix first.
     lpm: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -99,7 +105,7 @@ class Pipeline:
         """A new pipeline config: forwarding state, slots and counters start empty."""
         self.fwd = Forwarding()
         self.slots = Slots()
-        self.counters = {name: [0] * MAX_PIPES for name in COUNTERS}
+        self.counters = {name: [0] * size for name, size in COUNTER_SIZES.items()}
         self._lpm_order: list[tuple[int, int]] = []
 
     def lpm_changed(self) -> None:
@@ -122,6 +128,10 @@ class Pipeline:
                 or frame[OFF_INA + 14:OFF_INA + 16] != b"\x00\x20"
                 or frame[OFF_INA + 3] not in FLAGS):
             self._count("malformed", pipe)  # step 2
+            return []
+        job = int.from_bytes(frame[OFF_INA:OFF_INA + 2], "big")
+        if port in self.fwd.host_ports and (port, job) not in self.fwd.host_jobs:
+            self.counters["forged"][job if job < MAX_JOBS else 0] += 1  # step 2b
             return []
         flags = frame[OFF_INA + 3]
         if flags == RESULT:

@@ -34,6 +34,9 @@ REQUIRED_TABLES: dict[str, tuple[tuple[tuple[str, int, str], ...], tuple[str, ..
     "InaIngress.result_multicast": (
         (("job", 16, "EXACT"), ("task", 8, "EXACT")), ("InaIngress.set_result_group",)),
     "InaIngress.ipv4_lpm": ((("dst_addr", 32, "LPM"),), ("InaIngress.forward",)),
+    "InaIngress.host_port": ((("ingress_port", 9, "EXACT"),), ("InaIngress.mark_host_port",)),
+    "InaIngress.host_job": ((("ingress_port", 9, "EXACT"), ("job", 16, "EXACT")),
+                            ("InaIngress.permit_job",)),
 }
 REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.set_pipeline": (("pipe", 8),),
@@ -42,6 +45,8 @@ REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
                              ("next_node", 16)),
     "InaIngress.forward": (("port", 9),),
     "InaIngress.set_result_group": (("group", 16),),
+    "InaIngress.mark_host_port": (),
+    "InaIngress.permit_job": (),
 }
 COUNTER_PREFIX = "InaIngress."
 # Controller headers (packet-in / packet-out through CPU_PORT): name -> its one metadata field.

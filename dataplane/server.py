@@ -397,11 +397,15 @@ def _codes_only(errors: list[p4r.Error]) -> list[tuple[p4r.Error, str]]:
     return [(p4r.Error(canonical_code=e.canonical_code), SHORT_TYPE_URL) for e in errors]
 
 
-async def serve(address: str, service: P4RuntimeService) -> grpc.aio.Server:
-    """Start the gRPC server on `address` (host:port) and return it."""
+async def serve(address: str, service: P4RuntimeService,
+                credentials: grpc.ServerCredentials | None = None) -> grpc.aio.Server:
+    """Start the gRPC server on `address` (host:port), over TLS with `credentials`, and
+    return it."""
     server = grpc.aio.server()
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
-    if server.add_insecure_port(address) == 0:
+    port = (server.add_secure_port(address, credentials) if credentials is not None
+            else server.add_insecure_port(address))
+    if port == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()
     return server

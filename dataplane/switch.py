@@ -15,6 +15,8 @@ import asyncio
 import logging
 import signal
 
+import grpc
+
 from dataplane.frame import CPU_PORT
 from dataplane.pipeline import Pipeline
 from dataplane.ports import drain, open_raw, send
@@ -25,8 +27,10 @@ LOG = logging.getLogger(__name__)
 ROUNDS_PER_TURN = 256
 
 
-async def run_switch(device_id: int, address: str, interfaces: dict[int, str]) -> None:
-    """Serve P4Runtime on `address` and switch frames between `interfaces` (port -> name)."""
+async def run_switch(device_id: int, address: str, interfaces: dict[int, str],
+                     credentials: grpc.ServerCredentials | None = None) -> None:
+    """Serve P4Runtime on `address` (TLS with `credentials`) and switch frames between
+    `interfaces` (port -> name)."""
     pipeline = Pipeline()
     sockets = {port: open_raw(name) for port, name in interfaces.items()}
 
@@ -36,7 +40,7 @@ async def run_switch(device_id: int, address: str, interfaces: dict[int, str]) -
             send(sock, frame)
 
     service = P4RuntimeService(device_id, pipeline, transmit)
-    server = await serve(address, service)
+    server = await serve(address, service, credentials)
     loop = asyncio.get_running_loop()
 
     def handle(port: int, frame: bytes) -> None:

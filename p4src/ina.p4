@@ -23,6 +23,7 @@
 // *** SIZES: the only place they are set (README "Sizes")
 #define K 32
 #define MAX_PIPES 4
+#define MAX_JOBS 32              // cells of the per-job `forged` counter (job ids 1..31)
 #define SLOTS_PER_PIPE 4096
 #define CELLS 16384              // MAX_PIPES * SLOTS_PER_PIPE
 #define VALUE_CELLS 524288       // CELLS * K
@@ -134,6 +135,7 @@ struct headers_t {
 
 struct metadata_t {
     bit<8> pipe;
+    bit<32> job_cell;   // the `forged` counter's cell of the packet's job (0: out of range)
     bit<2> generation;  // flow_id[15:14]: which plan generation the flow belongs to
     bit<32> slot_base;
     bit<32> slot_count;
@@ -219,6 +221,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     @name("duplicates") counter(MAX_PIPES, CounterType.packets) duplicates;
     @name("malformed") counter(MAX_PIPES, CounterType.packets) malformed;
     @name("unknown_job") counter(MAX_PIPES, CounterType.packets) unknown_job;
+    // INA packets from a host port whose job is not bound to that port, by the job they
+    // claim (README step 2b): the job someone tried to tamper with.
+    @name("forged") counter(MAX_JOBS, CounterType.packets) forged;
 
     @name("set_pipeline")
     action set_pipeline(bit<8> pipe) {
@@ -232,6 +237,34 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         actions = { set_pipeline; NoAction; }
         default_action = NoAction();
         size = 512;
+    }
+
+    @name("mark_host_port")
+    action mark_host_port() { }
+
+    // Ports that face a host: only the jobs bound to the port in `host_job` may enter there
+    // (README step 2b). Ports between switches are not listed: they carry every job.
+    @name("host_port")
+    table host_port {
+        key = { standard_metadata.ingress_port: exact @name("ingress_port"); }
+        actions = { mark_host_port; NoAction; }
+        default_action = NoAction();
+        size = 512;
+    }
+
+    @name("permit_job")
+    action permit_job() { }
+
+    // The jobs the hosts behind each host port take part in (README step 2b).
+    @name("host_job")
+    table host_job {
+        key = {
+            standard_metadata.ingress_port: exact @name("ingress_port");
+            hdr.ina.job: exact @name("job");
+        }
+        actions = { permit_job; NoAction; }
+        default_action = NoAction();
+        size = 4096;
     }
 
     @name("set_job_slots")
@@ -396,6 +429,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             hdr.packet_in.setValid();
             hdr.packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
             standard_metadata.egress_spec = CPU_PORT;
+        } else if (hdr.ina.isValid() && host_port.apply().hit && !host_job.apply().hit) {
+            // A host sending for a job it is not part of (README step 2b).
+            meta.job_cell = hdr.ina.job < MAX_JOBS ? (bit<32>)hdr.ina.job : 0;
+            forged.count(meta.job_cell);
+            mark_to_drop(standard_metadata);
         } else if (hdr.ina.isValid() && hdr.ina.flags == FLAG_RESULT) {
             if (!result_multicast.apply().hit) {
                 unknown_job.count(pipe);

@@ -105,3 +105,44 @@ def test_without_links_drops_both_directions():
     view = network.without_links({("L1", "S1")})
     assert not view.graph.has_edge("L1", "S1") and not view.graph.has_edge("S1", "L1")
     assert network.graph.has_edge("L1", "S1")
+
+
+def test_every_host_port_is_bound_to_exactly_its_hosts_jobs():
+    """Two jobs and an idle host on a leaf-spine (p4src/README.md step 2b): each port facing
+    a host gets `host_port`, and `host_job` for each job the host is a worker or PS of, read
+    here from the topology document itself; ports between switches get neither."""
+    from conftest import leaf_spine_doc
+
+    from controller.network import build_network
+    from controller.solvers import solve
+
+    doc = leaf_spine_doc(3, 2, [0, 2, 2], ina={"L1", "L2", "S0"})
+    doc["hosts"] += [{"name": "PS2", "role": "ps"}, {"name": "IDLE", "role": "idle"}]
+    doc["links"] += [{"a": "PS2", "b": "L2", "capacity_gbps": 1.0},
+                     {"a": "IDLE", "b": "L1", "capacity_gbps": 1.0}]
+    doc["jobs"] = [{"name": "a", "tasks": [{"name": "t0", "ps": "PS",
+                                            "workers": ["W1_0", "W1_1", "W2_0"]}]},
+                   {"name": "b", "tasks": [{"name": "t0", "ps": "PS2", "workers": ["W2_1"]}]}]
+    network = build_network(doc)
+    programs, _ = compile_plan(network, solve(network, "shortest"))
+    jobs_of: dict[str, set[int]] = {}
+    for job_id, job in enumerate(doc["jobs"], start=1):
+        for task in job["tasks"]:
+            for host in (task["ps"], *task["workers"]):
+                jobs_of.setdefault(host, set()).add(job_id)
+    hosts = {h["name"] for h in doc["hosts"]}
+    for switch, program in programs.items():
+        expected_ports, expected_jobs = set(), set()
+        for link in doc["links"]:
+            for host, other in ((link["a"], link["b"]), (link["b"], link["a"])):
+                if host in hosts and other == switch:
+                    port = network.graph.edges[host, switch]["in_port"]
+                    expected_ports.add(port)
+                    expected_jobs |= {(port, j) for j in jobs_of.get(host, ())}
+        assert {e.match["ingress_port"] for e in _entries(program, "host_port")} == \
+            expected_ports, switch
+        assert {(e.match["ingress_port"], e.match["job"])
+                for e in _entries(program, "host_job")} == expected_jobs, switch
+    l1_ports = {network.graph.edges[h, "L1"]["in_port"]: h for h in ("W1_0", "W1_1", "IDLE")}
+    bound = {e.match["ingress_port"] for e in _entries(programs["L1"], "host_job")}
+    assert {l1_ports[p] for p in bound} == {"W1_0", "W1_1"}, "an idle host is bound to no job"

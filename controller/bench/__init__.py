@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "eina": "controller.bench.eina",
     "paring": "controller.bench.paring",
     "atro": "controller.bench.atro",
+    "failover": "controller.bench.failover",
 }
 
 

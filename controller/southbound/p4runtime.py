@@ -1,10 +1,17 @@
 """P4Runtime driver for INA switches, on finsy.
 
-finsy reconnects by itself and keeps no state cache, so everything a switch must hold is
-(re)installed by the ready handler each time the switch (re)connects as primary: that is the
-reconcile step after a restart. The handler clears what the switch holds, writes the compiled
-entities, reads them back and compares them with what was written (P4Runtime's read-write
-symmetry), so a switch that silently dropped or altered an entry is noticed.
+finsy reconnects by itself and keeps no state cache, so the ready handler reconciles each
+time the switch (re)connects as primary, or this controller becomes primary (failover): it
+reads back what the switch holds, writes only the difference to the compiled program (inserts,
+modifies, deletes; `writes` counts them), reads everything back again and compares it with the
+program (P4Runtime's read-write symmetry), so a switch that silently dropped or altered an
+entry is noticed. A restarted switch holds nothing, so it gets everything; a switch that a
+failed controller left programmed gets only what differs, and its traffic keeps flowing.
+
+Arbitration is finsy's (P4Runtime "Client Arbitration"): the live client with the highest
+election id is primary; a backup writes nothing and only reads. When the primary's stream goes,
+the switch has no primary until a client advertises an election id at least as high as the
+highest it has seen: finsy's backup, told NOT_FOUND, re-advertises that id and takes over.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finsy import (
+    GRPCCredentialsTLS,
     P4ClientError,
     P4CloneSessionEntry,
     P4CounterEntry,
@@ -47,7 +55,8 @@ P4INFO = P4SRC / "ina.p4info.txtpb"
 # target executes the program built into it and ignores the blob, so the P4 source is sent to
 # name the program version (finsy only pushes a pipeline when it has both parts).
 EMBEDDED_BLOB = P4SRC / "ina.p4"
-COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job")
+COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job",
+            "forged")
 # Answers that may change on a retry (a switch still booting, a busy one); any other answer
 # given twice in a row, such as NOT_FOUND for a device id the switch does not have (the
 # embedded target at arbitration) or UNKNOWN "Error when trying to assign device" (bmv2 at
@@ -68,6 +77,7 @@ class SwitchTarget:
     name: str
     address: str
     device_id: int = 1
+    credentials: GRPCCredentialsTLS | None = None  # TLS (controller/tls.py); None: plain text
 
 
 @dataclass
@@ -78,6 +88,7 @@ class InaSwitchDriver:
     program: SwitchProgram
     p4info: Path = P4INFO
     p4blob: Path = EMBEDDED_BLOB
+    election_id: int = 10  # P4Runtime arbitration: finsy's default
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     pushes: list[float] = field(default_factory=list)  # seconds per (re)install
     problems: list[str] = field(default_factory=list)
@@ -93,12 +104,16 @@ class InaSwitchDriver:
     failure: str | None = None  # why finsy's last connection cycle failed (see FailureReports)
     failure_code: GRPCStatusCode | None = None
     failure_repeats: int = 0  # consecutive cycles that failed with that same reason
+    role: str = "none"  # "primary" or "backup" on the switch's channel, "none" while down
+    writes: list[int] = field(default_factory=list)  # updates written per reconcile
     switch: Switch = field(init=False)
+    started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         options = SwitchOptions(
             p4info=self.p4info, p4blob=self.p4blob, device_id=self.target.device_id,
-            ready_handler=self._on_ready,
+            ready_handler=self._on_ready, channel_credentials=self.target.credentials,
+            initial_election_id=self.election_id,
         )
         self.switch = Switch(self.target.name, self.target.address, options)
         self.switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._on_down)
@@ -117,6 +132,7 @@ class InaSwitchDriver:
 
     def _on_down(self, _switch: Switch) -> None:
         self.installed = self.responsive = False
+        self.role = "none"
         LOG.warning("%s: P4Runtime channel down; the switch is not programmed until it is back",
                     self.target.name)
         if self.on_programmed:
@@ -152,7 +168,7 @@ class InaSwitchDriver:
         """Make: install `program` beside the current one (new keys inserted, shared keys
         modified); the current program's own entries stay until `retire_previous`."""
         inserts, modifies, _ = diff_programs(self.program, program)
-        if self.switch.is_up:
+        if self.switch.is_up and self.switch.is_primary:
             await self.switch.insert(inserts)
             await self.switch.modify(modifies)
         self.previous, self.program = self.program, program
@@ -162,16 +178,26 @@ class InaSwitchDriver:
         if self.previous is None:
             return
         _, _, deletes = diff_programs(self.previous, self.program)
-        if self.switch.is_up:
+        if self.switch.is_up and self.switch.is_primary:
             await self.switch.delete(reversed(deletes))  # tables before the groups they use
         self.previous = None
 
     async def _on_ready(self, sw: Switch) -> None:
+        if not sw.is_primary:
+            # Another controller is primary: stand by (reads only) until the switch makes
+            # this one primary, which runs this handler again.
+            self.role, self.installed = "backup", False
+            self.responsive = True
+            LOG.info("%s: backup (election id %d, primary's %d)", sw.name, sw.election_id,
+                     sw.primary_id)
+            self.ready.set()
+            if self.on_programmed:
+                self.on_programmed()
+            return
+        self.role = "primary"
         started = time.perf_counter()
-        # Not `delete_all`: it also resets default actions, which the program fixes.
-        await sw.delete_many([P4TableEntry(), P4MulticastGroupEntry(), P4CloneSessionEntry()])
         try:
-            await sw.insert(self.program.entities())
+            self.writes.append(await reconcile(sw, self.program))
         except P4ClientError as exc:
             first = next(iter(exc.details.values()), None)
             reason = first.message if first else str(exc)
@@ -256,6 +282,47 @@ def _key(entity) -> tuple:
     return ("clone", entity.session_id)
 
 
+async def reconcile(sw: Switch, program: SwitchProgram) -> int:
+    """Make the switch hold exactly `program`, writing only what differs from what it holds
+    (read back); returns the number of updates written. Order: new multicast groups and clone
+    sessions before the table entries using them, deletions of table entries before the
+    groups they used."""
+    held = [e async for e in sw.read(P4TableEntry())]
+    held += [e async for e in sw.read(P4MulticastGroupEntry())]
+    held += [e async for e in sw.read(P4CloneSessionEntry())]
+    found = _fingerprints(sw, held)
+    wanted = _fingerprints(sw, program.entities())
+    inserts = [e for k, (_, e) in wanted.items() if k not in found]
+    modifies = [e for k, (v, e) in wanted.items() if k in found and found[k][0] != v]
+    deletes = [e for k, (_, e) in found.items() if k not in wanted]
+    await sw.insert(inserts)
+    await sw.modify(modifies)
+    await sw.delete(deletes)
+    return len(inserts) + len(modifies) + len(deletes)
+
+
+def _fingerprints(sw: Switch, entities: Iterable) -> dict[tuple, tuple[bytes, object]]:
+    """Entity by its P4Runtime key → (its whole canonical encoding, the entity). Canonical
+    bytes make a read-back entry compare equal to the compiled one (read-write symmetry)."""
+    out: dict[tuple, tuple[bytes, object]] = {}
+    for entity in entities:
+        message = entity.encode(sw.p4info)
+        if message.WhichOneof("entity") == "table_entry":
+            entry = message.table_entry
+            entry.ClearField("counter_data")
+            key: tuple = ("table", entry.table_id, entry.priority, tuple(
+                m.SerializeToString(deterministic=True)
+                for m in sorted(entry.match, key=lambda m: m.field_id)))
+        else:
+            pre = message.packet_replication_engine_entry
+            kind = pre.WhichOneof("type")
+            inner = getattr(pre, kind)
+            key = (kind, inner.multicast_group_id if kind == "multicast_group_entry"
+                   else inner.session_id)
+        out[key] = (message.SerializeToString(deterministic=True), entity)
+    return out
+
+
 def diff_programs(old: SwitchProgram, new: SwitchProgram) -> tuple[list, list, list]:
     """(inserts, modifies, deletes) that turn `old` into `new`, in a safe write order."""
     before = {_key(e): e for e in old.entities()}
@@ -301,7 +368,7 @@ def _diff(switch: str, kind: str, wanted: set[bytes], got: set[bytes]) -> list[s
 
 
 async def read_counters(sw: Switch) -> dict[str, list[int]]:
-    """Packet counts per pipeline of every INA counter."""
+    """Packet counts per cell of every INA counter (per pipeline; `forged` per job)."""
     counts: dict[str, list[int]] = {}
     for name in COUNTERS:
         cells: dict[int, int] = {}

@@ -1,0 +1,187 @@
+"""Controller failover (RELIABILITY.md section 3), on both targets.
+
+Two controllers with different election ids drive one switch: the higher is primary, the other
+waits as a backup and writes nothing. When the primary goes, the switch has no primary until
+the backup advertises an election id at least as high as the highest it has seen (P4Runtime
+"Client Arbitration"; finsy's backup does so when told NOT_FOUND); the backup then reads back
+what the switch holds and writes only the difference to its own program.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import EXAMPLES, free_port
+from finsy import Controller, P4CloneSessionEntry, P4MulticastGroupEntry, P4TableEntry
+
+from controller.network import load_topology
+from controller.p4build import compile_for_bmv2
+from controller.program import compile_plan
+from controller.solvers import SolveOptions, solve
+from controller.southbound.p4runtime import (
+    EMBEDDED_BLOB,
+    P4INFO,
+    InaSwitchDriver,
+    SwitchTarget,
+    diff_programs,
+)
+from dataplane.bmv2 import bmv2_command, wait_listening
+from dataplane.targets import KINDS, missing
+
+TOPOLOGY = EXAMPLES / "aro-fig1.yaml"
+
+
+@pytest.fixture(params=KINDS)
+def switch(request):
+    """(kind, address) of a switch without ports (P4Runtime only: no root needed)."""
+    if reason := missing(request.param):
+        pytest.skip(reason)
+    address = f"127.0.0.1:{free_port()}"
+    if request.param == "bmv2":
+        command = bmv2_command({}, address)
+    else:
+        command = [sys.executable, "-m", "dataplane", "switch", "--grpc-addr", address,
+                   "--log-level", "warning"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_listening(address, process)
+    yield request.param, address
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def _program_files(kind: str) -> dict:
+    if kind == "bmv2":
+        built = compile_for_bmv2()
+        return {"p4info": built.p4info, "p4blob": built.json}
+    return {"p4info": P4INFO, "p4blob": EMBEDDED_BLOB}
+
+
+def _programs(scheme: str):
+    network = load_topology(TOPOLOGY)
+    plan = solve(network, scheme, SolveOptions(time_limit=20, seed=0))
+    return compile_plan(network, plan)[0]["S1"]
+
+
+async def _held(sw) -> set[bytes]:
+    """Everything the switch holds, as canonical bytes (counter data aside)."""
+    entities = [e async for e in sw.read(P4TableEntry())]
+    entities += [e async for e in sw.read(P4MulticastGroupEntry())]
+    entities += [e async for e in sw.read(P4CloneSessionEntry())]
+    return {e.encode(sw.p4info).SerializeToString(deterministic=True) for e in entities}
+
+
+def _wanted(sw, program) -> set[bytes]:
+    return {e.encode(sw.p4info).SerializeToString(deterministic=True)
+            for e in program.entities()}
+
+
+async def _wait(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def test_the_backup_writes_nothing_then_takes_over_writing_only_the_difference(switch):
+    """Primary A (election id 20) installs the `shortest` plan; backup B (10) holds the `aro`
+    plan. While A lives, B writes nothing; once A's channel closes, B becomes primary and
+    writes exactly the updates that turn A's program into its own (counted independently by
+    `diff_programs`, the make-before-break differ), after which the switch holds B's program."""
+    kind, address = switch
+    files = _program_files(kind)
+    old, new = _programs("shortest"), _programs("aro")
+    inserts, modifies, deletes = diff_programs(old, new)
+    expected = len(inserts) + len(modifies) + len(deletes)
+    assert 0 < expected < len(new.entities()), "the plans must differ, but not in everything"
+    a = InaSwitchDriver(SwitchTarget("S1", address), old, election_id=20, **files)
+    b = InaSwitchDriver(SwitchTarget("S1", address), new, election_id=10, **files)
+
+    async def scenario() -> float:
+        async with Controller([b.switch]):
+            async with Controller([a.switch]):
+                await asyncio.wait_for(a.ready.wait(), 30)
+                assert a.role == "primary" and a.writes == [len(old.entities())]
+                await _wait(lambda: b.role == "backup")
+                await asyncio.sleep(1.0)  # B must stay a backup while A lives
+                assert b.role == "backup" and b.writes == [] and not b.installed
+                assert await _held(b.switch) == _wanted(b.switch, old)
+                b.ready.clear()
+                gone = time.perf_counter()
+            await asyncio.wait_for(b.ready.wait(), 30)
+            took = time.perf_counter() - gone
+            assert b.role == "primary" and b.problems == []
+            assert await _held(b.switch) == _wanted(b.switch, new)
+            return took
+
+    took = asyncio.run(scenario())
+    assert b.writes == [expected]
+    print(f"{kind}: takeover with {expected} writes of {len(new.entities())} entities "
+          f"in {took:.3f} s")
+
+
+def _controller(tmp_path, name: str, address: str, election_id: int) -> subprocess.Popen:
+    switches = tmp_path / "switches.json"
+    switches.write_text(json.dumps({"S1": {"address": address}}))
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "controller", str(TOPOLOGY), "--switches",
+         str(switches), "--state", str(tmp_path / f"{name}.json"), "--election-id",
+         str(election_id), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "GRPC_VERBOSITY": "NONE"})
+
+
+def _switch_state(tmp_path, name: str) -> dict | None:
+    try:
+        return json.loads((tmp_path / f"{name}.json").read_text())["switches"]["S1"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _until(condition, timeout: float = 30.0) -> float:
+    """Seconds until `condition()` holds (polled every 10 ms); fails after `timeout`."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout, "timed out"
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+def test_two_controller_processes_fail_over_without_rewriting_the_switch(tmp_path):
+    """`ina controller --election-id 20` and `--election-id 10` on one embedded switch: the
+    second stands by; SIGKILL the first and the second is primary with zero writes (the same
+    plan is already there). The first, restarted, finds the second primary and stands by."""
+    address = f"127.0.0.1:{free_port()}"
+    switch = subprocess.Popen([sys.executable, "-m", "dataplane", "switch", "--grpc-addr",
+                               address, "--log-level", "warning"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_listening(address, switch)
+    primary = _controller(tmp_path, "a", address, 20)
+    backup = restarted = None
+    try:
+        _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
+        backup = _controller(tmp_path, "b", address, 10)
+        _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
+        assert _switch_state(tmp_path, "b")["writes"] == []
+        primary.send_signal(signal.SIGKILL)
+        primary.wait(timeout=10)
+        took = _until(lambda: (_switch_state(tmp_path, "b") or {}).get("programmed"))
+        state = _switch_state(tmp_path, "b")
+        assert state["role"] == "primary" and state["writes"] == [0]
+        assert state["problems"] == []
+        print(f"takeover after SIGKILL of the primary: {took:.3f} s (state file polled)")
+        restarted = _controller(tmp_path, "a", address, 20)
+        _until(lambda: (_switch_state(tmp_path, "a") or {}).get("role") == "backup")
+        time.sleep(1.0)
+        assert _switch_state(tmp_path, "b")["role"] == "primary"
+    finally:
+        for process in (primary, backup, restarted, switch):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=10)
