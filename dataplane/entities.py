@@ -227,7 +227,7 @@ class Entities:
         if kind != MODIFY:
             raise P4Error(StatusCode.INVALID_ARGUMENT, "counters can only be modified")
         cells = self.pipeline.counters[name]
-        indices = [entry.index.index] if entry.HasField("index") else range(MAX_PIPES)
+        indices = [entry.index.index] if entry.HasField("index") else range(len(cells))
         for index in indices:
             _check_index(name, index)
         if entry.HasField("data"):  # unset data: the value is not modified
@@ -345,7 +345,7 @@ class Entities:
         ids = [request.counter_id] if request.counter_id else sorted(self._counters)
         for counter_id in ids:
             cells = self.pipeline.counters[self._counters[counter_id]]
-            indices = [request.index.index] if request.HasField("index") else range(MAX_PIPES)
+            indices = [request.index.index] if request.HasField("index") else range(len(cells))
             for index in indices:
                 _check_index(self._counters[counter_id], index)
                 out = p4r.Entity()
@@ -359,8 +359,9 @@ def _check_index(counter: str, index: int) -> None:
     """"CounterEntry": a negative index is INVALID_ARGUMENT, one past the array OUT_OF_RANGE."""
     if index < 0:
         raise P4Error(StatusCode.INVALID_ARGUMENT, f"{counter}: negative index {index}")
-    if index >= MAX_PIPES:
-        raise P4Error(StatusCode.OUT_OF_RANGE, f"{counter}: index {index} >= size {MAX_PIPES}")
+    if index >= COUNTERS[counter]:
+        raise P4Error(StatusCode.OUT_OF_RANGE,
+                      f"{counter}: index {index} >= size {COUNTERS[counter]}")
 
 
 def _int(value: bytes) -> int:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 import grpc
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
 
-from dataplane.frame import MAX_PIPES
-
 
 @dataclass
 class WriteFailed(Exception):
@@ -164,10 +162,11 @@ class Client:
         return [e for reply in self.stub.Read(request, timeout=10) for e in reply.entities]
 
     def counter(self, name: str) -> list[int]:
-        """Packet counts of counter `name` per pipe."""
+        """Packet counts of counter `name`, one per index (per pipe; per port for
+        `port_packets`)."""
         spec = next(c for c in self.p4info.counters if c.preamble.name == f"InaIngress.{name}")
         query = p4r.Entity()
         query.counter_entry.counter_id = spec.preamble.id
         cells = {e.counter_entry.index.index: e.counter_entry.data.packet_count
                  for e in self.read(query)}
-        return [cells.get(i, 0) for i in range(MAX_PIPES)]
+        return [cells.get(i, 0) for i in range(spec.size)]
