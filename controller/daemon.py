@@ -72,6 +72,9 @@ class Session:
     dead_links: set[tuple[str, str]] = field(default_factory=set)
     replans: list[dict] = field(default_factory=list)
     replan_failures: list[dict] = field(default_factory=list)
+    # The link monitor's rounds so far and how often port counters kept a link whose probes
+    # were lost alive (discovery.LinkMonitor.saved_by_traffic).
+    link_monitor: dict = field(default_factory=dict)
     # Seconds between publishing a new plan to the hosts and deleting the old plan's entries:
     # long enough for every worker to have switched and for in-flight fragments to drain.
     drain_seconds: float = 2.0
@@ -121,6 +124,7 @@ class Session:
             "dead_links": sorted(self.dead_links),
             "replans": self.replans,
             "replan_failures": self.replan_failures,
+            "link_monitor": self.link_monitor,
             "staged": self.staged,
             "controller": {"pid": os.getpid(), "running": self.stopped is None,
                            **({"stopped": self.stopped} if self.stopped else {})},
@@ -386,6 +390,8 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 3,
                 async with asyncio.timeout(interval):
                     await monitor.changed.wait()
             monitor.changed.clear()
+            session.link_monitor = {"rounds": monitor.round,
+                                    "saved_by_traffic": monitor.saved_by_traffic}
             now = time.monotonic()
             settled = {n for n, d in session.drivers.items()
                        if d.switch.is_up and d.ready_at is not None and now - d.ready_at > settle}

@@ -162,7 +162,8 @@ class Client:
         return [e for reply in self.stub.Read(request, timeout=10) for e in reply.entities]
 
     def counter(self, name: str) -> list[int]:
-        """Packet counts of counter `name` per cell (pipe, or job for `forged`)."""
+        """Packet counts of counter `name`, one per index (per pipe; per job for `forged`;
+        per port for `port_packets`)."""
         spec = next(c for c in self.p4info.counters if c.preamble.name == f"InaIngress.{name}")
         query = p4r.Entity()
         query.counter_entry.counter_id = spec.preamble.id

@@ -38,10 +38,13 @@ from dataplane.frame import (
     set_ipv4_checksum,
 )
 
-COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job",
-            "forged")
-# Cells per counter: per pipe, except `forged`, per job (README "What the controller installs").
-COUNTER_SIZES = {name: MAX_JOBS if name == "forged" else MAX_PIPES for name in COUNTERS}
+PORTS = 512  # ingress_port is 9 bits
+# Counter name -> cells: the event counters are indexed by pipe, `forged` by the job a packet
+# claims (README "What the controller installs"), `port_packets` (frames received per
+# front-panel port, the link monitor's evidence of a live link) by port.
+COUNTERS = {**dict.fromkeys(("aggregations_completed", "collisions", "duplicates", "malformed",
+                             "unknown_job"), MAX_PIPES),
+            "forged": MAX_JOBS, "port_packets": PORTS}
 _ELEMS_END = OFF_ELEMS + 4 * K
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 _UDP_LEN = INA_UDP_LEN.to_bytes(2, "big")
@@ -105,7 +108,7 @@ class Pipeline:
         """A new pipeline config: forwarding state, slots and counters start empty."""
         self.fwd = Forwarding()
         self.slots = Slots()
-        self.counters = {name: [0] * size for name, size in COUNTER_SIZES.items()}
+        self.counters = {name: [0] * cells for name, cells in COUNTERS.items()}
         self._lpm_order: list[tuple[int, int]] = []
 
     def lpm_changed(self) -> None:
@@ -113,6 +116,8 @@ class Pipeline:
 
     def process(self, port: int, frame: bytes) -> list[tuple[int, bytes]]:
         """Frames to send for `frame` arriving on `port`; port CPU_PORT means a packet-in."""
+        if port < PORTS:
+            self.counters["port_packets"][port] += 1
         if frame[12:14] == _LLDP:
             return [(CPU_PORT, frame)]  # step 0: link-discovery probe to the controller
         pipe = self.fwd.port_pipe.get(port, 0)  # step 1

@@ -27,6 +27,7 @@
 #define SLOTS_PER_PIPE 4096
 #define CELLS 16384              // MAX_PIPES * SLOTS_PER_PIPE
 #define VALUE_CELLS 524288       // CELLS * K
+#define PORTS 512                // ingress_port is 9 bits
 #define STALE_AFTER_US 2000000   // a partial sum untouched this long is abandoned (README 4.2)
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
@@ -224,6 +225,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     // INA packets from a host port whose job is not bound to that port, by the job they
     // claim (README step 2b): the job someone tried to tamper with.
     @name("forged") counter(MAX_JOBS, CounterType.packets) forged;
+    // Frames received per front-panel port: the controller's evidence that a link carries
+    // traffic even when congestion delays or drops its discovery probes (README step 0).
+    @name("port_packets") counter(PORTS, CounterType.packets) port_packets;
 
     @name("set_pipeline")
     action set_pipeline(bit<8> pipe) {
@@ -415,6 +419,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bit<32> pipe = (bit<32>)meta.pipe;
         bool ina_port = hdr.udp.isValid() && hdr.udp.dst_port == INA_UDP_PORT;
 
+        if (!hdr.packet_out.isValid()) {
+            port_packets.count((bit<32>)standard_metadata.ingress_port);
+        }
         if (hdr.packet_out.isValid()) {
             // Packet-out: the payload leaves unchanged out of the port the controller named.
             standard_metadata.egress_spec = (bit<9>)hdr.packet_out.egress_port;

@@ -100,6 +100,50 @@ def test_a_dead_link_comes_back_only_after_probes_in_a_row() -> None:
     assert link not in monitor.dead_links()  # alive links die only after dead_after rounds
 
 
+def test_a_link_whose_probes_are_lost_stays_alive_while_its_counter_moves() -> None:
+    """Congestion drops probes but not the link: frames counted at the far end's port
+    (`port_packets`) keep it alive; a port that receives nothing dies as before."""
+    network = _two_switches()
+    monitor = LinkMonitor([_FakeSwitch("S1"), _FakeSwitch("S2")], network,  # type: ignore[list-item]
+                          dead_after=2)
+    back = network.graph.edges["S1", "S2"]["in_port"]  # S2's port of S1 -> S2
+    there = network.graph.edges["S2", "S1"]["in_port"]  # S1's port of S2 -> S1
+    for r, packets in enumerate((10, 25, 40, 41, 90), start=1):
+        monitor.round = r
+        monitor.counted("S2", back, packets)
+        monitor.counted("S1", there, 7)  # S2 -> S1 delivers nothing
+        monitor._judge()
+    assert monitor.dead_links() == {("S2", "S1")}
+    assert ("S1", "S2") in monitor.alive_links()
+    assert monitor.saved_by_traffic == 4  # rounds 2-5: probes alone had judged it dead
+    monitor.round = 6
+    monitor.counted("S2", back, 3)  # the switch restarted: counting from 0 proves nothing
+    monitor.round = 7
+    monitor._judge()
+    assert ("S1", "S2") not in monitor.dead_links()  # one flat answer: too early to judge
+    monitor.counted("S2", back, 3)  # a second answer, still nothing new: dead
+    assert monitor.dead_links() == {("S1", "S2"), ("S2", "S1")}
+    monitor.counted("S2", back, 5)
+    assert monitor.dead_links() == {("S2", "S1")}
+
+
+def test_a_switch_that_does_not_answer_counter_reads_delays_the_verdict() -> None:
+    """Probes missing and the far end's counter read once, then silent (a loaded switch):
+    no verdict until it answers again; a switch without the counter is judged by probes."""
+    network = _two_switches()
+    monitor = LinkMonitor([_FakeSwitch("S1"), _FakeSwitch("S2")], network,  # type: ignore[list-item]
+                          dead_after=2)
+    back = network.graph.edges["S1", "S2"]["in_port"]
+    monitor.round = 1
+    monitor.counted("S2", back, 10)
+    monitor.round = 5
+    monitor._judge()
+    assert ("S1", "S2") not in monitor.dead_links()
+    assert ("S2", "S1") in monitor.dead_links()  # S1 was never read: probes alone
+    monitor.counted("S2", back, 10)
+    assert ("S1", "S2") in monitor.dead_links()
+
+
 # *** two embedded switches on a veth pair
 
 def _ip(*args: str) -> None:

@@ -8,6 +8,16 @@ controller (packet-in with its ingress port, p4src/README.md step 0), which prov
 directed link sender → receiver carries frames. A link whose probes have not arrived for
 `dead_after` consecutive rounds is dead; the next probe that arrives makes it alive again.
 
+A congested link is not a dead one: its queues delay or drop probes like any other frame (on
+ARO Fig. 1 with every link at 30 % of the workers' pace, probes alone declared busy links
+dead and 4 iterations went through 22 plan versions). So each round the monitor also reads the
+receiving switch's `port_packets` counter (frames received per port, p4src/README.md step 0):
+a link whose far end received frames since the last reading carried them, probe or not. A
+link dies only when no probe came for `dead_after` rounds and its far end has answered
+`dead_after` counter reads in a row without a new frame (a cut cable, a failed port): a switch
+too loaded to answer in time delays the verdict, it does not make one up. A switch whose
+program has no such counter, or that never answered a read yet, is judged by probes alone.
+
 Only links between monitored switches are judged: a host or a plain OpenFlow switch sends no
 probe back. At start-up every link is presumed alive until it has missed `dead_after` rounds,
 so a freshly started controller does not report the whole network dead.
@@ -20,7 +30,7 @@ import logging
 import struct
 from collections.abc import Callable, Iterable
 
-from finsy import P4PacketOut, Switch
+from finsy import P4ClientError, P4CounterEntry, P4PacketOut, Switch
 
 from controller.network import Network
 
@@ -31,6 +41,7 @@ ETHERTYPE_LLDP = 0x88CC
 LLDP_MULTICAST = bytes.fromhex("0180c200000e")  # nearest bridge: never forwarded by bridges
 _CHASSIS_ID, _PORT_ID, _TTL = 1, 2, 3
 _LOCALLY_ASSIGNED = 7  # chassis-id and port-id subtype
+PORT_COUNTER = "port_packets"
 
 
 def _tlv(kind: int, value: bytes) -> bytes:
@@ -96,8 +107,19 @@ class LinkMonitor:
             for u, v, d in network.graph.edges(data=True)
             if u in self.switches and v in self.switches
         }
+        # (receiver, its port) -> the link that ends there: whose traffic its counter counts.
+        self.ending_at: dict[tuple[str, int], Edge] = {
+            (v, vp): edge for (_, _, v, vp), edge in self.expected.items()}
+        self.far_end = {edge: end for end, edge in self.ending_at.items()}
+        self.received: dict[tuple[str, int], int] = {}  # last `port_packets` reading
+        self.flat: dict[tuple[str, int], int] = {}  # answered reads in a row without growth
+        self.uncounted: set[str] = set()  # switches whose counter cannot be read
         self.round = 0
-        self.last_seen: dict[Edge, int] = {}
+        self.last_seen: dict[Edge, int] = {}  # last round with a probe or traffic
+        self.last_probe: dict[Edge, int] = {}
+        # Link-rounds in which probes alone would have judged a link dead but its counter
+        # showed traffic: how often congestion would have caused a re-plan.
+        self.saved_by_traffic = 0
         self.streak_start: dict[Edge, int] = {}  # first round of the current run of probes
         self._dead: frozenset[Edge] = frozenset()
         self._strays: set[tuple[str, int, str, int]] = set()
@@ -115,6 +137,11 @@ class LinkMonitor:
         async with asyncio.TaskGroup() as group:
             for sw in self.switches.values():
                 group.create_task(self._listen(sw))
+            ports: dict[str, list[int]] = {}
+            for switch, port in sorted(self.ending_at):
+                ports.setdefault(switch, []).append(port)
+            for switch, its_ports in ports.items():
+                group.create_task(self._read_counters(self.switches[switch], its_ports))
             group.create_task(self._probe())
 
     async def _listen(self, sw: Switch) -> None:
@@ -129,14 +156,59 @@ class LinkMonitor:
         key = (*sender, switch, port)
         edge = self.expected.get(key)
         if edge is not None:
-            if self.last_seen.get(edge, -1) < self.round - 1:
-                self.streak_start[edge] = self.round
-            self.last_seen[edge] = self.round
-            self._judge()
+            self.last_probe[edge] = self.round
+            self._seen(edge)
         elif key not in self._strays:  # a cable the topology does not describe
             self._strays.add(key)
             LOG.warning("probe from %s port %d arrived at %s port %d: not a link of the "
                         "topology", *key)
+
+    def counted(self, switch: str, port: int, packets: int) -> None:
+        """A reading of `switch`'s `port_packets[port]`: growth since the last reading proves
+        that the link ending there carried frames (a restarted switch counts from 0 again)."""
+        key = (switch, port)
+        edge = self.ending_at.get(key)
+        before = self.received.get(key)
+        self.received[key] = packets
+        if edge is None:
+            return
+        if before is None or packets <= before:
+            self.flat[key] = self.flat.get(key, 0) + 1
+            self._judge()
+            return
+        self.flat[key] = 0
+        if self.round - self.last_probe.get(edge, 0) >= self.dead_after:
+            self.saved_by_traffic += 1
+        self._seen(edge)
+
+    def _seen(self, edge: Edge) -> None:
+        if self.last_seen.get(edge, -1) < self.round - 1:
+            self.streak_start[edge] = self.round
+        self.last_seen[edge] = self.round
+        self._judge()
+
+    async def _read_counters(self, sw: Switch, ports: list[int]) -> None:
+        """Read `sw`'s `port_packets` cells of the monitored ports once a round, for as long
+        as each answer takes: a slow answer is late evidence, not missing evidence."""
+        while True:
+            started = asyncio.get_running_loop().time()
+            if sw.is_up:
+                try:
+                    async with asyncio.timeout(self.dead_after * self.interval * 4):
+                        async for entry in sw.read([P4CounterEntry(PORT_COUNTER, index=p)
+                                                    for p in ports]):
+                            self.counted(sw.name, entry.index,
+                                         entry.data.packet_count if entry.data else 0)
+                except (TimeoutError, P4ClientError):
+                    pass  # no answer now (a busy or restarting switch): no evidence
+                except Exception as exc:  # noqa: BLE001 (no such counter: probes decide)
+                    if sw.name not in self.uncounted and sw.is_up:
+                        LOG.warning("%s: counter %s cannot be read (%s): its links are "
+                                    "judged by probes alone", sw.name, PORT_COUNTER, exc)
+                        self.uncounted.add(sw.name)
+                        return
+            elapsed = asyncio.get_running_loop().time() - started
+            await asyncio.sleep(max(0.0, self.interval - elapsed))
 
     async def _probe(self) -> None:
         while True:
@@ -154,9 +226,16 @@ class LinkMonitor:
 
     def _is_dead(self, edge: Edge) -> bool:
         if self.round - self.last_seen.get(edge, 0) >= self.dead_after:
-            return True
+            return self._counter_agrees(edge)
         return (edge in self._dead
                 and self.round - self.streak_start[edge] + 1 < self.revive_after)
+
+    def _counter_agrees(self, edge: Edge) -> bool:
+        """The far end's counter, if it can be read, also says nothing arrived lately."""
+        end = self.far_end[edge]
+        if end[0] in self.uncounted or end not in self.received:
+            return True
+        return self.flat.get(end, 0) >= self.dead_after
 
     def _judge(self) -> None:
         dead = frozenset(e for e in self.expected.values() if self._is_dead(e))

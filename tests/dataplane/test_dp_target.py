@@ -191,6 +191,20 @@ def test_completion_goes_only_toward_the_planned_next_hop(target: Target, sw: Cl
     assert all(_receive(target.sockets[p], wait=0.1) == [] for p in (1, 2, 3))
 
 
+def test_every_received_frame_is_counted_on_its_ingress_port(target: Target,
+                                                             sw: Client) -> None:
+    """README step 0: `port_packets` counts frames per ingress port, dropped ones included
+    (these hit no entry): the link monitor's evidence that a link carries traffic."""
+    before = sw.counter("port_packets")
+    assert len(before) == 512
+    for _ in range(3):
+        target.sockets[2].send(_frame(2, 1, 2, _elements(2)))
+    target.sockets[3].send(_frame(3, 1, 3, _elements(3)))
+    _wait_for(lambda: sw.counter("port_packets")[3] - before[3] >= 1)
+    after = sw.counter("port_packets")
+    assert (after[2] - before[2], after[3] - before[3]) == (3, 1)
+
+
 def test_duplicate_contribution_is_not_double_counted(target: Target, sw: Client) -> None:
     _install_aggregation(sw, {1: 0, 2: 0})
     a, b = _elements(1), _elements(2)
