@@ -36,7 +36,12 @@ def cmd_switch(args: argparse.Namespace) -> int:
     from dataplane.switch import run_switch
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
-    asyncio.run(run_switch(args.device_id, args.grpc_addr, dict(args.interface), credentials))
+    try:
+        asyncio.run(run_switch(args.device_id, args.grpc_addr, dict(args.interface),
+                               credentials))
+    except OSError as exc:
+        print(f"error: ina switch: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

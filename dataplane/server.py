@@ -401,11 +401,16 @@ async def serve(address: str, service: P4RuntimeService,
                 credentials: grpc.ServerCredentials | None = None) -> grpc.aio.Server:
     """Start the gRPC server on `address` (host:port), over TLS with `credentials`, and
     return it."""
-    server = grpc.aio.server()
+    # Without SO_REUSEPORT (gRPC's default sets it): a second switch started on an address in
+    # use must fail, not silently share the controllers' connections with the first.
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
-    port = (server.add_secure_port(address, credentials) if credentials is not None
-            else server.add_insecure_port(address))
+    try:
+        port = (server.add_secure_port(address, credentials) if credentials is not None
+                else server.add_insecure_port(address))
+    except RuntimeError:  # grpc.aio's way of saying the bind failed
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        raise OSError(f"cannot listen on {address} (in use, or not an address of this machine)")
     await server.start()
     return server

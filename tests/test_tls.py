@@ -192,3 +192,22 @@ def test_the_embedded_switch_names_a_missing_key_file(tmp_path, pki) -> None:
     ("[::]:9559", False), ("switch1:9559", False)])
 def test_loopback_addresses(address: str, loopback: bool) -> None:
     assert is_loopback(address) is loopback
+
+
+def test_a_second_switch_on_an_address_in_use_exits_naming_it() -> None:
+    """gRPC binds with SO_REUSEPORT by default: two switches on one address would silently
+    share the controllers' connections (and P4Runtime sessions). The second must refuse."""
+    address = f"127.0.0.1:{free_port()}"
+    command = [sys.executable, "-m", "dataplane", "switch", "--grpc-addr", address,
+               "--log-level", "warning"]
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(address, first)
+        second = subprocess.run(command, capture_output=True, text=True, timeout=30,
+                                check=False, env={**os.environ, "GRPC_VERBOSITY": "NONE"})
+        assert second.returncode == 1
+        assert f"cannot listen on {address}" in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        first.terminate()
+        first.wait(timeout=10)
