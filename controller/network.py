@@ -286,6 +286,20 @@ class Network:
         return replace(self, graph=graph)
 
 
+def hosts_do_not_forward(graph: nx.DiGraph, source: str) -> nx.DiGraph:
+    """`graph` without the edges that leave a host other than `source`: a path from `source`
+    in it never passes through a host (hosts are endpoints; they do not forward)."""
+    return nx.subgraph_view(
+        graph, filter_edge=lambda u, _v: u == source or graph.nodes[u]["kind"] == "switch")
+
+
+def hosts_do_not_forward_to(graph: nx.DiGraph, target: str) -> nx.DiGraph:
+    """`graph` without the edges that enter a host other than `target`: a path to `target` in
+    it never passes through a host (for searches toward one target from every node)."""
+    return nx.subgraph_view(
+        graph, filter_edge=lambda _u, v: v == target or graph.nodes[v]["kind"] == "switch")
+
+
 def load_topology(path: str | Path) -> Network:
     """Read, validate and build a topology file; raises `TopologyError` on any problem."""
     source = str(path)

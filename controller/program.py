@@ -42,7 +42,7 @@ from finsy import (
 )
 
 from controller.evaluate import FlowId, TaskFlows, task_flows
-from controller.network import Network
+from controller.network import Network, hosts_do_not_forward
 from controller.plan import MAX_FAN_IN, Plan, TaskPlan
 
 SLOTS_PER_PIPE = 4096  # p4src/README.md "Sizes"
@@ -272,7 +272,8 @@ def host_routes(network: Network, ids: Numbering, switch: str) -> dict[str, int]
     """Host address → output port on a shortest path from `switch` (control packets, pings)."""
     first_hop = {
         dst: path[1]
-        for dst, path in nx.single_source_shortest_path(network.graph, switch).items()
+        for dst, path in nx.single_source_shortest_path(
+            hosts_do_not_forward(network.graph, switch), switch).items()
         if dst in ids.host_ip
     }
     return {ids.host_ip[host]: network.graph.edges[switch, nxt]["out_port"]

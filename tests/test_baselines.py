@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from controller.cli import main
 from controller.evaluate import evaluate
-from controller.network import Network, build_network, load_topology
+from controller.network import Network, TopologyError, build_network, load_topology
 from controller.plan import Plan
-from controller.solvers import SolveOptions, grid, solve
+from controller.solvers import SchemeInputError, SolveOptions, grid, scheme_names, solve
 from controller.solvers.inatree import rng_for
 from controller.solvers.paring_baselines import _soar, deepsys_tree
 
@@ -241,3 +241,24 @@ def test_grid_single_aggregation_per_worker(network, seed):
     for worker, merged in plan.details["merged_at"]["job0/t0"].items():
         assert merged == ([] if assignment[worker] == "PS" else [assignment[worker]])
     assert plan.details["lp_value_gbps"]["job0/t0"] >= 0
+
+
+def test_a_worker_cabled_to_a_second_switch_is_never_a_relay():
+    """W1_0 also has a link to S0, so W1_1 → L1 → W1_0 → S0 → L0 → PS is the shortest path in
+    the graph; hosts do not forward, so every scheme must route W1_1 through switches only
+    (L1 → S1 → L2 → S0 → L0) or refuse the topology (found by the topology fuzz test)."""
+    doc = leaf_spine_doc(3, 2, [0, 2, 1], ina={"L1", "S1"})
+    doc["links"] = [link for link in doc["links"] if (link["a"], link["b"]) != ("L1", "S0")]
+    doc["links"].append({"a": "W1_0", "b": "S0", "capacity_gbps": 1.0})
+    network = build_network(doc)
+    solved = 0
+    for scheme in scheme_names():
+        try:
+            plan = solve(network, scheme, SolveOptions(time_limit=10, seed=0))
+        except (SchemeInputError, TopologyError):
+            continue  # a scheme for other inputs (edge, pool, free placement, up-down only)
+        solved += 1
+        evaluation = evaluate(network, plan)
+        assert evaluation.consistent, (scheme, evaluation.problems)
+        assert plan.tasks[0].paths["W1_1"][2] != "W1_0", scheme
+    assert solved >= 10

@@ -14,7 +14,7 @@ from itertools import islice, pairwise
 
 import networkx as nx
 
-from controller.network import Network
+from controller.network import Network, hosts_do_not_forward
 from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import plan_with_evaluated_rates
@@ -48,7 +48,7 @@ def _near_shortest(network: Network, src: str, dst: str, slack: int, cap: int = 
     """Simple paths at most `slack` hops longer than the shortest (at most `cap` of them)."""
     found = []
     shortest = None
-    for path in islice(nx.shortest_simple_paths(network.graph, src, dst), cap):
+    for path in islice(nx.shortest_simple_paths(hosts_do_not_forward(network.graph, src), src, dst), cap):
         shortest = shortest or len(path)
         if len(path) > shortest + slack:
             break

@@ -21,7 +21,7 @@ from itertools import pairwise
 import networkx as nx
 
 from controller.evaluate import task_flows
-from controller.network import Network, Task
+from controller.network import Network, Task, hosts_do_not_forward
 from controller.plan import AggregationPoint, Plan, TaskPlan
 from controller.solvers.common import plan_with_evaluated_rates
 
@@ -120,7 +120,7 @@ def shortest_paths(network: Network, src: str, dst: str, limit: int = 256) -> li
     """All shortest paths src→dst (sorted, at most `limit`)."""
     try:
         found = []
-        for path in nx.all_shortest_paths(network.graph, src, dst):
+        for path in nx.all_shortest_paths(hosts_do_not_forward(network.graph, src), src, dst):
             found.append(path)
             if len(found) >= limit:
                 break

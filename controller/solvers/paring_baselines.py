@@ -44,7 +44,7 @@ import networkx as nx
 from networkx.algorithms.approximation import steiner_tree
 
 from controller.evaluate import evaluate
-from controller.network import Network, Task
+from controller.network import Network, Task, hosts_do_not_forward, hosts_do_not_forward_to
 from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.atp import _top_ina
@@ -82,7 +82,8 @@ def deepsys_tree(network: Network, task: Task,
                  rng: random.Random | None = None) -> dict[str, str]:
     """Next hop toward the PS of every node on the workers' shortest paths: the first switch
     of the next layer (declaration order), or with `rng` one drawn as ECMP would."""
-    dist = dict(nx.single_target_shortest_path_length(network.graph, task.ps))
+    dist = dict(nx.single_target_shortest_path_length(
+        hosts_do_not_forward_to(network.graph, task.ps), task.ps))
     order = {n: i for i, n in enumerate(network.graph.nodes)}
     nxt: dict[str, str] = {}
     frontier = sorted(task.workers)
@@ -91,7 +92,8 @@ def deepsys_tree(network: Network, task: Task,
         if v == task.ps or v in nxt:
             continue
         closer = sorted((u for u in network.graph.successors(v)
-                         if dist.get(u, -1) == dist[v] - 1), key=order.__getitem__)
+                         if dist.get(u, -1) == dist[v] - 1
+                         and (u == task.ps or network.is_switch(u))), key=order.__getitem__)
         nxt[v] = rng.choice(closer) if rng else closer[0]
         frontier.append(nxt[v])
     return nxt
@@ -185,13 +187,9 @@ def solve_marina(network: Network, options: SolveOptions) -> Plan:
     params = SchemeParams("marina", options.params, ("ina_weight", "rounds"))
     weight_ina = params.number("ina_weight", 0.5, minimum=1e-6, maximum=1e6)
     rounds = params.integer("rounds", 8, maximum=10_000)
-    undirected = nx.Graph()
-    for u, v in network.graph.edges:
-        wu = weight_ina if can_aggregate(network, u) else 1.0
-        wv = weight_ina if can_aggregate(network, v) else 1.0
-        undirected.add_edge(u, v, weight=(wu + wv) / 2)
     parents = {}
     for task in network.tasks:
+        undirected = _marina_graph(network, task, weight_ina)
         tree = steiner_tree(undirected, [*task.workers, task.ps], weight="weight")
         parents[task.key] = dict(nx.bfs_predecessors(tree, task.ps))
     plan = _marina_plan(network, parents, options.seed)
@@ -202,6 +200,26 @@ def solve_marina(network: Network, options: SolveOptions) -> Plan:
         plan = better
     plan.solve_seconds = time.perf_counter() - started
     return plan
+
+
+def _marina_graph(network: Network, task: Task, weight_ina: float) -> nx.Graph:
+    """The links between switches, weighted toward INA switches, and each of the task's hosts
+    by one link, its first hop toward the PS: hosts stay leaves of the Steiner tree, since
+    hosts do not forward."""
+    graph = nx.Graph()
+
+    def weight(node: str) -> float:
+        return weight_ina if can_aggregate(network, node) else 1.0
+
+    for u, v in network.graph.edges:
+        if network.is_switch(u) and network.is_switch(v):
+            graph.add_edge(u, v, weight=(weight(u) + weight(v)) / 2)
+    for w in task.workers:
+        path = nx.shortest_path(hosts_do_not_forward(network.graph, w), w, task.ps)
+        graph.add_edge(w, path[1], weight=(weight(w) + weight(path[1])) / 2)
+        if len(path) > 2 and task.ps not in graph:
+            graph.add_edge(path[-2], task.ps, weight=(weight(path[-2]) + weight(task.ps)) / 2)
+    return graph
 
 
 def _marina_plan(network: Network, parents: dict, seed: int | None) -> Plan:
@@ -224,7 +242,8 @@ def _reshape(network: Network, parents: dict, plan: Plan, seed: int | None) -> P
     for child in sorted(c for c, p in parent.items() if p == hot.switch):
         below = _subtree(parent, child)
         for alt in sorted(network.graph.successors(child)):
-            if alt == hot.switch or alt in below or (alt not in parent and alt != task.ps):
+            if (alt == hot.switch or alt in below or (alt not in parent and alt != task.ps)
+                    or not (alt == task.ps or network.is_switch(alt))):  # hosts do not forward
                 continue
             trial = {**parents, task.key: {**parent, child: alt}}
             candidate = _marina_plan(network, trial, seed)

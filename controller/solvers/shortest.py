@@ -11,7 +11,7 @@ import time
 
 import networkx as nx
 
-from controller.network import Network
+from controller.network import Network, hosts_do_not_forward
 from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import plan_with_evaluated_rates
@@ -23,7 +23,8 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     paths = {}
     for task in network.tasks:
         paths[task.key] = {
-            w: rng.choice(sorted(nx.all_shortest_paths(network.graph, w, task.ps)))
+            w: rng.choice(sorted(nx.all_shortest_paths(
+                hosts_do_not_forward(network.graph, w), w, task.ps)))
             for w in task.workers
         }
     return plan_with_evaluated_rates(

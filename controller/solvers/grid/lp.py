@@ -9,7 +9,7 @@ from itertools import pairwise
 import networkx as nx
 from ortools.linear_solver import pywraplp
 
-from controller.network import Network
+from controller.network import Network, hosts_do_not_forward
 from controller.solvers.grid.model import PS, GridTask
 
 
@@ -79,7 +79,8 @@ def _hops(network: Network, inst: GridTask):
     def hops(a: str, b: str) -> int:
         b = inst.task.ps if b == PS else b
         if a not in lengths:
-            lengths[a] = nx.single_source_shortest_path_length(network.graph, a)
+            lengths[a] = nx.single_source_shortest_path_length(
+                hosts_do_not_forward(network.graph, a), a)
         return lengths[a][b]
     return hops
 

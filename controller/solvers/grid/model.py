@@ -20,7 +20,7 @@ from itertools import pairwise
 
 import networkx as nx
 
-from controller.network import Network, Task
+from controller.network import Network, Task, hosts_do_not_forward
 from controller.solvers.params import SchemeParams
 
 PS = "@ps"  # the aggregation node "the PS itself" in assignments
@@ -55,7 +55,8 @@ class PathCache:
 
         if dst not in self._dist:
             reverse = self.network.graph.reverse(copy=False)
-            self._dist[dst] = nx.single_source_shortest_path_length(reverse, dst)
+            self._dist[dst] = nx.single_source_shortest_path_length(
+                hosts_do_not_forward(reverse, dst), dst)
             self._suffixes[dst] = {}
         found = self._from(src, dst)
         if found is None:  # more than LIMIT paths
@@ -74,6 +75,8 @@ class PathCache:
             else:
                 found: list[list[str]] | None = []
                 for nxt in sorted(self.network.graph.successors(node)):
+                    if nxt != dst and not self.network.is_switch(nxt):
+                        continue  # hosts do not forward
                     if dist.get(nxt, -1) == dist[node] - 1:
                         tails = self._from(nxt, dst)
                         if tails is None or len(found) + len(tails) > self.LIMIT:
