@@ -130,7 +130,7 @@ def compile_plan(
     gen = generation(version)
     programs = {s: SwitchProgram(s) for s in network.switches}
     for name, prog in programs.items():
-        _base_entries(network, ids, name, prog)
+        _base_entries(network, plan, ids, name, prog)
     jobs = list(dict.fromkeys(tp.job for tp in plan.tasks))
     region = SLOTS_PER_PIPE // GENERATIONS
     share = region // max(1, len(jobs))
@@ -172,13 +172,14 @@ def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
     return entry.table_id == "job_slots" and entry.match["job"] == job_id
 
 
-def _base_entries(network: Network, ids: Numbering, switch: str, prog: SwitchProgram) -> None:
+def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
+                  prog: SwitchProgram) -> None:
     """Port→pipeline map, host ports bound to their hosts' jobs, collision clone sessions and
     IPv4 routes to every host."""
     for port, pipe in sorted(network.pipeline_map(switch).items()):
         prog.table_entries.append(_entry(
             "port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe))
-    for port, jobs in sorted(host_port_jobs(network, ids, switch).items()):
+    for port, jobs in sorted(host_port_jobs(network, plan, ids, switch).items()):
         prog.table_entries.append(_entry("host_port", {"ingress_port": port}, "mark_host_port"))
         prog.table_entries += [_entry("host_job", {"ingress_port": port, "job": job},
                                       "permit_job") for job in jobs]
@@ -257,12 +258,14 @@ def result_children(network: Network, task: TaskNumbering) -> dict[str, list[int
     }
 
 
-def host_port_jobs(network: Network, ids: Numbering, switch: str) -> dict[int, list[int]]:
-    """Port facing a host → ids of the jobs that host is a worker or PS of (maybe none)."""
+def host_port_jobs(network: Network, plan: Plan, ids: Numbering,
+                   switch: str) -> dict[int, list[int]]:
+    """Port facing a host → ids of the jobs that host is a worker or PS of in the plan (maybe
+    none); the plan, not the topology, says which hosts a task uses (PARING places them)."""
     jobs: dict[str, set[int]] = {}
-    for task in network.tasks:
-        for host in (task.ps, *task.workers):
-            jobs.setdefault(host, set()).add(ids.job_id(task.job))
+    for tp in plan.tasks:
+        for host in (tp.ps, *tp.paths):
+            jobs.setdefault(host, set()).add(ids.job_id(tp.job))
     return {data["in_port"]: sorted(jobs.get(host, ()))
             for host, _, data in network.graph.in_edges(switch, data=True)
             if not network.is_switch(host)}
