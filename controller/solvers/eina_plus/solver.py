@@ -75,10 +75,15 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         return plan
 
     candidates: dict[str, Plan] = {}
+    failed: dict[str, str] = {}
     for name in ["eina", *baselines]:  # as they would run alone, so their plans are theirs
         own = params if name == "eina" else {}
-        base = solve(network, name, SolveOptions(time_limit=options.time_limit,
-                                                 seed=options.seed, params=own))
+        try:
+            base = solve(network, name, SolveOptions(time_limit=options.time_limit,
+                                                     seed=options.seed, params=own))
+        except ValueError as exc:  # e.g. GRID's LP cut short: one candidate fewer
+            failed[name] = str(exc)
+            continue
         plan = rated(base.tasks) if base.tasks else None
         if plan is not None:
             candidates[name] = plan
@@ -118,7 +123,8 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     details = {"step_gbps": float(step), "cp_sat_status": solver.status_name(status),
                "model_bound_gbps": None if quantized_bound is None else
                float(quantized_bound * step),
-               "candidates": {k: p.objective for k, p in candidates.items()}}
+               "candidates": {k: p.objective for k, p in candidates.items()},
+               "failed_candidates": failed}
     if not candidates:
         plan = Plan(SCHEME, "infeasible" if status == cp_model.INFEASIBLE else "timeout",
                     0.0, max(float(bound), 0.0), 0.0, options.seed, [], topology=network.name,
