@@ -172,7 +172,7 @@ def _check_depth(text: str) -> None:
     closing = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
     depth = 0
     try:
-        while (event := parser.get_event()) is not None:
+        while (event := _next_event(parser)) is not None:
             kind = event.__class__
             if kind in opening:
                 depth += 1
@@ -182,6 +182,17 @@ def _check_depth(text: str) -> None:
                 depth -= 1
     finally:
         parser.dispose()
+
+
+def _next_event(parser: Any) -> Any:
+    """libyaml's next event. The libyaml in newer PyYAML wheels (6.0.4 here) has a nesting
+    limit of its own that it hits while scanning ahead of the first event: it reads as ours."""
+    try:
+        return parser.get_event()
+    except yaml.YAMLError as exc:
+        if "nesting depth" in str(getattr(exc, "problem", "")):
+            raise _too_deep(exc.problem_mark) from None
+        raise
 
 
 def _loader(text: str) -> Any:
