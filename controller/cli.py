@@ -341,7 +341,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
         except SchemeInputError as exc:
             raise UserError(str(exc)) from None
         print_plan(plan)
-        planned = plan.tasks[0].rate_gbps * args.scale_mbps
+        planned = runner.worker_rate_gbps(plan) * args.scale_mbps
 
         def show(it: runner.IterationResult, planned: float = planned) -> None:
             goodput = ", ".join(f"{w} {g:.2f}" for w, g in sorted(it.goodput_mbps.items()))

@@ -486,12 +486,21 @@ def _tx_packets(interface: str) -> int:
     return int(Path(f"/sys/class/net/{interface}/statistics/tx_packets").read_text())
 
 
+def worker_rate_gbps(plan: Plan) -> float:
+    """The first job's rate as its workers send: the sum over its shards' tasks when the job
+    is sharded (each worker sends every PS its shard), else its first task's."""
+    first = plan.tasks[0]
+    if first.model_share is None:
+        return first.rate_gbps
+    return sum(tp.rate_gbps for tp in plan.tasks if tp.job == first.job)
+
+
 def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
         target: str = "embedded", scale_mbps: float | None = None,
         timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4") -> RunResult:
     """Run the whole closed loop once; raises RunnerError naming the component that failed."""
     scale_mbps = scale_mbps or DEFAULT_SCALE_MBPS[target]
-    result = RunResult(plan.scheme, plan.tasks[0].rate_gbps, scale_mbps)
+    result = RunResult(plan.scheme, worker_rate_gbps(plan), scale_mbps)
     with Emulation(network, plan, target=target, scale_mbps=scale_mbps,
                    plain_switches=plain_switches) as emu:
         for k in range(1, iterations + 1):
