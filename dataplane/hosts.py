@@ -3,7 +3,7 @@
 Worker: splits its gradient into fragments of K int32 elements (float32 gradients are converted
 to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
 fragments (+1 per result up to `max_window`, halved on a CONTROL packet or a timeout), resends
-the fragment a CONTROL packet names, resends on timeout (with a PROBE from the second timeout
+the fragment a CONTROL packet names (at once, at most once per timeout), resends on timeout (with a PROBE from the second timeout
 of a fragment on, in case its copy of the result was lost), and after receiving the result of
 a fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
 (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
