@@ -3,7 +3,7 @@
 Worker: splits its gradient into fragments of K int32 elements (float32 gradients are converted
 to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
 fragments (+1 per result up to `max_window`, halved on a CONTROL packet or a timeout), resends
-the fragment a CONTROL packet names (at once, at most once per timeout), resends on timeout (with a PROBE from the second timeout
+the fragment a CONTROL packet names (at once, at most every CONTROL_RESEND_GAP), resends on timeout (with a PROBE from the second timeout
 of a fragment on, in case its copy of the result was lost), and after receiving the result of
 a fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
 (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
@@ -81,6 +81,10 @@ from dataplane.ports import drain, open_raw, send
 FIXED_POINT_SCALE = 2**16
 EPOCH_SHIFT = 24  # frag_id = epoch << EPOCH_SHIFT | fragment index
 EPOCHS = 2 ** (32 - EPOCH_SHIFT)
+# Least seconds between two resends of one fragment on CONTROL packets: a few round trips on
+# an emulated link, so a slot freed by the worker's own ACK is retried at once (as before)
+# while a slot that stays taken is not hammered at the round-trip time.
+CONTROL_RESEND_GAP = 0.02
 BROADCAST = Endpoint(b"\xff" * 6, b"\xff" * 4)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
@@ -380,10 +384,10 @@ class Worker:
         elif (flags == CONTROL and flow == self.flow_id and frag in self.outstanding
               and now >= self.controlled.get(frag, 0.0)):
             # Dropped at the collision, so no slot keeps it: no ACK needed later. Resent at
-            # once, but once per timeout: while the occupant stays, a resend per CONTROL
-            # ping-pongs at the round-trip time (a worker next to an aggregator whose slots
-            # wait on far flows sent thousands a second); the timeout resends it anyway.
-            self.controlled[frag] = now + self.timeout
+            # once, but at most every CONTROL_RESEND_GAP: while the occupant stays, a resend
+            # per CONTROL ping-pongs at the round-trip time (a worker next to an aggregator
+            # whose slots wait on far flows sent thousands a second).
+            self.controlled[frag] = now + CONTROL_RESEND_GAP
             self.window = max(1.0, self.window / 2)
             self._send(frag)
             self.outstanding[frag] = time.monotonic() + self.timeout
