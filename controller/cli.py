@@ -410,12 +410,14 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             emulated = patch_panel.built(network, plan, tempfile.mkdtemp(prefix="ina-chosen-"))
             console.print(f"emulating the chosen network {emulated.source} "
                           f"({len(plan.patch_panel)} links)")
-        planned = plan.tasks[0].rate_gbps * args.scale_mbps
+        planned = runner.worker_rate_gbps(plan) * args.scale_mbps
 
         def show(it: runner.IterationResult, planned: float = planned) -> None:
             goodput = ", ".join(f"{w} {g:.2f}" for w, g in sorted(it.goodput_mbps.items()))
+            shard = "" if it.model_share is None else \
+                f" {it.task} (PS {it.ps}, model share {it.model_share:.3f})"
             console.print(
-                f"iteration {it.iteration}: {it.seconds:.2f} s, result "
+                f"iteration {it.iteration}{shard}: {it.seconds:.2f} s, result "
                 f"{'exact' if it.exact else '[red]WRONG[/red]'}, flows into the PS "
                 f"{it.ps_link_flows:g} (distinct at the PS {it.ps_flows:g}), payload goodput Mbps (plan {planned:.2f} on the wire): "
                 f"{goodput}", highlight=False)

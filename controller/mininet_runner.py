@@ -34,7 +34,7 @@ from controller.mininet_nodes import (
 )
 from controller.network import Network
 from controller.p4build import P4CompileError, compile_for_bmv2
-from controller.plan import Plan
+from controller.plan import Plan, TaskPlan
 from controller.program import Numbering
 from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
 
@@ -71,6 +71,11 @@ class IterationResult:
     ps_flows: float  # distinct flows per fragment the PS received (its own count)
     # (seconds since the workers started, packets sent into the PS so far), every 0.1 s
     ps_link_samples: list[tuple[float, int]] = field(default_factory=list)
+    task: str = ""  # job/task
+    ps: str = ""
+    model_share: float | None = None  # the task's shard of the model (None: all of it)
+    # the PS's own check of its shard (None: it did not report, e.g. stopped while unfinished)
+    ps_exact: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -302,76 +307,95 @@ class Emulation:
     # -- running the job
     def iterate(self, gradient_mb: float, iteration: int, timeout: float,
                 during: Callable[[], None] | None = None) -> list[IterationResult]:
-        """One iteration of every task; `during` runs in a thread while the workers send."""
-        return [self._iterate_task(tp, gradient_mb, iteration, timeout, during)
-                for tp in self.plan.tasks]
+        """One iteration of every task (one result per task); `during` runs in a thread while
+        the workers send."""
+        return [it for group in self._groups()
+                for it in self._iterate_group(group, gradient_mb, iteration, timeout, during)]
 
-    def _iterate_task(self, tp, gradient_mb: float, iteration: int, timeout: float,
-                      during: Callable[[], None] | None) -> IterationResult:
-        assignments = {row["worker"]: row for row in self.state()["workers"]
-                       if (row["job_id"], row["task_id"]) == self._ids(tp)}
-        ps_port = self._ps_port(tp)
-        before = _tx_packets(ps_port)
-        ps_host = self.node[tp.ps]
-        common = ["--job", str(self.ids.job_id(tp.job)),
-                  "--task", str(self.ids.task_id(tp.job, tp.task)),
-                  "--workers", str(len(tp.paths)), "--size-mb", str(gradient_mb),
-                  "--epoch", str(iteration)]
-        ps = ps_host.popen([sys.executable, "-m", "controller.cli", "ps", "--iface",
-                            self.host_intf[tp.ps], "--ip", self.ids.host_ip[tp.ps], *common,
-                            "--state", str(self.state_file),
-                            "--linger", "1.5", "--wait-go", "--result-flow-id",
-                            str(next(iter(assignments.values()))["result_flow_id"])],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT)
-        wire_gbps = tp.rate_gbps * self.scale / 1000 * PACING_HEADROOM
+    def _groups(self) -> list[list[TaskPlan]]:
+        """Tasks that run at once: all tasks of a sharded job (each worker sends every task's
+        PS its shard of one gradient, `model_share`), otherwise one task at a time."""
+        groups: dict[tuple[str, ...], list[TaskPlan]] = {}
+        for tp in self.plan.tasks:
+            key = (tp.job,) if tp.model_share is not None else (tp.job, tp.task)
+            groups.setdefault(key, []).append(tp)
+        return list(groups.values())
+
+    def _iterate_group(self, tps: list[TaskPlan], gradient_mb: float, iteration: int,
+                       timeout: float, during: Callable[[], None] | None
+                       ) -> list[IterationResult]:
+        """Start a PS per task and each worker once (a sharded worker reads its shards from
+        the state file), release them together, and check every worker's sum and every PS's
+        own shard against the exact sum."""
+        rows = {tp.task: {row["worker"]: row for row in self.state()["workers"]
+                          if (row["job_id"], row["task_id"]) == self._ids(tp)} for tp in tps}
+        ports = {tp.task: self._ps_port(tp) for tp in tps}
+        before = {task: _tx_packets(port) for task, port in ports.items()}
+        first = tps[0]
+        common = ["--job", str(self.ids.job_id(first.job)), "--workers", str(len(first.paths)),
+                  "--size-mb", str(gradient_mb), "--epoch", str(iteration),
+                  "--seed", str(iteration), "--state", str(self.state_file), "--wait-go"]
+        pss = {tp.task: self.node[tp.ps].popen(
+            [sys.executable, "-m", "controller.cli", "ps", "--iface", self.host_intf[tp.ps],
+             "--ip", self.ids.host_ip[tp.ps], *common,
+             "--task", str(self.ids.task_id(tp.job, tp.task)), "--linger", "1.5", "--verify",
+             "--result-flow-id", str(next(iter(rows[tp.task].values()))["result_flow_id"])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            for tp in tps}
+        wire_gbps = first.rate_gbps * self.scale / 1000 * PACING_HEADROOM
         workers = {}
-        for index, worker in enumerate(tp.paths):
-            a = assignments[worker]
+        for index, worker in enumerate(first.paths):
+            a = rows[first.task][worker]
             workers[worker] = self.node[worker].popen(
                 [sys.executable, "-m", "controller.cli", "worker", "--iface",
                  self.host_intf[worker], "--ip", self.ids.host_ip[worker], *common,
+                 "--task", str(self.ids.task_id(first.job, first.task)),
                  "--ps-ip", a["ps_ip"], "--index", str(index), "--flow-id", str(a["flow_id"]),
                  "--next-node", str(a["next_node"]), "--rate-gbps", f"{wire_gbps:.6f}",
-                 "--state", str(self.state_file), "--name", worker,
-                 "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}",
-                 "--seed", str(iteration), "--verify", "--wait-go"],
+                 "--name", worker, "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}",
+                 "--verify"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        # Every agent imports for seconds on a loaded machine: release them together, the PS
+        ps_names = {task: f"PS {tp.ps}" for task, tp in zip(pss, tps, strict=True)}
+        # Every agent imports for seconds on a loaded machine: release them together, the PSs
         # first, so the iteration times the network rather than process start-up.
-        _release_when_ready({"PS": ps, **workers}, time.monotonic() + AGENT_START_SECONDS)
+        _release_when_ready({ps_names[t]: proc for t, proc in pss.items()} | workers,
+                            time.monotonic() + AGENT_START_SECONDS)
         started = time.monotonic()
         disturbance = threading.Thread(target=during) if during else None
         if disturbance:
             disturbance.start()
         sampling = threading.Event()
-        samples: list[tuple[float, int]] = []
-        sampler = threading.Thread(target=_sample, args=(ps_port, before, started, samples,
-                                                         sampling))
-        sampler.start()
+        samples: dict[str, list[tuple[float, int]]] = {task: [] for task in pss}
+        samplers = [threading.Thread(target=_sample, args=(ports[t], before[t], started,
+                                                           samples[t], sampling))
+                    for t in pss]
+        for sampler in samplers:
+            sampler.start()
         try:
-            reports = _collect(workers, ps, started + timeout, iteration)
+            reports = _collect(workers, {ps_names[t]: proc for t, proc in pss.items()},
+                               started + timeout, iteration)
         finally:
             if disturbance:
                 disturbance.join()
             sampling.set()
-            sampler.join()
+            for sampler in samplers:
+                sampler.join()
         wall = time.monotonic() - started
         exact = all(r.get("exact") for r in reports.values())
-        try:
-            ps_out, _ = ps.communicate(timeout=10)
-        except subprocess.TimeoutExpired:  # still hearing stragglers; the workers have their sums
-            ps.terminate()
-            ps_out, _ = ps.communicate(timeout=10)
-        ps_report = next((json.loads(ln) for ln in reversed(ps_out.decode().splitlines())
-                          if ln.startswith('{"ps"')), {})
-        packets = _tx_packets(ps_port) - before
-        fragments = reports[next(iter(reports))]["fragments"]
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
         seconds = max(r["seconds"] for r in reports.values())
-        return IterationResult(iteration, seconds, wall, exact, goodput, packets,
-                               round(packets / max(1, fragments), 2),
-                               ps_report.get("flows_per_fragment", 0.0), samples)
+        out = []
+        for tp in tps:
+            ps_report = _ps_report(pss[tp.task])
+            packets = _tx_packets(ports[tp.task]) - before[tp.task]
+            fragments = ps_report.get("fragments") or reports[next(iter(reports))]["fragments"]
+            out.append(IterationResult(
+                iteration, seconds, wall, exact and ps_report.get("exact") is not False, goodput,
+                packets, round(packets / max(1, fragments), 2),
+                ps_report.get("flows_per_fragment", 0.0), samples[tp.task],
+                task=f"{tp.job}/{tp.task}", ps=tp.ps, model_share=tp.model_share,
+                ps_exact=ps_report.get("exact")))
+        return out
 
     def _ids(self, tp) -> tuple[int, int]:
         return self.ids.job_id(tp.job), self.ids.task_id(tp.job, tp.task)
@@ -383,8 +407,20 @@ class Emulation:
         return self.switch_ports[leaf][port]
 
 
-def _collect(workers: dict[str, subprocess.Popen], ps: subprocess.Popen, deadline: float,
-             iteration: int) -> dict[str, dict]:
+def _ps_report(ps: subprocess.Popen) -> dict:
+    """The PS's JSON report once it is done lingering (terminated if it keeps hearing
+    stragglers: the workers have their sums)."""
+    try:
+        out, _ = ps.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        ps.terminate()
+        out, _ = ps.communicate(timeout=10)
+    return next((json.loads(ln) for ln in reversed(out.decode().splitlines())
+                 if ln.startswith('{"ps"')), {})
+
+
+def _collect(workers: dict[str, subprocess.Popen], pss: dict[str, subprocess.Popen],
+             deadline: float, iteration: int) -> dict[str, dict]:
     """Each worker's JSON report; kills every agent and names the culprit on a hang."""
     reports = {}
     for worker, proc in workers.items():
@@ -392,10 +428,11 @@ def _collect(workers: dict[str, subprocess.Popen], ps: subprocess.Popen, deadlin
             out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise RunnerError(f"worker {worker} did not finish iteration {iteration} in time "
-                              f"(hang); {_stop_and_report({**workers, 'PS': ps})}") from None
+                              f"(hang); {_stop_and_report({**workers, **pss})}") from None
         lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
         if proc.returncode not in (0, 1) or not lines:
-            ps.kill()
+            for ps in pss.values():
+                ps.kill()
             raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
         reports[worker] = json.loads(lines[-1])
     return reports
@@ -449,12 +486,21 @@ def _tx_packets(interface: str) -> int:
     return int(Path(f"/sys/class/net/{interface}/statistics/tx_packets").read_text())
 
 
+def worker_rate_gbps(plan: Plan) -> float:
+    """The first job's rate as its workers send: the sum over its shards' tasks when the job
+    is sharded (each worker sends every PS its shard), else its first task's."""
+    first = plan.tasks[0]
+    if first.model_share is None:
+        return first.rate_gbps
+    return sum(tp.rate_gbps for tp in plan.tasks if tp.job == first.job)
+
+
 def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
         target: str = "embedded", scale_mbps: float | None = None,
         timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4") -> RunResult:
     """Run the whole closed loop once; raises RunnerError naming the component that failed."""
     scale_mbps = scale_mbps or DEFAULT_SCALE_MBPS[target]
-    result = RunResult(plan.scheme, plan.tasks[0].rate_gbps, scale_mbps)
+    result = RunResult(plan.scheme, worker_rate_gbps(plan), scale_mbps)
     with Emulation(network, plan, target=target, scale_mbps=scale_mbps,
                    plain_switches=plain_switches) as emu:
         for k in range(1, iterations + 1):

@@ -3,7 +3,7 @@
 Worker: splits its gradient into fragments of K int32 elements (float32 gradients are converted
 to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
 fragments (+1 per result up to `max_window`, halved on a CONTROL packet or a timeout), resends
-the fragment a CONTROL packet names, resends on timeout (with a PROBE from the second timeout
+the fragment a CONTROL packet names (at once, at most every CONTROL_RESEND_GAP), resends on timeout (with a PROBE from the second timeout
 of a fragment on, in case its copy of the result was lost), and after receiving the result of
 a fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
 (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
@@ -81,6 +81,10 @@ from dataplane.ports import drain, open_raw, send
 FIXED_POINT_SCALE = 2**16
 EPOCH_SHIFT = 24  # frag_id = epoch << EPOCH_SHIFT | fragment index
 EPOCHS = 2 ** (32 - EPOCH_SHIFT)
+# Least seconds between two resends of one fragment on CONTROL packets: a few round trips on
+# an emulated link, so a slot freed by the worker's own ACK is retried at once (as before)
+# while a slot that stays taken is not hammered at the round-trip time.
+CONTROL_RESEND_GAP = 0.02
 BROADCAST = Endpoint(b"\xff" * 6, b"\xff" * 4)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
@@ -181,6 +185,7 @@ class WorkerStats:
     probes: int = 0
     plan_switches: int = 0
     sent_to_unblock: int = 0
+    freed_across_shards: int = 0  # ACKs that broke a wait between two PSs' trees (unblock)
     seconds: float = 0.0
 
 
@@ -204,11 +209,13 @@ class Worker:
     rate_scale: float = 1.0
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
+    _blocking: dict[int, float] = field(default_factory=dict)  # occupant -> first named (shards)
     outstanding: dict[int, float] = field(default_factory=dict)  # fragment -> resend deadline
     # outstanding fragments sent ahead of the in-order sender to unblock a slot: they do not
     # take a place in the window, or a window full of them could wait for its own fragments
     ahead: set[int] = field(default_factory=set)
     resent: set[int] = field(default_factory=set)  # fragments sent more than once
+    controlled: dict[int, float] = field(default_factory=dict)  # fragment -> next CONTROL resend
     timeouts: dict[int, int] = field(default_factory=dict)  # fragment -> timeouts so far
     next_frag: int = 0
     epoch: int = 0  # the iteration, carried in every fragment id
@@ -278,7 +285,7 @@ class Worker:
         self.resent.add(frag)
         self.outstanding[frag] = now + self.timeout
 
-    def unblock(self, occupant: int) -> None:
+    def unblock(self, occupant: int, other_shard: bool = False) -> None:
         """A slot on this worker's path is held by fragment id `occupant`; help it leave.
 
         If it belongs to another iteration, or its result is already out, the slot holds a
@@ -286,6 +293,15 @@ class Worker:
         may be waiting for this worker's own contribution, which its window has not reached:
         sending that fragment now, out of order, breaks the wait-for cycle in which two
         workers' windows block each other's slots (it is sent once; the in-order loop skips it).
+
+        `other_shard`: the occupant is this shard's, the blocked packet another shard's. Two
+        PSs' trees can run in opposite directions over the same aggregators (A1 -> A0 for one,
+        A0 -> A1 for the other), and the tasks of a job share its slots: A0 can hold a partial
+        sum of one tree that waits for what A1 blocks, while A1 holds one of the other tree
+        that waits for what A0 blocks, kept alive by retransmissions. If the occupant still
+        blocks a timeout after it was first named, an ACK frees the partial sums of it on this
+        shard's path (this worker's contribution included, which it resends on its timeout;
+        other contributors resend on theirs): slower, never wrong, and the cycle is broken.
         """
         now = time.monotonic()
         if now < self._unblocked.get(occupant, 0.0):
@@ -301,6 +317,14 @@ class Worker:
             self.outstanding[index] = now + self.timeout
             self.ahead.add(index)
             self.stats.sent_to_unblock += 1
+        elif other_shard:
+            first = self._blocking.setdefault(occupant, now)
+            if now - first > 3 * self.timeout:  # an old sighting: start over
+                self._blocking[occupant] = now
+            elif now - first >= self.timeout:
+                del self._blocking[occupant]
+                self._send(index, ACK)
+                self.stats.freed_across_shards += 1
 
     def _window_open(self) -> bool:
         return len(self.outstanding) - len(self.ahead) < int(self.window)
@@ -357,8 +381,13 @@ class Worker:
                 self.stats.acks += 1
             if self.finished:
                 self.stats.seconds = now - self._started
-        elif flags == CONTROL and flow == self.flow_id and frag in self.outstanding:
-            # dropped at the collision, so no slot keeps it: no ACK needed later
+        elif (flags == CONTROL and flow == self.flow_id and frag in self.outstanding
+              and now >= self.controlled.get(frag, 0.0)):
+            # Dropped at the collision, so no slot keeps it: no ACK needed later. Resent at
+            # once, but at most every CONTROL_RESEND_GAP: while the occupant stays, a resend
+            # per CONTROL ping-pongs at the round-trip time (a worker next to an aggregator
+            # whose slots wait on far flows sent thousands a second).
+            self.controlled[frag] = now + CONTROL_RESEND_GAP
             self.window = max(1.0, self.window / 2)
             self._send(frag)
             self.outstanding[frag] = time.monotonic() + self.timeout
@@ -396,7 +425,7 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
                 continue
             if flags == CONTROL:
                 owner = next((w for w in shards if w.owns(split_frag_id(occupant)[1])), shard)
-                owner.unblock(occupant)
+                owner.unblock(occupant, other_shard=owner is not shard)
             shard.receive(flags, flow, raw, frame, now)
         for w in shards:
             w.on_timeouts(time.monotonic())

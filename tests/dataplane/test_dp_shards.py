@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,8 @@ import pytest
 
 from dataplane.bmv2 import free_tcp_port
 from dataplane.frame import (
+    ACK,
+    CONTROL,
     DATA,
     FRAME_LEN,
     OFF_ELEMS,
@@ -26,12 +29,15 @@ from dataplane.frame import (
     build_frame,
 )
 from dataplane.hosts import (
+    CONTROL_RESEND_GAP,
     EPOCH_SHIFT,
     BadShards,
     ParameterServer,
     Task,
+    Worker,
     _ps_shard,
     _worker_shards,
+    frag_id,
     fragments,
     register,
     shard_ranges,
@@ -122,6 +128,59 @@ def test_a_worker_missing_from_a_shards_task_is_refused(tmp_path):
     state.write_text(json.dumps(partial))
     with pytest.raises(BadShards, match="worker w2: job 1 shards its model over tasks"):
         _worker_shards(_agent_args("worker", state, "--name", "w2"), None, ME, np.zeros((4, K)))
+
+
+def _two_shards(sock: socket.socket, timeout: float) -> tuple[Worker, Worker]:
+    """Fragments 0-5 go to task 0's PS, 6-9 to task 1's (flows 1 and 11)."""
+    rows = np.zeros((10, K), dtype=">i4")
+    return (Worker(sock, ME, ME, Task(1, 0), 1, 7, rows[:6], timeout=timeout),
+            Worker(sock, ME, ME, Task(1, 1), 11, 7, rows[6:], timeout=timeout, offset=6))
+
+
+def _sent(observer: socket.socket) -> list[InaHeader]:
+    out = []
+    while True:
+        try:
+            out.append(InaHeader.unpack(observer.recv(4096)))
+        except BlockingIOError:
+            return out
+
+
+def test_a_control_resends_its_fragment_at_once_but_not_at_every_round_trip():
+    """While the occupant stays, a resend per CONTROL would ping-pong at the round-trip time."""
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker, _ = _two_shards(sock, timeout=0.5)
+    worker.outstanding[2] = time.monotonic() + 0.5
+    control = build_frame(ME, ME, InaHeader(1, 0, CONTROL, 1, 7, frag_id(0, 2), 1), bytes(4 * K))
+    now = time.monotonic()
+    for _ in range(3):  # three CONTROLs within one gap
+        worker.receive(CONTROL, 1, frag_id(0, 2), control, now)
+    assert [(h.flags, h.frag_id) for h in _sent(observer)] == [(DATA, 2)]
+    time.sleep(CONTROL_RESEND_GAP)
+    worker.receive(CONTROL, 1, frag_id(0, 2), control, time.monotonic())
+    assert [(h.flags, h.frag_id) for h in _sent(observer)] == [(DATA, 2)]
+    assert worker.stats.resent_on_control == 2
+
+
+def test_a_shards_partial_sum_blocking_another_shard_is_freed_a_timeout_later():
+    """Shard 0's packet collided with shard 1's fragment 7, which this worker has sent: its
+    partial sum may wait on what shard 0's tree blocks (two PSs' trees in opposite
+    directions), so if it still blocks a timeout later, an ACK under task 1 frees it."""
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    shards = _two_shards(sock, timeout=0.1)
+    owner = next(w for w in shards if w.owns(7))
+    assert owner is shards[1]
+    owner.outstanding[1] = time.monotonic() + 1  # fragment 7 is its row 1
+    owner.unblock(frag_id(0, 7), other_shard=True)  # first named: it may just be slow
+    owner.unblock(frag_id(0, 7), other_shard=True)  # within the timeout: nothing either
+    assert _sent(observer) == []
+    time.sleep(0.1)
+    owner.unblock(frag_id(0, 7), other_shard=True)
+    assert [(h.flags, h.task, h.flow_id, h.frag_id) for h in _sent(observer)] == \
+        [(ACK, 1, 11, 7)]
+    assert owner.stats.freed_across_shards == 1
 
 
 # *** real packets: 3 workers and 2 PSs on one switch
