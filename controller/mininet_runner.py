@@ -71,6 +71,8 @@ class IterationResult:
     ps_flows: float  # distinct flows per fragment the PS received (its own count)
     # (seconds since the workers started, packets sent into the PS so far), every 0.1 s
     ps_link_samples: list[tuple[float, int]] = field(default_factory=list)
+    retransmissions: int = 0  # the workers' resends, on timeout and on CONTROL
+    ps: dict = field(default_factory=dict)  # the PS's report (hosts.py: exactly-once counts)
 
 
 @dataclass(frozen=True)
@@ -348,9 +350,11 @@ class Emulation:
         fragments = reports[next(iter(reports))]["fragments"]
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
         seconds = max(r["seconds"] for r in reports.values())
+        resent = sum(r["resent_on_timeout"] + r["resent_on_control"] for r in reports.values())
         return IterationResult(iteration, seconds, wall, exact, goodput, packets,
                                round(packets / max(1, fragments), 2),
-                               ps_report.get("flows_per_fragment", 0.0), samples)
+                               ps_report.get("flows_per_fragment", 0.0), samples, resent,
+                               ps_report)
 
     def _ids(self, tp) -> tuple[int, int]:
         return self.ids.job_id(tp.job), self.ids.task_id(tp.job, tp.task)

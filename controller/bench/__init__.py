@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "target": "dataplane.bench",
     "e2e": "controller.bench.e2e",
     "eina": "controller.bench.eina",
+    "reliability": "controller.bench.reliability",
 }
 
 
