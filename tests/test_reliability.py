@@ -58,8 +58,6 @@ def test_congestion_is_not_a_failure_but_a_cut_under_it_is(fig1, queue):
     assert [it.exact for it in results] == [True, True]
     assert sum(it.retransmissions for it in results) > 0, "congestion dropped nothing"
     assert congested["version"] == 1, f"re-planned without a failure: {congested['replans']}"
-    if queue is None:  # probes alone would have declared links dead: the counters kept them
-        assert congested["link_monitor"]["saved_by_traffic"] > 0
     assert after_cut.exact
     assert final["version"] == 2, f"one cut, plans: {final['replans']}"
     assert [["L1", "S1"]] == final["dead_links"]
