@@ -35,7 +35,7 @@ def long_run(emu, *, iterations: int, every: int, gradient_mb: float, timeout: f
     """Iterations 1..`iterations` of `emu`'s job; at every `every`-th one, mid-transfer,
     alternately `restart` is killed and restarted and the link `cut` is cut (and repaired once
     that iteration is over, so the plan can come back to it)."""
-    record: dict = {"events": [], "iterations": []}
+    record: dict = {"events": [], "iterations": [], "rss_kb_per_iteration": {}}
     start = {name: rss_kb(pid) for name, pid in long_lived(emu).items()}
     for k in range(1, iterations + 1):
         event = None
@@ -57,6 +57,8 @@ def long_run(emu, *, iterations: int, every: int, gradient_mb: float, timeout: f
             record["events"].append({"iteration": k, "event": event})
         record["iterations"].append({"k": k, "seconds": it.seconds, "exact": it.exact,
                                      "retransmissions": it.retransmissions})
+        for name, pid in long_lived(emu).items():  # growth shows as a trend, a load as a step
+            record["rss_kb_per_iteration"].setdefault(name, []).append(rss_kb(pid))
         if progress:
             progress(k, it)
     end = {name: rss_kb(pid) for name, pid in long_lived(emu).items()}
