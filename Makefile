@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # Debian packages the demo and the root tests need.
-APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump
+APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump nftables
 
 .PHONY: all setup apt venv mininet-link p4 test test-unprivileged demo lint clean
 

@@ -76,6 +76,8 @@ class IterationResult:
     model_share: float | None = None  # the task's shard of the model (None: all of it)
     # the PS's own check of its shard (None: it did not report, e.g. stopped while unfinished)
     ps_exact: bool | None = None
+    retransmissions: int = 0  # the workers' resends, on timeout and on CONTROL
+    ps_report: dict = field(default_factory=dict)  # the PS's report (hosts.py: exactly-once counts)
 
 
 @dataclass(frozen=True)
@@ -384,6 +386,7 @@ class Emulation:
         exact = all(r.get("exact") for r in reports.values())
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
         seconds = max(r["seconds"] for r in reports.values())
+        resent = sum(r["resent_on_timeout"] + r["resent_on_control"] for r in reports.values())
         out = []
         for tp in tps:
             ps_report = _ps_report(pss[tp.task])
@@ -394,7 +397,7 @@ class Emulation:
                 packets, round(packets / max(1, fragments), 2),
                 ps_report.get("flows_per_fragment", 0.0), samples[tp.task],
                 task=f"{tp.job}/{tp.task}", ps=tp.ps, model_share=tp.model_share,
-                ps_exact=ps_report.get("exact")))
+                ps_exact=ps_report.get("exact"), retransmissions=resent, ps_report=ps_report))
         return out
 
     def _ids(self, tp) -> tuple[int, int]:

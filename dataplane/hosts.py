@@ -472,6 +472,11 @@ class ParameterServer:
     seen: set[tuple[int, int]] = field(default_factory=set)
     finished: int = 0
     results_sent: int = 0
+    # Exactly-once evidence: DATA already counted or for a finished fragment (a copy, or a
+    # retransmission whose original also arrived), ignored; fragments finished with a summed count other than `workers`
+    # (a contribution counted twice or missed: must stay 0).
+    duplicates_ignored: int = 0
+    miscounted: int = 0
     epoch: int = 0  # the iteration; fragments of other iterations are ignored
     offset: int = 0  # wire index of this PS's first fragment (its shard's place in the model)
 
@@ -502,16 +507,21 @@ class ParameterServer:
                 or not 0 <= frag < self.fragments):
             return
         if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
+            self.duplicates_ignored += flags == DATA
             if self.done[frag]:
                 self._send_result(frag)
             return
-        if flags != DATA or (flow, frag) in self.seen:
+        if flags != DATA:
+            return
+        if (flow, frag) in self.seen:
+            self.duplicates_ignored += 1
             return
         self.seen.add((flow, frag))
         sums, counts = self._generation(flow)
         sums[frag] += np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
         counts[frag] += count
         if counts[frag] >= self.workers:
+            self.miscounted += int(counts[frag] != self.workers)
             self.done[frag] = True
             self.result[frag] = sums[frag]
             self.finished += 1
@@ -711,7 +721,8 @@ def cmd_ps(args: argparse.Namespace) -> int:
                           **_ps_check(args, ps, elements)}))
         return 3
     report = {"ps": True, "first_fragment": offset, "fragments": ps.fragments,
-              "results_sent": ps.results_sent, "flows_per_fragment": ps.flows_per_fragment(),
+              "finished": ps.finished, "duplicates_ignored": ps.duplicates_ignored,
+              "miscounted": ps.miscounted, "results_sent": ps.results_sent, "flows_per_fragment": ps.flows_per_fragment(),
               "seconds": round(time.monotonic() - start, 3), **_ps_check(args, ps, elements)}
     print(json.dumps(report))
     return 0 if report.get("exact", True) else 1

@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "paring": "controller.bench.paring",
     "atro": "controller.bench.atro",
     "failover": "controller.bench.failover",
+    "reliability": "controller.bench.reliability",
 }
 
 

@@ -1,0 +1,312 @@
+"""`ina bench reliability`: faults at run time on Mininet (root), issue 15 items 1, 2 and 6.
+
+- `--item calibrate`: what each impairment really does to numbered frames on one link
+  (loss, copies, reordering measured at the receiver; controller.faults.calibrate).
+- `--item loss`: loss 1 % and 5 %, duplication 2 %, reordering 10 % on every link
+  (controller.faults.impair, nftables: this kernel has no netem), against a run without
+  impairment: every result exact, every fragment finished once (the PS's counts),
+  retransmissions and slowdown.
+- `--item congestion`: every link at 30 % of the workers' pace with 2-packet queues: plan
+  versions without a failure, then the time from a real cut to the new plan.
+- `--item longrun`: many iterations with a switch restart and a link cut (restored after one
+  iteration) every `--every`; RSS of every long-lived process at start and end.
+
+Each writes `<item>.json` and `<item>.png` under `--out`. Timing lives here, never in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from controller.faults.impair import (
+    Impairment,
+    LinkImpairments,
+    congest,
+    interface_packets,
+    measured,
+)
+from controller.faults.longrun import long_run
+from controller.mininet_runner import Emulation, IterationResult, RunnerError
+from controller.network import load_topology
+from controller.solvers import solve
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "topologies" / "examples"
+IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplicate", 2),
+               Impairment("reorder", 10))
+console = Console(width=160)  # wide enough that piped tables are never cut
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reliability", help="faults on Mininet: loss, duplication, reordering, "
+                       "congestion, long run (root)")
+    p.add_argument("--item", required=True,
+                   choices=("calibrate", "loss", "congestion", "longrun"))
+    p.add_argument("--topology", action="append", metavar="FILE.yaml",
+                   help="topology (repeatable; default ARO Fig. 1)")
+    p.add_argument("--scheme", default="aro")
+    p.add_argument("--iterations", type=int, default=20)
+    p.add_argument("--gradient-mb", type=float, default=4.0)
+    p.add_argument("--scale-mbps", type=float, default=None,
+                   help="Mbps of emulated link per model Gbps (default: the runner's)")
+    p.add_argument("--timeout", type=float, default=600.0, help="per iteration (s)")
+    p.add_argument("--every", type=int, default=50, help="longrun: restart and cut period")
+    p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
+    p.add_argument("--restart", default="S1", help="longrun: switch restarted")
+    p.add_argument("--out", default="docs/benchmarks/reliability")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    topologies = args.topology or [str(EXAMPLES / "aro-fig1.yaml")]
+    report = {"item": args.item, "iterations": args.iterations,
+              "gradient_mb": args.gradient_mb, "measured_at": time.strftime("%Y-%m-%d %H:%M")}
+    if args.item == "calibrate":
+        from controller.faults.calibrate import calibrate
+
+        report["links"] = [calibrate(imp) for imp in IMPAIRMENTS]
+        _table("one impaired link, 3000 numbered frames", report["links"])
+    elif args.item == "loss":
+        report["runs"] = [_impaired_runs(path, args) for path in topologies]
+    elif args.item == "congestion":
+        report["runs"] = [_congestion_run(path, args) for path in topologies]
+    else:
+        report["runs"] = [_long_run(path, args) for path in topologies]
+    (out / f"{args.item}.json").write_text(json.dumps(report, indent=2) + "\n")
+    _plot(report, out / f"{args.item}.png")
+    console.print(f"results in {out / (args.item + '.json')} and {out / (args.item + '.png')}")
+    return 0
+
+
+def _emulation(path: str, args: argparse.Namespace) -> Emulation:
+    network = load_topology(path)
+    return Emulation(network, solve(network, args.scheme), scale_mbps=args.scale_mbps)
+
+
+def _iterations(emu: Emulation, args: argparse.Namespace, label: str) -> list[IterationResult]:
+    results = []
+    for k in range(1, args.iterations + 1):
+        (it,) = emu.iterate(args.gradient_mb, k, args.timeout)
+        results.append(it)
+        console.print(f"  {label}: iteration {k}: {it.seconds:.2f} s, exact {it.exact}, "
+                      f"{it.retransmissions} resent", highlight=False)
+    return results
+
+
+def _summary(results: list[IterationResult]) -> dict:
+    return {
+        "iterations_completed": len(results),
+        "exact": bool(results) and all(it.exact for it in results),
+        "mean_seconds": statistics.mean(it.seconds for it in results) if results else None,
+        "retransmissions": sum(it.retransmissions for it in results),
+        "fragments": sum(it.ps_report.get("fragments", 0) for it in results),
+        "fragments_finished": sum(it.ps_report.get("finished", 0) for it in results),
+        "miscounted": sum(it.ps_report.get("miscounted", 0) for it in results),
+        "duplicates_ignored_at_ps": sum(it.ps_report.get("duplicates_ignored", 0) for it in results),
+        "seconds": [it.seconds for it in results],
+    }
+
+
+def _impaired_runs(path: str, args: argparse.Namespace) -> dict:
+    """A run without impairment, then one per impairment, each on a fresh emulation."""
+    runs = {}
+    for imp in (None, *IMPAIRMENTS):
+        label = imp.label() if imp else "none"
+        console.print(f"[bold]{Path(path).stem}[/bold]: {label}")
+        error = None
+        with _emulation(path, args) as emu:
+            before = interface_packets(emu)
+            results: list[IterationResult] = []
+            if imp is None:
+                try:
+                    results = _iterations(emu, args, label)
+                except RunnerError as exc:
+                    error = str(exc)[:2000]
+                rates = {}
+            else:
+                with LinkImpairments(emu, imp) as faults:
+                    try:
+                        results = _iterations(emu, args, label)
+                    except RunnerError as exc:
+                        error = str(exc)[:2000]
+                    chains = faults.counters()
+                rates = measured(emu, chains, before, interface_packets(emu))
+            switch_dups = sum(sum(s["counters"].get("duplicates", []))
+                              for s in emu.state()["switches"].values())
+            runs[label] = {**_summary(results), "measured": rates, "error": error,
+                           "plan_versions": emu.state()["version"],
+                           "switch_duplicates": switch_dups}
+    base = runs["none"]["mean_seconds"]
+    for run in runs.values():
+        run["slowdown"] = run["mean_seconds"] / base if base and run["mean_seconds"] else None
+    _table(f"{Path(path).stem}: {args.iterations} × {args.gradient_mb:g} MB",
+           [{"impairment": k, **{f: v[f] for f in ("exact", "fragments", "fragments_finished",
+                                                    "miscounted", "retransmissions",
+                                                    "duplicates_ignored_at_ps",
+                                                    "switch_duplicates", "plan_versions")},
+             "mean_s": round(v["mean_seconds"] or 0, 2), "slowdown": round(v["slowdown"] or 0, 2),
+             "hit_%": v["measured"].get("hit_percent", 0.0),
+             "rx/offered": v["measured"].get("received_per_offered", 1.0)}
+            for k, v in runs.items()])
+    return {"topology": Path(path).stem, "runs": runs}
+
+
+def _congestion_run(path: str, args: argparse.Namespace) -> dict:
+    """Default 1000-packet queues (probes wait seconds) and 2-packet queues (probes dropped)."""
+    runs = {label: _congested(path, args, queue)
+            for label, queue in (("1000-packet queues", None), ("2-packet queues", 2))}
+    _table("congestion: every link at 30 % of the workers' pace", [
+        {"queues": label, "iterations": args.iterations,
+         "plan versions, no failure": r["congested"]["plan_versions"],
+         "exact": r["congested"]["exact"] and r["after_cut"]["exact"],
+         "link-rounds saved by counters": r["congested"]["link_monitor"]["saved_by_traffic"],
+         "plan versions after 1 cut": r["after_cut"]["plan_versions"],
+         "cut → new plan (s)": round(r.get("cut_to_new_plan_seconds") or -1, 2)}
+        for label, r in runs.items()])
+    return {"topology": Path(path).stem, "link": args.cut.split(","), "queues": runs}
+
+
+def _congested(path: str, args: argparse.Namespace, queue: int | None) -> dict:
+    a, b = args.cut.split(",")
+    events: dict = {}
+    with _emulation(path, args) as emu:
+        congest(emu, 0.3, queue)
+        try:
+            results = _iterations(emu, args, f"congested, queue {queue or 'default'}")
+        except RunnerError as exc:  # recorded: the plan versions up to then still count
+            events["error"] = str(exc)[:2000]
+            results = []
+        state = emu.state()
+        events["congested"] = {**_summary(results), "plan_versions": state["version"],
+                               "replans": state["replans"],
+                               "link_monitor": state["link_monitor"]}
+
+        def cut() -> None:
+            emu.wait_for_traffic(packets=100)
+            emu.set_link(a, b, up=False)
+            cut_at = time.monotonic()
+            while time.monotonic() - cut_at < 30:
+                if emu.state()["version"] > events["congested"]["plan_versions"]:
+                    events["cut_to_new_plan_seconds"] = time.monotonic() - cut_at
+                    return
+                time.sleep(0.02)
+
+        try:
+            (it,) = emu.iterate(args.gradient_mb, args.iterations + 1, args.timeout,
+                                during=cut)
+            exact = it.exact
+        except RunnerError as exc:
+            events["error_after_cut"] = str(exc)[:2000]
+            exact = False
+        time.sleep(3)
+        state = emu.state()
+        events["after_cut"] = {"exact": exact, "plan_versions": state["version"],
+                               "dead_links": state["dead_links"], "replans": state["replans"],
+                               "link_monitor": state["link_monitor"]}
+    return events
+
+
+def _long_run(path: str, args: argparse.Namespace) -> dict:
+    with _emulation(path, args) as emu:
+        record = long_run(emu, iterations=args.iterations, every=args.every,
+                          gradient_mb=args.gradient_mb, timeout=args.timeout,
+                          cut=tuple(args.cut.split(",")), restart=args.restart,
+                          progress=lambda k, it: console.print(
+                              f"  iteration {k}: {it.seconds:.2f} s, exact {it.exact}",
+                              highlight=False) if k == 1 or k % 10 == 0 else None)
+    record["topology"] = Path(path).stem
+    _table(f"long run: {args.iterations} iterations, exact {record['exact']}, "
+           f"{record['plan_versions']} plan versions",
+           [{"process": n, "RSS start (MB)": round((v["start"] or 0) / 1024, 1),
+             "RSS end (MB)": round(v["end"] / 1024, 1)} for n, v in record["rss_kb"].items()])
+    return record
+
+
+def _table(title: str, rows: list[dict]) -> None:
+    if not rows:
+        return
+    table = Table(title=title)
+    for column in rows[0]:
+        table.add_column(str(column))
+    for row in rows:
+        table.add_row(*(str(v) for v in row.values()))
+    console.print(table)
+
+
+def _plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    item = report["item"]
+    if item == "calibrate":
+        fig, ax = plt.subplots(figsize=(7, 4))
+        links = report["links"]
+        x = range(len(links))
+        for offset, (key, colour) in enumerate((("lost_percent", "tab:red"),
+                                                ("copies_percent", "tab:blue"),
+                                                ("reordered_percent", "tab:green"))):
+            ax.bar([i + 0.25 * offset for i in x], [r[key] for r in links], 0.25, color=colour,
+                   label=key.replace("_percent", " %"))
+        ax.set_xticks([i + 0.25 for i in x], [r["impairment"] for r in links])
+        ax.set_ylabel("% of frames sent")
+        ax.legend()
+    elif item == "loss":
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+        for run in report["runs"]:
+            labels = list(run["runs"])
+            axes[0].plot(labels, [run["runs"][k]["slowdown"] or float("nan") for k in labels],
+                         marker="o",
+                         label=run["topology"])
+            axes[1].plot(labels, [run["runs"][k]["retransmissions"] for k in labels],
+                         marker="o", label=run["topology"])
+        axes[0].set_ylabel("mean iteration time / no impairment")
+        axes[1].set_ylabel("retransmissions (all iterations)")
+        for ax in axes:
+            ax.legend()
+    elif item == "congestion":
+        fig, ax = plt.subplots(figsize=(8, 4))
+        runs = report["runs"][0]["queues"]
+        labels = list(runs)
+        x = range(len(labels))
+        ax.bar([i - 0.2 for i in x], [runs[k]["congested"]["plan_versions"] for k in labels],
+               0.4, color="tab:green", label="congestion only")
+        ax.bar([i + 0.2 for i in x], [runs[k]["after_cut"]["plan_versions"] for k in labels],
+               0.4, color="tab:blue", label="congestion + 1 real cut")
+        ax.set_xticks(list(x), [f"{k}\ncut → new plan "
+                                f"{runs[k].get('cut_to_new_plan_seconds') or float('nan'):.2f} s"
+                                for k in labels])
+        ax.set_ylabel("plan versions (1 = never re-planned)")
+        ax.set_title("every link at 30 % of the pace (ARO Fig. 1)")
+        ax.legend()
+    else:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+        run = report["runs"][0]
+        axes[0].plot([i["k"] for i in run["iterations"]],
+                     [i["seconds"] for i in run["iterations"]], marker=".")
+        for event in run["events"]:
+            axes[0].axvline(event["iteration"], linestyle="--",
+                            color="tab:red" if event["event"] == "cut" else "tab:blue")
+        axes[0].set_xlabel("iteration")
+        axes[0].set_ylabel("seconds (red: cut, blue: restart)")
+        names = list(run["rss_kb"])
+        rows = range(len(names))
+        axes[1].barh(rows, [(run["rss_kb"][n]["start"] or 0) / 1024 for n in names],
+                     height=0.4, label="start")
+        axes[1].barh([i + 0.4 for i in rows],
+                     [run["rss_kb"][n]["end"] / 1024 for n in names], height=0.4, label="end")
+        axes[1].set_yticks([i + 0.2 for i in rows], names)
+        axes[1].set_xlabel("RSS (MB)")
+        axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,92 @@
+"""A delay line that reorders frames: what `tc netem reorder` would do, without netem.
+
+This kernel has no sch_netem (see RELIABILITY.md), so `controller.faults.impair` diverts a
+random share of a link's outgoing frames (nftables `fwd to`, egress hook) into a veth pair; this
+process reads them from the pair's far end, holds each one `delay` seconds and sends it out of
+the link's interface again, marked (SO_MARK) so that the egress hook lets it through this time.
+Frames sent meanwhile overtake it: the link delivers them out of order.
+
+Run as `python -m controller.faults.delayline --delay-ms 20 DIVERT:LINK ...` in the namespace
+of the interfaces; on SIGTERM it prints one JSON line: frames held and sent per link interface.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import select
+import signal
+import socket
+import sys
+import time
+
+ETH_P_ALL = 0x0003
+PASS_MARK = 0x1  # the egress hook's rule lets frames with this mark through (impair.py)
+# Only the job's frames and the controller's probes: a veth pair's own IPv6 chatter must not
+# be injected into the link.
+FORWARDED_TYPES = (b"\x08\x00", b"\x88\xcc")
+PACKET_OUTGOING = 4
+
+
+def _socket(interface: str, mark: bool) -> socket.socket:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    sock.bind((interface, 0))
+    if mark:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, PASS_MARK)
+    sock.setblocking(False)
+    return sock
+
+
+def run(pairs: list[tuple[str, str]], delay: float) -> dict[str, dict[str, int]]:
+    """Hold and resend until SIGTERM; returns per link interface the frames held and sent."""
+    inputs = {_socket(divert, False): link for divert, link in pairs}
+    outputs = {link: _socket(link, True) for _, link in pairs}
+    stats = {link: {"held": 0, "sent": 0} for _, link in pairs}
+    pending: list[tuple[float, int, str, bytes]] = []  # (due, order, link, frame)
+    order = 0
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    print(json.dumps({"ready": True}), flush=True)
+    while not stopping:
+        now = time.monotonic()
+        while pending and pending[0][0] <= now:
+            _, _, link, frame = heapq.heappop(pending)
+            try:
+                outputs[link].send(frame)
+                stats[link]["sent"] += 1
+            except OSError:  # the link is down or gone (a cut): the frame is lost, as on a wire
+                pass
+        wait = max(0.0, pending[0][0] - now) if pending else 0.5
+        try:
+            ready, _, _ = select.select(list(inputs), [], [], wait)
+        except InterruptedError:
+            continue
+        for sock in ready:
+            while True:
+                try:
+                    frame, address = sock.recvfrom(65535)
+                except BlockingIOError:
+                    break
+                if address[2] == PACKET_OUTGOING or frame[12:14] not in FORWARDED_TYPES:
+                    continue
+                link = inputs[sock]
+                stats[link]["held"] += 1
+                order += 1
+                heapq.heappush(pending, (time.monotonic() + delay, order, link, frame))
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("pairs", nargs="+", metavar="DIVERT:LINK")
+    args = parser.parse_args(argv)
+    pairs = [tuple(p.split(":", 1)) for p in args.pairs]
+    stats = run(pairs, args.delay_ms / 1000)  # type: ignore[arg-type]
+    print(json.dumps({"delayline": stats}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
