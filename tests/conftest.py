@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -89,3 +90,21 @@ def embedded_switch():
     yield address
     proc.terminate()
     proc.wait(timeout=10)
+
+
+# Module marks of every test that builds a Mininet network: it needs root, and it must leave
+# the machine's root namespace as it found it (a leftover interface breaks every later run).
+MININET = [
+    pytest.mark.mininet,
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)"),
+    pytest.mark.usefixtures("nothing_left_behind"),
+]
+
+
+@pytest.fixture
+def nothing_left_behind():
+    yield
+    leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
+                               check=False).stdout
+    assert "-eth" not in leftovers, "Mininet interfaces left behind"

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
-import pytest
+from conftest import MININET
 
 from controller.cli import main
 from controller.evaluate import evaluate
@@ -15,19 +13,7 @@ from controller.patch_panel import chosen_topology
 from controller.solvers import SolveOptions, solve
 from controller.topogen import InaOptions, pool
 
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)"),
-]
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind():
-    yield
-    leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
-                               check=False).stdout
-    assert "-eth" not in leftovers, "Mininet interfaces left behind"
+pytestmark = MININET
 
 
 def test_pool_of_6_switches_and_12_workers_runs_exact_on_the_chosen_network(tmp_path):

@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, MININET
 
 from controller.mininet_runner import RunnerError, run
 from controller.network import load_topology
 from controller.solvers import solve
 
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)"),
-]
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind():
-    yield
-    leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=False).stdout
-    assert "-eth" not in leftovers, "Mininet interfaces left behind"
+pytestmark = MININET
 
 
 @pytest.mark.parametrize(("scheme", "flows_into_ps"), [("shortest", 5), ("aro", 1)])

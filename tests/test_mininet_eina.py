@@ -4,29 +4,14 @@ over them (each worker sends each PS its shard; each PS checks its own shard's s
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, MININET
 
 from controller.mininet_runner import run
 from controller.network import load_topology
 from controller.solvers import SolveOptions, solve
 
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)"),
-]
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind():
-    yield
-    leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
-                               check=False).stdout
-    assert "-eth" not in leftovers, "Mininet interfaces left behind"
+pytestmark = MININET
 
 
 def _run(example: str):

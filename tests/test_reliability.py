@@ -3,31 +3,17 @@ duplication and reordering on every link leave every result exact (root)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, MININET
 
 from controller.faults.impair import Impairment, LinkImpairments, congest
 from controller.mininet_runner import Emulation
 from controller.network import load_topology
 from controller.solvers import solve
 
-pytestmark = [
-    pytest.mark.mininet,
-    pytest.mark.root,
-    pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)"),
-]
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind():
-    yield
-    leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
-                               check=False).stdout
-    assert "-eth" not in leftovers, "Mininet interfaces left behind"
+pytestmark = MININET
 
 
 @pytest.fixture(scope="module")
