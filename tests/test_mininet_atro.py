@@ -20,6 +20,7 @@ def test_pool_of_6_switches_and_12_workers_runs_exact_on_the_chosen_network(tmp_
     # 6 ports per switch: no switch holds the 13 hosts, so ATRO cables several together.
     doc = pool(switches=6, max_ports=6, workers=12, capacity_gbps=1.0,
                ina=InaOptions(["S0", "S1"], pipelines=1))
+    doc["schemes"] = {"atro": {"num_workers": 1}}  # one CP-SAT thread: the CLI solves the same plan
     src = tmp_path / "pool.yaml"
     dump_topology(doc, src)
     plan = solve(build_network(doc), "atro", SolveOptions(time_limit=30))
