@@ -19,6 +19,7 @@ from controller.bench.compare import (
     summarise,
     update_benchmarks,
 )
+from controller.inputs import InputError
 
 
 def _outcome(result: dict) -> list[tuple]:
@@ -141,3 +142,29 @@ def test_scheme_params_override_the_figure(tmp_path):
         assert result["params"]["atp"] == {"ps_side": side}
         flows[side] = result["runs"][0]["ps_flows"]
     assert flows == {True: [1], False: [3]}
+
+
+def test_a_stopped_sweep_resumes_from_its_journal(tmp_path):
+    """Runs journaled by a sweep are reused, not recomputed, by `resume` (a record altered in
+    the journal shows up in the result), new seeds are computed, and a journal of other
+    parameters is refused."""
+    out = tmp_path / "out"
+    first = compare("smoke", seeds=1, jobs=1, out=out, benchmarks=None, progress=False)
+    journal = out / "records.jsonl"
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 1 + len(first["runs"])  # header, then one line per run
+    marked = [json.loads(line) for line in lines[1:]]
+    for record in marked:
+        record["rate_gbps"] = -1.0  # no solver gives this: seen again only if reused
+    journal.write_text("\n".join([lines[0], *map(json.dumps, marked)]) + "\n")
+    again = compare("smoke", seeds=2, jobs=1, out=out, benchmarks=None, progress=False,
+                    resume=True)
+    reused = {r["seed"] for r in again["runs"] if r["rate_gbps"] == -1.0}
+    assert reused == {0}
+    assert len(again["runs"]) == 2 * len(first["runs"])
+    assert all(r["rate_gbps"] > 0 for r in again["runs"] if r["seed"] == 1)
+    with pytest.raises(InputError):
+        compare("smoke", seeds=1, jobs=1, out=out, benchmarks=None, progress=False,
+                resume=True, params={"grid": {"links": False}})
+    fresh = compare("smoke", seeds=1, jobs=1, out=out, benchmarks=None, progress=False)
+    assert all(r["rate_gbps"] > 0 for r in fresh["runs"])  # without resume: computed afresh

@@ -17,7 +17,10 @@ Output per figure: `out/bench/compare/<figure>/results.json` (every run, per-set
 the ratios between schemes next to the paper's) and `<figure>.png`, drawn like the paper's plot;
 plus the figure's rows in the "Scheme comparison (issue 6)" section of BENCHMARKS.md, linking a
 copy of the PNG under `docs/benchmarks/compare/`, beside a copy of the JSON (`<figure>.json`),
-so the numbers BENCHMARKS.md quotes stay checkable (out/ is not committed).
+so the numbers BENCHMARKS.md quotes stay checkable (out/ is not committed). Runs go seed by
+seed over all settings and each record is appended to `<out>/records.jsonl` as it arrives, so a
+sweep stopped early (`--resume` continues it; `--resume --seeds K` summarises its first K seeds)
+loses nothing and covers every setting with the same seeds.
 
 Metrics: "min" is the slowest task's rate (ARO's bottleneck sending rate, GRID's rate); figures
 with several tasks (ARO Figs. 9, 10) also report "total", the sum over tasks.
@@ -42,6 +45,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+from controller.inputs import InputError
 from controller.network import Network, build_network, load_topology
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -349,9 +353,10 @@ _MODEL_DETAILS = ("model_value_gbps", "model_bound_gbps", "model_status", "warm_
 
 def plan_runs(figure: Figure, seeds: int, schemes: tuple[str, ...],
               time_limit: float | None) -> list[Run]:
+    """Seed-major, so a sweep stopped early has the same seeds done for every setting."""
     runs = []
-    for setting in figure.settings:
-        for seed in range(seeds):
+    for seed in range(seeds):
+        for setting in figure.settings:
             for scheme in schemes:
                 runs.append(Run(len(runs), figure.name, setting, seed, scheme,
                                 figure.params.get(scheme, {}), time_limit))
@@ -359,18 +364,43 @@ def plan_runs(figure: Figure, seeds: int, schemes: tuple[str, ...],
 
 
 def execute(runs: list[Run], *, jobs: int | None = None, cluster: str | None = None,
-            progress: bool = True) -> list[dict[str, Any]]:
-    """Every run's record, in run order, computed locally or on a Dask cluster."""
+            progress: bool = True, journal: Path | None = None) -> list[dict[str, Any]]:
+    """Every run's record, in run order, computed locally or on a Dask cluster. With a
+    `journal`, each record is appended to it as it arrives (a JSON line), and runs already
+    recorded there are not computed again: a stopped sweep resumes where it was."""
     results: list[dict[str, Any] | None] = [None] * len(runs)
+    done = _journaled(journal, runs)
+    for run in runs:
+        if (key := (run.setting.label, run.seed, run.scheme)) in done:
+            results[run.index] = {**done[key], "index": run.index}
+    todo = [run for run in runs if results[run.index] is None]
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:
-        task = bar.add_task("runs", total=len(runs))
-        for record in _records(runs, jobs, cluster):
+        task = bar.add_task("runs", total=len(runs), completed=len(runs) - len(todo))
+        for record in _records(todo, jobs, cluster):
             results[record["index"]] = record
+            if journal is not None:
+                with journal.open("a") as f:
+                    f.write(json.dumps(record, separators=(",", ":")) + "\n")
             last = f"{record['scheme']} seed {record['seed']}"
             bar.update(task, advance=1, description=f"runs (last: {last})")
     return [r for r in results if r is not None]
+
+
+def _journaled(journal: Path | None, runs: list[Run]) -> dict[tuple, dict[str, Any]]:
+    """Records of a journal matching these runs (same setting, seed and scheme), by run key."""
+    if journal is None or not journal.exists():
+        return {}
+    wanted = {(r.setting.label, r.seed, r.scheme) for r in runs}
+    done = {}
+    for line in journal.read_text().splitlines():
+        record = json.loads(line)
+        if "journal" in record:
+            continue
+        if (key := (record["setting"], record["seed"], record["scheme"])) in wanted:
+            done[key] = record
+    return done
 
 
 def _records(runs: list[Run], jobs: int | None, cluster: str | None) -> Iterator[dict[str, Any]]:
@@ -637,10 +667,12 @@ def update_benchmarks(path: Path, figure: str, rows: list[str]) -> None:
 def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, ...] | None = None,
             jobs: int | None = None, cluster: str | None = None, out: Path | None = None,
             benchmarks: Path | None = ROOT / "BENCHMARKS.md", time_limit: float | None = None,
-            progress: bool = True,
-            params: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+            progress: bool = True, params: dict[str, dict[str, Any]] | None = None,
+            resume: bool = False) -> dict[str, Any]:
     """Run a figure, write its JSON, PNG and BENCHMARKS.md rows; returns the JSON document.
-    `params` (scheme → parameters) override the figure's, to test another reading."""
+    `params` (scheme → parameters) override the figure's, to test another reading. Every
+    record is journaled in `<out>/records.jsonl`; `resume` reuses the runs recorded there by
+    the same figure, parameters and time limit (else the journal starts afresh)."""
     from controller.solvers import get_solver, scheme_names
 
     figure = FIGURES[figure_name]
@@ -654,7 +686,10 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
     for scheme in schemes:  # imported before the pool forks: edits made mid-sweep do not leak in
         get_solver(scheme)
     runs = plan_runs(figure, seeds, schemes, time_limit)
-    records = execute(runs, jobs=jobs, cluster=cluster, progress=progress)
+    out = out or ROOT / "out" / "bench" / "compare" / figure.name
+    out.mkdir(parents=True, exist_ok=True)
+    journal = _open_journal(out / "records.jsonl", figure, time_limit, resume)
+    records = execute(runs, jobs=jobs, cluster=cluster, progress=progress, journal=journal)
     result = {
         "figure": figure.name, "title": figure.title, "source": figure.source,
         "notes": figure.notes, "seeds": seeds, "schemes": list(schemes),
@@ -664,8 +699,6 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
         "runs": records, **summarise(figure, records, schemes),
         "grid_optimum": grid_optimum(figure, records),
     }
-    out = out or ROOT / "out" / "bench" / "compare" / figure.name
-    out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     png = out / f"{figure.name}.png"
     plot(figure, records, result["summary"], schemes, png)
@@ -680,6 +713,21 @@ def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, .
                           + optimum_table(result["grid_optimum"],
                                           figure.params.get("grid-opt", {}).get("links", True)))
     return result
+
+
+def _open_journal(path: Path, figure: Figure, time_limit: float | None, resume: bool) -> Path:
+    """The journal, its first line naming what its runs were computed with; resuming from a
+    journal of other parameters is refused rather than mixing two experiments."""
+    header = {"figure": figure.name, "params": figure.params, "time_limit": time_limit}
+    if resume and path.exists():
+        first = json.loads(path.read_text().split("\n", 1)[0] or "{}")
+        if first.get("journal") != header:
+            raise InputError("--resume", str(path), f"holds runs of {first.get('journal')}, "
+                             f"not of {header}; rerun without --resume or with the same "
+                             "--figure, --param and --time-limit")
+        return path
+    path.write_text(json.dumps({"journal": header}, separators=(",", ":")) + "\n")
+    return path
 
 
 def _report(result: dict[str, Any]) -> None:
@@ -726,7 +774,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     result = compare(args.figure, seeds=args.seeds, schemes=schemes, jobs=args.jobs,
                      cluster=args.cluster, out=Path(args.out) if args.out else None,
                      benchmarks=None if args.no_benchmarks else Path(args.benchmarks),
-                     time_limit=args.time_limit, params=scheme_params(args.param))
+                     time_limit=args.time_limit, params=scheme_params(args.param),
+                     resume=args.resume)
     _report(result)
     console.print(f"results in {args.out or Path('out/bench/compare') / args.figure}")
     return 0 if not any("error" in r for r in result["runs"]) else 1
@@ -750,4 +799,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--benchmarks", default=str(ROOT / "BENCHMARKS.md"),
                    help="BENCHMARKS.md to update (default: the repository's)")
     p.add_argument("--no-benchmarks", action="store_true", help="do not touch BENCHMARKS.md")
+    p.add_argument("--resume", action="store_true",
+                   help="reuse the runs journaled in the output folder's records.jsonl by an "
+                        "earlier run of the same figure and parameters (a stopped sweep, or "
+                        "fewer --seeds to summarise what it finished)")
     p.set_defaults(func=cmd_compare)
