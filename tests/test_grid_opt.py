@@ -125,6 +125,21 @@ def test_grid_fig1_with_t_the_worker_link():
     assert run(network, "grid-opt").details["max_rate_gbps"]["job0/t0"] == 2.0
 
 
+def test_warm_start_from_the_lp_with_link_rows():
+    """With link rows in the model, the warm start draws from the LP with them too: on GRID
+    Fig. 1 the 3 Gbps the paper states (every worker at its 3 Gbps link) is already R-GRIA's
+    best draw there, where the paper's LP (no link rows) draws only 1.5 in that model.
+    Without link rows the model's LP is the paper's, so the warm start comes from it."""
+    network = load_topology(EXAMPLES / "grid-fig1.yaml")
+    for seed in (0, 1):
+        plan = run(network, "grid-opt", seed=seed, links=True)
+        assert plan.details["warm_start_gbps"]["job0/t0"] == pytest.approx(3.0)
+        assert plan.details["warm_start_lp"]["job0/t0"] == "with link rows"
+        assert plan.status == "optimal" and plan.objective == pytest.approx(3.0)
+        pure = run(network, "grid-opt", seed=seed, links=False)
+        assert pure.details["warm_start_lp"]["job0/t0"] == "without link rows"
+
+
 def test_max_rate_bad_value_is_one_paragraph(tmp_path, capsys):
     topo = str(EXAMPLES / "grid-fig1.yaml")
     assert main(["solve", topo, "--scheme", "grid-opt", "--param", "max_rate_gbps=-1"]) == 2
@@ -177,6 +192,11 @@ def test_grid_opt_matches_brute_force(seed):
                         [fixed_routes(network, inst, model_assign)], topology=network.name)
             best = max(best, min(b_ps, evaluate(network, plan).tasks[0].rate_gbps))
         plan = run(network, "grid-opt", seed=seed, links=links)
+        # The warm start is an assignment of the model it is given to: its λ there is one
+        # of the brute force's (not above λ*), and CP-SAT only improves on it.
+        warm = plan.details["warm_start_gbps"]["job0/t0"]
+        assert warm is not None and warm <= best + 1e-9, links
+        assert plan.details["model_value_gbps"]["job0/t0"] >= warm - 1e-9
         assert plan.details["model_value_gbps"]["job0/t0"] == pytest.approx(best), links
         assert plan.details["model_bound_gbps"]["job0/t0"] == pytest.approx(best), links
         assert plan.details["model_status"]["job0/t0"] == "optimal"

@@ -348,6 +348,7 @@ def run_one(run: Run) -> dict[str, Any]:
 
 
 _MODEL_DETAILS = ("model_value_gbps", "model_bound_gbps", "model_status", "warm_start_gbps",
+                  "warm_start_lp",
                   "variant", "variants")
 
 

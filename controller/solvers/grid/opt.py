@@ -17,6 +17,10 @@ the per-task bounds (raised to `objective` where the routes beat the model) and 
 `optimal` only when every task's λ is proven and the routes carry it; `timeout` when CP-SAT
 ran out of time before proving λ (the gap says how far), else `feasible`.
 
+Warm start: R-GRIA's best of `draws` draws scored in the model CP-SAT solves; with `links`
+from both LP variants (the one with link rows matches the model), `details.warm_start_lp`
+says which drew it and `details.warm_start_gbps` its λ; CP-SAT only improves on it.
+
 Parameters: those of `grid` (`links`, `candidates`, `draws` for the warm start,
 `max_rate_gbps`) and `num_workers`, CP-SAT's threads (default 1: our machines are shared and
 a single thread is deterministic); the time limit defaults to 60 s, shared by the tasks.
@@ -25,6 +29,7 @@ a single thread is deterministic); the time limit defaults to 60 s, shared by th
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import replace
 from fractions import Fraction
@@ -34,8 +39,8 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import exact, lp
-from controller.solvers.grid.model import PARAMS, PS, PathCache, build
-from controller.solvers.grid.rgria import best_model_draw, rate_plan
+from controller.solvers.grid.model import PARAMS, PS, GridTask, PathCache, build
+from controller.solvers.grid.rgria import VARIANTS, best_model_draw, rate_plan
 from controller.solvers.grid.routes import fixed_routes, least_loaded_routes, merges
 from controller.solvers.inatree import rng_for
 from controller.solvers.params import SchemeParams
@@ -57,18 +62,14 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     # Routes only where the model charges them; without link rows the plan routes least-loaded.
     insts = {t.key: build(network, t, params, paths, rng if links else None)
              for t in network.tasks}
-    outcomes, warm = {}, {}
+    outcomes, warm, warm_lp = {}, {}, {}
     seconds = {"instance": time.perf_counter() - started, "lp": 0.0, "cp_sat": 0.0}
     for i, (key, inst) in enumerate(insts.items()):
-        # R-GRIA as the paper has it (its LP has no link rows; with them GLOP took 13 s of a
-        # 100-worker fat-tree's time), its draws scored in this model.
         began = time.perf_counter()
         share = (started + limit - began) / (len(insts) - i)
-        try:  # at most a quarter of the task's time: the warm start only saves probes
-            relaxed = lp.solve(network, inst, False, WARM_SHARE * share)
-            hint, warm[key] = best_model_draw(inst, relaxed, links, draws, rng)
-        except lp.GridInfeasible:  # GLOP out of time: start from every worker at the PS
-            hint, warm[key] = {n: PS for n in inst.task.workers}, None
+        # at most a quarter of the task's time: the warm start only saves probes
+        hint, warm[key], warm_lp[key] = _warm_start(network, inst, links, draws, rng,
+                                                    WARM_SHARE * share)
         seconds["lp"] += time.perf_counter() - began
         share = (started + limit - time.perf_counter()) / (len(insts) - i)
         outcomes[key] = exact.solve(inst, links, hint, time.perf_counter() + share, workers,
@@ -91,6 +92,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
         "model_status": {label[k]: "optimal" if o.proven else "bound"
                          for k, o in outcomes.items()},
         "warm_start_gbps": {label[k]: None if v is None else float(v) for k, v in warm.items()},
+        "warm_start_lp": {label[k]: v for k, v in warm_lp.items()},
         "probes": {label[k]: o.probes for k, o in outcomes.items()},
         "seconds": seconds,  # instance (routes), R-GRIA warm start, CP-SAT probes, plan
         "max_rate_gbps": {label[k]: float(inst.big_t) for k, inst in insts.items()},
@@ -100,6 +102,31 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     })
     plan.solve_seconds = time.perf_counter() - started
     return plan
+
+
+def _warm_start(network: Network, inst: GridTask, links: bool, draws: int, rng: random.Random,
+                seconds: float) -> tuple[dict[str, str], Fraction | None, str | None]:
+    """R-GRIA's best draw, scored in the model CP-SAT is given (with or without link rows):
+    the draws of the paper's LP (no link rows, quick) and, when the model has link rows, of
+    the LP with them too (GLOP took 13 s of a 100-worker fat-tree's time; it gets what the
+    first left): its draws respect the links the model charges (GRID Fig. 1: 3 Gbps where
+    the paper's LP's draws reach 1.5). The assignment, its value, and which LP drew it; every
+    worker at the PS (value None) when no LP finished in time."""
+    deadline = time.perf_counter() + seconds
+    best: tuple[dict[str, str], Fraction | None, str | None] = (
+        {n: PS for n in inst.task.workers}, None, None)
+    for lp_links in (False, True) if links else (False,):
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            break
+        try:
+            relaxed = lp.solve(network, inst, lp_links, left)
+        except lp.GridInfeasible:  # GLOP out of time
+            continue
+        assign, score = best_model_draw(inst, relaxed, links, draws, rng)
+        if best[1] is None or score > best[1]:
+            best = (assign, score, VARIANTS[lp_links])
+    return best
 
 
 def _best_routing(network: Network, insts, outcomes, options: SolveOptions,
