@@ -255,6 +255,7 @@ def test_compare_reports_rgria_against_the_optimum(tmp_path):
     assert row["optimum_gbps"] == pytest.approx(3.0) and row["proven"] == 1
     assert row["rgria_draw_share"] <= 1.0 and row["grid_plan_share"] is None  # with links
     assert row["grid_seeds"] == 1 and row["grid_at_least_variants"] == 1  # 3 Gbps, both 3 / 1.5
+    assert row["cpu_seconds_median"] > 0  # the solve's CPU time, recorded beside wall time
     text = bench.read_text()
     assert "GRID's own optimum" in text and "| grid-fig1.yaml | 1 | 3 | 1/1 |" in text
 
