@@ -24,7 +24,10 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from controller.solvers.atro.instance import Instance
-from controller.solvers.atro.model import Solution, build, exact
+from controller.solvers.atro.model import AtroModel, Solution, build, exact
+from controller.solvers.atro.relaxed import relax
+
+RELAXATION_SHARE, RELAXATION_MOST = 0.25, 10.0  # of a probe's time, seconds: the merged model
 
 
 @dataclass
@@ -74,7 +77,8 @@ def carried(inst: Instance, sol: Solution, tasks: list[int]) -> Fraction:
 
 
 def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int = 2,
-             seed: int = 0, symmetry: str = "none", fixed: dict[int, Fraction] | None = None,
+             seed: int = 0, symmetry: str = "none", formulation: str = "workers",
+             fixed: dict[int, Fraction] | None = None,
              above: Fraction = Fraction(0), hint: Solution | None = None,
              top: Fraction | None = None) -> Outcome:
     """Bisection on one common rate of `tasks` (the others in `fixed` keep theirs), over the
@@ -87,7 +91,8 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
         mid = _middle(cands, lo, hi)
         started = time.perf_counter()
         rates = {**fixed, **{i: cands[mid] for i in tasks}}
-        verdict, sol = probe(inst, rates, deadline, workers, seed, symmetry, best)
+        verdict, sol = probe(inst, rates, deadline, workers, seed, symmetry, best,
+                             formulation)
         log.append(f"r={float(cands[mid]):.6g} {verdict} {time.perf_counter() - started:.3f}s")
         if verdict == "feasible":
             best = sol
@@ -95,7 +100,7 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
             if not fixed:  # the routes may carry more than asked
                 reach = carried(inst, sol, tasks)
                 lo = max(mid, bisect.bisect_right(cands, reach) - 1)
-        elif verdict == "infeasible":
+        elif verdict.startswith("infeasible"):
             hi = mid
         else:
             break
@@ -105,19 +110,26 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
 
 
 def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: int, seed: int,
-          symmetry: str, hint: Solution | None = None) -> tuple[str, Solution | None]:
-    """'feasible' (with a network), 'infeasible', or 'unknown' (out of time)."""
+          symmetry: str, hint: Solution | None = None,
+          formulation: str = "workers") -> tuple[str, Solution | None]:
+    """'feasible' (with a network), 'infeasible' ('infeasible (merged)': refuted by the
+    aggregated relaxation), or 'unknown' (out of time). `formulation`: workers (one x per
+    worker, the paper's), classes (interchangeable workers counted), aggregated (classes,
+    after the relaxation of `relaxed` failed to refute the rates)."""
+    merged = relax(inst) if formulation == "aggregated" else None
+    if merged is not None:
+        left = deadline - time.perf_counter()
+        status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
+                                      min(RELAXATION_SHARE * left, RELAXATION_MOST), workers, seed)
+        if status == cp_model.INFEASIBLE:
+            return "infeasible (merged)", None
     left = deadline - time.perf_counter()
     if left <= 0.01:
         return "unknown", None
-    am = build(inst, rates, symmetry)
+    am = build(inst, rates, symmetry, classes=formulation != "workers")
     if hint is not None:
         am.hint(hint)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = left
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    status = solver.solve(am.model)
+    status, am, solver = _solve(am, left, workers, seed)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return "feasible", am.solution(solver)
     if status == cp_model.INFEASIBLE:
@@ -125,6 +137,15 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(am.model.validate())
     return "unknown", None
+
+
+def _solve(am: AtroModel, seconds: float, workers: int,
+           seed: int) -> tuple[int, AtroModel, cp_model.CpSolver]:
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(seconds, 0.01)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    return solver.solve(am.model), am, solver
 
 
 def _middle(cands: list[Fraction], lo: int, hi: int) -> int:
