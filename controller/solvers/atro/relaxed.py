@@ -27,7 +27,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ortools.sat.python import cp_model
+
 from controller.solvers.atro.instance import Instance, Pair
+from controller.solvers.atro.model import AtroModel
 
 MERGED = "C*"  # not a valid switch name in a topology file, so it cannot collide
 
@@ -54,3 +57,28 @@ def relax(inst: Instance) -> Instance | None:
     return replace(inst, switches=[*inst.aggregators, MERGED], common=[MERGED], ports=ports,
                    links=links, multiplicity={p: k for p, k in parallel.items() if k > 1},
                    merged=MERGED)
+
+
+def follow(exact: AtroModel, merged: AtroModel, solver: cp_model.CpSolver) -> None:
+    """Constrain the exact model to the merged model's network as seen from the aggregators:
+    the workers of each class and the PS at each aggregator, the links and flows between
+    aggregators and to the PS, and as many links and flows between each aggregator and the
+    common switches as the merged model has to C. What is left to the exact model is which
+    common switches carry that, within their ports and layers (the routing)."""
+    md, value, star = exact.model, solver.value, merged.inst.merged
+    common = set(exact.inst.common)
+    home = {w: k for k, group in enumerate(merged.groups) for w in group}
+    for (k, s), n in merged.count.items():  # workers at an aggregator (C: the rest)
+        if s != star:
+            md.add(sum(v for (c, t), v in exact.count.items()
+                       if t == s and home[exact.groups[c][0]] == k) == value(n))
+
+    def side(end: str) -> list[str]:
+        return sorted(common) if end == star else [end]
+
+    for (u, v), x in merged.x.items():
+        ends = {frozenset((p, q)) for p in side(u) for q in side(v)}
+        md.add(sum(z for pair, z in exact.x.items() if frozenset(pair) in ends) == value(x))
+    for (i, u, v), y in merged.y.items():
+        md.add(sum(exact.y[i, p, q] for p in side(u) for q in side(v) if (i, p, q) in exact.y)
+               == value(y))

@@ -25,9 +25,10 @@ from ortools.sat.python import cp_model
 
 from controller.solvers.atro.instance import Instance
 from controller.solvers.atro.model import AtroModel, Solution, build, exact
-from controller.solvers.atro.relaxed import relax
+from controller.solvers.atro.relaxed import follow, relax
 
 RELAXATION_SHARE, RELAXATION_MOST = 0.25, 10.0  # of a probe's time, seconds: the merged model
+GUIDED_SHARE = 0.5  # of what is left then, for the exact model on the merged model's network
 
 
 @dataclass
@@ -87,14 +88,18 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
     fixed = fixed or {}
     cands = [c for c in candidates(inst, tasks) if c > above and (top is None or c <= top)]
     lo, hi, best, log = -1, len(cands), hint, []
+    top_first = formulation == "aggregated" and relax(inst) is not None
+    if top_first:  # the aggregated model's bound first; the exact model starts there
+        hi = _ceiling(relax(inst), cands, fixed, tasks, deadline, workers, seed, log)
     while hi - lo > 1:
-        mid = _middle(cands, lo, hi)
+        mid = hi - 1 if top_first else _middle(cands, lo, hi)
+        top_first = False
         started = time.perf_counter()
         rates = {**fixed, **{i: cands[mid] for i in tasks}}
         verdict, sol = probe(inst, rates, deadline, workers, seed, symmetry, best,
                              formulation)
         log.append(f"r={float(cands[mid]):.6g} {verdict} {time.perf_counter() - started:.3f}s")
-        if verdict == "feasible":
+        if verdict.startswith("feasible"):
             best = sol
             lo = mid
             if not fixed:  # the routes may carry more than asked
@@ -119,10 +124,17 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
     merged = relax(inst) if formulation == "aggregated" else None
     if merged is not None:
         left = deadline - time.perf_counter()
-        status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
-                                      min(RELAXATION_SHARE * left, RELAXATION_MOST), workers, seed)
+        status, rm, rsolver = _solve(build(merged, rates, "none", classes=True),
+                                     min(RELAXATION_SHARE * left, RELAXATION_MOST), workers, seed)
         if status == cp_model.INFEASIBLE:
             return "infeasible (merged)", None
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # route its network exactly
+            am = build(inst, rates, symmetry, classes=True)
+            follow(am, rm, rsolver)
+            left = deadline - time.perf_counter()
+            status, am, solver = _solve(am, GUIDED_SHARE * left, workers, seed)
+            if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                return "feasible (merged network)", am.solution(solver)
     left = deadline - time.perf_counter()
     if left <= 0.01:
         return "unknown", None
@@ -137,6 +149,31 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(am.model.validate())
     return "unknown", None
+
+
+def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction],
+             tasks: list[int], deadline: float, workers: int, seed: int, log: list[str]) -> int:
+    """Bisection on the merged relaxation alone: the index of its lowest refuted candidate
+    (len(cands) when none is), a bound for the real problem as every refutation is one."""
+    lo, hi = -1, len(cands)
+    while hi - lo > 1:
+        mid = _middle(cands, lo, hi)
+        started = time.perf_counter()
+        left = deadline - time.perf_counter()
+        rates = {**fixed, **{i: cands[mid] for i in tasks}}
+        status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
+                                      min(RELAXATION_SHARE * left, RELAXATION_MOST), workers, seed)
+        verdict = {cp_model.INFEASIBLE: "infeasible", cp_model.OPTIMAL: "feasible",
+                   cp_model.FEASIBLE: "feasible"}.get(status, "unknown")
+        log.append(f"merged r={float(cands[mid]):.6g} {verdict} "
+                   f"{time.perf_counter() - started:.3f}s")
+        if verdict == "feasible":
+            lo = mid
+        elif verdict == "infeasible":
+            hi = mid
+        else:
+            break
+    return hi
 
 
 def _solve(am: AtroModel, seconds: float, workers: int,
