@@ -11,6 +11,8 @@ within L layers, and takes the best real rate min(b / flows on the link, both di
 from __future__ import annotations
 
 import itertools
+import time
+from fractions import Fraction
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +24,9 @@ from controller.network import build_network, load_topology
 from controller.patch_panel import chosen_topology
 from controller.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions, solve
+from controller.solvers.atro.instance import read
+from controller.solvers.atro.relaxed import MERGED, relax
+from controller.solvers.atro.search import probe
 from controller.topogen import InaOptions, pool
 
 TOL = 1e-9
@@ -212,9 +217,11 @@ def _rate(wr, ar, cap, home, workers, layers) -> float:
 
 
 @st.composite
-def tiny_pools(draw):
-    n = draw(st.integers(2, 3))
-    switches = {f"S{i}": (draw(st.booleans()), draw(st.integers(2, 5))) for i in range(n)}
+def tiny_pools(draw, common: int = 0):
+    """Pools of 2-3 switches (the last `common` of them without INA) and 2-4 workers."""
+    n = draw(st.integers(max(2, common), 3))
+    switches = {f"S{i}": (draw(st.booleans()) and i < n - common, draw(st.integers(2, 5)))
+                for i in range(n)}
     workers = draw(st.integers(2, 4))
     names = list(switches)
     hosts = ["PS"] + [f"W{i}" for i in range(workers)]
@@ -225,16 +232,18 @@ def tiny_pools(draw):
     for h in hosts:  # every host keeps a candidate
         if all(cap[(h, s)] == 0 for s in names):
             cap[(h, names[0])] = 1.0
+    if draw(st.booleans()):  # interchangeable workers, which the default model counts
+        cap.update({(h, s): cap[("W0", s)] for h in hosts[2:] for s in names})
     return _pool(switches, workers, cap), draw(st.integers(1, n))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tiny_pools())
-def test_matches_brute_force_over_every_network(case):
+@given(tiny_pools(), st.sampled_from(["aggregated", "workers"]))
+def test_matches_brute_force_over_every_network(case, formulation):
     doc, layers = case
     want = _reference(doc, layers)
     try:
-        plan = _atro(doc, layers=layers, max_fan_in=0)
+        plan = _atro(doc, layers=layers, max_fan_in=0, formulation=formulation)
     except SchemeInputError:
         assert want == 0.0
         return
@@ -246,6 +255,27 @@ def test_matches_brute_force_over_every_network(case):
     result = evaluate(built, plan)
     assert result.consistent, result.problems
     assert result.tasks[0].rate_gbps == pytest.approx(plan.objective)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_pools(common=2))
+def test_merged_relaxation_accepts_every_rate_some_network_reaches(case):
+    # The aggregated relaxation (common switches merged) may only refute rates no network
+    # reaches: at the brute force's best rate it must still find a solution.
+    _relaxation_accepts(*case)
+
+
+def _relaxation_accepts(doc: dict, layers: int) -> None:
+    want = _reference(doc, layers)
+    merged = relax(read(build_network(doc), {"layers": layers, "max_fan_in": 0}))
+    assert merged is not None and merged.switches[-1] == MERGED
+    if want == 0.0:
+        return
+    rate = Fraction(want).limit_denominator(1000)
+    assert float(rate) == pytest.approx(want)
+    verdict, _ = probe(merged, {0: rate}, time.perf_counter() + 30, 1, 0, "none",
+                       formulation="classes")
+    assert verdict == "feasible"
 
 
 # --- the chosen network as a topology file ------------------------------------------------
@@ -365,3 +395,40 @@ def test_several_jobs_with_several_tasks_are_refused():
     doc["jobs"].append({"name": "k", "tasks": [{"name": "t", "ps": "P0", "workers": ["W1"]}]})
     with pytest.raises(SchemeInputError, match="several jobs need one task each"):
         _atro(doc)
+
+
+@st.composite
+def small_job_pools(draw):
+    """2-3 jobs of 1-3 workers each on 3-4 switches, capacities 1 or 2 Gbps."""
+    n = draw(st.integers(3, 4))
+    switches = {f"S{i}": (draw(st.booleans()), draw(st.integers(3, 6))) for i in range(n)}
+    tasks, k = [], 0
+    for j in range(draw(st.integers(2, 3))):
+        size = draw(st.integers(1, 3))
+        tasks.append((f"P{j}", [f"W{k + i}" for i in range(size)]))
+        k += size
+    hosts = [h for ps, ws in tasks for h in (ps, *ws)]
+    pairs = [(h, s) for h in hosts for s in switches] + list(itertools.combinations(switches, 2))
+    cap = {p: draw(st.sampled_from([1.0, 2.0])) for p in pairs}
+    return _tasks_pool(switches, tasks, cap, one_job=False)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_job_pools())
+def test_aggregated_and_paper_models_agree_on_several_jobs(doc):
+    # The paper's per-worker model (formulation=workers) is the reference: each model's bound
+    # is at least what the other reached, and two proven optima coincide.
+    plans = {}
+    for formulation in ("aggregated", "workers"):
+        try:
+            plans[formulation] = _atro(doc, formulation=formulation, num_workers=1)
+        except SchemeInputError:
+            plans[formulation] = None
+    agg, ref = plans["aggregated"], plans["workers"]
+    assert (agg is None) == (ref is None)
+    if agg is None:
+        return
+    assert agg.bound >= ref.objective - TOL and ref.bound >= agg.objective - TOL
+    if agg.status == ref.status == "optimal":
+        assert agg.objective == pytest.approx(ref.objective)
+    _check_on_chosen(doc, agg)

@@ -9,8 +9,15 @@ the same 20 switches as a leaf-spine (10 leaves × 10 spines, 14 hosts per leaf)
 variant (k = 4: 4 cores, 8 aggregation, 8 edge switches, 12 hosts per edge), place the workers
 and the PS at random (one seed per instance, the PS's leaf/edge INA, the other INA switches
 drawn at random) and route with `aro` or, with every ToR able to aggregate and a budget of
-that many aggregators, `spar`. PARING is pending (its own issue). Every plan is scored by the
-evaluator; one INA pipeline everywhere (ATRO's aggregator merges every flow entering it).
+that many aggregators, `spar`; `paring` places the task itself (`placement: free`: the PS and
+the workers on any of the fabric's servers, the same INA switches as ARO's) and routes it on
+its Steiner tree. Every plan is scored by the evaluator; one INA pipeline everywhere (ATRO's
+aggregator merges every flow entering it).
+
+Beyond the paper: `multi` splits the workers into 1-6 jobs on one pool, `large` puts 3 jobs
+of 90-150 workers on it; `atro-mono` is `atro` with the paper's per-worker model alone
+(`formulation=workers`), to measure the aggregated relaxation and the decomposition
+(`controller/solvers/atro/relaxed.py`) against it under the same time limit.
 """
 
 from __future__ import annotations
@@ -33,13 +40,16 @@ from controller.topogen import InaOptions, Workload, fat_tree, leaf_spine, pool
 
 console = Console()
 SWITCHES, PORTS, CAPACITY = 20, 24, 100.0
-AXIS_LABEL = {"workers": "workers", "ina": "INA switches", "jobs": "jobs (90 workers split)"}
+AXIS_LABEL = {"workers": "workers", "ina": "INA switches", "jobs": "jobs (90 workers split)",
+              "workers3": "workers (3 jobs)"}
 FIGURES: dict[str, dict[str, Any]] = {
-    "3": {"axis": "workers", "points": [90]},
-    "4": {"axis": "workers", "points": [60, 70, 80, 90]},
-    "5": {"axis": "ina", "points": [1, 2, 3, 4, 5, 6]},
-    # Beyond the paper (its Sec. V): 90 workers split into 1-3 jobs, one task and PS each.
-    "multi": {"axis": "jobs", "points": [1, 2, 3]},
+    "3": {"axis": "workers", "points": [90], "schemes": "atro,atro-dp,aro,spar,paring"},
+    "4": {"axis": "workers", "points": [60, 70, 80, 90], "schemes": "atro,atro-dp,aro,spar"},
+    "5": {"axis": "ina", "points": [1, 2, 3, 4, 5, 6], "schemes": "atro,atro-dp,aro,spar"},
+    # Beyond the paper (its Sec. V): 90 workers split into 1-6 jobs, one task and PS each.
+    "multi": {"axis": "jobs", "points": [1, 2, 3, 4, 5, 6], "schemes": "atro,atro-mono,aro,spar"},
+    # Larger pools: 3 jobs of 90-150 workers in all (the monolithic model times out).
+    "large": {"axis": "workers3", "points": [90, 120, 150], "schemes": "atro,atro-mono"},
 }
 # What the paper's text states (Sec. IV-B), Gbps. Fig. 3 gives ATRO's 50 Gbps and the
 # improvement factors over each baseline (ARO 3.77/9.67, PARING 7.06/15.2, SPAR 6.17/6.73
@@ -53,6 +63,7 @@ PAPER: dict[str, dict[tuple[str, int], float]] = {
     "4": {("atro", 60): 100.0, ("atro", 70): 100.0, ("atro", 80): 100.0, ("atro", 90): 50.0},
     "5": {("atro", 4): 33.0, ("atro", 6): 100.0},
     "multi": {},
+    "large": {},
 }
 
 
@@ -62,8 +73,9 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
                    help="3, 4, 5 as the paper; multi: several jobs on one pool (beyond it)")
     p.add_argument("--seeds", type=int, default=5,
                    help="random placements per baseline point (default 5; the paper: 30)")
-    p.add_argument("--schemes", default="atro,atro-dp,aro,spar",
-                   help="atro (paper model), atro-dp (fan-in ≤ 32), aro, spar")
+    p.add_argument("--schemes", default=None,
+                   help="atro (paper model), atro-dp (fan-in ≤ 32), atro-mono (atro, per-worker "
+                        "model alone), aro, spar, paring (one job); default: the figure's")
     p.add_argument("--time-limit", type=float, default=60.0, help="per solve (s)")
     p.add_argument("--out", default="out/bench/atro", help="output directory")
     p.set_defaults(func=run)
@@ -75,8 +87,10 @@ def instances(figure: str, schemes: list[str], seeds: int) -> list[dict[str, Any
     jobs = []
     for point in fig["points"]:
         workers, ina, jobs_ = {"workers": (point, 4, 1), "ina": (90, point, 1),
-                               "jobs": (90, 4, point)}[fig["axis"]]
+                               "jobs": (90, 4, point), "workers3": (point, 4, 3)}[fig["axis"]]
         for scheme in schemes:
+            if scheme == "paring" and jobs_ > 1:
+                continue  # PARING places one task
             if scheme.startswith("atro"):
                 jobs.append({"point": point, "workers": workers, "ina": ina, "jobs": jobs_,
                              "scheme": scheme, "fabric": "pool", "seed": 0})
@@ -102,10 +116,14 @@ def document(job: dict[str, Any]) -> dict[str, Any]:
         options = InaOptions(ina / SWITCHES, pipelines=1)
     load = Workload(jobs=count, workers_per_job=workers // count)
     if job["fabric"] == "leaf-spine":
-        return leaf_spine(leaves=10, spines=10, hosts_per_leaf=14, capacity_gbps=CAPACITY,
-                          ina=options, workload=load, seed=seed)
-    return fat_tree(k=4, hosts_per_edge=12, capacity_gbps=CAPACITY, ina=options, workload=load,
-                    seed=seed)
+        doc = leaf_spine(leaves=10, spines=10, hosts_per_leaf=14, capacity_gbps=CAPACITY,
+                         ina=options, workload=load, seed=seed)
+    else:
+        doc = fat_tree(k=4, hosts_per_edge=12, capacity_gbps=CAPACITY, ina=options,
+                       workload=load, seed=seed)
+    if job["scheme"] == "paring":  # PARING chooses the PS and the workers among the servers
+        doc["jobs"][0]["tasks"][0]["placement"] = "free"
+    return doc
 
 
 def _split_jobs(doc: dict[str, Any], count: int) -> dict[str, Any]:
@@ -131,6 +149,8 @@ def run_one(job: dict[str, Any], limit: float) -> dict[str, Any]:
     scheme, params = job["scheme"], {}
     if scheme == "atro":
         params = {"max_fan_in": 0}
+    elif scheme == "atro-mono":
+        scheme, params = "atro", {"max_fan_in": 0, "formulation": "workers"}
     elif scheme == "atro-dp":
         scheme = "atro"
     elif scheme == "spar":
@@ -156,7 +176,7 @@ def run_one(job: dict[str, Any], limit: float) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    schemes = [s for s in args.schemes.split(",") if s]
+    schemes = [s for s in (args.schemes or FIGURES[args.figure]["schemes"]).split(",") if s]
     jobs = instances(args.figure, schemes, args.seeds)
     rows: list[dict[str, Any]] = []
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),

@@ -12,7 +12,7 @@ is refused with the file and field named (the CLI prints one paragraph and exits
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.network import Network, Task, TopologyError
@@ -21,7 +21,7 @@ from controller.solvers import SchemeInputError
 from controller.solvers.params import SchemeParams
 
 DEFAULT_LAYERS = 5  # L, the paper's evaluation setting (Sec. IV-A)
-PARAMS = ("layers", "max_fan_in", "num_workers", "symmetry")
+PARAMS = ("formulation", "layers", "max_fan_in", "num_workers", "symmetry")
 
 Pair = tuple[str, str]  # (host, switch) or (switch, switch) in `Instance.switches` order
 
@@ -37,6 +37,10 @@ class Instance:
     agg_capacity: dict[str, float]  # aggregation capacity where the topology sets one
     layers: int  # L of (18)-(20)
     max_fan_in: int | None  # flows one aggregator may merge (data plane); None: unlimited
+    # Only in the aggregated relaxation (`relaxed`): parallel links a pair may get, and the
+    # node standing for every common switch (no layer of its own).
+    multiplicity: dict[Pair, int] = field(default_factory=dict)
+    merged: str | None = None
 
     def hosts(self) -> list[str]:
         """Every worker and PS of the tasks, each once: N_n."""

@@ -66,8 +66,17 @@ class AtroModel:
     a: dict[tuple[int, str, str], cp_model.IntVar] = field(default_factory=dict)
     l: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)
 
+    # Interchangeable workers counted per switch (`classes`): class → switch → n_c^s.
+    count: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)
+    groups: list[list[str]] = field(default_factory=list)
+
     def solution(self, solver: cp_model.CpSolver) -> Solution:
         built = {p for p, v in self.x.items() if solver.value(v)}
+        for c, members in enumerate(self.groups):  # the counts back to workers, in order
+            queue = iter(members)
+            for s in self.inst.switches:
+                if (c, s) in self.count:
+                    built |= {(next(queue), s) for _ in range(solver.value(self.count[c, s]))}
         hosts = set(self.inst.hosts())
         attach = {u: v for u, v in built if u in hosts}
         flows = {e: solver.value(v) for e, v in self.y.items() if solver.value(v)}
@@ -76,6 +85,8 @@ class AtroModel:
     def hint(self, sol: Solution) -> None:
         for p, v in self.x.items():
             self.model.add_hint(v, int(p in sol.built))
+        for (c, s), v in self.count.items():
+            self.model.add_hint(v, sum(sol.attach.get(w) == s for w in self.groups[c]))
         for e, v in self.y.items():
             self.model.add_hint(v, sol.flows.get(e, 0))
         for e, v in self.a.items():
@@ -84,9 +95,11 @@ class AtroModel:
             self.model.add_hint(v, sol.layers.get(k, 1))
 
 
-def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none") -> AtroModel:
+def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
+          classes: bool = False) -> AtroModel:
     """Constraints (2)-(21) with task i at rate `rates[i]` (Gbps); infeasible iff no network
-    carries them. Tasks missing from `rates` are left out (a task alone, for its own optimum)."""
+    carries them. Tasks missing from `rates` are left out (a task alone, for its own optimum).
+    `classes`: the workers as counts per switch (`worker_classes`), the same feasible rates."""
     m = AtroModel(cp_model.CpModel(), inst)
     md = m.model
     tasks = {i: t for i, t in enumerate(inst.tasks) if i in rates}
@@ -98,6 +111,10 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none") ->
     sends = {h: sum(unit[i] for i, t in tasks.items() if h in t.workers) for h in inst.hosts()}
     ps_of = {i: t.ps for i, t in tasks.items()}
     hosts = [h for h in inst.hosts() if sends[h] or h in ps_of.values()]
+    m.groups = worker_classes(inst, [h for h in hosts if h not in ps_of.values()], sends, cap,
+                              tasks) if classes else []
+    counted = {w for g in m.groups for w in g}
+    hosts = [h for h in hosts if h not in counted]
     # (2), (6): one x per unordered pair; a link that carries nothing at these rates is not built.
     for (u, v), b in cap.items():
         if u in sends:  # a host link: the host takes part and its own flows fit
@@ -105,13 +122,25 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none") ->
                 continue
         elif b < min(unit.values()):  # no task's flow fits
             continue
-        m.x[u, v] = md.new_bool_var(f"x_{u}_{v}")
+        most = inst.multiplicity.get((u, v), 1)
+        m.x[u, v] = md.new_int_var(0, most, f"x_{u}_{v}") if most > 1 else \
+            md.new_bool_var(f"x_{u}_{v}")
     incident: dict[str, list[cp_model.IntVar]] = {u: [] for u in [*inst.switches, *hosts]}
     for (u, v), x in m.x.items():
         incident[u].append(x)
         incident[v].append(x)
     into = {(i, s): [] for i in tasks for s in inst.switches}
     out = {(i, s): [] for i in tasks for s in inst.switches}
+    for c, members in enumerate(m.groups):  # (7)-(8) for a class: each member on one link
+        w = members[0]
+        for s in inst.switches:
+            if (w, s) in cap and sends[w] <= cap[w, s]:
+                n = m.count[c, s] = md.new_int_var(0, len(members), f"n{c}_{s}")
+                incident[s].append(n)
+                for i, t in tasks.items():
+                    if w in t.workers:
+                        into[i, s].append(n)  # reading: one flow per worker, y_w^s = x_w^s
+        md.add(sum(v for (k, _s), v in m.count.items() if k == c) == len(members))
 
     def directed(i: int, u: str, v: str, most: int, x: cp_model.IntVar) -> cp_model.IntVar:
         y = m.y[i, u, v] = md.new_int_var(0, most, f"y{i}_{u}_{v}")  # (3)
@@ -123,6 +152,7 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none") ->
 
     for (u, v), x in m.x.items():
         b = cap[u, v]
+        k = inst.multiplicity.get((u, v), 1)
         if u in sends:  # a host link
             for i, t in tasks.items():
                 if u in t.workers:
@@ -137,8 +167,8 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none") ->
             continue
         load = []
         for i in tasks:
-            y_uv = directed(i, u, v, b // unit[i], x)
-            y_vu = directed(i, v, u, b // unit[i], x)
+            y_uv = directed(i, u, v, k * (b // unit[i]), x)
+            y_vu = directed(i, v, u, k * (b // unit[i]), x)
             out[i, u].append(y_uv)
             into[i, v].append(y_uv)
             out[i, v].append(y_vu)
@@ -165,15 +195,35 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none") ->
         received = [m.y[i, s, ps] for s in inst.switches if (i, s, ps) in m.y]
         md.add(sum(received) >= 1)  # the PS receives
         for s in inst.switches:
-            m.l[i, s] = md.new_int_var(1, L, f"l{i}_{s}")  # (18)
+            if s != inst.merged:
+                m.l[i, s] = md.new_int_var(1, L, f"l{i}_{s}")  # (18)
     for (i, u, v), a in m.a.items():
-        if v == ps_of[i]:
+        if inst.merged in (u, v):  # what (19)-(21) say through any one common switch
+            if v != ps_of[i]:
+                md.add(m.l[i, v] <= L - 1 if u == inst.merged else m.l[i, u] >= 2
+                       ).only_enforce_if(a)
+        elif v == ps_of[i]:
             md.add(m.l[i, u] <= 1).only_enforce_if(a)  # (19) l_u ≤ 1 + L(1 − a_u^v)
         else:
             md.add(m.l[i, v] + 1 <= m.l[i, u]).only_enforce_if(a)  # (20), (21)
     if symmetry != "none":
-        _break_symmetry(m, incident, workers=symmetry == "all")
+        _break_symmetry(m, incident, workers=symmetry == "all" and not classes)
     return m
+
+
+def worker_classes(inst: Instance, senders: list[str], sends: dict[str, int],
+                   cap: dict[Pair, int], tasks: dict) -> list[list[str]]:
+    """Workers that swap without changing the instance: the same tasks, the same candidate
+    switches at the same capacities. Any network maps to one where only the number of a
+    class's members at each switch matters, so counting them (n_c^s, x summed over the class)
+    loses no solution and keeps every infeasibility proof valid for (2)-(21)."""
+    key: dict[tuple, list[str]] = {}
+    for w in senders:
+        roles = tuple(w in t.workers for t in tasks.values())
+        links = tuple(cap.get((w, s)) if cap.get((w, s), -1) >= sends[w] else None
+                      for s in inst.switches)
+        key.setdefault((roles, links), []).append(w)
+    return list(key.values())
 
 
 def _big_m(inst: Instance, s: str, i: int, rate: Fraction, cap: dict[Pair, int],
@@ -185,7 +235,8 @@ def _big_m(inst: Instance, s: str, i: int, rate: Fraction, cap: dict[Pair, int],
     def flows(p: Pair, c: int) -> int:  # task i's flows the link can carry
         return (1 if p[0] in workers else 0) if p[0] in hosts else c // unit
 
-    per_link = sorted((flows(p, c) for p, c in cap.items() if s in p), reverse=True)
+    per_link = sorted((flows(p, c) for p, c in cap.items() if s in p
+                       for _ in range(inst.multiplicity.get(p, 1))), reverse=True)
     by_ports = sum(per_link[:inst.ports[s]]) - 1  # one port's flow slot carries its output
     bounds = [len(workers) + len(inst.aggregators), by_ports]
     if inst.max_fan_in is not None:

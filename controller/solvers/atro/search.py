@@ -24,7 +24,11 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from controller.solvers.atro.instance import Instance
-from controller.solvers.atro.model import Solution, build, exact
+from controller.solvers.atro.model import AtroModel, Solution, build, exact
+from controller.solvers.atro.relaxed import follow, relax
+
+RELAXATION_SHARE, RELAXATION_MOST = 0.25, 10.0  # of a probe's time, seconds: the merged model
+GUIDED_SHARE = 0.5  # of what is left then, for the exact model on the merged model's network
 
 
 @dataclass
@@ -74,7 +78,8 @@ def carried(inst: Instance, sol: Solution, tasks: list[int]) -> Fraction:
 
 
 def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int = 2,
-             seed: int = 0, symmetry: str = "none", fixed: dict[int, Fraction] | None = None,
+             seed: int = 0, symmetry: str = "none", formulation: str = "workers",
+             fixed: dict[int, Fraction] | None = None,
              above: Fraction = Fraction(0), hint: Solution | None = None,
              top: Fraction | None = None) -> Outcome:
     """Bisection on one common rate of `tasks` (the others in `fixed` keep theirs), over the
@@ -83,19 +88,24 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
     fixed = fixed or {}
     cands = [c for c in candidates(inst, tasks) if c > above and (top is None or c <= top)]
     lo, hi, best, log = -1, len(cands), hint, []
+    top_first = formulation == "aggregated" and relax(inst) is not None
+    if top_first:  # the aggregated model's bound first; the exact model starts there
+        hi = _ceiling(relax(inst), cands, fixed, tasks, deadline, workers, seed, log)
     while hi - lo > 1:
-        mid = _middle(cands, lo, hi)
+        mid = hi - 1 if top_first else _middle(cands, lo, hi)
+        top_first = False
         started = time.perf_counter()
         rates = {**fixed, **{i: cands[mid] for i in tasks}}
-        verdict, sol = probe(inst, rates, deadline, workers, seed, symmetry, best)
+        verdict, sol = probe(inst, rates, deadline, workers, seed, symmetry, best,
+                             formulation)
         log.append(f"r={float(cands[mid]):.6g} {verdict} {time.perf_counter() - started:.3f}s")
-        if verdict == "feasible":
+        if verdict.startswith("feasible"):
             best = sol
             lo = mid
             if not fixed:  # the routes may carry more than asked
                 reach = carried(inst, sol, tasks)
                 lo = max(mid, bisect.bisect_right(cands, reach) - 1)
-        elif verdict == "infeasible":
+        elif verdict.startswith("infeasible"):
             hi = mid
         else:
             break
@@ -105,19 +115,33 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
 
 
 def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: int, seed: int,
-          symmetry: str, hint: Solution | None = None) -> tuple[str, Solution | None]:
-    """'feasible' (with a network), 'infeasible', or 'unknown' (out of time)."""
+          symmetry: str, hint: Solution | None = None,
+          formulation: str = "workers") -> tuple[str, Solution | None]:
+    """'feasible' (with a network), 'infeasible' ('infeasible (merged)': refuted by the
+    aggregated relaxation), or 'unknown' (out of time). `formulation`: workers (one x per
+    worker, the paper's), classes (interchangeable workers counted), aggregated (classes,
+    after the relaxation of `relaxed` failed to refute the rates)."""
+    merged = relax(inst) if formulation == "aggregated" else None
+    if merged is not None:
+        left = deadline - time.perf_counter()
+        status, rm, rsolver = _solve(build(merged, rates, "none", classes=True),
+                                     min(RELAXATION_SHARE * left, RELAXATION_MOST), workers, seed)
+        if status == cp_model.INFEASIBLE:
+            return "infeasible (merged)", None
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # route its network exactly
+            am = build(inst, rates, symmetry, classes=True)
+            follow(am, rm, rsolver)
+            left = deadline - time.perf_counter()
+            status, am, solver = _solve(am, GUIDED_SHARE * left, workers, seed)
+            if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                return "feasible (merged network)", am.solution(solver)
     left = deadline - time.perf_counter()
     if left <= 0.01:
         return "unknown", None
-    am = build(inst, rates, symmetry)
+    am = build(inst, rates, symmetry, classes=formulation != "workers")
     if hint is not None:
         am.hint(hint)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = left
-    solver.parameters.num_workers = workers
-    solver.parameters.random_seed = seed
-    status = solver.solve(am.model)
+    status, am, solver = _solve(am, left, workers, seed)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return "feasible", am.solution(solver)
     if status == cp_model.INFEASIBLE:
@@ -125,6 +149,40 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
     if status == cp_model.MODEL_INVALID:
         raise RuntimeError(am.model.validate())
     return "unknown", None
+
+
+def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction],
+             tasks: list[int], deadline: float, workers: int, seed: int, log: list[str]) -> int:
+    """Bisection on the merged relaxation alone: the index of its lowest refuted candidate
+    (len(cands) when none is), a bound for the real problem as every refutation is one."""
+    lo, hi = -1, len(cands)
+    while hi - lo > 1:
+        mid = _middle(cands, lo, hi)
+        started = time.perf_counter()
+        left = deadline - time.perf_counter()
+        rates = {**fixed, **{i: cands[mid] for i in tasks}}
+        status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
+                                      min(RELAXATION_SHARE * left, RELAXATION_MOST), workers, seed)
+        verdict = {cp_model.INFEASIBLE: "infeasible", cp_model.OPTIMAL: "feasible",
+                   cp_model.FEASIBLE: "feasible"}.get(status, "unknown")
+        log.append(f"merged r={float(cands[mid]):.6g} {verdict} "
+                   f"{time.perf_counter() - started:.3f}s")
+        if verdict == "feasible":
+            lo = mid
+        elif verdict == "infeasible":
+            hi = mid
+        else:
+            break
+    return hi
+
+
+def _solve(am: AtroModel, seconds: float, workers: int,
+           seed: int) -> tuple[int, AtroModel, cp_model.CpSolver]:
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(seconds, 0.01)
+    solver.parameters.num_workers = workers
+    solver.parameters.random_seed = seed
+    return solver.solve(am.model), am, solver
 
 
 def _middle(cands: list[Fraction], lo: int, hi: int) -> int:

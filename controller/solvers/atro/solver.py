@@ -8,9 +8,15 @@ bound. A pool that no network can serve at any rate is an input error naming wha
 Several tasks (the paper's future work, Sec. V), as ARO's MJMT: first the largest common rate
 of all tasks (max-min, a bisection as for one task, exact), then each task in turn raised alone
 with the others kept (greedy, for the sum). The objective is ARO's (Eq. 2 for one job, Eq. 3
-for several, `common.weighted_objective`); its bound takes each task's own optimum on the pool
-alone (the other tasks only take ports and capacity) for the sum terms and the max-min
-bisection's bound for the min term.
+for several, `common.weighted_objective`); its bound takes the max-min bisection's bound for
+the min term and, for the sum, each task's own optimum on the pool alone (the other tasks only
+take ports and capacity) except for one task, which the max-min bound caps (`_bound`).
+
+`formulation` (measured in README.md and BENCHMARKS.md): `aggregated` (default) asks the
+relaxation with every common switch merged (`relaxed`) before each probe and keeps its
+refutations, then solves the exact model with interchangeable workers counted per switch
+(`model.worker_classes`); `classes` skips the relaxation; `workers` is the paper's model, one
+x per worker and switch. All three are exact: the same optimum and valid bounds.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from controller.solvers.params import SchemeParams
 
 DEFAULT_TIME_LIMIT = 60.0
 SYMMETRY = ("none", "switches", "all")  # measured in the package docstring
+FORMULATIONS = ("aggregated", "classes", "workers")  # `search.probe`, measured in README
 SOLO_SHARE = 0.3  # of the time, for the tasks' own optima (several tasks)
 MAXMIN_SHARE = 0.5  # of what is left then, for the common rate
 MU = 0.001  # ARO's μ of Eq. (3), `common.weighted_objective`'s default
@@ -39,11 +46,13 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
     checked = SchemeParams("atro", options.params, PARAMS)
     settings = {"workers": checked.integer("num_workers", 2, minimum=1, maximum=64),
                 "seed": options.seed or 0,
-                "symmetry": checked.choice("symmetry", "none", SYMMETRY)}
+                "symmetry": checked.choice("symmetry", "none", SYMMETRY),
+                "formulation": checked.choice("formulation", "aggregated", FORMULATIONS)}
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     deadline = started + limit
     details: dict = {"layers": inst.layers, "max_fan_in": inst.max_fan_in,
-                     "symmetry": settings["symmetry"]}
+                     "symmetry": settings["symmetry"],
+                     "formulation": settings["formulation"]}
     every = list(range(len(inst.tasks)))
     solo: dict[int, Fraction] = {}
     if len(every) > 1:
@@ -62,7 +71,8 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
     if out.solution is None:
         if out.finished:
             raise SchemeInputError(_why_infeasible(inst, network))
-        return Plan("atro", "timeout", 0.0, float(out.bound), time.perf_counter() - started,
+        return Plan("atro", "timeout", 0.0, _bound(network, inst, out.bound, solo),
+                    time.perf_counter() - started,
                     options.seed, [], topology=network.name, details=details)
     rates = {i: out.rate for i in every}
     sol, finished = out.solution, out.finished
@@ -109,14 +119,16 @@ def _plan(network: Network, inst: Instance, sol, rates: dict[int, Fraction], det
 
 def _bound(network: Network, inst: Instance, maxmin: Fraction,
            solo: dict[int, Fraction]) -> float:
-    """Eq. (1)-(3)'s bound: `maxmin` bounds the common rate (one task: its rate), `solo` each
-    task's own rate."""
+    """Eq. (1)-(3)'s bound: `maxmin` bounds the slowest task's rate (one task: its rate),
+    `solo` each task's own rate. The sum takes both: some task runs at most `maxmin`, the
+    others at most their own optima, so Σ r ≤ maxmin + Σ solo − min solo."""
     if len(inst.tasks) == 1:
         return float(maxmin)
+    total = min(maxmin, min(solo.values())) + sum(solo.values()) - min(solo.values())
     if len({t.job for t in inst.tasks}) == 1:
-        return float(sum(solo.values()))  # Eq. (2)
+        return float(total)  # Eq. (2)
     beta = inst.tasks[0].beta  # one task per job, one beta (`instance.read`)
-    return float(beta * maxmin + MU * beta * sum(solo.values()))  # Eq. (3)
+    return float(beta * maxmin + MU * beta * total)  # Eq. (3)
 
 
 def _why_infeasible(inst: Instance, network: Network) -> str:
