@@ -392,12 +392,14 @@ def cmd_mininet(args: argparse.Namespace) -> int:
 
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
+    params = _params(args.param)
     args.scale_mbps = args.scale_mbps or runner.DEFAULT_SCALE_MBPS[args.target]
     console.print(f"link scale: 1 model Gbps = {args.scale_mbps:g} Mbps of TCLink bandwidth")
     results = []
     for scheme in args.scheme or ["shortest"]:
         try:
-            plan = solve(network, scheme, SolveOptions(args.time_limit, args.seed))
+            plan = solve(network, scheme, SolveOptions(args.time_limit, args.seed,
+                                                       params=params))
         except SchemeInputError as exc:
             raise UserError(str(exc)) from None
         print_plan(plan)
@@ -536,6 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=_positive, metavar="S", help="solver time limit")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--json", metavar="OUT", help="write per-iteration results as JSON")
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
+                   help="scheme parameter for every --scheme, repeatable (e.g. partial=true)")
     p.set_defaults(func=cmd_mininet)
 
     p = sub.add_parser("status", help="show switches, plan version, rates and counters")
