@@ -138,3 +138,15 @@ def test_packets_through_the_tables_carry_what_the_evaluator_scored(case):
     assert set(average) == set(loads)
     for link, flows in loads.items():
         assert average[link] == pytest.approx(flows, rel=1e-9), link
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("atp:partial", "--scheme atp:partial: 'partial' is not KEY=VALUE"),
+    ("atp:nonsense=1", "atp: unknown parameter(s) nonsense"),
+])
+def test_ina_mininet_refuses_a_bad_scheme_spec_before_starting(spec, message, capsys):
+    from controller.cli import main
+
+    assert main(["mininet", str(EXAMPLES / "grid-fig1.yaml"), "--scheme", spec]) == 2
+    said = capsys.readouterr()
+    assert message in said.out + said.err

@@ -6,13 +6,16 @@ each switch completing exactly the fragments its share gives (`conftest.partial_
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import partial_doc, partial_plan
 from finsy import P4Schema
@@ -20,8 +23,8 @@ from finsy import P4Schema
 from controller.network import build_network
 from controller.program import Numbering, compile_plan
 from dataplane.bmv2 import free_tcp_port
-from dataplane.frame import DATA, FRAME_LEN, OFF_UDP, InaHeader, K
-from dataplane.hosts import EPOCH_SHIFT, segment_rows
+from dataplane.frame import CONTROL, DATA, FRAME_LEN, OFF_UDP, Endpoint, InaHeader, K, build_frame
+from dataplane.hosts import EPOCH_SHIFT, PlanWatcher, Task, Worker, segment_rows
 from dataplane.netns import VethNet, ip
 from dataplane.p4rt_client import Client
 from dataplane.ports import drain
@@ -31,12 +34,41 @@ ROOT = Path(__file__).resolve().parents[2]
 SIZE_MB, SEED = 0.125, 7
 FRAGMENTS = int(SIZE_MB * 2**20) // 4 // K  # 1024
 HOSTS = ("W1", "W2", "W3", "PS")  # on VethNet ports 1..4
+ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
 
 
 def test_every_worker_cuts_its_fragments_at_the_same_rows():
     _, assignments = compile_plan(build_network(partial_doc()), partial_plan())
-    cuts = {tuple(segment_rows(FRAGMENTS, [asdict(s) for s in a.segments])) for a in assignments}
-    assert [[r for r, _, _ in c] for c in cuts] == [[0, 512, 768]]
+    cuts = {tuple(r for r, _, _ in segment_rows(FRAGMENTS, [asdict(s) for s in a.segments]))
+            for a in assignments}
+    assert cuts == {(0, 512, 768)}
+
+
+def test_a_worker_sends_each_fragment_under_its_segments_flow(tmp_path):
+    """Rows [0, 4) as flow 11, [4, 6) as 21, [6, 8) as 31 (eight rows cut at .5 and .75); a
+    CONTROL is taken only under the flow its fragment went as."""
+    state = tmp_path / "state.json"
+    segments = [{"start": lo, "end": hi, "flow_id": f, "next_node": n}
+                for lo, hi, f, n in ((0, .5, 11, 5), (.5, .75, 21, 6), (.75, 1, 31, 7))]
+    state.write_text(json.dumps({"version": 1, "workers": [
+        {"worker": "W1", "flow_id": 11, "next_node": 5, "rate_gbps": 0, "segments": segments}]}))
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 0, np.zeros((8, K), dtype=">i4"),
+                    plan=PlanWatcher(state, lambda r: r["worker"] == "W1"))
+    now = time.monotonic()
+    worker.start(now)
+    worker.pump(now)
+    sent = [InaHeader.unpack(observer.recv(4096)) for _ in range(8)]
+    assert [(h.frag_id, h.flow_id, h.next_node) for h in sent] == [
+        (0, 11, 5), (1, 11, 5), (2, 11, 5), (3, 11, 5), (4, 21, 6), (5, 21, 6), (6, 31, 7),
+        (7, 31, 7)]
+    control = build_frame(ME, ME, InaHeader(1, 0, CONTROL, 21, 6, 5, 1), bytes(4 * K))
+    worker.receive(CONTROL, 11, 5, control, now)  # not the flow fragment 5 went as
+    assert worker.stats.resent_on_control == 0
+    worker.receive(CONTROL, 21, 5, control, now)
+    assert worker.stats.resent_on_control == 1
+    assert InaHeader.unpack(observer.recv(4096)).flow_id == 21
 
 
 def _received(sock) -> list[InaHeader]:
