@@ -107,6 +107,16 @@ def _params(pairs: list[tuple[str, str]]) -> dict[str, object]:
     return out
 
 
+def _scheme_spec(text: str) -> tuple[str, dict[str, object]]:
+    """`ina mininet --scheme NAME[:KEY=VALUE,...]`: a scheme with its own parameters, so one
+    run compares a scheme with itself under other settings (atp and atp:partial=true)."""
+    name, _, rest = text.partition(":")
+    try:
+        return name, _params([_param(pair) for pair in rest.split(",")] if rest else [])
+    except argparse.ArgumentTypeError as exc:
+        raise UserError(f"--scheme {text}: {exc}") from None
+
+
 def _param(text: str) -> tuple[str, str]:
     """argparse type of --param: KEY=VALUE with both sides non-empty."""
     key, eq, value = text.partition("=")
@@ -392,12 +402,15 @@ def cmd_mininet(args: argparse.Namespace) -> int:
 
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
+    params = _params(args.param)
     args.scale_mbps = args.scale_mbps or runner.DEFAULT_SCALE_MBPS[args.target]
     console.print(f"link scale: 1 model Gbps = {args.scale_mbps:g} Mbps of TCLink bandwidth")
     results = []
-    for scheme in args.scheme or ["shortest"]:
+    for spec in args.scheme or ["shortest"]:
+        scheme, own = _scheme_spec(spec)
         try:
-            plan = solve(network, scheme, SolveOptions(args.time_limit, args.seed))
+            plan = solve(network, scheme, SolveOptions(args.time_limit, args.seed,
+                                                       params={**params, **own}))
         except SchemeInputError as exc:
             raise UserError(str(exc)) from None
         print_plan(plan)
@@ -427,6 +440,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
                 emulated, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
                 target=args.target, scale_mbps=args.scale_mbps, timeout=args.timeout,
                 on_iteration=show, plain_switches=args.plain_switches))
+            results[-1].scheme = spec
         except runner.RunnerError as exc:
             console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
             return 1
@@ -522,7 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mininet", help="run the closed loop on Mininet with real packets (root)")
     p.add_argument("topology")
     p.add_argument("--scheme", action="append",
-                   help="routing scheme; repeat to compare schemes side by side (default shortest)")
+                   help="routing scheme, optionally with its own parameters "
+                        "(atp:partial=true); repeat to compare schemes side by side "
+                        "(default shortest)")
     p.add_argument("--gradient-mb", type=_positive, default=1.0)
     p.add_argument("--iterations", type=_count, default=1)
     p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded")
@@ -536,6 +552,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=_positive, metavar="S", help="solver time limit")
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--json", metavar="OUT", help="write per-iteration results as JSON")
+    p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
+                   help="scheme parameter for every --scheme, repeatable (e.g. partial=true)")
     p.set_defaults(func=cmd_mininet)
 
     p = sub.add_parser("status", help="show switches, plan version, rates and counters")

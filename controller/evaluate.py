@@ -344,10 +344,7 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
             )
 
     return Evaluation(
-        beyond_data_plane=_beyond_data_plane(flows) + [
-            f"{label}: aggregation at {a.switch} pipeline {a.pipeline} merges a share "
-            f"{a.share:.6g} of the fragments; the data plane merges whole flows"
-            for label, tp in plans.items() for a in tp.aggregation if a.share < 1],
+        beyond_data_plane=_beyond_data_plane(flows),
         scheme=plan.scheme,
         consistent=not problems,
         tasks=[_task_evaluation(plans[k], flows[k], rates[k], gradient_mb) for k in plans],

@@ -14,6 +14,9 @@ switches realise exactly the flows the evaluator scored:
   `member` bit and the point's `full` bitmap;
 * results go back down a tree: the first reversed worker path to reach a node chooses its
   parent, so every worker receives each result exactly once even where the plan splits paths;
+* a task with partial aggregation (`share` < 1) is compiled segment by segment
+  (`controller.segments`): each segment of its fragments is a coarse plan with its own flow
+  ids, and each worker learns which flow id and first aggregator each segment uses;
 * `job_slots` gives every (job, generation) its own slot region (job isolation, and a new plan
   version never meets the partial sums an old one left behind), `port_pipeline`
   installs the switch's port→pipeline map, and clone session p sends control packets back out
@@ -44,6 +47,7 @@ from finsy import (
 from controller.evaluate import FlowId, TaskFlows, task_flows
 from controller.network import Network, hosts_do_not_forward
 from controller.plan import MAX_FAN_IN, Plan, TaskPlan
+from controller.segments import segment_plans
 
 SLOTS_PER_PIPE = 4096  # p4src/README.md "Sizes"
 # Plan versions cycle through generations, each with its own flow ids, tags, slot region and
@@ -114,6 +118,20 @@ class WorkerAssignment:
     # the task's fraction of the model (Plan `model_share`): the worker sends that shard of
     # its gradient to this task's PS (dataplane/hosts.py); None: the whole gradient
     model_share: float | None = None
+    # Partial aggregation: the fragments in [start, end) of what the worker sends this task
+    # travel as flow `flow_id` toward `next_node` (`controller.segments`); empty: all of them
+    # as `flow_id` above (which is the first segment's when there are several).
+    segments: tuple[Segment, ...] = ()
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A worker's flow for the fragments in [start, end) (fractions of its traffic)."""
+
+    start: float
+    end: float
+    flow_id: int
+    next_node: int
 
 
 def generation(version: int) -> int:
@@ -142,8 +160,8 @@ def compile_plan(
             programs[switch].table_entries.append(_entry(
                 "ina_forward", {"job": job_id, "task": task_id, "flow_id": flow_id},
                 "forward", port=port))
-        _aggregation(network, ids, programs, tp, task.flows, task.flow_ids, job_id, task_id,
-                     gen)
+        for seg in task.segments:
+            _aggregation(ids, programs, tp, seg, job_id, task_id, gen)
         for switch, ports in result_children(network, task).items():
             group = group_ids[switch] = group_ids[switch] + 1
             prog = programs[switch]
@@ -159,8 +177,7 @@ def compile_plan(
                 prog.table_entries.append(_entry(
                     "job_slots", {"job": job_id, "generation": gen}, "set_job_slots",
                     base=base, count=share))
-        assignments += _assignments(ids, tp, task.flows, task.flow_ids, job_id, task_id,
-                                    task.result_flow, version)
+        assignments += _assignments(ids, task, version)
     return programs, assignments
 
 
@@ -191,52 +208,69 @@ def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
 
 
 @dataclass(frozen=True)
-class TaskNumbering:
-    """One task's flows with the ids its packets carry: what every southbound driver installs."""
+class SegmentNumbering:
+    """The fragments [span) of a task as a coarse plan (`controller.segments`), its flows and
+    their ids."""
 
+    span: tuple[float, float]
     plan: TaskPlan
     flows: TaskFlows
+    flow_ids: dict[FlowId, int]
+
+
+@dataclass(frozen=True)
+class TaskNumbering:
+    """One task's flows with the ids its packets carry: what every southbound driver installs.
+    A task without partial aggregation is one segment."""
+
+    plan: TaskPlan
+    segments: list[SegmentNumbering]
     job_id: int
     task_id: int
-    flow_ids: dict[FlowId, int]
     result_flow: int
 
 
 def number_tasks(network: Network, plan: Plan, version: int = 1) -> list[TaskNumbering]:
-    """Give every flow of `plan` (as version `version`) an id unique across the plan: per task,
-    the workers' own flows in worker order, one per aggregation point, then the result flow."""
+    """Give every flow of `plan` (as version `version`) an id unique across the plan: per task
+    and segment, the workers' own flows in worker order and one per aggregation point, then
+    the task's result flow."""
     ids = Numbering(network)
     gen = generation(version)
     next_flow = max(1, gen * FLOW_IDS_PER_GENERATION)
     out = []
     for tp in plan.tasks:
-        flows = task_flows(network, tp)
-        if flows.problems:
-            raise CompileError(f"plan is inconsistent: {flows.problems[0]}")
-        partial = [a.switch for a in tp.aggregation if a.share < 1]
-        if partial:
-            raise CompileError(f"{tp.job}/{tp.task}: partial aggregation (share < 1) at "
-                               f"{', '.join(partial)}; the data plane merges whole flows")
-        flow_ids: dict[FlowId, int] = {w: next_flow + i for i, w in enumerate(tp.paths)}
-        for point in tp.aggregation:
-            flow_ids[("agg", point.switch, point.pipeline)] = next_flow + len(flow_ids)
-        result_flow = next_flow + len(flow_ids)
+        parts = segment_plans(network, tp)
+        whole = parts[0][2] if len(parts) == 1 else task_flows(network, tp)
+        if whole.problems:
+            raise CompileError(f"plan is inconsistent: {whole.problems[0]}")
+        segments = []
+        for span, part, flows in parts:
+            if flows.problems:  # cannot happen for a consistent plan (controller.segments)
+                raise CompileError(f"{tp.job}/{tp.task}: fragments {span[0]:.6g}-{span[1]:.6g}"
+                                   f" as a coarse plan: {flows.problems[0]}")
+            flow_ids: dict[FlowId, int] = {w: next_flow + i for i, w in enumerate(tp.paths)}
+            for point in part.aggregation:
+                flow_ids[("agg", point.switch, point.pipeline)] = next_flow + len(flow_ids)
+            next_flow += len(flow_ids)
+            segments.append(SegmentNumbering(span, part, flows, flow_ids))
+        result_flow = next_flow
         next_flow = result_flow + 1
         if next_flow > (gen + 1) * FLOW_IDS_PER_GENERATION:
             raise CompileError(f"the plan needs more than {FLOW_IDS_PER_GENERATION} flow ids")
-        out.append(TaskNumbering(tp, flows, ids.job_id(tp.job), ids.task_id(tp.job, tp.task),
-                                 flow_ids, result_flow))
+        out.append(TaskNumbering(tp, segments, ids.job_id(tp.job), ids.task_id(tp.job, tp.task),
+                                 result_flow))
     return out
 
 
 def flow_routes(network: Network, task: TaskNumbering) -> dict[tuple[str, int], int]:
     """(switch, flow id) → output port, for every flow leaving a switch on its planned path."""
     routes: dict[tuple[str, int], int] = {}
-    for trace in task.flows.traces.values():
-        for hop, nxt in pairwise(trace):
-            if network.is_switch(hop.v):
-                routes.setdefault((hop.v, task.flow_ids[hop.leaving]),
-                                  network.graph.edges[hop.v, nxt.v]["out_port"])
+    for seg in task.segments:
+        for trace in seg.flows.traces.values():
+            for hop, nxt in pairwise(trace):
+                if network.is_switch(hop.v):
+                    routes.setdefault((hop.v, seg.flow_ids[hop.leaving]),
+                                      network.graph.edges[hop.v, nxt.v]["out_port"])
     return routes
 
 
@@ -246,7 +280,7 @@ def result_children(network: Network, task: TaskNumbering) -> dict[str, list[int
     The first reversed worker path to reach a node chooses its parent, so every worker receives
     each result exactly once even where the plan splits paths."""
     parent: dict[str, str] = {}
-    for trace in task.flows.traces.values():
+    for trace in task.segments[0].flows.traces.values():  # every segment has the same paths
         for hop in reversed(trace):
             parent.setdefault(hop.u, hop.v)
     children: dict[str, list[str]] = {}
@@ -283,15 +317,18 @@ def host_routes(network: Network, ids: Numbering, switch: str) -> dict[str, int]
             for host, nxt in sorted(first_hop.items())}
 
 
-def _aggregation(network, ids: Numbering, programs, tp: TaskPlan, flows: TaskFlows, flow_ids,
-                 job_id: int, task_id: int, gen: int) -> None:
-    tags: dict[str, int] = {}
-    for point in tp.aggregation:
+def _aggregation(ids: Numbering, programs, tp: TaskPlan, seg: SegmentNumbering, job_id: int,
+                 task_id: int, gen: int) -> None:
+    """`ina_aggregate` entries of one segment. A point keeps its tag in every segment: the
+    segments' fragments differ, so their partial sums never share a (fragment, tag)."""
+    flows, flow_ids = seg.flows, seg.flow_ids
+    for point in seg.plan.aggregation:
         inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()), key=flow_ids.get)
         if len(inflows) > MAX_FAN_IN:
             raise CompileError(f"{tp.job}/{tp.task}: fan-in {len(inflows)} at {point.switch} "
                                f"exceeds the data plane's {MAX_FAN_IN}")
-        tag = tags[point.switch] = tags.get(point.switch, 0) + 1
+        at_switch = [(a.switch, a.pipeline) for a in tp.aggregation if a.switch == point.switch]
+        tag = at_switch.index((point.switch, point.pipeline)) + 1
         full = (1 << len(inflows)) - 1
         out_flow = flow_ids[("agg", point.switch, point.pipeline)]
         next_node = _next_aggregator(ids, tp, flows, out_flow, flow_ids)
@@ -322,13 +359,23 @@ def _next_aggregator(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_id: in
     return ids.node_id[tp.ps]
 
 
-def _assignments(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_ids, job_id: int,
-                 task_id: int, result_flow: int, version: int) -> list[WorkerAssignment]:
+def _assignments(ids: Numbering, task: TaskNumbering, version: int) -> list[WorkerAssignment]:
+    tp = task.plan
     out = []
-    for worker, trace in flows.traces.items():
-        first = next((h.v for h in trace if h.leaving != h.arriving), tp.ps)
+    for worker in tp.paths:
+        segments = tuple(
+            Segment(*seg.span, seg.flow_ids[worker], ids.node_id[_first_aggregator(tp, seg,
+                                                                                   worker)])
+            for seg in task.segments)
+        first = segments[0]
         out.append(WorkerAssignment(
-            worker, job_id, task_id, flow_ids[worker], ids.node_id[first], tp.ps,
-            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths), result_flow, version,
-            tp.model_share))
+            worker, task.job_id, task.task_id, first.flow_id, first.next_node, tp.ps,
+            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths), task.result_flow, version,
+            tp.model_share, segments if len(segments) > 1 else ()))
     return out
+
+
+def _first_aggregator(tp: TaskPlan, seg: SegmentNumbering, worker: str) -> str:
+    """The first node merging `worker`'s flow in this segment (the PS if none does)."""
+    trace = seg.flows.traces[worker]
+    return next((h.v for h in trace if h.leaving != h.arriving), tp.ps)

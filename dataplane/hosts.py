@@ -36,6 +36,13 @@ finishes only its own shard (and with --verify checks it against the exact sum).
 their index in the whole gradient, so shards never share a fragment id. The split is fixed for
 an iteration: a re-plan changes paths and rates, not which PS holds which fragments.
 
+Partial aggregation (PARING Sec. V-C): when the worker's state-file row has `segments`, the
+fragments of each segment [start, end) of its traffic (fractions, rounded to fragment indices
+the same way by every worker, `segment_rows`) go under that segment's flow id and first
+aggregator: the compiler gave each segment its own flows, so a switch merges a share of a
+worker's fragments and forwards the rest (`controller.segments`). The PS needs no change: it
+finishes each fragment by the `count` its packets carry, whatever flows brought them.
+
 Stopped by SIGTERM before the end, either agent prints a JSON line with `stopped`: what it
 still waits for (the Mininet runner's hang report names it).
 """
@@ -50,6 +57,7 @@ import signal
 import socket
 import sys
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
@@ -223,6 +231,9 @@ class Worker:
     # in the whole, so the shards going to different PSs never share a fragment id (and so a
     # switch slot, which is a hash of it) and a CONTROL names the shard its occupant is of.
     offset: int = 0
+    # Partial aggregation: (first row, flow id, next node) per segment of the rows, ascending
+    # (`segment_rows`); empty: every fragment travels as `flow_id`.
+    segments: list[tuple[int, int, int]] = field(default_factory=list)
     result: np.ndarray = field(init=False)
     have: np.ndarray = field(init=False)  # fragments whose result arrived
     done: int = 0
@@ -238,6 +249,14 @@ class Worker:
     @property
     def finished(self) -> bool:
         return self.done == len(self.rows)
+
+    def ids(self, frag: int) -> tuple[int, int]:
+        """(flow id, next node) under which row `frag` travels: its segment's."""
+        if not self.segments:
+            return self.flow_id, self.next_node
+        _, flow, node = self.segments[max(0, bisect_right(self.segments, frag,
+                                                          key=lambda s: s[0]) - 1)]
+        return flow, node
 
     def owns(self, wire_index: int) -> bool:
         return 0 <= wire_index - self.offset < len(self.rows)
@@ -263,6 +282,7 @@ class Worker:
             return self._gap()
         first = self.stats.sent == 0
         self.flow_id, self.next_node = row["flow_id"], row["next_node"]
+        self.segments = segment_rows(len(self.rows), row.get("segments") or [])
         self.rate_gbps = row["rate_gbps"] * self.rate_scale
         if not first:
             self.stats.plan_switches += 1
@@ -273,7 +293,8 @@ class Worker:
     def _send(self, frag: int, flags: int = DATA, epoch: int | None = None) -> None:
         """Send fragment `frag` (an index into this worker's rows) or a DATA-less packet."""
         count = 1 if flags == DATA else 0
-        header = InaHeader(self.task.job, self.task.task, flags, self.flow_id, self.next_node,
+        flow, node = self.ids(frag)
+        header = InaHeader(self.task.job, self.task.task, flags, flow, node,
                            frag_id(self.epoch if epoch is None else epoch, self.offset + frag),
                            count)
         payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
@@ -381,7 +402,7 @@ class Worker:
                 self.stats.acks += 1
             if self.finished:
                 self.stats.seconds = now - self._started
-        elif (flags == CONTROL and flow == self.flow_id and frag in self.outstanding
+        elif (flags == CONTROL and flow == self.ids(frag)[0] and frag in self.outstanding
               and now >= self.controlled.get(frag, 0.0)):
             # Dropped at the collision, so no slot keeps it: no ACK needed later. Resent at
             # once, but at most every CONTROL_RESEND_GAP: while the occupant stays, a resend
@@ -432,6 +453,15 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
     for w in shards:
         w.stats.fragments = len(w.rows)
     return np.concatenate([w.result for w in shards]).reshape(-1)
+
+
+def segment_rows(total: int, segments: list[dict]) -> list[tuple[int, int, int]]:
+    """(first row, flow id, next node) of each segment (state-file `segments`: `start`,
+    `end` fractions of `total` fragments), the start rounded to the nearest fragment index.
+
+    Deterministic in its inputs, so every worker of a task puts each fragment in the same
+    segment and the switches count its contributors right."""
+    return [(round(s["start"] * total), s["flow_id"], s["next_node"]) for s in segments]
 
 
 def shard_ranges(total: int, shares: list[float]) -> list[tuple[int, int]]:

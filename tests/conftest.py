@@ -108,3 +108,32 @@ def nothing_left_behind():
     leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
                                check=False).stdout
     assert "-eth" not in leftovers, "Mininet interfaces left behind"
+
+
+def partial_doc() -> dict:
+    """Partial aggregation by hand: W1, W2 under S1, S1 - S2, W3 and the PS under S2."""
+    hosts = [{"name": n, "role": "worker"} for n in ("W1", "W2", "W3")]
+    return {
+        "name": "partial-by-hand",
+        "hosts": [*hosts, {"name": "PS", "role": "ps"}],
+        "switches": [{"name": "S1", "ina": True}, {"name": "S2", "ina": True}],
+        "links": [{"a": a, "b": b, "capacity_gbps": 10}
+                  for a, b in (("W1", "S1"), ("W2", "S1"), ("S1", "S2"), ("W3", "S2"),
+                               ("PS", "S2"))],
+        "jobs": [{"name": "j", "tasks": [{"name": "t", "ps": "PS",
+                                          "workers": ["W1", "W2", "W3"]}]}],
+    }
+
+
+def partial_plan():
+    """S1 merges the first half of W1's and W2's fragments, S2 the first three quarters of
+    what enters it (S1's sums, and W1, W2 and W3 raw): segments [0, .5), [.5, .75), [.75, 1)
+    bring the PS 1, 1 and 3 flows per fragment (1.5 on average)."""
+    from controller.plan import AggregationPoint, Plan, TaskPlan
+
+    paths = {"W1": ["W1", "S1", "S2", "PS"], "W2": ["W2", "S1", "S2", "PS"],
+             "W3": ["W3", "S2", "PS"]}
+    points = [AggregationPoint("S1", 0, 2, "S2", None, 0.5),
+              AggregationPoint("S2", 0, 4, "PS", None, 0.75)]
+    return Plan("hand", "heuristic", 1.0, None, 0.0, None,
+                [TaskPlan("j", "t", "PS", 1.0, paths, points)])

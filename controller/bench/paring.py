@@ -12,7 +12,7 @@ Three sweeps: workers 5-35 (8 switches, R 5), programmable switches 2-12 (20 wor
 R 0.4-6 Gbps (20 workers, 8 switches). Every scheme runs in the coarse mode (Figs. 11-19: a
 switch merges all the flows it takes, or none) but `paring-fine`, PARING's tree in the fine
 mode (Figs. 2-10: a switch at capacity merges a share of the fragments and forwards the rest,
-`controller.solvers.partial`; evaluated, not deployable). The baselines' fine mode is not run.
+`controller.solvers.partial`; deployable, `controller.segments`). The baselines' fine mode is not run.
 One deterministic instance per point (the paper states no seed count).
 """
 

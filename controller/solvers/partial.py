@@ -6,8 +6,8 @@ others raw (`AggregationPoint.share`, scored by the evaluator). Shares depend on
 on the shares upstream (a partial point sends fractions onward), so at a trial rate they are
 refined until they settle (a switch whose raw remainder would revisit a node keeps merging
 whole flows); the largest rate the evaluator confirms is found by bisection,
-with one rate level for all tasks. The data plane merges whole flows only: such plans are
-evaluated, not deployed (`ina evaluate` lists them under "not deployable").
+with one rate level for all tasks. The compiler deploys such plans segment by segment of the
+fragments (`controller.segments`).
 """
 
 from __future__ import annotations
