@@ -16,7 +16,9 @@ are never merged. That yields the number of flows of each task on each directed 
 * a point with `share` < 1 merges only that fraction of the fragments entering it (partial
   aggregation); the rest crosses raw, so links and aggregators carry fractions of flows;
 * a task with `placement: free` may sit on other servers than the listed ones: the plan's PS
-  and workers must then be free servers of the task, as many workers as it lists;
+  and workers must then be free servers of the task, as many workers as it lists; a placed job
+  of several sharded tasks (PARING's several PSs) has distinct PSs and the same workers, and
+  its rate cap R bounds the sum of its tasks' rates (a worker sends every shard at once);
 * the plan's claimed rates are checked against every link and aggregator capacity;
 * achievable rates are the max-min fair allocation (progressive filling) in which task i
   consumes `flows(i, e) * r[i]` of resource e. When the claimed rates are feasible they are
@@ -330,6 +332,7 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
     problems.extend(f"{t.job}/{t.name}: the plan does not route this task of the topology"
                     for t in network.tasks if t.key not in planned)
     problems.extend(sharding.problems(plan.tasks))
+    problems.extend(_several_ps_problems(network, plan.tasks))
 
     demand, capacity = resources(network, plans, flows)
     claimed = {label: tp.rate_gbps for label, tp in plans.items()}
@@ -405,6 +408,35 @@ def _placement_problems(task: Task, tp: TaskPlan) -> list[str]:
     return problems
 
 
+def _several_ps_problems(network: Network, tasks: list[TaskPlan]) -> list[str]:
+    """A placed job of several tasks (PARING's several PSs, Sec. IV-C.3): distinct PSs, none
+    also a worker; sharded (model_share), every PS gets the same workers (each holds a shard of
+    every worker's gradient), else the tasks sit on distinct servers."""
+    free = {t.job for t in network.tasks if t.placement == "free"}
+    by_job: dict[str, list[TaskPlan]] = defaultdict(list)
+    for tp in tasks:
+        if tp.job in free:
+            by_job[tp.job].append(tp)
+    problems = []
+    for job, tps in by_job.items():
+        if len(tps) < 2:
+            continue
+        pss = [tp.ps for tp in tps]
+        workers = set().union(*(tp.paths for tp in tps))
+        if len(set(pss)) < len(pss):
+            problems.append(f"job {job}: two of its tasks have the same PS")
+        if set(pss) & workers:
+            problems.append(f"job {job}: {', '.join(sorted(set(pss) & workers))} is both a PS "
+                            "and a worker")
+        if any(tp.model_share is not None for tp in tps):
+            if any(set(tp.paths) != set(tps[0].paths) for tp in tps):
+                problems.append(f"job {job}: its PSs hold shards of one model, so every task "
+                                "needs the same workers")
+        elif sum(len(tp.paths) for tp in tps) != len(workers):
+            problems.append(f"job {job}: tasks without model_share share a worker")
+    return problems
+
+
 def resources(
     network: Network, plans: dict[str, TaskPlan], flows: dict[str, TaskFlows]
 ) -> tuple[dict[str, dict[Resource, int]], dict[Resource, float]]:
@@ -422,8 +454,10 @@ def resources(
             uses[("aggregator", ps)] = into_ps
             capacity[("aggregator", ps)] = ps_limit
         if task and task.rate_cap_gbps is not None:
-            uses[("rate cap", label)] = 1
-            capacity[("rate cap", label)] = task.rate_cap_gbps
+            # A sharded job's workers send every shard at once: R caps the sum of its rates.
+            cap = ("rate cap", task.job if plans[label].model_share is not None else label)
+            uses[cap] = 1
+            capacity[cap] = min(capacity.get(cap, task.rate_cap_gbps), task.rate_cap_gbps)
         for (u, v), n in tf.link_flows.items():
             key = ("link", *network.link_key(u, v))  # both directions on a shared link
             uses[key] = uses.get(key, 0) + n

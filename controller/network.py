@@ -508,17 +508,24 @@ def _tasks(spec: TopologySpec, graph: nx.DiGraph, source: str) -> list[Task]:
 
 
 def _with_free_hosts(spec: TopologySpec, graph: nx.DiGraph, task: Task, source: str) -> Task:
-    """A `free` task's servers: idle hosts and its own, none another task lists."""
+    """A `free` task's servers: idle hosts and its job's own, none another job lists. A job of
+    several free tasks is one training task with as many PSs (PARING Sec. IV-C.3)."""
     if task.placement == "fixed":
         return task
     j = next(i for i, job in enumerate(spec.jobs) if job.name == task.job)
     where = f"jobs[{j}] ({task.job}).tasks.placement"
-    if len(spec.jobs[j].tasks) > 1:
-        raise TopologyError(source, where, "`placement: free` is for a job with one task "
-                            "(a placing scheme chooses one PS and its workers)")
+    siblings = spec.jobs[j].tasks
+    if any(t.placement != "free" for t in siblings):
+        raise TopologyError(source, where, "a job with several tasks is placed as a whole: "
+                            "every task `placement: free` (one PS each, PARING Sec. IV-C.3) "
+                            "or none")
+    if len({len(t.workers) for t in siblings}) > 1:
+        raise TopologyError(source, where, "the tasks of a `placement: free` job share its "
+                            "workers (each PS holds a shard of the model): list as many "
+                            "workers in every task")
     others = {h for job in spec.jobs for t in job.tasks if job.name != task.job
               for h in (t.ps, *t.workers)}
-    own = {task.ps, *task.workers}
+    own = {h for t in siblings for h in (t.ps, *t.workers)}
     free = tuple(h.name for h in spec.hosts
                  if (h.role == "idle" or h.name in own) and h.name not in others)
     return replace(task, free_hosts=free)

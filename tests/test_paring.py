@@ -117,12 +117,14 @@ def _doc_without_link_limits() -> dict:
     return doc
 
 
-def test_placement_free_is_for_one_task_jobs():
-
+def test_a_placed_job_is_placed_whole():
     doc = yaml.safe_load(FIG1.read_text())
     task = doc["jobs"][0]["tasks"][0]
-    doc["jobs"][0]["tasks"].append({**task, "name": "t1"})
-    with pytest.raises(TopologyError, match="placement: free` is for a job with one task"):
+    doc["jobs"][0]["tasks"].append({**task, "name": "t1", "placement": "fixed"})
+    with pytest.raises(TopologyError, match="every task `placement: free`"):
+        build_network(doc)
+    doc["jobs"][0]["tasks"][1] = {**task, "name": "t1", "workers": task["workers"][:3]}
+    with pytest.raises(TopologyError, match="list as many workers in every task"):
         build_network(doc)
 
 

@@ -8,9 +8,7 @@ algorithm proves no bound (Theorem 2's 2/3 is a worst case, not a certificate).
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from controller.evaluate import evaluate
@@ -18,53 +16,29 @@ from controller.network import Network, Task
 from controller.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.params import SchemeParams
-from controller.solvers.paring import degrees, exact
-from controller.solvers.paring.logical import INF, Logical, convert
-from controller.solvers.paring.routes import aggregating_children, task_plan, tree_of
-from controller.solvers.paring.steiner import Tree, steiner_tree
+from controller.solvers.paring import exact, several
+from controller.solvers.paring.alg2 import run_paring
+from controller.solvers.paring.degrees import Rate
+from controller.solvers.paring.logical import INF
+from controller.solvers.paring.routes import task_plan, tree_of
+from controller.solvers.paring.steiner import Tree
 from controller.solvers.partial import best_effort
 
-SLACKS = (1.0, 1.5, math.inf)  # Alg. 3's degree slack, tried in turn (steiner.py)
 PARAMS = ("gradient_gb", "as_printed", "fine")
 DEFAULT_TIME_LIMIT = 30.0  # seconds, paring-opt
 
 
-@dataclass
-class Outcome:
-    """What Alg. 2 found for one task."""
-
-    logical: Logical
-    tree: Tree
-    rate: float  # line 23
-    step2_rate: float  # r_2
-    slack: float
-
-
-def placed_task(network: Network, scheme: str) -> Task:
+def placed_tasks(network: Network, scheme: str) -> list[Task]:
+    """The tasks of the one job to place: one task, or one per PS (Sec. IV-C.3)."""
+    jobs = {t.job for t in network.tasks}
     free = [t for t in network.tasks if t.placement == "free"]
-    if len(network.tasks) != 1 or not free:
+    if len(jobs) != 1 or len(free) != len(network.tasks):
         raise SchemeInputError(
-            f"{network.source}: {scheme} places one task: the topology needs exactly one job "
-            f"task with `placement: free` (topologies/README.md, jobs); it has "
-            f"{len(network.tasks)} task(s), {len(free)} of them free")
-    return free[0]
-
-
-def run_paring(network: Network, task: Task, as_printed: bool = False) -> Outcome:
-    """Alg. 2: step 1 (PS), step 2 (r, d), step 3 (Alg. 3), line 23."""
-    g = convert(network, task)  # Alg. 1
-    n = len(task.workers)
-    ps = degrees.select_ps(g, n)
-    r2, d = degrees.rate_and_degrees(g, ps, n)
-    for slack in SLACKS:
-        tree = steiner_tree(g, ps, d, n, slack, guard=not as_printed)  # line 22
-        if tree is not None:
-            break
-    else:
-        raise SchemeInputError(f"{network.source}: PARING found no aggregation tree for "
-                               f"{task.job}/{task.name} (the free servers do not connect)")
-    rate = degrees.tree_rate(g, ps, aggregating_children(tree))  # line 23
-    return Outcome(g, tree, float(rate), float(r2), slack)
+            f"{network.source}: {scheme} places one job: the topology needs exactly one job, "
+            f"its tasks `placement: free` (one task, or one per PS; topologies/README.md, "
+            f"jobs); it has {len(jobs)} job(s) and {len(network.tasks)} task(s), {len(free)} "
+            f"of them free")
+    return free
 
 
 def solve_paring(network: Network, options: SolveOptions) -> Plan:
@@ -72,7 +46,17 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     params = SchemeParams("paring", options.params, PARAMS)
     gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
     as_printed = params.flag("as_printed", False)
-    task = placed_task(network, "paring")
+    tasks = placed_tasks(network, "paring")
+    if len(tasks) > 1:  # Sec. IV-C.3: the model sharded over several PSs
+        if params.flag("fine", False):
+            raise SchemeInputError(f"{network.source}: paring: `fine` is for a job with one "
+                                   f"PS; job {tasks[0].job} has {len(tasks)} tasks (PSs)")
+        plan = several.plan_of(network, several.run_several(network, tasks, as_printed),
+                               "paring", "heuristic", options.seed)
+        several.describe(plan, network, gradient_gb)
+        plan.solve_seconds = time.perf_counter() - started
+        return plan
+    task = tasks[0]
     out = run_paring(network, task, as_printed)
     plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
     if params.flag("fine", False):  # Sec. V-C's fine mode: switches merge a share, rest raw
@@ -92,7 +76,7 @@ def plan_for(network: Network, task: Task, tree: Tree, rate: float, scheme: str,
     tp = task_plan(network, task, tree, 0.0)
     plan = Plan(scheme, status, 0.0, None, 0.0, seed, [tp], topology=network.name)
     result = evaluate(network, plan)
-    tp.rate_gbps = min(result.tasks[0].rate_gbps, rate)
+    tp.rate_gbps = float(min(result.tasks[0].rate_gbps, rate))
     plan.objective = tp.rate_gbps
     plan.link_loads = evaluate(network, plan).link_loads
     return plan
@@ -118,8 +102,8 @@ def describe(plan: Plan, network: Network, tree: Tree, gradient_gb: float) -> No
     })
 
 
-def _num(value: float) -> Any:
-    return None if value == INF else value
+def _num(value: Rate) -> Any:
+    return None if value == INF else float(value)
 
 
 
@@ -135,7 +119,14 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
     threads = params.integer("num_workers", 2, minimum=1, maximum=64)
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
-    task = placed_task(network, "paring-opt")
+    tasks = placed_tasks(network, "paring-opt")
+    if len(tasks) > 1:
+        raise SchemeInputError(
+            f"{network.source}: paring-opt solves problem (1), one PS; job {tasks[0].job} "
+            f"has {len(tasks)} tasks (PSs, Sec. IV-C.3), whose rates share every switch's "
+            f"B_v (a product of rate and degree per PS, outside the exact model): use "
+            f"`--scheme paring`")
+    task = tasks[0]
     heur = run_paring(network, task, params.flag("as_printed", False))
     g, n = heur.logical, len(task.workers)
     hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)

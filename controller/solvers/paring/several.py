@@ -1,0 +1,143 @@
+"""Several PSs (Sec. IV-C.3): one training task whose model is sharded over P parameter servers.
+
+The paper: "First, we greedily assign servers for multiple PSs referring to Step 1 in Alg. 2.
+Then, for each PS, we use Alg. 3 to obtain the solution of the subtask, and update the
+aggregation capacity B_v for vertices in the cluster after each run of Alg. 3." Readings:
+
+* A subtask is a shard of the model (the word Sec. IV-C.2 uses for a part of the gradient):
+  every worker sends PS p its shard, so all subtasks aggregate the same n workers. The first
+  subtask places them (Alg. 3's feet are free servers); the later ones keep them as terminals,
+  as Sec. IV-C.1 says Alg. 3 does for a task whose workers are already placed.
+* "Greedily ... referring to Step 1": Step 1 (lines 1-6) is run P times, each time among the
+  servers no earlier PS took; no PS is ever a worker.
+* "Update B_v": after subtask p at rate r_p (line 23), every vertex that aggregates k of its
+  children loses r_p · k; the next subtask runs steps 2-3 on what is left. R bounds a worker's
+  whole sending rate, so subtask p gets R - Σ_{q<p} r_q (a subtask left with nothing sends at
+  rate 0, directly to its PS, and gets no share).
+* "Combining the results": shard p gets model_share r_p / Σ r, so every shard ends at once and
+  the job moves b in b / Σ r (controller/sharding.py); its traffic volume is
+  Σ_p share_p · b · (gradient-hops of tree p).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+
+from controller.evaluate import evaluate
+from controller.network import Network, Task
+from controller.plan import Plan
+from controller.solvers import SchemeInputError
+from controller.solvers.paring import degrees
+from controller.solvers.paring.alg2 import Outcome, grow
+from controller.solvers.paring.logical import INF, Logical, convert, exact
+from controller.solvers.paring.routes import aggregating_children, task_plan
+from controller.solvers.paring.steiner import steiner_tree
+
+
+@dataclass
+class Subtask:
+    task: Task
+    outcome: Outcome
+
+
+def run_several(network: Network, tasks: list[Task], as_printed: bool = False) -> list[Subtask]:
+    """Sec. IV-C.3 on the tasks of one placed job, in their declaration order."""
+    g = convert(network, tasks[0])  # Alg. 1 (the job's tasks share their free servers)
+    n, count = len(tasks[0].workers), len(tasks)
+    if len(g.hosts) < n + count:
+        raise SchemeInputError(
+            f"{network.source}: job {tasks[0].job} needs {n} workers and {count} PSs but has "
+            f"{len(g.hosts)} free servers")
+    pss: list[str] = []
+    for task in tasks:  # Step 1, once per PS, among the servers left
+        g_p = _as_ps_of(g, network, task, [h for h in g.hosts if h not in pss])
+        pss.append(degrees.select_ps(g_p, n))
+    capacity = dict(g.capacity)
+    left = g.rate_cap  # R, shared by a worker's shards
+    out: list[Subtask] = []
+    workers: list[str] | None = None
+    for task, ps in zip(tasks, pss, strict=True):
+        hosts = [h for h in g.hosts if h not in pss or h == ps] if workers is None else \
+            [h for h in g.hosts if h == ps or h in workers]
+        g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
+        outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed)
+        out.append(Subtask(task, outcome))
+        workers = workers or list(outcome.tree.workers)
+        r = outcome.rate
+        if r > 0 and r != INF:
+            for v, k in aggregating_children(outcome.tree).items():  # update B_v
+                if capacity[v] != INF:
+                    capacity[v] = max(capacity[v] - r * k, Fraction(0))
+            left = left - r if left != INF else INF
+    return out
+
+
+def _as_ps_of(g: Logical, network: Network, task: Task, hosts: list[str],
+              capacity: dict | None = None) -> Logical:
+    """G' for one subtask: its servers, the residual B_v, its PS's own B_v."""
+    cap = dict(capacity or g.capacity)
+    for h in hosts:
+        cap[h] = exact(network.ps_capacity(task, h))
+    return replace(g, task=task, hosts=hosts, capacity=cap)
+
+
+def _star(g: Logical, ps: str, n: int) -> Outcome:
+    """A subtask left with no rate: each worker straight to its PS (no B_v spent)."""
+    d = {v: 1 for v in g.nodes} | {ps: max(n, 2)}
+    tree = steiner_tree(g, ps, d, n, 1.0, guard=False)
+    if tree is None:
+        raise SchemeInputError(f"{g.network.source}: no path from the workers to {ps}")
+    return Outcome(g, tree, Fraction(0), Fraction(0), 1.0)
+
+
+def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: str,
+            seed: int | None) -> Plan:
+    """One task per PS, model_share r_p / Σ r. A subtask's claimed rate is its line-23 rate
+    unless the evaluator's links carry less (PARING ignores links): then every rate is the
+    lower of the two, the evaluator's max-min fair rates being feasible for these paths."""
+    tps = [task_plan(network, s.task, s.outcome.tree, 0.0) for s in subtasks]
+    plan = Plan(scheme, status, 0.0, None, 0.0, seed, tps, topology=network.name)
+    fair = [t.rate_gbps for t in evaluate(network, plan).tasks]
+    wanted = [f if s.outcome.rate == INF else float(s.outcome.rate)
+              for s, f in zip(subtasks, fair, strict=True)]
+    _claim(plan, wanted)
+    if not evaluate(network, plan).consistent:
+        _claim(plan, [min(w, f) for w, f in zip(wanted, fair, strict=True)])
+    plan.objective = sum(tp.rate_gbps for tp in plan.tasks)  # Σ_p r_p: the job's b / time
+    plan.link_loads = evaluate(network, plan).link_loads
+    return plan
+
+
+def _claim(plan: Plan, rates: list[float]) -> None:
+    total = sum(rates)
+    for tp, r in zip(plan.tasks, rates, strict=True):
+        tp.rate_gbps = r
+        tp.model_share = r / total if total > 0 else 1 / len(rates)
+
+
+def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
+    """Placement, traffic volume Σ_p share_p · b · hops_p, time b / Σ r, the summary line."""
+    result = evaluate(network, plan)
+    hops = {(te.job, te.task): 0.0 for te in result.tasks}
+    for tp in plan.tasks:
+        hops[tp.key] = sum(ll.flows for ll in evaluate(network, Plan(
+            plan.scheme, plan.status, 0.0, None, 0.0, None, [tp])).link_loads)
+    volume = sum(tp.model_share * hops[tp.key] for tp in plan.tasks) * gradient_gb
+    total = plan.objective
+    seconds = gradient_gb * 8 / total if total > 0 else INF
+    pss = [tp.ps for tp in plan.tasks]
+    workers = sorted(plan.tasks[0].paths)
+    plan.details.update({
+        "placement": {"pss": pss, "workers": workers},
+        "subtask_rates_gbps": [tp.rate_gbps for tp in plan.tasks],
+        "model_shares": [tp.model_share for tp in plan.tasks],
+        "traffic_volume_gradients": volume / gradient_gb,
+        "gradient_gb": gradient_gb,
+        "traffic_volume_gb": volume,
+        "communication_seconds": None if seconds == INF else seconds,
+        "summary": (f"placement: PSs {', '.join(pss)}, workers {', '.join(workers)}; rates "
+                    f"{' + '.join(f'{tp.rate_gbps:.4g}' for tp in plan.tasks)} = {total:.4g} "
+                    f"Gbps (shares {', '.join(f'{tp.model_share:.3g}' for tp in plan.tasks)}), "
+                    f"traffic volume {volume:.4g} GB, communication time {seconds:.4g} s"),
+    })
