@@ -2,16 +2,19 @@
 
 Worker: splits its gradient into fragments of K int32 elements (float32 gradients are converted
 to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
-fragments (+1 per result up to `max_window`, halved on a CONTROL packet or a timeout), resends
-the fragment a CONTROL packet names (at once, at most every CONTROL_RESEND_GAP), resends on timeout (with a PROBE from the second timeout
-of a fragment on, in case its copy of the result was lost), and after receiving the result of
+fragments (+1 per result up to `max_window`, halved on a CONTROL packet and once per round
+trip with timeouts), resends the fragment a CONTROL packet names (at once, at most every
+CONTROL_RESEND_GAP), resends what timed out within the window and the pacing, lowest fragment
+first (with a PROBE from the second timeout of a fragment on, in case its copy of the result
+was lost), and after receiving the result of
 a fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
 (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
 leave (an ACK if its result is already out, else its own contribution to it, sent out of
 order), so that neither a lost ACK nor diverged windows can block a slot for good. Fragments
 sent ahead of order that way take no place in the window: a window full of them would wait for
 fragments that only its own in-order sending can provide (a deadlock seen after re-plans).
-Optionally paced at the task's published rate.
+Optionally paced at the task's published rate. The retransmission timeout adapts to the round
+trips the worker measures (dataplane/rto.py, RFC 6298), backed off per fragment.
 
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
@@ -217,7 +220,7 @@ class Worker:
     # not in `lost` any more are skipped). Resending them all at once, whatever the window,
     # collapsed congested links: 5 workers at window 1 resent 20-30 fragments each per
     # timeout into 2-packet queues, and no fragment ever had all its contributions arrive.
-    lost: set[int] = field(default_factory=set)
+    lost: dict[int, bool] = field(default_factory=dict)  # fragment -> it timed out (not a re-plan)
     _lost_order: list[int] = field(default_factory=list)
     # outstanding fragments sent ahead of the in-order sender to unblock a slot: they do not
     # take a place in the window, or a window full of them could wait for its own fragments
@@ -289,7 +292,7 @@ class Worker:
             self.stats.plan_switches += 1
             for frag in list(self.outstanding):  # resent under the new ids as the window allows
                 del self.outstanding[frag]
-                self._lose(frag)
+                self._lose(frag, timed_out=False)
         return self._gap()
 
     def _send(self, frag: int, flags: int = DATA, epoch: int | None = None) -> None:
@@ -307,17 +310,17 @@ class Worker:
         self.sent_once[frag] = now
         self.outstanding[frag] = now + self.rto
 
-    def _lose(self, frag: int) -> None:
+    def _lose(self, frag: int, timed_out: bool = True) -> None:
         """`frag` is no longer in flight: queue it for resending."""
-        self.lost.add(frag)
+        self.lost[frag] = timed_out
         heapq.heappush(self._lost_order, frag)
 
-    def _next_lost(self) -> int | None:
+    def _next_lost(self) -> tuple[int, bool] | None:
+        """The lowest fragment waiting to be resent, and whether it timed out."""
         while self._lost_order:
             frag = heapq.heappop(self._lost_order)
             if frag in self.lost:
-                self.lost.discard(frag)
-                return frag
+                return frag, self.lost.pop(frag)
         return None
 
     def _resend(self, frag: int, now: float) -> None:
@@ -355,7 +358,7 @@ class Worker:
             self._send(index, ACK, epoch)
             self.stats.acks += 1
         elif index in self.lost:  # timed out, its resend waits for the window: send it now
-            self.lost.discard(index)
+            del self.lost[index]
             self._resend(index, now)
             self.ahead.add(index)
             self.stats.sent_to_unblock += 1
@@ -385,10 +388,11 @@ class Worker:
         if self.plan:
             self.gap = self._follow_plan(now)
         while self._has_more() and self._window_open() and now >= self.next_send:
-            frag = self._next_lost()
-            if frag is not None:  # resends first, lowest fragment first, like every peer
+            lost = self._next_lost()
+            if lost is not None:  # resends first, lowest fragment first, like every peer
+                frag, timed_out = lost
                 self._resend(frag, now)
-                self.stats.resent_on_timeout += 1
+                self.stats.resent_on_timeout += timed_out
                 if self.timeouts.get(frag, 0) >= 2:
                     self._send(frag, PROBE)
                     self.stats.probes += 1
@@ -432,7 +436,7 @@ class Worker:
             self.have[frag] = True
             self.done += 1
             self.outstanding.pop(frag, None)
-            self.lost.discard(frag)
+            self.lost.pop(frag, None)
             self.ahead.discard(frag)
             sent = self.sent_once.pop(frag, None)
             if sent is not None:
@@ -697,12 +701,17 @@ def _worker_shards(args: argparse.Namespace, sock: socket.socket, me: Endpoint,
 
 
 def _worker_report(shards: list[Worker]) -> dict[str, object]:
-    """The shards' stats summed (seconds: the last shard's); per shard its task and range."""
+    """The shards' stats summed (seconds: the last shard's); per shard its task and range;
+    the round trip estimate the retransmission timeout came to (the longest shard's)."""
     report: dict[str, object] = {}
     for w in shards:
         for key, value in w.stats.__dict__.items():
             report[key] = max(report.get(key, 0), value) if key == "seconds" \
                 else report.get(key, 0) + value
+    slowest = max(shards, key=lambda w: w.rto)
+    report.update(rtt_samples=sum(w.rtt.samples for w in shards),
+                  srtt_ms=round(1000 * (slowest.rtt.srtt or 0.0), 1),
+                  rto_ms=round(1000 * slowest.rto, 1))
     if len(shards) > 1:
         report["shards"] = [{"task": w.task.task, "first_fragment": w.offset,
                              "fragments": len(w.rows), "seconds": round(w.stats.seconds, 3)}
