@@ -78,6 +78,8 @@ class IterationResult:
     ps_exact: bool | None = None
     retransmissions: int = 0  # the workers' resends, on timeout and on CONTROL
     ps_report: dict = field(default_factory=dict)  # the PS's report (hosts.py: exactly-once counts)
+    # each worker's report (hosts.py: resends by cause, its round trip estimate and RTO)
+    worker_reports: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -397,7 +399,8 @@ class Emulation:
                 packets, round(packets / max(1, fragments), 2),
                 ps_report.get("flows_per_fragment", 0.0), samples[tp.task],
                 task=f"{tp.job}/{tp.task}", ps=tp.ps, model_share=tp.model_share,
-                ps_exact=ps_report.get("exact"), retransmissions=resent, ps_report=ps_report))
+                ps_exact=ps_report.get("exact"), retransmissions=resent, ps_report=ps_report,
+                worker_reports=reports))
         return out
 
     def _ids(self, tp) -> tuple[int, int]:

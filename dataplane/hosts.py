@@ -2,16 +2,19 @@
 
 Worker: splits its gradient into fragments of K int32 elements (float32 gradients are converted
 to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
-fragments (+1 per result up to `max_window`, halved on a CONTROL packet or a timeout), resends
-the fragment a CONTROL packet names (at once, at most every CONTROL_RESEND_GAP), resends on timeout (with a PROBE from the second timeout
-of a fragment on, in case its copy of the result was lost), and after receiving the result of
+fragments (+1 per result up to `max_window`, halved on a CONTROL packet and once per round
+trip with timeouts), resends the fragment a CONTROL packet names (at once, at most every
+CONTROL_RESEND_GAP), resends what timed out within the window and the pacing, lowest fragment
+first (with a PROBE from the second timeout of a fragment on, in case its copy of the result
+was lost), and after receiving the result of
 a fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
 (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
 leave (an ACK if its result is already out, else its own contribution to it, sent out of
 order), so that neither a lost ACK nor diverged windows can block a slot for good. Fragments
 sent ahead of order that way take no place in the window: a window full of them would wait for
 fragments that only its own in-order sending can provide (a deadlock seen after re-plans).
-Optionally paced at the task's published rate.
+Optionally paced at the task's published rate. The retransmission timeout adapts to the round
+trips the worker measures (dataplane/rto.py, RFC 6298), backed off per fragment.
 
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
@@ -50,6 +53,7 @@ still waits for (the Mininet runner's hang report names it).
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import select
@@ -85,6 +89,7 @@ from dataplane.frame import (
     mac_bytes,
 )
 from dataplane.ports import drain, open_raw, send
+from dataplane.rto import RtoEstimator
 
 FIXED_POINT_SCALE = 2**16
 EPOCH_SHIFT = 24  # frag_id = epoch << EPOCH_SHIFT | fragment index
@@ -210,7 +215,7 @@ class Worker:
     rows: np.ndarray
     window: float = 16.0
     max_window: int = 256
-    timeout: float = 0.5
+    timeout: float = 0.5  # the RTO before the first round trip is measured (RFC 6298 2.1)
     rate_gbps: float | None = None
     plan: PlanWatcher | None = None
     # wire Gbps per planned Gbps, when the rate comes from the plan (emulations scale links)
@@ -218,13 +223,23 @@ class Worker:
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
     _blocking: dict[int, float] = field(default_factory=dict)  # occupant -> first named (shards)
-    outstanding: dict[int, float] = field(default_factory=dict)  # fragment -> resend deadline
+    outstanding: dict[int, float] = field(default_factory=dict)  # in flight -> its deadline
+    # Timed out, waiting for the window to resend them, lowest fragment first (a heap, entries
+    # not in `lost` any more are skipped). Resending them all at once, whatever the window,
+    # collapsed congested links: 5 workers at window 1 resent 20-30 fragments each per
+    # timeout into 2-packet queues, and no fragment ever had all its contributions arrive.
+    lost: dict[int, bool] = field(default_factory=dict)  # fragment -> it timed out (not a re-plan)
+    _lost_order: list[int] = field(default_factory=list)
     # outstanding fragments sent ahead of the in-order sender to unblock a slot: they do not
     # take a place in the window, or a window full of them could wait for its own fragments
     ahead: set[int] = field(default_factory=set)
     resent: set[int] = field(default_factory=set)  # fragments sent more than once
     controlled: dict[int, float] = field(default_factory=dict)  # fragment -> next CONTROL resend
     timeouts: dict[int, int] = field(default_factory=dict)  # fragment -> timeouts so far
+    # fragments sent exactly once -> when: the only round trips sampled (Karn's rule)
+    sent_once: dict[int, float] = field(default_factory=dict)
+    rtt: RtoEstimator = field(init=False)
+    _next_cut: float = 0.0  # timeouts halve the window at most once per round trip
     next_frag: int = 0
     epoch: int = 0  # the iteration, carried in every fragment id
     # Fragment index on the wire of rows[0]: a shard of a gradient keeps its fragments' place
@@ -245,6 +260,12 @@ class Worker:
         self.epoch %= EPOCHS  # as it reads back from a fragment id
         self.result = np.zeros((len(self.rows), K), dtype=np.int32)
         self.have = np.zeros(len(self.rows), dtype=bool)
+        self.rtt = RtoEstimator(initial=self.timeout)
+
+    @property
+    def rto(self) -> float:
+        """The current retransmission timeout, before any fragment's own backoff."""
+        return self.rtt.rto
 
     @property
     def finished(self) -> bool:
@@ -265,7 +286,10 @@ class Worker:
         """What a stuck worker is waiting for (printed when it is stopped before the end)."""
         return {"next_fragment": self.next_frag, "outstanding": sorted(self.outstanding)[:20],
                 "outstanding_count": len(self.outstanding), "ahead": len(self.ahead),
+                "lost": sorted(self.lost)[:20], "lost_count": len(self.lost),
                 "flow_id": self.flow_id, "window": self.window,
+                "timeouts_max": max(self.timeouts.values(), default=0),
+                "srtt": self.rtt.srtt, "rto": round(self.rto, 3),
                 "plan_version": self.plan.version if self.plan else None}
 
     def _gap(self) -> float:
@@ -286,8 +310,9 @@ class Worker:
         self.rate_gbps = row["rate_gbps"] * self.rate_scale
         if not first:
             self.stats.plan_switches += 1
-            for frag in self.outstanding:
-                self._resend(frag, now)
+            for frag in list(self.outstanding):  # resent under the new ids as the window allows
+                del self.outstanding[frag]
+                self._lose(frag, timed_out=False)
         return self._gap()
 
     def _send(self, frag: int, flags: int = DATA, epoch: int | None = None) -> None:
@@ -301,10 +326,30 @@ class Worker:
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
 
+    def _first_send(self, frag: int, now: float) -> None:
+        self._send(frag)
+        self.sent_once[frag] = now
+        self.outstanding[frag] = now + self.rto
+
+    def _lose(self, frag: int, timed_out: bool = True) -> None:
+        """`frag` is no longer in flight: queue it for resending."""
+        self.lost[frag] = timed_out
+        heapq.heappush(self._lost_order, frag)
+
+    def _next_lost(self) -> tuple[int, bool] | None:
+        """The lowest fragment waiting to be resent, and whether it timed out."""
+        while self._lost_order:
+            frag = heapq.heappop(self._lost_order)
+            if frag in self.lost:
+                return frag, self.lost.pop(frag)
+        return None
+
     def _resend(self, frag: int, now: float) -> None:
+        """Send `frag` again; its next deadline is the RTO backed off by its timeouts so far."""
         self._send(frag)
         self.resent.add(frag)
-        self.outstanding[frag] = now + self.timeout
+        self.sent_once.pop(frag, None)
+        self.outstanding[frag] = now + self.rtt.backed_off(self.timeouts.get(frag, 0))
 
     def unblock(self, occupant: int, other_shard: bool = False) -> None:
         """A slot on this worker's path is held by fragment id `occupant`; help it leave.
@@ -327,62 +372,79 @@ class Worker:
         now = time.monotonic()
         if now < self._unblocked.get(occupant, 0.0):
             return
-        self._unblocked[occupant] = now + self.timeout
+        self._unblocked[occupant] = now + self.rto
         epoch, wire = split_frag_id(occupant)
         index = wire - self.offset
         if epoch != self.epoch or not 0 <= index < len(self.rows) or self.have[index]:
             self._send(index, ACK, epoch)
             self.stats.acks += 1
+        elif index in self.lost:  # timed out, its resend waits for the window: send it now
+            del self.lost[index]
+            self._resend(index, now)
+            self.ahead.add(index)
+            self.stats.sent_to_unblock += 1
         elif index not in self.outstanding:
-            self._send(index)
-            self.outstanding[index] = now + self.timeout
+            self._first_send(index, now)
             self.ahead.add(index)
             self.stats.sent_to_unblock += 1
         elif other_shard:
             first = self._blocking.setdefault(occupant, now)
-            if now - first > 3 * self.timeout:  # an old sighting: start over
+            if now - first > 3 * self.rto:  # an old sighting: start over
                 self._blocking[occupant] = now
-            elif now - first >= self.timeout:
+            elif now - first >= self.rto:
                 del self._blocking[occupant]
                 self._send(index, ACK)
                 self.stats.freed_across_shards += 1
 
     def _window_open(self) -> bool:
-        return len(self.outstanding) - len(self.ahead) < int(self.window)
+        in_flight = len(self.outstanding) - sum(f in self.outstanding for f in self.ahead)
+        return in_flight < int(self.window)
+
+    def _has_more(self) -> bool:
+        return bool(self.lost) or self.next_frag < len(self.rows)
 
     def pump(self, now: float) -> float:
         """Follow the plan and send new fragments while the window and the pacing allow;
         returns how long the caller may wait before calling again."""
         if self.plan:
             self.gap = self._follow_plan(now)
-        while self.next_frag < len(self.rows) and self._window_open() and now >= self.next_send:
-            frag = self.next_frag
-            self.next_frag += 1
-            if frag in self.outstanding or self.have[frag]:  # already sent to unblock a slot
-                self.ahead.discard(frag)
-                continue
-            self._send(frag)
-            self.outstanding[frag] = now + self.timeout
+        while self._has_more() and self._window_open() and now >= self.next_send:
+            lost = self._next_lost()
+            if lost is not None:  # resends first, lowest fragment first, like every peer
+                frag, timed_out = lost
+                self._resend(frag, now)
+                self.stats.resent_on_timeout += timed_out
+                if self.timeouts.get(frag, 0) >= 2:
+                    self._send(frag, PROBE)
+                    self.stats.probes += 1
+            else:
+                frag = self.next_frag
+                self.next_frag += 1
+                if frag in self.outstanding or frag in self.lost or self.have[frag]:
+                    self.ahead.discard(frag)  # already sent to unblock a slot
+                    continue
+                self._first_send(frag, now)
             self.next_send = max(self.next_send, now) + self.gap
-        wait = min(self.outstanding.values(), default=now + self.timeout) - now
-        if self.next_frag < len(self.rows) and self._window_open():
+        wait = min(self.outstanding.values(), default=now + self.rto) - now
+        if self._has_more() and self._window_open():
             wait = min(wait, max(0.0, self.next_send - now))
         return wait
 
     def on_timeouts(self, now: float) -> None:
-        """Resend what timed out; from a fragment's second timeout on, a PROBE follows: the
-        result may have reached every peer but this worker, and then the retransmission waits
-        in a slot for contributions that never come again (p4src/README.md, PROBE)."""
+        """Queue what timed out for resending (`pump` resends it within the window and the
+        pacing); from a fragment's second timeout on, a PROBE follows its resend: the result
+        may have reached every peer but this worker, and then the retransmission waits in a
+        slot for contributions that never come again (p4src/README.md, PROBE). The timeouts
+        of one round trip are one loss event: they halve the window once."""
         for frag, deadline in list(self.outstanding.items()):
             if deadline > now:
                 continue
-            self.window = max(1.0, self.window / 2)
-            self._resend(frag, now)
-            self.stats.resent_on_timeout += 1
+            del self.outstanding[frag]
             self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
-            if self.timeouts[frag] >= 2:
-                self._send(frag, PROBE)
-                self.stats.probes += 1
+            self._lose(frag)
+            if now >= self._next_cut:
+                self.window = max(1.0, self.window / 2)
+                self._next_cut = now + (self.rtt.srtt or self.rto)
 
     def receive(self, flags: int, flow: int, raw_frag: int, frame: bytes, now: float) -> None:
         """A RESULT, or the CONTROL of a collision, of this worker's task."""
@@ -395,7 +457,11 @@ class Worker:
             self.have[frag] = True
             self.done += 1
             self.outstanding.pop(frag, None)
+            self.lost.pop(frag, None)
             self.ahead.discard(frag)
+            sent = self.sent_once.pop(frag, None)
+            if sent is not None:
+                self.rtt.sample(now - sent)
             self.window = min(self.max_window, self.window + 1)
             if frag in self.resent:
                 self._send(frag, ACK)
@@ -411,7 +477,8 @@ class Worker:
             self.controlled[frag] = now + CONTROL_RESEND_GAP
             self.window = max(1.0, self.window / 2)
             self._send(frag)
-            self.outstanding[frag] = time.monotonic() + self.timeout
+            self.sent_once.pop(frag, None)
+            self.outstanding[frag] = now + self.rtt.backed_off(self.timeouts.get(frag, 0))
             self.stats.resent_on_control += 1
 
     def start(self, now: float) -> None:
@@ -664,12 +731,17 @@ def _worker_shards(args: argparse.Namespace, sock: socket.socket, me: Endpoint,
 
 
 def _worker_report(shards: list[Worker]) -> dict[str, object]:
-    """The shards' stats summed (seconds: the last shard's); per shard its task and range."""
+    """The shards' stats summed (seconds: the last shard's); per shard its task and range;
+    the round trip estimate the retransmission timeout came to (the longest shard's)."""
     report: dict[str, object] = {}
     for w in shards:
         for key, value in w.stats.__dict__.items():
             report[key] = max(report.get(key, 0), value) if key == "seconds" \
                 else report.get(key, 0) + value
+    slowest = max(shards, key=lambda w: w.rto)
+    report.update(rtt_samples=sum(w.rtt.samples for w in shards),
+                  srtt_ms=round(1000 * (slowest.rtt.srtt or 0.0), 1),
+                  rto_ms=round(1000 * slowest.rto, 1))
     if len(shards) > 1:
         report["shards"] = [{"task": w.task.task, "first_fragment": w.offset,
                              "fragments": len(w.rows), "seconds": round(w.stats.seconds, 3)}

@@ -96,8 +96,9 @@ def _iterations(emu: Emulation, args: argparse.Namespace, label: str) -> list[It
     for k in range(1, args.iterations + 1):
         (it,) = emu.iterate(args.gradient_mb, k, args.timeout)
         results.append(it)
+        rto = statistics.median(r.get("rto_ms", 0) for r in it.worker_reports.values())
         console.print(f"  {label}: iteration {k}: {it.seconds:.2f} s, exact {it.exact}, "
-                      f"{it.retransmissions} resent", highlight=False)
+                      f"{it.retransmissions} resent, RTO {rto:g} ms", highlight=False)
     return results
 
 
@@ -107,6 +108,13 @@ def _summary(results: list[IterationResult]) -> dict:
         "exact": bool(results) and all(it.exact for it in results),
         "mean_seconds": statistics.mean(it.seconds for it in results) if results else None,
         "retransmissions": sum(it.retransmissions for it in results),
+        "resent_on_timeout": sum(r["resent_on_timeout"] for it in results
+                                 for r in it.worker_reports.values()),
+        "resent_on_control": sum(r["resent_on_control"] for it in results
+                                 for r in it.worker_reports.values()),
+        # the workers' retransmission timeout at the end of each iteration (median, ms)
+        "rto_ms": [statistics.median(r.get("rto_ms", 0) for r in it.worker_reports.values())
+                   for it in results],
         "fragments": sum(it.ps_report.get("fragments", 0) for it in results),
         "fragments_finished": sum(it.ps_report.get("finished", 0) for it in results),
         "miscounted": sum(it.ps_report.get("miscounted", 0) for it in results),
@@ -150,6 +158,7 @@ def _impaired_runs(path: str, args: argparse.Namespace) -> dict:
     _table(f"{Path(path).stem}: {args.iterations} × {args.gradient_mb:g} MB",
            [{"impairment": k, **{f: v[f] for f in ("exact", "fragments", "fragments_finished",
                                                     "miscounted", "retransmissions",
+                                                    "resent_on_timeout",
                                                     "duplicates_ignored_at_ps",
                                                     "switch_duplicates", "plan_versions")},
              "mean_s": round(v["mean_seconds"] or 0, 2), "slowdown": round(v["slowdown"] or 0, 2),

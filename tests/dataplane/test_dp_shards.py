@@ -176,7 +176,7 @@ def test_a_shards_partial_sum_blocking_another_shard_is_freed_a_timeout_later():
     owner.unblock(frag_id(0, 7), other_shard=True)  # first named: it may just be slow
     owner.unblock(frag_id(0, 7), other_shard=True)  # within the timeout: nothing either
     assert _sent(observer) == []
-    time.sleep(0.1)
+    time.sleep(owner.rto)  # the worker's retransmission timeout (the initial 0.1 s, clamped)
     owner.unblock(frag_id(0, 7), other_shard=True)
     assert [(h.flags, h.task, h.flow_id, h.frag_id) for h in _sent(observer)] == \
         [(ACK, 1, 11, 7)]

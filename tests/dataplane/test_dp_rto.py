@@ -1,0 +1,121 @@
+"""The workers' adaptive retransmission timeout against RFC 6298 values computed by hand,
+and how a worker uses it: Karn's rule, per-fragment exponential backoff, PROBE from the
+second timeout on."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from dataplane.frame import (
+    ACK,
+    DATA,
+    PROBE,
+    RESULT,
+    STALE_AFTER_SECONDS,
+    Endpoint,
+    InaHeader,
+    K,
+    build_frame,
+)
+from dataplane.hosts import Task, Worker, frag_id
+from dataplane.rto import BACKOFF_CEILING, MAX_RTO, MIN_RTO, RtoEstimator
+
+ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
+
+
+def test_srtt_rttvar_and_rto_follow_rfc_6298_section_2():
+    est = RtoEstimator(initial=1.0)
+    assert est.rto == 1.0  # (2.1) before any sample
+    est.sample(1.0)  # (2.2) SRTT = R, RTTVAR = R/2, RTO = 1 + 4 * 0.5
+    assert (est.srtt, est.rttvar, est.rto) == pytest.approx((1.0, 0.5, 3.0))
+    est.sample(2.0)  # (2.3) RTTVAR = 3/4 * 0.5 + 1/4 * |1 - 2|, SRTT = 7/8 * 1 + 1/8 * 2
+    assert (est.srtt, est.rttvar, est.rto) == pytest.approx((1.125, 0.625, 3.625))
+    est.sample(0.5)  # RTTVAR uses the old SRTT: 3/4 * 0.625 + 1/4 * |1.125 - 0.5|
+    assert (est.srtt, est.rttvar, est.rto) == pytest.approx((1.046875, 0.625, 3.546875))
+    assert est.samples == 3
+
+
+def test_rto_is_clamped_and_backs_off_by_doubling():
+    fast = RtoEstimator()
+    for _ in range(50):
+        fast.sample(0.002)
+    assert fast.rto == MIN_RTO
+    slow = RtoEstimator()
+    slow.sample(30.0)
+    assert slow.rto == MAX_RTO
+    assert RtoEstimator(initial=0.05).rto == MIN_RTO
+    est = RtoEstimator()
+    est.sample(0.1)  # RTO = 0.1 + 4 * 0.05 = 0.3, doubled up to the ceiling (1 s)
+    assert BACKOFF_CEILING == STALE_AFTER_SECONDS / 2 == 1.0
+    assert [est.backed_off(n) for n in range(5)] == pytest.approx([0.3, 0.6, 1.0, 1.0, 1.0])
+    est.sample(2.0)  # SRTT 0.3375, RTTVAR 0.5125: RTO 2.3875 > the ceiling, not backed off
+    assert [est.backed_off(n) for n in range(3)] == pytest.approx([2.3875] * 3)
+
+
+def _sent(observer: socket.socket) -> list[tuple[int, int]]:
+    out = []
+    while True:
+        try:
+            header = InaHeader.unpack(observer.recv(4096))
+        except BlockingIOError:
+            return out
+        out.append((header.flags, header.frag_id))
+
+
+def _result(worker: Worker, frag: int, now: float) -> None:
+    header = InaHeader(1, 0, RESULT, 99, 0, frag_id(0, frag), 2)
+    worker.receive(RESULT, 99, frag_id(0, frag), build_frame(ME, ME, header, bytes(4 * K)), now)
+
+
+def test_a_worker_resends_within_its_window_backs_off_and_samples_fragments_sent_once():
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((4, K), ">i4"), window=2.0,
+                    timeout=0.25)
+    worker.pump(100.0)
+    assert _sent(observer) == [(DATA, 0), (DATA, 1)]
+    assert worker.outstanding == pytest.approx({0: 100.25, 1: 100.25})  # the initial RTO
+    worker.on_timeouts(100.25)  # one loss event: the window halves once, to 1
+    assert worker.window == 1.0 and set(worker.lost) == {0, 1} and worker.outstanding == {}
+    worker.pump(100.25)  # the window admits one resend, the lowest fragment
+    assert _sent(observer) == [(DATA, 0)]
+    assert worker.outstanding == pytest.approx({0: 100.75})  # backed off: twice the RTO
+    worker.on_timeouts(100.74)
+    assert _sent(observer) == []
+    worker.on_timeouts(100.75)  # fragment 0's second timeout: resent at four times the RTO,
+    worker.pump(100.75)  # with a PROBE after it
+    assert _sent(observer) == [(DATA, 0), (PROBE, 0)]
+    assert worker.outstanding == pytest.approx({0: 101.75})
+    _result(worker, 0, 101.0)  # answers a resent fragment: no sample (Karn), an ACK
+    assert worker.rtt.samples == 0 and _sent(observer) == [(ACK, 0)]
+    worker.pump(101.0)  # window 2: fragment 1 resent at twice the RTO, then fragment 2
+    assert _sent(observer) == [(DATA, 1), (DATA, 2)]
+    assert worker.outstanding == pytest.approx({1: 101.5, 2: 101.25})
+    _result(worker, 2, 101.1)  # sent once: R = 0.1, RTO = 0.1 + 4 * 0.05
+    assert worker.rtt.samples == 1 and worker.rto == pytest.approx(0.3)
+    assert _sent(observer) == []  # no ACK for a fragment sent once
+    _result(worker, 1, 101.2)  # resent: an ACK frees what its first copy may have left
+    worker.pump(101.2)
+    assert _sent(observer) == [(ACK, 1), (DATA, 3)]
+    assert worker.outstanding == pytest.approx({3: 101.5})  # the measured RTO
+    _result(worker, 3, 101.3)
+    assert worker.finished
+
+
+def test_a_late_result_of_a_fragment_sent_once_is_a_sample_and_cancels_its_resend():
+    """A fragment that timed out but was not resent yet is still unambiguous (Karn): its
+    late result raises the RTO, and nothing is resent for it."""
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=1.0,
+                    timeout=0.5)
+    worker.pump(10.0)
+    worker.on_timeouts(10.5)
+    _result(worker, 0, 10.8)
+    assert worker.rtt.srtt == pytest.approx(0.8) and worker.rto == pytest.approx(2.4)
+    worker.pump(10.8)
+    assert _sent(observer) == [(DATA, 0), (DATA, 1)]
+    assert worker.stats.resent_on_timeout == 0
