@@ -8,8 +8,10 @@
   retransmissions and slowdown.
 - `--item congestion`: every link at 30 % of the workers' pace with 2-packet queues: plan
   versions without a failure, then the time from a real cut to the new plan.
-- `--item longrun`: many iterations with a switch restart and a link cut (restored after one
-  iteration) every `--every`; RSS of every long-lived process at start and end.
+- `--item longrun`: many iterations with one switch restart (at `--every`/2, then every
+  `--every`) and one link cut (at each multiple of `--every`, mended after that iteration) in
+  every `--every` iterations; RSS of every process after each iteration (controller, switches,
+  this process) and each agent's peak (workers and PSs are new processes each iteration).
 
 Each writes `<item>.json` and `<item>.png` under `--out`. Timing lives here, never in tests.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -56,7 +59,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scale-mbps", type=float, default=None,
                    help="Mbps of emulated link per model Gbps (default: the runner's)")
     p.add_argument("--timeout", type=float, default=600.0, help="per iteration (s)")
-    p.add_argument("--every", type=int, default=50, help="longrun: restart and cut period")
+    p.add_argument("--every", type=int, default=50,
+                   help="longrun: one switch restart and one link cut in every EVERY iterations "
+                   "(restart at EVERY/2 + n·EVERY, cut at n·EVERY; at least 2)")
     p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
     p.add_argument("--restart", default="S1", help="longrun: switch restarted")
     p.add_argument("--out", default="docs/benchmarks/reliability")
@@ -64,6 +69,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.item == "longrun" and args.every < 2:
+        print(f"error: ina bench reliability: --every {args.every}: the long run puts one "
+              "switch restart and one link cut in every EVERY iterations, so EVERY must be "
+              "at least 2", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     topologies = args.topology or [str(EXAMPLES / "aro-fig1.yaml")]
@@ -228,15 +238,43 @@ def _long_run(path: str, args: argparse.Namespace) -> dict:
         record = long_run(emu, iterations=args.iterations, every=args.every,
                           gradient_mb=args.gradient_mb, timeout=args.timeout,
                           cut=tuple(args.cut.split(",")), restart=args.restart,
-                          progress=lambda k, it: console.print(
-                              f"  iteration {k}: {it.seconds:.2f} s, exact {it.exact}",
-                              highlight=False) if k == 1 or k % 10 == 0 else None)
+                          progress=_long_run_progress)
     record["topology"] = Path(path).stem
-    _table(f"long run: {args.iterations} iterations, exact {record['exact']}, "
-           f"{record['plan_versions']} plan versions",
-           [{"process": n, "RSS start (MB)": round((v["start"] or 0) / 1024, 1),
-             "RSS end (MB)": round(v["end"] / 1024, 1)} for n, v in record["rss_kb"].items()])
+    series = record["rss_kb_per_iteration"]
+    marks = sorted({0, len(record["iterations"]) // 4, len(record["iterations"]) // 2,
+                    3 * len(record["iterations"]) // 4, len(record["iterations"]) - 1})
+    _table(f"long run: {args.iterations} iterations, {record['exact_count']} exact, "
+           f"{len(record['events'])} faults, {record['plan_versions']} plan versions, "
+           f"{record['wall_seconds'] / 60:.1f} min; RSS (MB) at start, after iterations "
+           + ", ".join(str(m + 1) for m in marks),
+           [{"process": n, "start": f"{(v['start'] or 0) / 1024:.1f}",
+             **{f"it {m + 1}": f"{series[n][m] / 1024:.1f}" for m in marks}}
+            for n, v in record["rss_kb"].items()]
+           + [{"process": f"{n} (peak, new each iteration)",
+               "start": f"{v['first'] / 1024:.1f}",
+               **{f"it {m + 1}": "" for m in marks[:-1]},
+               f"it {marks[-1] + 1}": f"{v['last'] / 1024:.1f}"}
+              for n, v in record["agent_peak_rss_kb"].items()])
     return record
+
+
+def _long_run_progress(k: int, row: dict) -> None:
+    event = row.get("event")
+    console.print(f"  iteration {k}: "
+                  + (f"{row['seconds']:.2f} s" if row["seconds"] is not None else "FAILED")
+                  + f", exact {row['exact']}"
+                  + (f", {event['event']} ({_event_detail(event)})" if event else "")
+                  + (f", {row['error'][:300]}" if "error" in row else ""), highlight=False)
+
+
+def _event_detail(event: dict) -> str:
+    if "error" in event:
+        return event["error"]
+    if event["event"] == "restart":
+        return (f"boot {event.get('boot_seconds', 0):.2f} s, re-push "
+                f"{event.get('repush_seconds', 0):.2f} s")
+    return (f"new plan {event.get('cut_to_new_plan_seconds', float('nan')):.2f} s after the cut, "
+            f"plan version {event['plan_version_after']} at its end")
 
 
 def _table(title: str, rows: list[dict]) -> None:
@@ -298,24 +336,40 @@ def _plot(report: dict, path: Path) -> None:
         ax.set_title("every link at 30 % of the pace (ARO Fig. 1)")
         ax.legend()
     else:
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-        run = report["runs"][0]
-        axes[0].plot([i["k"] for i in run["iterations"]],
-                     [i["seconds"] for i in run["iterations"]], marker=".")
-        for event in run["events"]:
-            axes[0].axvline(event["iteration"], linestyle="--",
-                            color="tab:red" if event["event"] == "cut" else "tab:blue")
-        axes[0].set_xlabel("iteration")
-        axes[0].set_ylabel("seconds (red: cut, blue: restart)")
-        names = list(run["rss_kb"])
-        rows = range(len(names))
-        axes[1].barh(rows, [(run["rss_kb"][n]["start"] or 0) / 1024 for n in names],
-                     height=0.4, label="start")
-        axes[1].barh([i + 0.4 for i in rows],
-                     [run["rss_kb"][n]["end"] / 1024 for n in names], height=0.4, label="end")
-        axes[1].set_yticks([i + 0.2 for i in rows], names)
-        axes[1].set_xlabel("RSS (MB)")
-        axes[1].legend()
+        _plot_long_run(report["runs"][0], plt)
+        fig = plt.gcf()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_long_run(run: dict, plt) -> None:
+    """Iteration time, then RSS against iteration of every long-lived process and the peak of
+    every agent, with the faults marked (red: cut, blue: restart)."""
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5))
+    done = [i for i in run["iterations"] if i["seconds"] is not None]
+    axes[0].plot([i["k"] for i in done], [i["seconds"] for i in done], marker=".",
+                 linestyle="none")
+    wrong = [i["k"] for i in run["iterations"] if not i["exact"]]
+    if wrong:
+        axes[0].plot(wrong, [0] * len(wrong), "rx", label="not exact / failed")
+        axes[0].legend()
+    axes[0].set_ylabel("transfer seconds")
+    ks = range(len(run["iterations"]) + 1)  # 0: before the first iteration
+    for name, series in run["rss_kb_per_iteration"].items():
+        first = run["rss_kb"][name]["start"] or series[0]
+        axes[1].plot(ks, [kb / 1024 for kb in (first, *series)], label=name)
+    for name, series in run["agent_peak_rss_kb_per_iteration"].items():
+        axes[2].plot([k for k, _ in series], [kb / 1024 for _, kb in series], label=name)
+    axes[1].set_ylabel("RSS after the iteration (MB; 0: at start)")
+    axes[2].set_ylabel("agent peak RSS (MB, a new process each iteration)")
+    for ax in axes:
+        for event in run["events"]:
+            ax.axvline(event["iteration"], linestyle="--", linewidth=0.8,
+                       color="tab:red" if event["event"] == "cut" else "tab:blue")
+        ax.set_xlabel("iteration (red: link cut, blue: switch restart)")
+    for ax in axes[1:]:
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{run['topology']}: {run['exact_count']}/{len(run['iterations'])} exact, "
+                 f"{len(run['events'])} faults")
