@@ -30,7 +30,6 @@ from controller.solvers.atro.relaxed import follow, relax
 RELAXATION_SHARE, RELAXATION_MOST = 0.25, 10.0  # of a probe's time, seconds: the merged model
 GUIDED_SHARE = 0.5  # of what is left then, for the exact model on the merged model's network
 TOP_SHARE = 0.6  # of the time left, for the first exact probe (where the merged model is)
-CEILING_SHARE = 0.1  # of the time left, per probe of the merged model's own bisection
 
 
 @dataclass
@@ -148,7 +147,9 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
     left = deadline - time.perf_counter()
     if left <= 0.01:
         return "unknown", None
-    am = build(inst, rates, symmetry, classes=formulation != "workers")
+    # Alone, the per-worker model found networks faster than the counted one (measured in
+    # BENCHMARKS.md, ATRO multi), so `aggregated` falls back to it.
+    am = build(inst, rates, symmetry, classes=formulation == "classes")
     if hint is not None:
         am.hint(hint)
     status, am, solver = _solve(am, left, workers, seed)
@@ -174,7 +175,8 @@ def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction]
         left = deadline - time.perf_counter()
         rates = {**fixed, **{i: cands[mid] for i in tasks}}
         status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
-                                      CEILING_SHARE * left, workers, seed)
+                                      min(RELAXATION_SHARE * left, RELAXATION_MOST), workers,
+                                      seed)
         verdict = {cp_model.INFEASIBLE: "infeasible", cp_model.OPTIMAL: "feasible",
                    cp_model.FEASIBLE: "feasible"}.get(status, "unknown")
         log.append(f"merged r={float(cands[mid]):.6g} {verdict} "
