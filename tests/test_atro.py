@@ -432,3 +432,17 @@ def test_aggregated_and_paper_models_agree_on_several_jobs(doc):
     if agg.status == ref.status == "optimal":
         assert agg.objective == pytest.approx(ref.objective)
     _check_on_chosen(doc, agg)
+
+
+@pytest.mark.parametrize("scheme", ["grid", "eina", "eina-fast"])
+def test_schemes_with_per_direction_capacities_refuse_a_chosen_network(tmp_path, capsys, scheme):
+    # ATRO's network has shared links; GRID's and EINA's models would count each direction
+    # apart, so `ina solve` names the link and exits 2 instead of over-claiming.
+    doc = pool(switches=2, ina=InaOptions(["S0"], pipelines=1), max_ports=4, workers=2)
+    network = build_network(doc)
+    chosen = tmp_path / "chosen.yaml"
+    from controller.network import dump_topology
+    dump_topology(chosen_topology(network, _atro(doc)), chosen)
+    assert main(["solve", str(chosen), "--scheme", scheme]) == 2
+    out = capsys.readouterr().out
+    assert "shared_capacity" in out and f"scheme {scheme}" in out

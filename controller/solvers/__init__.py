@@ -84,8 +84,28 @@ def get_solver(name: str) -> Solver:
     return getattr(importlib.import_module(module), func)
 
 
+# Schemes whose models give each direction of a link its own capacity: on a link with
+# `shared_capacity` they could claim rates the link cannot carry, so they refuse it.
+PER_DIRECTION_ONLY = ("grid", "grid-opt", "eina", "eina-iqcp", "eina-plus", "eina-fast")
+
+
+def _refuse_shared_capacity(network: Network, scheme: str) -> None:
+    shared = sorted({tuple(sorted(e)) for e in network.graph.edges
+                     if network.graph.edges[e].get("shared")})
+    if scheme in PER_DIRECTION_ONLY and shared:
+        (u, v), more = shared[0], len(shared) - 1
+        raise SchemeInputError(
+            f"{network.source}: scheme {scheme} gives each direction of a link its own "
+            f"capacity, but the link {u}-{v}{f' and {more} more' if more else ''} has "
+            f"`shared_capacity: true` (one capacity for both directions, e.g. a network "
+            f"`ina solve --scheme atro --topology-out` wrote); use a scheme that shares it "
+            f"(shortest, aro, atro) or give the link per-direction capacities "
+            f"(`capacity_gbps`, `reverse_capacity_gbps`)")
+
+
 def solve(network: Network, scheme: str, options: SolveOptions | None = None) -> Plan:
     options = options or SolveOptions()
+    _refuse_shared_capacity(network, scheme)
     params = {**network.schemes.get(scheme, {}), **options.params}
     return get_solver(scheme)(network, SolveOptions(
         options.time_limit, options.seed, options.warm_start, params))

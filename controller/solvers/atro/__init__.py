@@ -13,7 +13,8 @@ layers and aggregation, (14) summing every task's load; max-min of the tasks' ra
 Modules, one job each: `instance` reads the pool into the paper's symbols, `model` builds
 (2)-(21) at a fixed rate (a pure feasibility model, with the readings of what the printed model
 leaves unsaid), `search` bisects over the rates where feasibility can change, `routes` turns a
-solution into connections, worker paths and aggregation points, `solver` is the scheme.
+solution into connections, worker paths and aggregation points, `relaxed` the aggregated
+relaxation and the decomposition, `solver` is the scheme.
 
 Parameters (`schemes.atro` in the topology, or `--param KEY=VALUE`):
   layers      L of (18)-(20), 1..|N_s|, default min(5, |N_s|) (the paper's setting)
@@ -21,6 +22,12 @@ Parameters (`schemes.atro` in the topology, or `--param KEY=VALUE`):
               `controller.plan.MAX_FAN_IN`); 0 = unlimited, the paper's model
   symmetry    none (default) | switches | all: symmetry-breaking constraints (below)
   num_workers CP-SAT threads, default 2
+  formulation aggregated (default) | classes | workers: how each probe is solved (`search`).
+              aggregated: the relaxation with every common switch merged (`relaxed`) first
+              bounds the rate (bisection on it alone) and refutes probes, then the exact model
+              routes the merged model's network (the decomposition); classes: the exact model
+              alone, interchangeable workers counted per switch; workers: the paper's model,
+              one x per worker. The same optima; measured in BENCHMARKS.md (ATRO multi, large).
 
 Formulation choices, measured on this 2-core machine under shared load (load average 5-6,
 other sessions solving), default pool (20 switches × 24 ports, 4 INA, 90 workers, 100 Gbps):

@@ -29,6 +29,7 @@ from controller.solvers.atro.relaxed import follow, relax
 
 RELAXATION_SHARE, RELAXATION_MOST = 0.25, 10.0  # of a probe's time, seconds: the merged model
 GUIDED_SHARE = 0.5  # of what is left then, for the exact model on the merged model's network
+TOP_SHARE = 0.6  # of the time left, for the first exact probe (where the merged model is)
 
 
 @dataclass
@@ -88,16 +89,22 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
     fixed = fixed or {}
     cands = [c for c in candidates(inst, tasks) if c > above and (top is None or c <= top)]
     lo, hi, best, log = -1, len(cands), hint, []
-    top_first = formulation == "aggregated" and relax(inst) is not None
-    if top_first:  # the aggregated model's bound first; the exact model starts there
-        hi = _ceiling(relax(inst), cands, fixed, tasks, deadline, workers, seed, log)
-    while hi - lo > 1:
-        mid = hi - 1 if top_first else _middle(cands, lo, hi)
-        top_first = False
+    first: list[int] = []  # probes before the bisection, each with a share of the time
+    if formulation == "aggregated" and relax(inst) is not None:
+        # The exact model starts at the highest rate the merged model carries (its network
+        # to route), which is the optimum when the merged model decided every rate above.
+        hi, merged_lo = _ceiling(relax(inst), cands, fixed, tasks, deadline, workers, seed,
+                                 log)
+        first = [merged_lo if merged_lo >= 0 else hi - 1]
+    limit = hi  # probes go below it: hi, unless a first probe ran out of its share of time
+    while limit - lo > 1:
+        first = [k for k in first if lo < k < limit]
+        top_first = bool(first)
+        mid = first.pop(0) if top_first else _middle(cands, lo, limit)
         started = time.perf_counter()
+        until = started + TOP_SHARE * (deadline - started) if top_first else deadline
         rates = {**fixed, **{i: cands[mid] for i in tasks}}
-        verdict, sol = probe(inst, rates, deadline, workers, seed, symmetry, best,
-                             formulation)
+        verdict, sol = probe(inst, rates, until, workers, seed, symmetry, best, formulation)
         log.append(f"r={float(cands[mid]):.6g} {verdict} {time.perf_counter() - started:.3f}s")
         if verdict.startswith("feasible"):
             best = sol
@@ -106,7 +113,9 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
                 reach = carried(inst, sol, tasks)
                 lo = max(mid, bisect.bisect_right(cands, reach) - 1)
         elif verdict.startswith("infeasible"):
-            hi = mid
+            hi = limit = mid
+        elif top_first:  # undecided: search below it, the bound stays
+            limit = mid
         else:
             break
     rate = cands[lo] if lo >= 0 else above
@@ -138,7 +147,9 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
     left = deadline - time.perf_counter()
     if left <= 0.01:
         return "unknown", None
-    am = build(inst, rates, symmetry, classes=formulation != "workers")
+    # Alone, the per-worker model found networks faster than the counted one (measured in
+    # BENCHMARKS.md, ATRO multi), so `aggregated` falls back to it.
+    am = build(inst, rates, symmetry, classes=formulation == "classes")
     if hint is not None:
         am.hint(hint)
     status, am, solver = _solve(am, left, workers, seed)
@@ -152,9 +163,11 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
 
 
 def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction],
-             tasks: list[int], deadline: float, workers: int, seed: int, log: list[str]) -> int:
+             tasks: list[int], deadline: float, workers: int, seed: int,
+             log: list[str]) -> tuple[int, int]:
     """Bisection on the merged relaxation alone: the index of its lowest refuted candidate
-    (len(cands) when none is), a bound for the real problem as every refutation is one."""
+    (len(cands) when none is), a bound for the real problem as every refutation is one, and
+    of its highest feasible one (-1: none)."""
     lo, hi = -1, len(cands)
     while hi - lo > 1:
         mid = _middle(cands, lo, hi)
@@ -162,7 +175,8 @@ def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction]
         left = deadline - time.perf_counter()
         rates = {**fixed, **{i: cands[mid] for i in tasks}}
         status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
-                                      min(RELAXATION_SHARE * left, RELAXATION_MOST), workers, seed)
+                                      min(RELAXATION_SHARE * left, RELAXATION_MOST), workers,
+                                      seed)
         verdict = {cp_model.INFEASIBLE: "infeasible", cp_model.OPTIMAL: "feasible",
                    cp_model.FEASIBLE: "feasible"}.get(status, "unknown")
         log.append(f"merged r={float(cands[mid]):.6g} {verdict} "
@@ -173,7 +187,7 @@ def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction]
             hi = mid
         else:
             break
-    return hi
+    return hi, lo
 
 
 def _solve(am: AtroModel, seconds: float, workers: int,

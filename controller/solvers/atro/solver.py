@@ -67,6 +67,11 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
     else:
         maxmin_end = deadline
     out = search.maximise(inst, every, maxmin_end, **settings, top=min(solo.values(), default=None))
+    if out.solution is None and not out.finished and maxmin_end < deadline:
+        # No network yet: the rest of the time too, below the bound proven so far.
+        more = search.maximise(inst, every, deadline, **settings, top=out.bound)
+        out = search.Outcome(more.solution, more.rate, min(out.bound, more.bound), more.finished,
+                             out.log + more.log)
     details["probes"] = out.log
     if out.solution is None:
         if out.finished:
