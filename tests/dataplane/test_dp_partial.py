@@ -118,18 +118,26 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
                 client.write(*(e.encode(schema) for e in programs[name].entities()))
             sniffer = net.host_socket(HOSTS.index("PS") + 1)
             run = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]
+            # released together (--wait-go) and with a long timeout: a worker that started
+            # early would resend what waits for a late peer, and two resends complete again
             common = ["--workers", "3", "--size-mb", str(SIZE_MB), "--job", "1", "--task", "0",
-                      "--state", str(state), "--seed", str(SEED)]
+                      "--state", str(state), "--seed", str(SEED), "--wait-go"]
             ps_ip = ids.host_ip["PS"]
             ps = subprocess.Popen(
                 [*run, "ps", "--iface", net.host_if[4], "--ip", ps_ip, "--verify",
                  "--result-flow-id", str(assignments[0].result_flow_id), *common],
-                cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             workers = [subprocess.Popen(
                 [*run, "worker", "--iface", net.host_if[i + 1], "--ip", ids.host_ip[w],
-                 "--ps-ip", ps_ip, "--index", str(i), "--name", w, "--verify", *common],
-                cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                 "--ps-ip", ps_ip, "--index", str(i), "--name", w, "--verify", "--timeout",
+                 "5", *common],
+                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 for i, w in enumerate(HOSTS[:3])]
+            for agent in (ps, *workers):
+                assert json.loads(agent.stdout.readline()) == {"ready": True}
+            for agent in (ps, *workers):
+                agent.stdin.write("go\n")
+                agent.stdin.flush()
             reports = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1])
                        for p in workers]
             ps_report = json.loads(ps.communicate(timeout=60)[0].splitlines()[-1])
@@ -145,7 +153,8 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
     assert all(r["exact"] for r in reports), reports
     assert ps_report["exact"] and ps_report["miscounted"] == 0, ps_report
     # S1 merges fragments [0, 512) of W1 + W2; S2 merges [0, 768) of what enters it
-    assert completed == {"S1": 512, "S2": 768}
+    resent = [r["resent_on_timeout"] for r in reports]
+    assert completed == {"S1": 512, "S2": 768}, f"resent on timeout: {resent}"
     # the PS gets one sum of all three for [0, 768), three raw flows for [768, 1024)
     per_fragment: dict[int, set[tuple[int, int]]] = defaultdict(set)
     for h in seen:
