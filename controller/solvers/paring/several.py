@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from controller.evaluate import evaluate
+from controller.evaluate import evaluate, resources, task_flows
 from controller.network import Network, Task
 from controller.plan import Plan
 from controller.solvers import SchemeInputError
@@ -93,27 +93,31 @@ def _star(g: Logical, ps: str, n: int) -> Outcome:
 
 def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: str,
             seed: int | None) -> Plan:
-    """One task per PS, model_share r_p / Σ r. A subtask's claimed rate is its line-23 rate
-    unless the evaluator's links carry less (PARING ignores links): then every rate is the
-    lower of the two, the evaluator's max-min fair rates being feasible for these paths."""
+    """One task per PS, model_share r_p / Σ r. PARING ignores links; the evaluator does not,
+    so each shard in turn claims its line-23 rate or, if less, what the evaluator's resources
+    (links, B_v, the PS, R) leave after the shards before it: the same greedy, on what the
+    plan is scored by."""
     tps = [task_plan(network, s.task, s.outcome.tree, 0.0) for s in subtasks]
-    plan = Plan(scheme, status, 0.0, None, 0.0, seed, tps, topology=network.name)
-    fair = [t.rate_gbps for t in evaluate(network, plan).tasks]
-    wanted = [f if s.outcome.rate == INF else float(s.outcome.rate)
-              for s, f in zip(subtasks, fair, strict=True)]
-    _claim(plan, wanted)
-    if not evaluate(network, plan).consistent:
-        _claim(plan, [min(w, f) for w, f in zip(wanted, fair, strict=True)])
-    plan.objective = sum(tp.rate_gbps for tp in plan.tasks)  # Σ_p r_p: the job's b / time
+    for tp in tps:
+        tp.model_share = 1 / len(tps)  # sharded: R is the job's (controller/evaluate.py)
+    flows = {f"{tp.job}/{tp.task}": task_flows(network, tp) for tp in tps}
+    demand, left = resources(network, {f"{tp.job}/{tp.task}": tp for tp in tps}, flows)
+    rates = []
+    for tp, sub in zip(tps, subtasks, strict=True):
+        uses = demand[f"{tp.job}/{tp.task}"]
+        room = min((max(left[e], 0.0) / k for e, k in uses.items() if k > 0), default=INF)
+        rate = min(room, float(sub.outcome.rate))
+        rate = 0.0 if rate == INF else rate  # nothing limits it: no rate to claim
+        for e, k in uses.items():
+            left[e] -= k * rate
+        rates.append(rate)
+    total = sum(rates)
+    for tp, r in zip(tps, rates, strict=True):
+        tp.rate_gbps = r
+        tp.model_share = r / total if total > 0 else 1 / len(tps)
+    plan = Plan(scheme, status, total, None, 0.0, seed, tps, topology=network.name)
     plan.link_loads = evaluate(network, plan).link_loads
     return plan
-
-
-def _claim(plan: Plan, rates: list[float]) -> None:
-    total = sum(rates)
-    for tp, r in zip(plan.tasks, rates, strict=True):
-        tp.rate_gbps = r
-        tp.model_share = r / total if total > 0 else 1 / len(rates)
 
 
 def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
