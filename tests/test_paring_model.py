@@ -20,21 +20,23 @@ from controller.solvers.paring import exact
 from controller.solvers.paring.logical import convert
 
 
-def reference(doc: dict, n: int) -> tuple[Fraction, int]:
+def reference(doc: dict, n: int, servers: bool = True) -> tuple[Fraction, int]:
     """Best (rate, cost), rate first: a tree's rate is min(R, B_ps / c, B_s / c for a switch
-    with c children, B_w / (c + 1) for a worker with c ≥ 1 children)."""
+    with c children, B_w / (c + 1) for a worker with c ≥ 1 children); `servers` false: only
+    the PS and switches are parents. A switch without a capacity (P4) never limits."""
     graph = nx.Graph((link["a"], link["b"]) for link in doc["links"])
     dist = dict(nx.all_pairs_shortest_path_length(graph))
     hosts = [h["name"] for h in doc["hosts"]]
-    cap = {s["name"]: Fraction(s["aggregation_capacity_gbps"]) for s in doc["switches"]
-           if s.get("ina")}
+    cap = {s["name"]: Fraction(s["aggregation_capacity_gbps"]) if s.get(
+        "aggregation_capacity_gbps") else None for s in doc["switches"] if s.get("ina")}
     task = doc["jobs"][0]["tasks"][0]
-    b_host, r_cap = Fraction(task["ps_aggregation_capacity_gbps"]), Fraction(task["rate_cap_gbps"])
+    b_host = Fraction(task["ps_aggregation_capacity_gbps"])
+    r_cap = Fraction(task.get("rate_cap_gbps", 10 ** 6))
     ina = sorted(cap)
     best = (Fraction(-1), 0)
     for ps in hosts:
         for workers in itertools.combinations([h for h in hosts if h != ps], n):
-            ups = [ps, *ina, *workers]
+            ups = [ps, *ina, *(workers if servers else ())]
             for choice in itertools.product([None, *ups], repeat=len(ina) + n):
                 parent = {v: p for v, p in zip([*ina, *workers], choice) if p is not None}
                 if any(parent.get(w) is None for w in workers) or \
@@ -48,12 +50,37 @@ def reference(doc: dict, n: int) -> tuple[Fraction, int]:
                     kids[parent[child]] = kids.get(parent[child], 0) + 1
                 limits = [r_cap]
                 for v, k in kids.items():
-                    limits.append(b_host / k if v == ps else cap[v] / k if v in cap
-                                  else b_host / (k + 1))
+                    if v not in cap:
+                        limits.append(b_host / k if v == ps else b_host / (k + 1))
+                    elif cap[v] is not None:
+                        limits.append(cap[v] / k)
                 rate, cost = min(limits), sum(dist[c][parent[c]] for c in used)
                 if (rate, -cost) > (best[0], -best[1]):
                     best = (rate, cost)
     return best
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_p4_switches_of_unlimited_degree_match_the_brute_force(seed):
+    """Sec. IV-C.5: an INA switch without `aggregation_capacity_gbps` is a P4 switch, B_v = ∞
+    (any number of children); with and without R, `paring-opt` finds the brute force's
+    optimum and `paring` its rate."""
+    from controller.solvers import SolveOptions, solve
+
+    doc, n = tiny_doc(random.Random(seed))
+    for s in doc["switches"]:
+        s.pop("aggregation_capacity_gbps", None)
+    for with_r in (True, False):
+        if not with_r:
+            doc["jobs"][0]["tasks"][0].pop("rate_cap_gbps")
+        rate, cost = reference(doc, n, servers=False)
+        network = build_network(doc)
+        opt = solve(network, "paring-opt", SolveOptions(seed=0, time_limit=20,
+                                                         params={"num_workers": 1}))
+        assert opt.status == "optimal" and Fraction(opt.objective).limit_denominator() == rate
+        assert opt.details["traffic_volume_gradients"] == cost
+        heur = solve(network, "paring", SolveOptions(seed=0))
+        assert Fraction(heur.objective).limit_denominator() == rate
 
 
 def _used(parent: dict, workers, ps: str) -> set[str] | None:

@@ -56,8 +56,9 @@ PAPER = {
 
 
 def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
-                 capacity: float = 10.0) -> dict:
-    """The Sec. V fat-tree with DeepSys's placement listed and `placement: free`."""
+                 capacity: float = 10.0, p4: bool = False) -> dict:
+    """The Sec. V fat-tree with DeepSys's placement listed and `placement: free`; `p4`: the
+    programmable switches are P4 switches, B_v = ∞ (Sec. IV-C.5: no aggregation capacity)."""
     half = k // 2
     cores = [f"C{i}" for i in range(half * half)]
     aggs = [f"A{p}_{j}" for p in range(k) for j in range(half)]
@@ -68,7 +69,7 @@ def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
                        *((e, "edge") for e in edges)]:
         spec: dict[str, Any] = {"name": name, "tier": tier}
         if name in ina:
-            spec.update(ina=True, aggregation_capacity_gbps=capacity)
+            spec.update(ina=True, **({} if p4 else {"aggregation_capacity_gbps": capacity}))
         specs.append(spec)
     hosts = [f"H{p}_{j}_{i}" for p in range(k) for j in range(half) for i in range(half)]
     links = [{"a": h, "b": f"E{h[1:].rsplit('_', 1)[0]}", "capacity_gbps": capacity}
@@ -99,8 +100,8 @@ def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
 def add_parser(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser("paring", help="PARING Figs. 2-19 (fat-tree k=6) and the "
                          "approximation ratio against paring-opt")
-    p.add_argument("--sweep", choices=sorted(SWEEPS), action="append",
-                   help="sweeps to run (default: all three)")
+    p.add_argument("--sweep", choices=[*sorted(SWEEPS), "none"], action="append",
+                   help="sweeps to run (default: all three; none: only the other parts)")
     p.add_argument("--values", help="comma-separated values of a single --sweep")
     p.add_argument("--schemes", default=SCHEMES)
     p.add_argument("--time-limit", type=float, default=30.0, help="paring-opt, per solve (s)")
@@ -110,6 +111,8 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
                    help="PS counts for the several-PS points (Sec. IV-C.3; '' skips)")
     p.add_argument("--paper-model", action=argparse.BooleanOptionalAction, default=True,
                    help="problem (1) as printed (workers aggregate too) at the stated points")
+    p.add_argument("--p4", action="store_true",
+                   help="P4 switches: unlimited aggregation degree, B_v = ∞ (Sec. IV-C.5)")
     p.add_argument("--out", default="docs/benchmarks/paring", help="output directory")
     p.set_defaults(func=run)
 
@@ -118,9 +121,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
-    for sweep in args.sweep or sorted(SWEEPS):
+    for sweep in [s for s in args.sweep or sorted(SWEEPS) if s != "none"]:
         values = [float(v) for v in (args.values or SWEEPS[sweep]["values"]).split(",")]
-        rows = run_sweep(sweep, values, schemes, args.time_limit)
+        rows = run_sweep(sweep, values, schemes, args.time_limit, args.p4)
         (out / f"{sweep}.json").write_text(json.dumps(rows, indent=2) + "\n")
         print_sweep(sweep, rows, schemes)
         plot_sweep(sweep, rows, schemes, out / f"{sweep}.png")
@@ -141,14 +144,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_sweep(sweep: str, values: list[float], schemes: list[str],
-              time_limit: float) -> list[dict]:
+              time_limit: float, p4: bool = False) -> list[dict]:
     rows = []
     with Progress(console=console, transient=True) as bar:
         job = bar.add_task(f"sweep {sweep}", total=len(values) * len(schemes))
         for value in values:
             setting = {**SWEEPS[sweep]["fixed"], sweep: value}
             network = build_network(fat_tree_doc(int(setting["workers"]),
-                                                 int(setting["switches"]), setting["rate"]))
+                                                 int(setting["switches"]), setting["rate"],
+                                                 p4=p4))
             for scheme in schemes:
                 started = time.perf_counter()
                 plan = solve(network, scheme.removesuffix("-fine"), SolveOptions(
@@ -157,7 +161,7 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                 result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
                 te = result.tasks[0]
                 rows.append({
-                    "sweep": sweep, "value": value, **setting, "scheme": scheme,
+                    "sweep": sweep, "value": value, **setting, "p4": p4, "scheme": scheme,
                     "rate_gbps": te.rate_gbps, "volume_gb": te.volume_mb / 1000,
                     "communication_seconds": te.communication_seconds,
                     "status": plan.status, "bound": plan.bound,

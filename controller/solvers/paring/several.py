@@ -57,11 +57,13 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False) -
     left = g.rate_cap  # R, shared by a worker's shards
     out: list[Subtask] = []
     workers: list[str] | None = None
+    load: dict = {}
     for task, ps in zip(tasks, pss, strict=True):
         hosts = [h for h in g.hosts if h not in pss or h == ps] if workers is None else \
             [h for h in g.hosts if h == ps or h in workers]
         g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
-        outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed)
+        outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed, load)
+        load = outcome.tree.load  # the links the shards so far use (equal-cost legs avoid them)
         out.append(Subtask(task, outcome))
         workers = workers or list(outcome.tree.workers)
         r = outcome.rate
@@ -85,7 +87,7 @@ def _as_ps_of(g: Logical, network: Network, task: Task, hosts: list[str],
 def _star(g: Logical, ps: str, n: int) -> Outcome:
     """A subtask left with no rate: each worker straight to its PS (no B_v spent)."""
     d = {v: 1 for v in g.nodes} | {ps: max(n, 2)}
-    tree = steiner_tree(g, ps, d, n, 1.0, guard=False)
+    tree = steiner_tree(g, ps, d, n, 1.0, guard=False)  # links left alone: it sends nothing
     if tree is None:
         raise SchemeInputError(f"{g.network.source}: no path from the workers to {ps}")
     return Outcome(g, tree, Fraction(0), Fraction(0), 1.0)
