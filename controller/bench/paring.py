@@ -14,6 +14,11 @@ switch merges all the flows it takes, or none) but `paring-fine`, PARING's tree 
 mode (Figs. 2-10: a switch at capacity merges a share of the fragments and forwards the rest,
 `controller.solvers.partial`; evaluated, not deployable). The baselines' fine mode is not run.
 One deterministic instance per point (the paper states no seed count).
+
+Beside the sweeps, at the two points where the paper states PARING's 5.0 Gbps: the model
+sharded over 1-3 PSs (`--pss`, Sec. IV-C.3; pss.json / pss.png) and problem (1) as printed,
+where workers aggregate too (`--paper-model`; paper_model.json). `--p4` makes the programmable
+switches P4 switches (B_v = ∞, Sec. IV-C.5); `--layout spread` picks them one per pod.
 """
 
 from __future__ import annotations
@@ -56,13 +61,19 @@ PAPER = {
 
 
 def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
-                 capacity: float = 10.0, p4: bool = False) -> dict:
+                 capacity: float = 10.0, p4: bool = False, layout: str = "pods") -> dict:
     """The Sec. V fat-tree with DeepSys's placement listed and `placement: free`; `p4`: the
-    programmable switches are P4 switches, B_v = ∞ (Sec. IV-C.5: no aggregation capacity)."""
+    programmable switches are P4 switches, B_v = ∞ (Sec. IV-C.5: no aggregation capacity).
+    `layout` reads "the first six ... edge switches, the remaining aggregation switches":
+    `pods`, in declaration order (pod 0's, then pod 1's: one above every DeepSys rack);
+    `spread`, the first edge (aggregation) switch of each pod in turn."""
     half = k // 2
     cores = [f"C{i}" for i in range(half * half)]
     aggs = [f"A{p}_{j}" for p in range(k) for j in range(half)]
     edges = [f"E{p}_{j}" for p in range(k) for j in range(half)]
+    if layout == "spread":
+        edges = [f"E{p}_{j}" for j in range(half) for p in range(k)]
+        aggs = [f"A{p}_{j}" for j in range(half) for p in range(k)]
     ina = set(edges[:min(switches, 6)]) | set(aggs[:max(switches - 6, 0)])
     specs = []
     for name, tier in [*((c, "core") for c in cores), *((a, "aggregation") for a in aggs),
@@ -111,6 +122,8 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
                    help="PS counts for the several-PS points (Sec. IV-C.3; '' skips)")
     p.add_argument("--paper-model", action=argparse.BooleanOptionalAction, default=True,
                    help="problem (1) as printed (workers aggregate too) at the stated points")
+    p.add_argument("--layout", choices=("pods", "spread"), default="pods",
+                   help="which switches are programmable (fat_tree_doc; default pods)")
     p.add_argument("--p4", action="store_true",
                    help="P4 switches: unlimited aggregation degree, B_v = ∞ (Sec. IV-C.5)")
     p.add_argument("--out", default="docs/benchmarks/paring", help="output directory")
@@ -123,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
     for sweep in [s for s in args.sweep or sorted(SWEEPS) if s != "none"]:
         values = [float(v) for v in (args.values or SWEEPS[sweep]["values"]).split(",")]
-        rows = run_sweep(sweep, values, schemes, args.time_limit, args.p4)
+        rows = run_sweep(sweep, values, schemes, args.time_limit, args.p4, args.layout)
         (out / f"{sweep}.json").write_text(json.dumps(rows, indent=2) + "\n")
         print_sweep(sweep, rows, schemes)
         plot_sweep(sweep, rows, schemes, out / f"{sweep}.png")
@@ -144,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_sweep(sweep: str, values: list[float], schemes: list[str],
-              time_limit: float, p4: bool = False) -> list[dict]:
+              time_limit: float, p4: bool = False, layout: str = "pods") -> list[dict]:
     rows = []
     with Progress(console=console, transient=True) as bar:
         job = bar.add_task(f"sweep {sweep}", total=len(values) * len(schemes))
@@ -152,7 +165,7 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
             setting = {**SWEEPS[sweep]["fixed"], sweep: value}
             network = build_network(fat_tree_doc(int(setting["workers"]),
                                                  int(setting["switches"]), setting["rate"],
-                                                 p4=p4))
+                                                 p4=p4, layout=layout))
             for scheme in schemes:
                 started = time.perf_counter()
                 plan = solve(network, scheme.removesuffix("-fine"), SolveOptions(
@@ -161,8 +174,10 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                 result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
                 te = result.tasks[0]
                 rows.append({
-                    "sweep": sweep, "value": value, **setting, "p4": p4, "scheme": scheme,
+                    "sweep": sweep, "value": value, **setting, "p4": p4, "layout": layout,
+                    "scheme": scheme,
                     "rate_gbps": te.rate_gbps, "volume_gb": te.volume_mb / 1000,
+                    "volume_gib": te.volume_mb / 1024,  # the paper's GB (BENCHMARKS.md)
                     "communication_seconds": te.communication_seconds,
                     "status": plan.status, "bound": plan.bound,
                     "consistent": result.consistent, "solve_seconds": seconds,
