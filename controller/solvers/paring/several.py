@@ -30,6 +30,8 @@ from controller.plan import Plan
 from controller.solvers import SchemeInputError
 from controller.solvers.paring import degrees
 from controller.solvers.paring.alg2 import Outcome, grow
+from controller.solvers.paring.degrees import Rate
+from controller.solvers.paring.exact import solve as solve_exactly
 from controller.solvers.paring.logical import INF, Logical, convert, exact
 from controller.solvers.paring.routes import aggregating_children, task_plan
 from controller.solvers.paring.steiner import steiner_tree
@@ -147,3 +149,21 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
                     f"Gbps (shares {', '.join(f'{tp.model_share:.3g}' for tp in plan.tasks)}), "
                     f"traffic volume {volume:.4g} GB, communication time {seconds:.4g} s"),
     })
+
+
+def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: int,
+                seed: int) -> Rate:
+    """A proven bound on Σ_p r_p: every shard's tree is a one-PS tree of problem (1) on the
+    full B_v, so r_p is at most that problem's optimal rate (exact.py: its first candidate not
+    refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it."""
+    total: Rate = Fraction(0)
+    g = convert(network, tasks[0])
+    n = len(tasks[0].workers)
+    known: dict = {}  # tasks whose PS capacity is the same share one solve
+    for task in tasks:
+        if task.ps_aggregation_capacity_gbps not in known:
+            g_p = _as_ps_of(g, network, task, g.hosts)
+            known[task.ps_aggregation_capacity_gbps] = solve_exactly(
+                g_p, n, deadline, threads, seed).rate
+        total += known[task.ps_aggregation_capacity_gbps]
+    return min(total, g.rate_cap)
