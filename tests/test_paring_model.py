@@ -127,11 +127,11 @@ def test_workers_in_chains_reach_r_on_the_papers_fat_tree():
 
 
 def test_bench_layouts_and_p4_switches():
-    """`--layout spread`: the first edge switch of each pod, then aggregation switches of pods
-    0, 1; `--p4`: the programmable switches carry no aggregation capacity (B_v = ∞)."""
+    """`--layout spread`: the first edge switch of each pod, then the second aggregation
+    switch of pods 0, 1; `--p4`: the programmable switches carry no capacity (B_v = ∞)."""
     from controller.bench.paring import fat_tree_doc
 
     network = build_network(fat_tree_doc(15, 8, 5.0, layout="spread", p4=True))
     ina = sorted(s for s in network.switches if network.is_ina(s))
-    assert ina == ["A0_0", "A1_0", "E0_0", "E1_0", "E2_0", "E3_0", "E4_0", "E5_0"]
+    assert ina == ["A0_1", "A1_1", "E0_0", "E1_0", "E2_0", "E3_0", "E4_0", "E5_0"]
     assert all(network.spec(s).aggregation_capacity_gbps is None for s in ina)

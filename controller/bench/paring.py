@@ -18,7 +18,8 @@ One deterministic instance per point (the paper states no seed count).
 Beside the sweeps, at the two points where the paper states PARING's 5.0 Gbps: the model
 sharded over 1-3 PSs (`--pss`, Sec. IV-C.3; pss.json / pss.png) and problem (1) as printed,
 where workers aggregate too (`--paper-model`; paper_model.json). `--p4` makes the programmable
-switches P4 switches (B_v = ∞, Sec. IV-C.5); `--layout spread` picks them one per pod.
+switches P4 switches (B_v = ∞, Sec. IV-C.5); `--layout spread` picks them one per pod
+(see fat_tree_doc).
 """
 
 from __future__ import annotations
@@ -66,15 +67,18 @@ def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
     programmable switches are P4 switches, B_v = ∞ (Sec. IV-C.5: no aggregation capacity).
     `layout` reads "the first six ... edge switches, the remaining aggregation switches":
     `pods`, in declaration order (pod 0's, then pod 1's: one above every DeepSys rack);
-    `spread`, the first edge (aggregation) switch of each pod in turn."""
+    `spread`, the first edge switch of each pod, then of each pod the second aggregation
+    switch (off DeepSys's routes, which take the first): the layout that reproduces the
+    paper's DeepSys+ATP, MARINA and DeepSys numbers (BENCHMARKS.md, PARING)."""
     half = k // 2
     cores = [f"C{i}" for i in range(half * half)]
     aggs = [f"A{p}_{j}" for p in range(k) for j in range(half)]
     edges = [f"E{p}_{j}" for p in range(k) for j in range(half)]
+    pick_edges, pick_aggs = edges, aggs  # the declaration order stays (DeepSys routes by it)
     if layout == "spread":
-        edges = [f"E{p}_{j}" for j in range(half) for p in range(k)]
-        aggs = [f"A{p}_{j}" for j in range(half) for p in range(k)]
-    ina = set(edges[:min(switches, 6)]) | set(aggs[:max(switches - 6, 0)])
+        pick_edges = [f"E{p}_{j}" for j in range(half) for p in range(k)]
+        pick_aggs = [f"A{p}_{j}" for j in (*range(1, half), 0) for p in range(k)]
+    ina = set(pick_edges[:min(switches, 6)]) | set(pick_aggs[:max(switches - 6, 0)])
     specs = []
     for name, tier in [*((c, "core") for c in cores), *((a, "aggregation") for a in aggs),
                        *((e, "edge") for e in edges)]:
