@@ -78,6 +78,13 @@ def test_r_caps_a_workers_whole_sending_rate():
     assert [tp.rate_gbps for tp in plan.tasks] == pytest.approx([2 / 3, 1 / 3])
     plan.tasks[1].rate_gbps = 0.5  # 2/3 + 1/2 > R
     assert any("rate cap j" in p for p in evaluate(network, plan).problems)
+    for task in doc["jobs"][0]["tasks"]:
+        task["rate_cap_gbps"] = 0.5  # the first shard takes all of R: the second sends nothing
+    network = build_network(doc)
+    plan = solve(network, "paring", SolveOptions(seed=0))
+    consistent(network, plan)
+    assert [(tp.rate_gbps, tp.model_share) for tp in plan.tasks] == [(0.5, 1.0), (0.0, 0.0)]
+    assert set(plan.tasks[1].paths) == set(plan.tasks[0].paths)
 
 
 def test_evaluator_checks_the_placement_of_several_pss():
