@@ -285,6 +285,7 @@ def plot_several_ps(rows: list[dict], path: Path) -> None:
     axes[0].set_ylabel("sum of the shards' rates (Gbps)")
     axes[1].set_ylabel("traffic volume (GB)")
     for ax in axes:
+        ax.set_xticks(sorted({r["pss"] for r in rows}))
         ax.set_xlabel("PSs")
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
