@@ -411,7 +411,7 @@ def _placement_problems(task: Task, tp: TaskPlan) -> list[str]:
 def _several_ps_problems(network: Network, tasks: list[TaskPlan]) -> list[str]:
     """A placed job of several tasks (PARING's several PSs, Sec. IV-C.3): distinct PSs, none
     also a worker; sharded (model_share), every PS gets the same workers (each holds a shard of
-    every worker's gradient), else the tasks sit on distinct servers."""
+    every worker's gradient)."""
     free = {t.job for t in network.tasks if t.placement == "free"}
     by_job: dict[str, list[TaskPlan]] = defaultdict(list)
     for tp in tasks:
@@ -428,12 +428,10 @@ def _several_ps_problems(network: Network, tasks: list[TaskPlan]) -> list[str]:
         if set(pss) & workers:
             problems.append(f"job {job}: {', '.join(sorted(set(pss) & workers))} is both a PS "
                             "and a worker")
-        if any(tp.model_share is not None for tp in tps):
-            if any(set(tp.paths) != set(tps[0].paths) for tp in tps):
-                problems.append(f"job {job}: its PSs hold shards of one model, so every task "
-                                "needs the same workers")
-        elif sum(len(tp.paths) for tp in tps) != len(workers):
-            problems.append(f"job {job}: tasks without model_share share a worker")
+        sharded = any(tp.model_share is not None for tp in tps)
+        if sharded and any(set(tp.paths) != set(tps[0].paths) for tp in tps):
+            problems.append(f"job {job}: its PSs hold shards of one model, so every task "
+                            "needs the same workers")
     return problems
 
 

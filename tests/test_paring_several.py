@@ -78,6 +78,13 @@ def test_r_caps_a_workers_whole_sending_rate():
     assert [tp.rate_gbps for tp in plan.tasks] == pytest.approx([2 / 3, 1 / 3])
     plan.tasks[1].rate_gbps = 0.5  # 2/3 + 1/2 > R
     assert any("rate cap j" in p for p in evaluate(network, plan).problems)
+    for task in doc["jobs"][0]["tasks"]:
+        task["rate_cap_gbps"] = 0.5  # the first shard takes all of R: the second sends nothing
+    network = build_network(doc)
+    plan = solve(network, "paring", SolveOptions(seed=0))
+    consistent(network, plan)
+    assert [(tp.rate_gbps, tp.model_share) for tp in plan.tasks] == [(0.5, 1.0), (0.0, 0.0)]
+    assert set(plan.tasks[1].paths) == set(plan.tasks[0].paths)
 
 
 def test_evaluator_checks_the_placement_of_several_pss():
@@ -90,17 +97,21 @@ def test_evaluator_checks_the_placement_of_several_pss():
     assert "needs the same workers" in problems and "both a PS and a worker" in problems
 
 
-def test_paring_opt_refuses_several_pss_in_one_paragraph(capsys, tmp_path):
+def test_paring_opt_bounds_several_pss_and_fine_is_refused(capsys, tmp_path):
+    """Three 2 Gbps PSs on the star: one PS's optimum is 2/3, so Σ r ≤ 3 · 2/3 = 2, which
+    PARING's shards reach (rate proven optimal); `fine` is for one PS."""
     import yaml
 
-    path = tmp_path / "two.yaml"
-    path.write_text(yaml.safe_dump(sharded(star_doc(), 2)))
-    assert main(["solve", str(path), "--scheme", "paring-opt"]) == 2
-    err = " ".join(capsys.readouterr().out.split())
-    assert "one PS" in err and "--scheme paring" in err and "Traceback" not in err
+    path = tmp_path / "three.yaml"
+    path.write_text(yaml.safe_dump(sharded(star_doc(), 3)))
+    assert main(["solve", str(path), "--scheme", "paring-opt", "--param", "num_workers=1"]) == 0
+    network = build_network(sharded(star_doc(), 3))
+    plan = solve(network, "paring-opt", SolveOptions(seed=0, params={"num_workers": 1}))
+    consistent(network, plan)
+    assert plan.status == "feasible" and plan.bound == pytest.approx(2)
+    assert plan.details["rate_optimal"] and plan.objective == pytest.approx(2)
     with pytest.raises(SchemeInputError, match="`fine` is for a job with one PS"):
-        solve(build_network(sharded(star_doc(), 2)), "paring",
-              SolveOptions(params={"fine": True}))
+        solve(network, "paring", SolveOptions(params={"fine": True}))
 
 
 # ------------------------------------------------------------------ brute force
@@ -238,7 +249,11 @@ def test_each_shard_gets_the_best_rate_left_and_the_sum_stays_feasible(seed):
         left[a.switch] -= r1 * a.fan_in
     r2 = best_rate(doc, second.ps, tuple(sorted(second.paths)), left, ps_cap, r_cap - r1)
     assert Fraction(second.rate_gbps).limit_denominator(1000) == max(r2, 0)
-    assert plan.objective <= joint_optimum(doc, n) * (1 + 1e-9)
+    best = joint_optimum(doc, n)
+    assert plan.objective <= best * (1 + 1e-9)
+    opt = solve(network, "paring-opt", SolveOptions(seed=0, params={"num_workers": 1}))
+    assert opt.objective == pytest.approx(plan.objective)
+    assert opt.bound >= best * (1 - 1e-9)  # proven: never below the joint optimum
     shares = [tp.model_share for tp in plan.tasks]
     assert sum(shares) == pytest.approx(1)
     if plan.objective > 0:

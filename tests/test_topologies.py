@@ -29,6 +29,8 @@ EXPECTED = {
     "eina-2ps": (6, 4, 4, {"A0", "A1", "A2"}),  # two tasks, one per PS (model sharding)
     "paring-fig1": (16, 20, 7, {"E01", "A00", "E11", "A10", "E20", "E21", "A20", "A21", "E30",
                                 "A30", "C0", "C1"}),
+    "paring-2ps": (16, 20, 7, {"E01", "A00", "E11", "A10", "E20", "E21", "A20", "A21", "E30",
+                               "A30", "C0", "C1"}),  # Fig. 1's network, two PSs
 }
 
 

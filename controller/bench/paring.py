@@ -14,6 +14,12 @@ switch merges all the flows it takes, or none) but `paring-fine`, PARING's tree 
 mode (Figs. 2-10: a switch at capacity merges a share of the fragments and forwards the rest,
 `controller.solvers.partial`; deployable, `controller.segments`). The baselines' fine mode is not run.
 One deterministic instance per point (the paper states no seed count).
+
+Beside the sweeps, at the two points where the paper states PARING's 5.0 Gbps: the model
+sharded over 1-3 PSs (`--pss`, Sec. IV-C.3; pss.json / pss.png) and problem (1) as printed,
+where workers aggregate too (`--paper-model`; paper_model.json). `--p4` makes the programmable
+switches P4 switches (B_v = ∞, Sec. IV-C.5); `--layout spread` picks them one per pod
+(see fat_tree_doc).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import argparse
 import json
 import random
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +62,29 @@ PAPER = {
 
 
 def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
-                 capacity: float = 10.0) -> dict:
-    """The Sec. V fat-tree with DeepSys's placement listed and `placement: free`."""
+                 capacity: float = 10.0, p4: bool = False, layout: str = "pods") -> dict:
+    """The Sec. V fat-tree with DeepSys's placement listed and `placement: free`; `p4`: the
+    programmable switches are P4 switches, B_v = ∞ (Sec. IV-C.5: no aggregation capacity).
+    `layout` reads "the first six ... edge switches, the remaining aggregation switches":
+    `pods`, in declaration order (pod 0's, then pod 1's: one above every DeepSys rack);
+    `spread`, the first edge switch of each pod, then of each pod the second aggregation
+    switch (off DeepSys's routes, which take the first): the layout that reproduces the
+    paper's DeepSys+ATP, MARINA and DeepSys numbers (BENCHMARKS.md, PARING)."""
     half = k // 2
     cores = [f"C{i}" for i in range(half * half)]
     aggs = [f"A{p}_{j}" for p in range(k) for j in range(half)]
     edges = [f"E{p}_{j}" for p in range(k) for j in range(half)]
-    ina = set(edges[:min(switches, 6)]) | set(aggs[:max(switches - 6, 0)])
+    pick_edges, pick_aggs = edges, aggs  # the declaration order stays (DeepSys routes by it)
+    if layout == "spread":
+        pick_edges = [f"E{p}_{j}" for j in range(half) for p in range(k)]
+        pick_aggs = [f"A{p}_{j}" for j in (*range(1, half), 0) for p in range(k)]
+    ina = set(pick_edges[:min(switches, 6)]) | set(pick_aggs[:max(switches - 6, 0)])
     specs = []
     for name, tier in [*((c, "core") for c in cores), *((a, "aggregation") for a in aggs),
                        *((e, "edge") for e in edges)]:
         spec: dict[str, Any] = {"name": name, "tier": tier}
         if name in ina:
-            spec.update(ina=True, aggregation_capacity_gbps=capacity)
+            spec.update(ina=True, **({} if p4 else {"aggregation_capacity_gbps": capacity}))
         specs.append(spec)
     hosts = [f"H{p}_{j}_{i}" for p in range(k) for j in range(half) for i in range(half)]
     links = [{"a": h, "b": f"E{h[1:].rsplit('_', 1)[0]}", "capacity_gbps": capacity}
@@ -98,13 +115,21 @@ def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
 def add_parser(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser("paring", help="PARING Figs. 2-19 (fat-tree k=6) and the "
                          "approximation ratio against paring-opt")
-    p.add_argument("--sweep", choices=sorted(SWEEPS), action="append",
-                   help="sweeps to run (default: all three)")
+    p.add_argument("--sweep", choices=[*sorted(SWEEPS), "none"], action="append",
+                   help="sweeps to run (default: all three; none: only the other parts)")
     p.add_argument("--values", help="comma-separated values of a single --sweep")
     p.add_argument("--schemes", default=SCHEMES)
     p.add_argument("--time-limit", type=float, default=30.0, help="paring-opt, per solve (s)")
     p.add_argument("--ratio-instances", type=int, default=30,
                    help="random small instances for the approximation ratio (0: skip)")
+    p.add_argument("--pss", default="1,2,3",
+                   help="PS counts for the several-PS points (Sec. IV-C.3; '' skips)")
+    p.add_argument("--paper-model", action=argparse.BooleanOptionalAction, default=True,
+                   help="problem (1) as printed (workers aggregate too) at the stated points")
+    p.add_argument("--layout", choices=("pods", "spread"), default="pods",
+                   help="which switches are programmable (fat_tree_doc; default pods)")
+    p.add_argument("--p4", action="store_true",
+                   help="P4 switches: unlimited aggregation degree, B_v = ∞ (Sec. IV-C.5)")
     p.add_argument("--out", default="docs/benchmarks/paring", help="output directory")
     p.set_defaults(func=run)
 
@@ -113,12 +138,20 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
-    for sweep in args.sweep or sorted(SWEEPS):
+    for sweep in [s for s in args.sweep or sorted(SWEEPS) if s != "none"]:
         values = [float(v) for v in (args.values or SWEEPS[sweep]["values"]).split(",")]
-        rows = run_sweep(sweep, values, schemes, args.time_limit)
+        rows = run_sweep(sweep, values, schemes, args.time_limit, args.p4, args.layout)
         (out / f"{sweep}.json").write_text(json.dumps(rows, indent=2) + "\n")
         print_sweep(sweep, rows, schemes)
         plot_sweep(sweep, rows, schemes, out / f"{sweep}.png")
+    counts = [int(v) for v in args.pss.split(",") if v.strip()]
+    if counts:
+        rows = several_ps(counts)
+        (out / "pss.json").write_text(json.dumps(rows, indent=2) + "\n")
+        plot_several_ps(rows, out / "pss.png")
+    if args.paper_model:
+        rows = paper_model(args.time_limit)
+        (out / "paper_model.json").write_text(json.dumps(rows, indent=2) + "\n")
     if args.ratio_instances > 0:
         ratio = approximation_ratio(args.ratio_instances, args.time_limit)
         (out / "ratio.json").write_text(json.dumps(ratio, indent=2) + "\n")
@@ -128,14 +161,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_sweep(sweep: str, values: list[float], schemes: list[str],
-              time_limit: float) -> list[dict]:
+              time_limit: float, p4: bool = False, layout: str = "pods") -> list[dict]:
     rows = []
     with Progress(console=console, transient=True) as bar:
         job = bar.add_task(f"sweep {sweep}", total=len(values) * len(schemes))
         for value in values:
             setting = {**SWEEPS[sweep]["fixed"], sweep: value}
             network = build_network(fat_tree_doc(int(setting["workers"]),
-                                                 int(setting["switches"]), setting["rate"]))
+                                                 int(setting["switches"]), setting["rate"],
+                                                 p4=p4, layout=layout))
             for scheme in schemes:
                 started = time.perf_counter()
                 plan = solve(network, scheme.removesuffix("-fine"), SolveOptions(
@@ -144,8 +178,10 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                 result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
                 te = result.tasks[0]
                 rows.append({
-                    "sweep": sweep, "value": value, **setting, "scheme": scheme,
+                    "sweep": sweep, "value": value, **setting, "p4": p4, "layout": layout,
+                    "scheme": scheme,
                     "rate_gbps": te.rate_gbps, "volume_gb": te.volume_mb / 1000,
+                    "volume_gib": te.volume_mb / 1024,  # the paper's GB (BENCHMARKS.md)
                     "communication_seconds": te.communication_seconds,
                     "status": plan.status, "bound": plan.bound,
                     "consistent": result.consistent, "solve_seconds": seconds,
@@ -196,6 +232,107 @@ def plot_sweep(sweep: str, rows: list[dict], schemes: list[str], path: Path) -> 
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+POINTS = ((15, 8), (20, 12))  # (workers, switches) where the paper states PARING's 5.0 Gbps
+
+
+def several_ps(counts: list[int]) -> list[dict]:
+    """Sec. IV-C.3 at the stated points (R 5): the job's model over 1, 2, 3 PSs (`paring`). The
+    paper gives no number for it; the single-PS rows are the 5.0 Gbps points."""
+    rows = []
+    table = Table(title="PARING with several PSs (Sec. IV-C.3), k = 6, R 5 Gbps, coarse")
+    for col in ("workers", "switches", "PSs", "rates Gbps", "sum Gbps", "volume GB",
+                "time s", "consistent"):
+        table.add_column(col, overflow="fold")
+    for workers, switches in POINTS:
+        for count in counts:
+            doc = fat_tree_doc(workers, switches, 5.0)
+            task = doc["jobs"][0]["tasks"][0]
+            doc["jobs"][0]["tasks"] = [{**task, "name": f"t{p}"} for p in range(count)]
+            network = build_network(doc)
+            plan = solve(network, "paring", SolveOptions(seed=0, params={
+                "gradient_gb": GRADIENT_MB / 1000}))
+            result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
+            rates = [te.rate_gbps for te in result.tasks]
+            volume = sum(te.volume_mb for te in result.tasks) / 1000
+            seconds = max(te.communication_seconds for te in result.tasks)
+            rows.append({"workers": workers, "switches": switches, "pss": count,
+                         "rates_gbps": rates, "rate_gbps": sum(rates), "volume_gb": volume,
+                         "communication_seconds": seconds, "consistent": result.consistent,
+                         "paper_single_ps_rate_gbps": 5.0})
+            table.add_row(str(workers), str(switches), str(count),
+                          " + ".join(f"{r:.4g}" for r in rates), f"{sum(rates):.4g}",
+                          f"{volume:.1f}", f"{seconds:.3g}", str(result.consistent))
+    console.print(table)
+    return rows
+
+
+def plot_several_ps(rows: list[dict], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for workers, switches in POINTS:
+        pts = [r for r in rows if (r["workers"], r["switches"]) == (workers, switches)]
+        label = f"{workers} workers, {switches} switches"
+        axes[0].plot([r["pss"] for r in pts], [r["rate_gbps"] for r in pts], marker="o",
+                     label=label)
+        axes[1].plot([r["pss"] for r in pts], [r["volume_gb"] for r in pts], marker="o",
+                     label=label)
+    axes[0].axhline(5.0, color="grey", ls="--", label="paper: PARING, one PS (5.0)")
+    axes[0].set_ylabel("sum of the shards' rates (Gbps)")
+    axes[1].set_ylabel("traffic volume (GB)")
+    for ax in axes:
+        ax.set_xticks(sorted({r["pss"] for r in rows}))
+        ax.set_xlabel("PSs")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("PARING with several PSs (Sec. IV-C.3), fat-tree k=6, R 5 Gbps")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def paper_model(time_limit: float) -> list[dict]:
+    """Problem (1) as printed, where a server chosen as worker aggregates with B_v = 10 Gbps
+    (`exact.solve(servers_aggregate=True)`), against ours (hosts never forward), at the
+    points where the paper states 5.0 Gbps. Its witness at r = 5: two chains of workers into
+    the PS (degree ⌊10/5⌋ = 2 each), given to CP-SAT as its start (ours: PARING's tree)."""
+    from controller.solvers.paring import exact
+    from controller.solvers.paring.alg2 import run_paring
+    from controller.solvers.paring.logical import convert
+
+    rows = []
+    for workers, switches in POINTS:
+        network = build_network(fat_tree_doc(workers, switches, 5.0))
+        g = convert(network, network.tasks[0])
+        ps = g.hosts[0]
+        chain = sorted((h for h in g.hosts if h != ps), key=lambda h: g.c(ps, h))[:workers]
+        parent = {w: (chain[i - 2] if i >= 2 else ps) for i, w in enumerate(chain)}
+        row: dict[str, Any] = {"workers": workers, "switches": switches, "paper_rate_gbps": 5.0,
+                               "chains_volume_gb": sum(g.c(w, parent[w]) for w in chain)
+                               * GRADIENT_MB / 1000}
+        ours = run_paring(network, network.tasks[0])
+        for servers in (False, True):  # CP-SAT starts from PARING's tree / the chains
+            hint = (ps, parent, chain, Fraction(5)) if servers else (
+                ours.tree.ps, ours.tree.parent, ours.tree.workers, ours.rate)
+            found = exact.solve(g, workers, time.perf_counter() + time_limit, 1, 0, hint,
+                                servers_aggregate=servers)
+            key = "paper_model" if servers else "hosts_never_forward"
+            row[key] = {"rate_gbps": float(found.rate), "cp_sat_status": found.cp_status,
+                        "volume_gb": None if found.cost is None else
+                        found.cost * GRADIENT_MB / 1000,
+                        "volume_bound_gb": None if found.cost_bound is None else
+                        found.cost_bound * GRADIENT_MB / 1000}
+        rows.append(row)
+        console.print(f"problem (1) at {workers} workers, {switches} switches, R 5: "
+                      f"hosts never forward {row['hosts_never_forward']['rate_gbps']:.4g} Gbps; "
+                      f"as printed (workers aggregate) {row['paper_model']['rate_gbps']:.4g} "
+                      f"Gbps (the chains reach R: {row['chains_volume_gb']:.1f} GB; CP-SAT "
+                      f"{row['paper_model']['cp_sat_status']}); the paper: 5.0")
+    return rows
 
 
 def small_doc(rng: random.Random) -> dict:

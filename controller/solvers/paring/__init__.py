@@ -4,7 +4,8 @@ route its gradients on a degree-constrained Steiner tree of INA switches.
 Modules, one job each: `logical` is Alg. 1 (G' of free servers and aggregation-capable
 switches, hop-count costs), `degrees` Alg. 2 steps 1-2 (PS, the rate loop, d(v)) and line 23,
 `steiner` Alg. 3 and Alg. 4 (spiders by minimum-cost flow), `routes` the Plan's paths and
-aggregation points, `exact` problem (1) on CP-SAT, `solver` the schemes `paring` and
+aggregation points, `exact` problem (1) on CP-SAT, `alg2` Alg. 2 for one PS, `several`
+Sec. IV-C.3, `solver` the schemes `paring` and
 `paring-opt` (CP-SAT warm-started with PARING's tree; `--time-limit`, default 30 s;
 `num_workers`, default 2; `bound` = the optimal rate, `details.volume_bound_gb`).
 
@@ -12,6 +13,11 @@ The topology declares the demand on the task (topologies/README.md, jobs): `plac
 (n = the number of listed workers, any free server may be used), `rate_cap_gbps` (R),
 `ps_aggregation_capacity_gbps` (B_v of the server made PS). Switch B_v is the switch's
 `aggregation_capacity_gbps`; none means unlimited (P4 switches, Sec. IV-C.5).
+
+Several PSs (Sec. IV-C.3, `several`): a job of several `placement: free` tasks is one
+training task whose model is sharded over as many PSs; `paring` places them greedily, shard by
+shard on the B_v left (several.py); `paring-opt` returns the same plan with a proven bound on
+the summed rate (several.rate_bounds).
 
 Parameters (`schemes.paring` or `--param`): `gradient_gb`, the gradient size b (default 1),
 used only for the traffic volume and communication time reported (b scales O_2, it does not

@@ -35,11 +35,12 @@ def run_paring(network: Network, task: Task, as_printed: bool = False) -> Outcom
     return grow(g, degrees.select_ps(g, n), n, as_printed)
 
 
-def grow(g: Logical, ps: str, n: int, as_printed: bool = False) -> Outcome:
+def grow(g: Logical, ps: str, n: int, as_printed: bool = False,
+         load: dict | None = None) -> Outcome:
     """Alg. 2 steps 2-3 and line 23 for a chosen PS: r_2 and d(v), the tree, its rate."""
     r2, d = degrees.rate_and_degrees(g, ps, n)
     for slack in SLACKS:
-        tree = steiner_tree(g, ps, d, n, slack, guard=not as_printed)  # line 22
+        tree = steiner_tree(g, ps, d, n, slack, not as_printed, load)  # line 22
         if tree is not None:
             break
     else:

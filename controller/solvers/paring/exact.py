@@ -19,7 +19,11 @@ Constraints:
   Σ_b y[h, b] = w[h], Σ_b y[v, b] = s[v]                      (one parent each; PS none)
   Σ_a y[a, v] ≤ ⌊B_v / r⌋ s[v], Σ_a y[a, h] ≤ ⌊B_h / r⌋ p[h]   (capacity, as degrees)
   f[a, b] ≤ n y[a, b]; out - in = w[h] at a server other than the PS, n p[h] into the PS
-Workers do not aggregate (degrees.py), so a server receives only as the PS.
+Workers do not aggregate (degrees.py), so a server receives only as the PS. With
+`servers_aggregate` (the paper's own model, where a server chosen as worker has the same B_v and
+(1) bounds its degree, parent edge included, by max(⌊B_v / r⌋, 1)): a worker takes at most
+⌊B_h / r⌋ - 1 children and forwards their flow, out - in = w[h]. The controller's hosts never
+forward, so that variant scores problem (1) as printed, not a deployable plan.
 """
 
 from __future__ import annotations
@@ -56,27 +60,32 @@ def candidate_rates(g: Logical, n: int) -> list[Rate]:
     return sorted(found, reverse=True) or [INF]  # nothing limits the rate but the links
 
 
-def slots_suffice(g: Logical, n: int, r: Rate) -> bool:
-    """The counting test above: could any tree reach rate r?"""
+def slots_suffice(g: Logical, n: int, r: Rate, servers_aggregate: bool = False) -> bool:
+    """The counting test above: could any tree reach rate r? (Aggregating workers add their
+    ⌊B_h / r⌋ - 1 slots: the n largest are counted.)"""
     cap = n + len(g.switches) + 1
     relays = sum(floor_div(g.capacity[v], r, cap) - 1 for v in g.switches
                  if floor_div(g.capacity[v], r, cap) >= 2)
+    if servers_aggregate:
+        relays += sum(sorted((max(floor_div(g.capacity[h], r, cap) - 1, 0) for h in g.hosts),
+                             reverse=True)[:n])
     best_ps = max((floor_div(g.capacity[h], r, cap) for h in g.hosts), default=0)
     return best_ps >= 1 and best_ps + relays >= n and len(g.hosts) > n
 
 
 def solve(g: Logical, n: int, deadline: float, workers: int, seed: int,
-          hint: tuple[str, dict[str, str], list[str], Rate] | None = None) -> Exact:
+          hint: tuple[str, dict[str, str], list[str], Rate] | None = None,
+          servers_aggregate: bool = False) -> Exact:
     """The highest feasible candidate rate, and the least-cost tree there until `deadline`.
 
     `hint` = (ps, parent, workers, rate) of a known tree (PARING's), used as CP-SAT's start
     when it fits the candidate rate."""
     tried = 0
     for r in candidate_rates(g, n):
-        if not slots_suffice(g, n, r):
+        if not slots_suffice(g, n, r, servers_aggregate):
             continue
         tried += 1
-        out = _solve_at(g, n, r, deadline, workers, seed, hint)
+        out = _solve_at(g, n, r, deadline, workers, seed, hint, servers_aggregate)
         if out.cp_status != "INFEASIBLE":
             out.candidates_tried = tried
             return out
@@ -84,7 +93,7 @@ def solve(g: Logical, n: int, deadline: float, workers: int, seed: int,
 
 
 def _solve_at(g: Logical, n: int, r: Rate, deadline: float, threads: int, seed: int,
-              hint) -> Exact:
+              hint, servers_aggregate: bool = False) -> Exact:
     cap = n + len(g.switches) + 1
     m = cp_model.CpModel()
     p = {h: m.new_bool_var(f"p[{h}]") for h in g.hosts}
@@ -106,11 +115,15 @@ def _solve_at(g: Logical, n: int, r: Rate, deadline: float, threads: int, seed: 
     for h in g.hosts:
         m.add(p[h] + w[h] <= 1)
         m.add(sum(out_y[h]) == w[h])
-        m.add(sum(in_y[h]) <= k[h] * p[h])
         flow_in = sum(f[e] for e in f if e[1] == h)
         flow_out = sum(f[e] for e in f if e[0] == h)
-        m.add(flow_out == w[h])
-        m.add(flow_in == n * p[h])
+        if servers_aggregate:  # a worker's degree ≤ ⌊B_h / r⌋, its parent edge included
+            m.add(sum(in_y[h]) <= k[h] * p[h] + max(k[h] - 1, 0) * w[h])
+            m.add(flow_out - flow_in == w[h] - n * p[h])
+        else:
+            m.add(sum(in_y[h]) <= k[h] * p[h])
+            m.add(flow_out == w[h])
+            m.add(flow_in == n * p[h])
     for v in g.switches:
         m.add(sum(out_y[v]) == s[v])
         m.add(sum(in_y[v]) <= k[v] * s[v])

@@ -24,12 +24,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from controller.evaluate import evaluate
+from controller.evaluate import evaluate, resources, task_flows
 from controller.network import Network, Task
 from controller.plan import Plan
 from controller.solvers import SchemeInputError
 from controller.solvers.paring import degrees
 from controller.solvers.paring.alg2 import Outcome, grow
+from controller.solvers.paring.degrees import Rate
+from controller.solvers.paring.exact import solve as solve_exactly
 from controller.solvers.paring.logical import INF, Logical, convert, exact
 from controller.solvers.paring.routes import aggregating_children, task_plan
 from controller.solvers.paring.steiner import steiner_tree
@@ -57,11 +59,13 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False) -
     left = g.rate_cap  # R, shared by a worker's shards
     out: list[Subtask] = []
     workers: list[str] | None = None
+    load: dict = {}
     for task, ps in zip(tasks, pss, strict=True):
         hosts = [h for h in g.hosts if h not in pss or h == ps] if workers is None else \
             [h for h in g.hosts if h == ps or h in workers]
         g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
-        outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed)
+        outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed, load)
+        load = outcome.tree.load  # the links the shards so far use (equal-cost legs avoid them)
         out.append(Subtask(task, outcome))
         workers = workers or list(outcome.tree.workers)
         r = outcome.rate
@@ -85,7 +89,7 @@ def _as_ps_of(g: Logical, network: Network, task: Task, hosts: list[str],
 def _star(g: Logical, ps: str, n: int) -> Outcome:
     """A subtask left with no rate: each worker straight to its PS (no B_v spent)."""
     d = {v: 1 for v in g.nodes} | {ps: max(n, 2)}
-    tree = steiner_tree(g, ps, d, n, 1.0, guard=False)
+    tree = steiner_tree(g, ps, d, n, 1.0, guard=False)  # links left alone: it sends nothing
     if tree is None:
         raise SchemeInputError(f"{g.network.source}: no path from the workers to {ps}")
     return Outcome(g, tree, Fraction(0), Fraction(0), 1.0)
@@ -93,27 +97,31 @@ def _star(g: Logical, ps: str, n: int) -> Outcome:
 
 def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: str,
             seed: int | None) -> Plan:
-    """One task per PS, model_share r_p / Σ r. A subtask's claimed rate is its line-23 rate
-    unless the evaluator's links carry less (PARING ignores links): then every rate is the
-    lower of the two, the evaluator's max-min fair rates being feasible for these paths."""
+    """One task per PS, model_share r_p / Σ r. PARING ignores links; the evaluator does not,
+    so each shard in turn claims its line-23 rate or, if less, what the evaluator's resources
+    (links, B_v, the PS, R) leave after the shards before it: the same greedy, on what the
+    plan is scored by."""
     tps = [task_plan(network, s.task, s.outcome.tree, 0.0) for s in subtasks]
-    plan = Plan(scheme, status, 0.0, None, 0.0, seed, tps, topology=network.name)
-    fair = [t.rate_gbps for t in evaluate(network, plan).tasks]
-    wanted = [f if s.outcome.rate == INF else float(s.outcome.rate)
-              for s, f in zip(subtasks, fair, strict=True)]
-    _claim(plan, wanted)
-    if not evaluate(network, plan).consistent:
-        _claim(plan, [min(w, f) for w, f in zip(wanted, fair, strict=True)])
-    plan.objective = sum(tp.rate_gbps for tp in plan.tasks)  # Σ_p r_p: the job's b / time
+    for tp in tps:
+        tp.model_share = 1 / len(tps)  # sharded: R is the job's (controller/evaluate.py)
+    flows = {f"{tp.job}/{tp.task}": task_flows(network, tp) for tp in tps}
+    demand, left = resources(network, {f"{tp.job}/{tp.task}": tp for tp in tps}, flows)
+    rates = []
+    for tp, sub in zip(tps, subtasks, strict=True):
+        uses = demand[f"{tp.job}/{tp.task}"]
+        room = min((max(left[e], 0.0) / k for e, k in uses.items() if k > 0), default=INF)
+        rate = min(room, float(sub.outcome.rate))
+        rate = 0.0 if rate == INF else rate  # nothing limits it: no rate to claim
+        for e, k in uses.items():
+            left[e] -= k * rate
+        rates.append(rate)
+    total = sum(rates)
+    for tp, r in zip(tps, rates, strict=True):
+        tp.rate_gbps = r
+        tp.model_share = r / total if total > 0 else 1 / len(tps)
+    plan = Plan(scheme, status, total, None, 0.0, seed, tps, topology=network.name)
     plan.link_loads = evaluate(network, plan).link_loads
     return plan
-
-
-def _claim(plan: Plan, rates: list[float]) -> None:
-    total = sum(rates)
-    for tp, r in zip(plan.tasks, rates, strict=True):
-        tp.rate_gbps = r
-        tp.model_share = r / total if total > 0 else 1 / len(rates)
 
 
 def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
@@ -141,3 +149,21 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
                     f"Gbps (shares {', '.join(f'{tp.model_share:.3g}' for tp in plan.tasks)}), "
                     f"traffic volume {volume:.4g} GB, communication time {seconds:.4g} s"),
     })
+
+
+def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: int,
+                seed: int) -> Rate:
+    """A proven bound on Σ_p r_p: every shard's tree is a one-PS tree of problem (1) on the
+    full B_v, so r_p is at most that problem's optimal rate (exact.py: its first candidate not
+    refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it."""
+    total: Rate = Fraction(0)
+    g = convert(network, tasks[0])
+    n = len(tasks[0].workers)
+    known: dict = {}  # tasks whose PS capacity is the same share one solve
+    for task in tasks:
+        if task.ps_aggregation_capacity_gbps not in known:
+            g_p = _as_ps_of(g, network, task, g.hosts)
+            known[task.ps_aggregation_capacity_gbps] = solve_exactly(
+                g_p, n, deadline, threads, seed).rate
+        total += known[task.ps_aggregation_capacity_gbps]
+    return min(total, g.rate_cap)

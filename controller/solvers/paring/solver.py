@@ -113,19 +113,25 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     `bound` is the optimal rate (every higher candidate is impossible), valid for the
     evaluator's problem too (links only lower a rate). `optimal` when the plan reaches it and
     CP-SAT proved its traffic volume least at that rate; otherwise `feasible`, and
-    `details.volume_bound_gb` is CP-SAT's lower bound on the volume at that rate."""
+    `details.volume_bound_gb` is CP-SAT's lower bound on the volume at that rate. With several
+    PSs: PARING's shards (several.py), `feasible`, `bound` = min(R, Σ_p the optimal single-PS
+    rate of PS p's capacity) (several.rate_bounds), `details.rate_optimal` when reached."""
     started = time.perf_counter()
     params = SchemeParams("paring-opt", options.params, PARAMS + ("num_workers",))
     gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
     threads = params.integer("num_workers", 2, minimum=1, maximum=64)
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     tasks = placed_tasks(network, "paring-opt")
-    if len(tasks) > 1:
-        raise SchemeInputError(
-            f"{network.source}: paring-opt solves problem (1), one PS; job {tasks[0].job} "
-            f"has {len(tasks)} tasks (PSs, Sec. IV-C.3), whose rates share every switch's "
-            f"B_v (a product of rate and degree per PS, outside the exact model): use "
-            f"`--scheme paring`")
+    if len(tasks) > 1:  # Sec. IV-C.3: PARING's shards, bounded by the exact single-PS rates
+        plan = several.plan_of(network, several.run_several(
+            network, tasks, params.flag("as_printed", False)), "paring-opt", "feasible",
+            options.seed)
+        bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0)
+        plan.bound = max(float(bounds), plan.objective)
+        plan.details["rate_optimal"] = plan.objective >= float(bounds) * (1 - 1e-9)
+        several.describe(plan, network, gradient_gb)
+        plan.solve_seconds = time.perf_counter() - started
+        return plan
     task = tasks[0]
     heur = run_paring(network, task, params.flag("as_printed", False))
     g, n = heur.logical, len(task.workers)

@@ -96,9 +96,11 @@ class Spider:
 
 
 def steiner_tree(g: Logical, ps: str, d: dict[str, int], n: int, slack: float,
-                 guard: bool = True) -> Tree | None:
-    """Alg. 3; None when no spider fits the degree bounds before all n workers are in H."""
-    tree = Tree(ps)
+                 guard: bool = True, load: dict | None = None) -> Tree | None:
+    """Alg. 3; None when no spider fits the degree bounds before all n workers are in H.
+    `load`: flows per link that earlier trees (other PSs' shards) already put there, so that
+    equal-cost legs avoid them."""
+    tree = Tree(ps, load=dict(load or {}))
     deg: dict[str, int] = defaultdict(int)  # d'(v), current degree in H
     removed: set[str] = set()
 
