@@ -110,9 +110,9 @@ def test_a_worker_resends_within_its_window_backs_off_and_samples_fragments_sent
     assert worker.finished
 
 
-def test_a_late_result_of_a_fragment_sent_once_is_a_sample_and_cancels_its_resend():
-    """A fragment that timed out but was not resent yet is still unambiguous (Karn): its
-    late result raises the RTO, and nothing is resent for it."""
+def test_a_fragment_that_timed_out_is_not_sampled_and_its_late_result_cancels_its_resend():
+    """Its result may answer a peer's resend, not its own copy (in INA every contributor's
+    recovery delays the result): Karn's rule counts it as ambiguous from its timeout on."""
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
     worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=1.0,
@@ -120,10 +120,28 @@ def test_a_late_result_of_a_fragment_sent_once_is_a_sample_and_cancels_its_resen
     worker.pump(10.0)
     worker.on_timeouts(10.5)
     _result(worker, 0, 10.8)
-    assert worker.rtt.srtt == pytest.approx(0.8) and worker.rto == pytest.approx(2.4)
+    assert worker.rtt.samples == 0 and worker.rto == 0.5
     worker.pump(10.8)
     assert _sent(observer) == [(DATA, 0), (DATA, 1)]
     assert worker.stats.resent_on_timeout == 0
+
+
+def test_a_lost_fragment_behind_a_full_window_is_resent_before_its_partial_sums_go_stale():
+    """Window 1, three fragments lost: the window alone would resend each every 3 RTOs; a
+    switch abandons partial sums untouched for STALE_AFTER, so each is resent at the latest
+    BACKOFF_CEILING after its last send, window or not."""
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((3, K), ">i4"), window=3.0,
+                    timeout=0.8)
+    worker.pump(0.0)
+    worker.on_timeouts(0.8)  # all three lost, window 1.5: one resend
+    worker.pump(0.8)
+    assert _sent(observer) == [(DATA, 0), (DATA, 1), (DATA, 2), (DATA, 0)]
+    assert worker.pump(0.9) == pytest.approx(BACKOFF_CEILING - 0.9)  # woken when 1, 2 are due
+    worker.pump(BACKOFF_CEILING)
+    assert _sent(observer) == [(DATA, 1), (DATA, 2)]
+    assert worker.stats.resent_on_timeout == 3 and not worker.lost
 
 
 def test_after_a_re_plan_what_was_in_flight_is_resent_under_the_new_ids_within_the_window(
