@@ -89,7 +89,7 @@ from dataplane.frame import (
     mac_bytes,
 )
 from dataplane.ports import drain, open_raw, send
-from dataplane.rto import RtoEstimator
+from dataplane.rto import BACKOFF_CEILING, RtoEstimator
 
 FIXED_POINT_SCALE = 2**16
 EPOCH_SHIFT = 24  # frag_id = epoch << EPOCH_SHIFT | fragment index
@@ -230,6 +230,14 @@ class Worker:
     # timeout into 2-packet queues, and no fragment ever had all its contributions arrive.
     lost: dict[int, bool] = field(default_factory=dict)  # fragment -> it timed out (not a re-plan)
     _lost_order: list[int] = field(default_factory=list)
+    # Lost fragments by when they are due for a resend whatever the window (last send +
+    # BACKOFF_CEILING): a switch abandons a partial sum untouched for STALE_AFTER, so a
+    # fragment whose peers' contributions wait in a slot must come back before that. Queued
+    # behind the window alone, a worker at window 1-2 with a dozen lost fragments resent each
+    # every 3-20 s after a re-plan under 2-packet queues: its peers' partial sums were
+    # abandoned between its resends and the fragments never completed.
+    _keepalive: list[tuple[float, int]] = field(default_factory=list)
+    last_sent: dict[int, float] = field(default_factory=dict)  # fragment -> its last DATA
     # outstanding fragments sent ahead of the in-order sender to unblock a slot: they do not
     # take a place in the window, or a window full of them could wait for its own fragments
     ahead: set[int] = field(default_factory=set)
@@ -328,13 +336,31 @@ class Worker:
 
     def _first_send(self, frag: int, now: float) -> None:
         self._send(frag)
-        self.sent_once[frag] = now
+        self.sent_once[frag] = self.last_sent[frag] = now
         self.outstanding[frag] = now + self.rto
 
     def _lose(self, frag: int, timed_out: bool = True) -> None:
         """`frag` is no longer in flight: queue it for resending."""
         self.lost[frag] = timed_out
         heapq.heappush(self._lost_order, frag)
+        heapq.heappush(self._keepalive, (self.last_sent.get(frag, 0.0) + BACKOFF_CEILING, frag))
+
+    def _next_keepalive(self) -> float | None:
+        """When the next lost fragment is due for a resend whatever the window (entries of
+        fragments no longer lost, or resent since, are dropped)."""
+        while self._keepalive:
+            due, frag = self._keepalive[0]
+            if frag in self.lost and self.last_sent.get(frag, 0.0) + BACKOFF_CEILING == due:
+                return due
+            heapq.heappop(self._keepalive)
+        return None
+
+    def _due_keepalive(self, now: float) -> int | None:
+        """A lost fragment whose last send is BACKOFF_CEILING old, if any."""
+        due = self._next_keepalive()
+        if due is None or due > now:
+            return None
+        return heapq.heappop(self._keepalive)[1]
 
     def _next_lost(self) -> tuple[int, bool] | None:
         """The lowest fragment waiting to be resent, and whether it timed out."""
@@ -349,6 +375,7 @@ class Worker:
         self._send(frag)
         self.resent.add(frag)
         self.sent_once.pop(frag, None)
+        self.last_sent[frag] = now
         self.outstanding[frag] = now + self.rtt.backed_off(self.timeouts.get(frag, 0))
 
     def unblock(self, occupant: int, other_shard: bool = False) -> None:
@@ -408,15 +435,14 @@ class Worker:
         returns how long the caller may wait before calling again."""
         if self.plan:
             self.gap = self._follow_plan(now)
-        while self._has_more() and self._window_open() and now >= self.next_send:
-            lost = self._next_lost()
-            if lost is not None:  # resends first, lowest fragment first, like every peer
-                frag, timed_out = lost
-                self._resend(frag, now)
-                self.stats.resent_on_timeout += timed_out
-                if self.timeouts.get(frag, 0) >= 2:
-                    self._send(frag, PROBE)
-                    self.stats.probes += 1
+        while now >= self.next_send:
+            due = self._due_keepalive(now)
+            if due is not None:
+                self._resend_lost(due, self.lost.pop(due), now)
+            elif not (self._has_more() and self._window_open()):
+                break
+            elif (lost := self._next_lost()) is not None:
+                self._resend_lost(*lost, now)  # resends first, lowest first, like every peer
             else:
                 frag = self.next_frag
                 self.next_frag += 1
@@ -426,9 +452,18 @@ class Worker:
                 self._first_send(frag, now)
             self.next_send = max(self.next_send, now) + self.gap
         wait = min(self.outstanding.values(), default=now + self.rto) - now
+        if (due := self._next_keepalive()) is not None:
+            wait = min(wait, max(due, self.next_send) - now)
         if self._has_more() and self._window_open():
-            wait = min(wait, max(0.0, self.next_send - now))
-        return wait
+            wait = min(wait, self.next_send - now)
+        return max(0.0, wait)
+
+    def _resend_lost(self, frag: int, timed_out: bool, now: float) -> None:
+        self._resend(frag, now)
+        self.stats.resent_on_timeout += timed_out
+        if self.timeouts.get(frag, 0) >= 2:
+            self._send(frag, PROBE)
+            self.stats.probes += 1
 
     def on_timeouts(self, now: float) -> None:
         """Queue what timed out for resending (`pump` resends it within the window and the
@@ -440,6 +475,7 @@ class Worker:
             if deadline > now:
                 continue
             del self.outstanding[frag]
+            self.sent_once.pop(frag, None)  # its result may now come from the peers' resends
             self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
             self._lose(frag)
             if now >= self._next_cut:
@@ -478,6 +514,7 @@ class Worker:
             self.window = max(1.0, self.window / 2)
             self._send(frag)
             self.sent_once.pop(frag, None)
+            self.last_sent[frag] = now
             self.outstanding[frag] = now + self.rtt.backed_off(self.timeouts.get(frag, 0))
             self.stats.resent_on_control += 1
 

@@ -14,8 +14,10 @@ Notation of RFC 6298 section 2, with K = 4, alpha = 1/8, beta = 1/4:
   later samples R': RTTVAR = (1 - beta) RTTVAR + beta |SRTT - R'|,
                     SRTT = (1 - alpha) SRTT + alpha R'          (RTTVAR first, with the old SRTT)
   RTO = SRTT + max(G, K RTTVAR), clamped to [MIN_RTO, MAX_RTO]   (2.4; G: clock granularity)
-Only fragments answered without a retransmission are sampled (Karn's rule, section 3): the
-result of a resent fragment cannot tell which copy it answers. A fragment that times out
+Only fragments answered before any timeout of theirs are sampled (Karn's rule, section 3):
+the result of a resent fragment cannot tell which copy it answers, and in INA neither can
+the late result of one that timed out and was not resent yet, since every contributor's
+resend makes the same result: sampled, the peers' recoveries pushed the RTO to its maximum. A fragment that times out
 again waits twice as long each time (section 5.5, per fragment here); its backoff ends with
 its result, and a fresh sample recomputes the RTO (section 5.7).
 

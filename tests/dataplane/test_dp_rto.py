@@ -4,6 +4,8 @@ second timeout on."""
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 
 import numpy as np
@@ -20,7 +22,7 @@ from dataplane.frame import (
     K,
     build_frame,
 )
-from dataplane.hosts import Task, Worker, frag_id
+from dataplane.hosts import PlanWatcher, Task, Worker, frag_id
 from dataplane.rto import BACKOFF_CEILING, MAX_RTO, MIN_RTO, RtoEstimator
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
@@ -55,14 +57,17 @@ def test_rto_is_clamped_and_backs_off_by_doubling():
     assert [est.backed_off(n) for n in range(3)] == pytest.approx([2.3875] * 3)
 
 
-def _sent(observer: socket.socket) -> list[tuple[int, int]]:
+def _headers(observer: socket.socket) -> list[InaHeader]:
     out = []
     while True:
         try:
-            header = InaHeader.unpack(observer.recv(4096))
+            out.append(InaHeader.unpack(observer.recv(4096)))
         except BlockingIOError:
             return out
-        out.append((header.flags, header.frag_id))
+
+
+def _sent(observer: socket.socket) -> list[tuple[int, int]]:
+    return [(h.flags, h.frag_id) for h in _headers(observer)]
 
 
 def _result(worker: Worker, frag: int, now: float) -> None:
@@ -105,9 +110,9 @@ def test_a_worker_resends_within_its_window_backs_off_and_samples_fragments_sent
     assert worker.finished
 
 
-def test_a_late_result_of_a_fragment_sent_once_is_a_sample_and_cancels_its_resend():
-    """A fragment that timed out but was not resent yet is still unambiguous (Karn): its
-    late result raises the RTO, and nothing is resent for it."""
+def test_a_fragment_that_timed_out_is_not_sampled_and_its_late_result_cancels_its_resend():
+    """Its result may answer a peer's resend, not its own copy (in INA every contributor's
+    recovery delays the result): Karn's rule counts it as ambiguous from its timeout on."""
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
     worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=1.0,
@@ -115,7 +120,60 @@ def test_a_late_result_of_a_fragment_sent_once_is_a_sample_and_cancels_its_resen
     worker.pump(10.0)
     worker.on_timeouts(10.5)
     _result(worker, 0, 10.8)
-    assert worker.rtt.srtt == pytest.approx(0.8) and worker.rto == pytest.approx(2.4)
+    assert worker.rtt.samples == 0 and worker.rto == 0.5
     worker.pump(10.8)
     assert _sent(observer) == [(DATA, 0), (DATA, 1)]
     assert worker.stats.resent_on_timeout == 0
+
+
+def test_a_lost_fragment_behind_a_full_window_is_resent_before_its_partial_sums_go_stale():
+    """Window 1, three fragments lost: the window alone would resend each every 3 RTOs; a
+    switch abandons partial sums untouched for STALE_AFTER, so each is resent at the latest
+    BACKOFF_CEILING after its last send, window or not."""
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((3, K), ">i4"), window=3.0,
+                    timeout=0.8)
+    worker.pump(0.0)
+    worker.on_timeouts(0.8)  # all three lost, window 1.5: one resend
+    worker.pump(0.8)
+    assert _sent(observer) == [(DATA, 0), (DATA, 1), (DATA, 2), (DATA, 0)]
+    assert worker.pump(0.9) == pytest.approx(BACKOFF_CEILING - 0.9)  # woken when 1, 2 are due
+    worker.pump(BACKOFF_CEILING)
+    assert _sent(observer) == [(DATA, 1), (DATA, 2)]
+    assert worker.stats.resent_on_timeout == 3 and not worker.lost
+
+
+def test_after_a_re_plan_what_was_in_flight_is_resent_under_the_new_ids_within_the_window(
+        tmp_path):
+    """Not a timeout: no backoff, no PROBE, not counted as a timeout resend; sent under the new
+    flow id, at most a window at a time (a burst of them is what collapsed congested links)."""
+    state = tmp_path / "state.json"
+
+    def publish(version: int, flow: int) -> None:
+        row = {"worker": "w", "flow_id": flow, "next_node": version, "rate_gbps": 1000.0}
+        state.write_text(json.dumps({"version": version, "workers": [row]}))
+        os.utime(state, ns=(version, version))  # a new stamp whatever the clock's resolution
+
+    publish(1, 1)
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((5, K), ">i4"), window=3.0,
+                    plan=PlanWatcher(state, lambda r: r["worker"] == "w"))
+    worker.start(100.0)
+    for ms in range(3):  # paced: one fragment per call
+        worker.pump(100.0 + ms / 1000)
+    assert [h.flow_id for h in _headers(observer)] == [1, 1, 1]
+    worker.window = 1.0  # as if collisions had halved it meanwhile
+    publish(2, 16385)
+    for ms in range(4):
+        worker.pump(100.2 + ms / 1000)
+    assert [(h.flags, h.frag_id, h.flow_id) for h in _headers(observer)] == [(DATA, 0, 16385)]
+    assert set(worker.lost) == {1, 2} and worker.stats.plan_switches == 1
+    assert worker.outstanding[0] == pytest.approx(100.2 + worker.rto)  # no backoff
+    _result(worker, 0, 100.3)  # window 2: the other two, then no more
+    for ms in range(4):
+        worker.pump(100.3 + ms / 1000)
+    assert [(h.flags, h.frag_id, h.flow_id) for h in _headers(observer)] == [
+        (ACK, 0, 16385), (DATA, 1, 16385), (DATA, 2, 16385)]
+    assert worker.stats.resent_on_timeout == 0 and worker.stats.probes == 0
