@@ -9,6 +9,7 @@ follows this process's agent children and keeps each one's peak RSS (VmHWM).
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -197,3 +198,29 @@ def _injector(emu, event: dict | None, cut: tuple[str, str], restart: str,
             event["error"] = str(exc)[:500]
 
     return inject
+
+
+def replan_memory(network, scheme: str, cut: tuple[str, str], replans: int,
+                  progress: Callable[[int], None] | None = None) -> dict:
+    """This process's RSS around the daemon's re-plan step (controller/daemon.py `replan`:
+    a solve warm-started from the current plan, then the compile), `replans` times, around
+    the cut of `cut` and back in turn: the solver's one-time load (imports, first solve) told
+    apart from any growth per re-plan. P4Runtime writes are not part of it."""
+    from controller.program import compile_plan
+    from controller.solvers import SolveOptions, solve
+
+    me = os.getpid()
+    before = rss_kb(me)
+    plan = solve(network, scheme)
+    first = rss_kb(me)
+    after = []
+    for k in range(1, replans + 1):
+        view = network.without_links({cut} if k % 2 else set())
+        plan = solve(view, scheme, SolveOptions(warm_start=plan))
+        compile_plan(view, plan, version=k + 1)
+        gc.collect()  # as the daemon does after each re-plan
+        after.append(rss_kb(me))
+        if progress:
+            progress(k)
+    return {"scheme": scheme, "cut": list(cut), "rss_kb_before_first_solve": before,
+            "rss_kb_after_first_solve": first, "rss_kb_after_replan": after}
