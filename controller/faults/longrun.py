@@ -81,27 +81,28 @@ class AgentPeaks:
             except OSError:
                 continue
             for pid in children:
-                if pid not in self._names:
+                if self._names.get(pid) is None:  # not yet exec'd (fork, mnexec): look again
                     self._names[pid] = self._agent_name(pid)
                 name = self._names[pid]
                 kb = rss_kb(pid, "VmHWM") if name else 0
                 if kb:
                     with self._lock:
                         self._peak[name] = max(self._peak.get(name, 0), kb)
-            if len(self._names) > 10_000:  # pids are reused: forget the finished ones
-                self._names = {p: n for p, n in self._names.items() if p in children}
+            # forget the finished ones: a pid used again is another process
+            self._names = {pid: self._names[pid] for pid in children}
 
     def _agent_name(self, pid: int) -> str | None:
-        """'worker W1' / 'PS P' for an agent (its --ip names the host), None otherwise."""
+        """'worker W1' / 'PS P' for an agent (its --ip names the host), '' for another
+        process, None while it is not yet running the program it will (just forked)."""
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
         except OSError:
             return None
-        if "controller.cli" not in argv or "--ip" not in argv:
-            return None
+        if "controller.cli" not in argv:
+            return "" if any("dataplane" in a for a in argv) else None
         role = next((a for a in argv if a in ("worker", "ps")), None)
-        host = self.host_by_ip.get(argv[argv.index("--ip") + 1])
-        return f"{'worker' if role == 'worker' else 'PS'} {host}" if role and host else None
+        host = self.host_by_ip.get(argv[argv.index("--ip") + 1]) if "--ip" in argv else None
+        return f"{'worker' if role == 'worker' else 'PS'} {host}" if role and host else ""
 
 
 def schedule(iterations: int, every: int) -> dict[int, str]:
