@@ -12,6 +12,8 @@
   `--every`) and one link cut (at each multiple of `--every`, mended after that iteration) in
   every `--every` iterations; RSS of every process after each iteration (controller, switches,
   this process) and each agent's peak (workers and PSs are new processes each iteration).
+- `--item replan-memory` (no root): the daemon's re-plan step `--iterations` times in one
+  process, RSS after each: the solver's one-time load told apart from growth per re-plan.
 
 Each writes `<item>.json` and `<item>.png` under `--out`. Timing lives here, never in tests.
 """
@@ -35,7 +37,7 @@ from controller.faults.impair import (
     interface_packets,
     measured,
 )
-from controller.faults.longrun import long_run
+from controller.faults.longrun import long_run, replan_memory
 from controller.mininet_runner import Emulation, IterationResult, RunnerError
 from controller.network import load_topology
 from controller.solvers import solve
@@ -50,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reliability", help="faults on Mininet: loss, duplication, reordering, "
                        "congestion, long run (root)")
     p.add_argument("--item", required=True,
-                   choices=("calibrate", "loss", "congestion", "longrun"))
+                   choices=("calibrate", "loss", "congestion", "longrun", "replan-memory"))
     p.add_argument("--topology", action="append", metavar="FILE.yaml",
                    help="topology (repeatable; default ARO Fig. 1)")
     p.add_argument("--scheme", default="aro")
@@ -88,6 +90,8 @@ def main(args: argparse.Namespace) -> int:
         report["runs"] = [_impaired_runs(path, args) for path in topologies]
     elif args.item == "congestion":
         report["runs"] = [_congestion_run(path, args) for path in topologies]
+    elif args.item == "replan-memory":
+        report["runs"] = [_replan_memory(path, args) for path in topologies]
     else:
         report["runs"] = [_long_run(path, args) for path in topologies]
     (out / f"{args.item}.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -258,6 +262,24 @@ def _long_run(path: str, args: argparse.Namespace) -> dict:
     return record
 
 
+def _replan_memory(path: str, args: argparse.Namespace) -> dict:
+    """The controller's memory step told from a trend: `--iterations` re-plans in one process."""
+    from rich.progress import track
+
+    steps = iter(track(range(args.iterations), description="re-plans", console=console))
+    record = replan_memory(load_topology(path), args.scheme, tuple(args.cut.split(",")),
+                           args.iterations, progress=lambda k: next(steps, None))
+    after = record["rss_kb_after_replan"]
+    record["topology"] = Path(path).stem
+    _table(f"{Path(path).stem}: RSS (MB) of one process re-planning {args.iterations} times",
+           [{"before the first solve": f"{record['rss_kb_before_first_solve'] / 1024:.1f}",
+             "after it": f"{record['rss_kb_after_first_solve'] / 1024:.1f}",
+             "after re-plan 1": f"{after[0] / 1024:.1f}",
+             f"after re-plan {len(after) // 2}": f"{after[len(after) // 2 - 1] / 1024:.1f}",
+             f"after re-plan {len(after)}": f"{after[-1] / 1024:.1f}"}])
+    return record
+
+
 def _long_run_progress(k: int, row: dict) -> None:
     event = row.get("event")
     console.print(f"  iteration {k}: "
@@ -334,6 +356,18 @@ def _plot(report: dict, path: Path) -> None:
                                 for k in labels])
         ax.set_ylabel("plan versions (1 = never re-planned)")
         ax.set_title("every link at 30 % of the pace (ARO Fig. 1)")
+        ax.legend()
+    elif item == "replan-memory":
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for run in report["runs"]:
+            after = run["rss_kb_after_replan"]
+            ax.plot([-1, 0, *range(1, len(after) + 1)],
+                    [kb / 1024 for kb in (run["rss_kb_before_first_solve"],
+                                          run["rss_kb_after_first_solve"], *after)],
+                    label=run["topology"])
+        ax.set_xlabel("re-plans (-1: before the first solve, 0: after it)")
+        ax.set_ylabel("RSS of the process (MB)")
+        ax.set_ylim(bottom=0)
         ax.legend()
     else:
         _plot_long_run(report["runs"][0], plt)

@@ -9,6 +9,7 @@ follows this process's agent children and keeps each one's peak RSS (VmHWM).
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -80,27 +81,28 @@ class AgentPeaks:
             except OSError:
                 continue
             for pid in children:
-                if pid not in self._names:
+                if self._names.get(pid) is None:  # not yet exec'd (fork, mnexec): look again
                     self._names[pid] = self._agent_name(pid)
                 name = self._names[pid]
                 kb = rss_kb(pid, "VmHWM") if name else 0
                 if kb:
                     with self._lock:
                         self._peak[name] = max(self._peak.get(name, 0), kb)
-            if len(self._names) > 10_000:  # pids are reused: forget the finished ones
-                self._names = {p: n for p, n in self._names.items() if p in children}
+            # forget the finished ones: a pid used again is another process
+            self._names = {pid: self._names[pid] for pid in children}
 
     def _agent_name(self, pid: int) -> str | None:
-        """'worker W1' / 'PS P' for an agent (its --ip names the host), None otherwise."""
+        """'worker W1' / 'PS P' for an agent (its --ip names the host), '' for another
+        process, None while it is not yet running the program it will (just forked)."""
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
         except OSError:
             return None
-        if "controller.cli" not in argv or "--ip" not in argv:
-            return None
+        if "controller.cli" not in argv:
+            return "" if any("dataplane" in a for a in argv) else None
         role = next((a for a in argv if a in ("worker", "ps")), None)
-        host = self.host_by_ip.get(argv[argv.index("--ip") + 1])
-        return f"{'worker' if role == 'worker' else 'PS'} {host}" if role and host else None
+        host = self.host_by_ip.get(argv[argv.index("--ip") + 1]) if "--ip" in argv else None
+        return f"{'worker' if role == 'worker' else 'PS'} {host}" if role and host else ""
 
 
 def schedule(iterations: int, every: int) -> dict[int, str]:
@@ -197,3 +199,29 @@ def _injector(emu, event: dict | None, cut: tuple[str, str], restart: str,
             event["error"] = str(exc)[:500]
 
     return inject
+
+
+def replan_memory(network, scheme: str, cut: tuple[str, str], replans: int,
+                  progress: Callable[[int], None] | None = None) -> dict:
+    """This process's RSS around the daemon's re-plan step (controller/daemon.py `replan`:
+    a solve warm-started from the current plan, then the compile), `replans` times, around
+    the cut of `cut` and back in turn: the solver's one-time load (imports, first solve) told
+    apart from any growth per re-plan. P4Runtime writes are not part of it."""
+    from controller.program import compile_plan
+    from controller.solvers import SolveOptions, solve
+
+    me = os.getpid()
+    before = rss_kb(me)
+    plan = solve(network, scheme)
+    first = rss_kb(me)
+    after = []
+    for k in range(1, replans + 1):
+        view = network.without_links({cut} if k % 2 else set())
+        plan = solve(view, scheme, SolveOptions(warm_start=plan))
+        compile_plan(view, plan, version=k + 1)
+        gc.collect()  # as the daemon does after each re-plan
+        after.append(rss_kb(me))
+        if progress:
+            progress(k)
+    return {"scheme": scheme, "cut": list(cut), "rss_kb_before_first_solve": before,
+            "rss_kb_after_first_solve": first, "rss_kb_after_replan": after}
