@@ -96,7 +96,7 @@ def _refuse_shared_capacity(network: Network, scheme: str) -> None:
         (u, v), more = shared[0], len(shared) - 1
         raise SchemeInputError(
             f"{network.source}: scheme {scheme} gives each direction of a link its own "
-            f"capacity, but the link {u}-{v}{f' and {more} more' if more else ''} has "
+            f"capacity, but the link {u}-{v}{f' (and {more} more)' if more else ''} has "
             f"`shared_capacity: true` (one capacity for both directions, e.g. a network "
             f"`ina solve --scheme atro --topology-out` wrote); use a scheme that shares it "
             f"(shortest, aro, atro) or give the link per-direction capacities "

@@ -12,6 +12,12 @@ aggregator's output, each once by loop freedom), so k runs up to that summed ove
 Several tasks at one common rate t (the max-min part) are exact the same way: every
 constraint is a flow count times t against a capacity. Raising one task with the others fixed
 (the sum part, `raise_one`) is a greedy step over that task's own candidates, not a proof.
+
+`formulation=aggregated` (the decomposition, `relaxed`): a bisection on the merged model alone
+first (`_ceiling`: its lowest refuted candidate is a bound), then the exact model starts at the
+highest rate the merged model carries; every exact probe asks the merged model first (a
+refutation there is one of (2)-(21)) and routes the merged model's network exactly before
+searching alone. A first probe that runs out of its share of time does not end the search.
 """
 
 from __future__ import annotations
