@@ -48,13 +48,13 @@ def test_rto_is_clamped_and_backs_off_by_doubling():
     slow = RtoEstimator()
     slow.sample(30.0)
     assert slow.rto == MAX_RTO
-    assert RtoEstimator(initial=0.05).rto == MIN_RTO
+    assert RtoEstimator(initial=0.05).rto == MIN_RTO == 0.5
     est = RtoEstimator()
-    est.sample(0.1)  # RTO = 0.1 + 4 * 0.05 = 0.3, doubled up to the ceiling (1 s)
+    est.sample(0.1)  # SRTT + 4 RTTVAR = 0.3, under the floor: RTO 0.5, doubled to the ceiling
     assert BACKOFF_CEILING == STALE_AFTER_SECONDS / 2 == 1.0
-    assert [est.backed_off(n) for n in range(5)] == pytest.approx([0.3, 0.6, 1.0, 1.0, 1.0])
-    est.sample(2.0)  # SRTT 0.3375, RTTVAR 0.5125: RTO 2.3875 > the ceiling, not backed off
-    assert [est.backed_off(n) for n in range(3)] == pytest.approx([2.3875] * 3)
+    assert [est.backed_off(n) for n in range(4)] == pytest.approx([0.5, 1.0, 1.0, 1.0])
+    est.sample(2.0)  # SRTT 0.3375, RTTVAR 0.5125: RTO 2.3875; once timed out, the ceiling
+    assert [est.backed_off(n) for n in range(3)] == pytest.approx([2.3875, 1.0, 1.0])
 
 
 def _headers(observer: socket.socket) -> list[InaHeader]:
@@ -79,34 +79,35 @@ def test_a_worker_resends_within_its_window_backs_off_and_samples_fragments_sent
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
     worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((4, K), ">i4"), window=2.0,
-                    timeout=0.25)
+                    timeout=0.5)
     worker.pump(100.0)
     assert _sent(observer) == [(DATA, 0), (DATA, 1)]
-    assert worker.outstanding == pytest.approx({0: 100.25, 1: 100.25})  # the initial RTO
-    worker.on_timeouts(100.25)  # one loss event: the window halves once, to 1
+    assert worker.outstanding == pytest.approx({0: 100.5, 1: 100.5})  # the initial RTO
+    worker.on_timeouts(100.5)  # one loss event: the window halves once, to 1
     assert worker.window == 1.0 and set(worker.lost) == {0, 1} and worker.outstanding == {}
-    worker.pump(100.25)  # the window admits one resend, the lowest fragment
+    worker.pump(100.5)  # the window admits one resend, the lowest fragment
     assert _sent(observer) == [(DATA, 0)]
-    assert worker.outstanding == pytest.approx({0: 100.75})  # backed off: twice the RTO
-    worker.on_timeouts(100.74)
+    assert worker.outstanding == pytest.approx({0: 101.5})  # backed off: twice the RTO
+    assert worker.pump(100.9) == pytest.approx(0.1)  # fragment 1 is due at 101.0
     assert _sent(observer) == []
-    worker.on_timeouts(100.75)  # fragment 0's second timeout: resent at four times the RTO,
-    worker.pump(100.75)  # with a PROBE after it
+    worker.pump(101.0)  # 1 s after its last send, window or not (partial sums stay fresh)
+    assert _sent(observer) == [(DATA, 1)]
+    worker.on_timeouts(101.5)  # fragment 0's second timeout
+    worker.pump(101.5)  # the window is full (fragment 1) but 0 is due: resent, a PROBE after
     assert _sent(observer) == [(DATA, 0), (PROBE, 0)]
-    assert worker.outstanding == pytest.approx({0: 101.75})
-    _result(worker, 0, 101.0)  # answers a resent fragment: no sample (Karn), an ACK
+    assert worker.outstanding == pytest.approx({0: 102.5, 1: 102.0})  # at the ceiling
+    _result(worker, 0, 102.0)  # answers a resent fragment: no sample (Karn), an ACK
     assert worker.rtt.samples == 0 and _sent(observer) == [(ACK, 0)]
-    worker.pump(101.0)  # window 2: fragment 1 resent at twice the RTO, then fragment 2
-    assert _sent(observer) == [(DATA, 1), (DATA, 2)]
-    assert worker.outstanding == pytest.approx({1: 101.5, 2: 101.25})
-    _result(worker, 2, 101.1)  # sent once: R = 0.1, RTO = 0.1 + 4 * 0.05
-    assert worker.rtt.samples == 1 and worker.rto == pytest.approx(0.3)
+    worker.pump(102.0)  # window 2, fragment 1 in flight: one new fragment
+    assert _sent(observer) == [(DATA, 2)]
+    assert worker.outstanding[2] == pytest.approx(102.5)
+    _result(worker, 2, 102.1)  # sent once, answered before its timeout: a sample
+    assert worker.rtt.samples == 1 and worker.rtt.srtt == pytest.approx(0.1)
     assert _sent(observer) == []  # no ACK for a fragment sent once
-    _result(worker, 1, 101.2)  # resent: an ACK frees what its first copy may have left
-    worker.pump(101.2)
+    _result(worker, 1, 102.2)  # resent: an ACK frees what its first copy may have left
+    worker.pump(102.2)
     assert _sent(observer) == [(ACK, 1), (DATA, 3)]
-    assert worker.outstanding == pytest.approx({3: 101.5})  # the measured RTO
-    _result(worker, 3, 101.3)
+    _result(worker, 3, 102.3)
     assert worker.finished
 
 
