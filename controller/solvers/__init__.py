@@ -87,5 +87,8 @@ def get_solver(name: str) -> Solver:
 def solve(network: Network, scheme: str, options: SolveOptions | None = None) -> Plan:
     options = options or SolveOptions()
     params = {**network.schemes.get(scheme, {}), **options.params}
-    return get_solver(scheme)(network, SolveOptions(
+    plan = get_solver(scheme)(network, SolveOptions(
         options.time_limit, options.seed, options.warm_start, params))
+    if options.params:  # a re-plan (controller.daemon) solves again with the same settings
+        plan.details.setdefault("params", dict(options.params))
+    return plan
