@@ -172,7 +172,8 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
     session.dead_links = set(dead)
     view = session.network.without_links(session.dead_links)
     try:
-        plan = solve(view, session.plan.scheme, SolveOptions(warm_start=session.plan))
+        plan = solve(view, session.plan.scheme, SolveOptions(
+            warm_start=session.plan, params=session.plan.details.get("params", {})))
         programs, assignments = compile_plan(view, plan, version=session.version + 1)
     except Exception as exc:  # noqa: BLE001 (whatever the scheme raises, the daemon lives on)
         # No plan for what is left (a PS cut off, say): keep the current one and keep watching;

@@ -150,3 +150,27 @@ def test_ina_mininet_refuses_a_bad_scheme_spec_before_starting(spec, message, ca
     assert main(["mininet", str(EXAMPLES / "grid-fig1.yaml"), "--scheme", spec]) == 2
     said = capsys.readouterr()
     assert message in said.out + said.err
+
+
+def test_a_replan_keeps_the_schemes_parameters(tmp_path):
+    """Seen on Mininet: the link monitor took the idle S1 - S2 link for dead under load, and
+    the re-plan solved plain `atp`, so the workers went coarse mid-run. The plan carries its
+    parameters (`details.params`) and the re-plan uses them."""
+    import asyncio
+
+    from conftest import free_port
+
+    from controller.daemon import Session, replan
+    from controller.southbound.p4runtime import SwitchTarget
+
+    network = load_topology(EXAMPLES / "grid-fig1.yaml")
+    plan = solve(network, "atp", SolveOptions(seed=0, params={"partial": True}))
+    assert plan.details["params"] == {"partial": True}
+    targets = {s: SwitchTarget(s, f"127.0.0.1:{free_port()}", i + 1)
+               for i, s in enumerate(network.switches)}
+    session = Session(network, plan, targets, tmp_path / "state.json")
+    session.drain_seconds = 0
+    asyncio.run(replan(session, {("S1", "S2")}))
+    assert session.version == 2
+    assert any(a.share < 1 for a in session.plan.tasks[0].aggregation)
+    assert session.plan.tasks[0].rate_gbps == pytest.approx(39 / 16, rel=1e-6)

@@ -107,5 +107,8 @@ def solve(network: Network, scheme: str, options: SolveOptions | None = None) ->
     options = options or SolveOptions()
     _refuse_shared_capacity(network, scheme)
     params = {**network.schemes.get(scheme, {}), **options.params}
-    return get_solver(scheme)(network, SolveOptions(
+    plan = get_solver(scheme)(network, SolveOptions(
         options.time_limit, options.seed, options.warm_start, params))
+    if options.params:  # a re-plan (controller.daemon) solves again with the same settings
+        plan.details.setdefault("params", dict(options.params))
+    return plan

@@ -97,7 +97,7 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
     trunk = [f"ip{uuid.uuid4().hex[:6]}{end}" for end in "ab"]  # the S1 - S2 link
     with VethNet(len(HOSTS)) as net:
         ip("link", "add", trunk[0], "type", "veth", "peer", "name", trunk[1])
-        switches, clients = {}, {}
+        switches, clients, agents = {}, {}, []
         try:
             for end in trunk:
                 ip("link", "set", end, "up")
@@ -118,24 +118,24 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
                 client.write(*(e.encode(schema) for e in programs[name].entities()))
             sniffer = net.host_socket(HOSTS.index("PS") + 1)
             run = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]
-            # released together (--wait-go) and with a long timeout: a worker that started
-            # early would resend what waits for a late peer, and two resends complete again
+            # released together (--wait-go): a worker started early resends what waits for a
+            # late peer, and resends of all of a point's inputs complete it once more
             common = ["--workers", "3", "--size-mb", str(SIZE_MB), "--job", "1", "--task", "0",
                       "--state", str(state), "--seed", str(SEED), "--wait-go"]
             ps_ip = ids.host_ip["PS"]
             ps = subprocess.Popen(
-                [*run, "ps", "--iface", net.host_if[4], "--ip", ps_ip, "--verify",
+                [*run, "ps", "--iface", net.host_if[4], "--ip", ps_ip, "--verify", "--linger", "3",
                  "--result-flow-id", str(assignments[0].result_flow_id), *common],
                 cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             workers = [subprocess.Popen(
                 [*run, "worker", "--iface", net.host_if[i + 1], "--ip", ids.host_ip[w],
-                 "--ps-ip", ps_ip, "--index", str(i), "--name", w, "--verify", "--timeout",
-                 "5", *common],
+                 "--ps-ip", ps_ip, "--index", str(i), "--name", w, "--verify", *common],
                 cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                 for i, w in enumerate(HOSTS[:3])]
-            for agent in (ps, *workers):
+            agents += [ps, *workers]
+            for agent in agents:
                 assert json.loads(agent.stdout.readline()) == {"ready": True}
-            for agent in (ps, *workers):
+            for agent in agents:
                 agent.stdin.write("go\n")
                 agent.stdin.flush()
             reports = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1])
@@ -144,6 +144,10 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
             seen = _received(sniffer)
             completed = {n: c.counter("aggregations_completed")[0] for n, c in clients.items()}
         finally:
+            for agent in agents:  # a stuck agent must not outlive its namespace
+                if agent.poll() is None:
+                    agent.kill()
+                    agent.wait(timeout=10)
             for client in clients.values():
                 client.close()
             for proc in switches.values():
@@ -152,9 +156,11 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
             ip("link", "del", trunk[0], check=False)
     assert all(r["exact"] for r in reports), reports
     assert ps_report["exact"] and ps_report["miscounted"] == 0, ps_report
-    # S1 merges fragments [0, 512) of W1 + W2; S2 merges [0, 768) of what enters it
-    resent = [r["resent_on_timeout"] for r in reports]
-    assert completed == {"S1": 512, "S2": 768}, f"resent on timeout: {resent}"
+    # S1 merges fragments [0, 512) of W1 + W2; S2 merges [0, 768) of what enters it. Only
+    # timeouts' resends can complete a fragment again (a CONTROL's resend replaces a drop).
+    resent = sum(r["resent_on_timeout"] for r in reports)
+    for switch, merged in (("S1", 512), ("S2", 768)):
+        assert merged <= completed[switch] <= merged + resent, (completed, resent)
     # the PS gets one sum of all three for [0, 768), three raw flows for [768, 1024)
     per_fragment: dict[int, set[tuple[int, int]]] = defaultdict(set)
     for h in seen:
@@ -167,5 +173,5 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
         == set(range(768, FRAGMENTS))
     assert ps_report["flows_per_fragment"] == 1.5
     print(f"{target}: PS flows per fragment {ps_report['flows_per_fragment']}, "
-          f"aggregations completed {completed}, worker seconds "
+          f"aggregations completed {completed} ({resent} resent on timeout), worker seconds "
           f"{max(r['seconds'] for r in reports):.2f}")
