@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import networkx as nx
 import pytest
-from test_paring import tiny_doc
+from test_paring import _tree, tiny_doc
 
 from controller.network import build_network
 from controller.solvers.paring import exact
@@ -42,7 +42,7 @@ def reference(doc: dict, n: int, servers: bool = True) -> tuple[Fraction, int]:
                 if any(parent.get(w) is None for w in workers) or \
                         any(v == p for v, p in parent.items()):
                     continue
-                used = _used(parent, workers, ps)
+                used = _tree(parent, workers, ps)
                 if used is None:
                     continue
                 kids: dict[str, int] = {}
@@ -81,19 +81,6 @@ def test_p4_switches_of_unlimited_degree_match_the_brute_force(seed):
         assert opt.details["traffic_volume_gradients"] == cost
         heur = solve(network, "paring", SolveOptions(seed=0))
         assert Fraction(heur.objective).limit_denominator() == rate
-
-
-def _used(parent: dict, workers, ps: str) -> set[str] | None:
-    used: set[str] = set()
-    for w in workers:
-        v, seen = w, {w}
-        while v != ps:
-            used.add(v)
-            v = parent.get(v)
-            if v is None or v in seen:
-                return None
-            seen.add(v)
-    return used
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -10,6 +10,7 @@ import socket
 
 import numpy as np
 import pytest
+from test_dp_shards import _sent as _headers
 
 from dataplane.frame import (
     ACK,
@@ -55,15 +56,6 @@ def test_rto_is_clamped_and_backs_off_by_doubling():
     assert [est.backed_off(n) for n in range(4)] == pytest.approx([0.5, 1.0, 1.0, 1.0])
     est.sample(2.0)  # SRTT 0.3375, RTTVAR 0.5125: RTO 2.3875; once timed out, the ceiling
     assert [est.backed_off(n) for n in range(3)] == pytest.approx([2.3875, 1.0, 1.0])
-
-
-def _headers(observer: socket.socket) -> list[InaHeader]:
-    out = []
-    while True:
-        try:
-            out.append(InaHeader.unpack(observer.recv(4096)))
-        except BlockingIOError:
-            return out
 
 
 def _sent(observer: socket.socket) -> list[tuple[int, int]]:
