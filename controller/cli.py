@@ -25,8 +25,9 @@ from controller.network import load_topology
 from controller.plan import Plan, parse_plan
 from controller.program import CompileError
 from controller.southbound.p4runtime import SouthboundError
+from controller.tables import print_table
 
-console = Console()
+console = Console(soft_wrap=True)  # piped into a log, lines stay whole (tables: print_table)
 
 
 class UserError(Exception):
@@ -44,7 +45,7 @@ def print_plan(plan: Plan) -> None:
     for tp in plan.tasks:
         aggs = ", ".join(f"{a.switch}:{a.pipeline}×{a.fan_in}" for a in tp.aggregation) or "none"
         table.add_row(f"{tp.job}/{tp.task}", tp.ps, _fmt(tp.rate_gbps), str(len(tp.paths)), aggs)
-    console.print(table)
+    print_table(console, table)
     gap = plan.gap
     console.print(
         f"status {plan.status}  objective {_fmt(plan.objective)}  bound {_fmt(plan.bound)}  "
@@ -204,7 +205,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"{te.job}/{te.task}", _fmt(te.rate_gbps), _fmt(te.claimed_rate_gbps),
             str(te.flows_into_ps), _fmt(te.volume_mb), _fmt(te.communication_seconds),
         )
-    console.print(table)
+    print_table(console, table)
     for job, seconds in (result.job_communication_seconds or {}).items():
         console.print(f"job {job}: communication time {_fmt(seconds)} s (its slowest task/shard)")
     for problem in result.problems:
@@ -379,7 +380,7 @@ def cmd_status(args: argparse.Namespace) -> int:
               ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job",
                "forged")),
         )
-    console.print(table)
+    print_table(console, table)
     if state.dead_links:
         console.print("dead links: " + ", ".join("–".join(e) for e in state.dead_links))
     for failure in state.replan_failures[-3:]:
@@ -461,7 +462,7 @@ def _print_runs(results: list) -> None:
         table.add_row(r.scheme, _fmt(r.plan_rate_gbps), str(len(r.iterations)),
                       f"{r.mean_seconds:.2f}", ", ".join(f"{f:g}" for f in flows),
                       "exact" if r.exact else "WRONG")
-    console.print(table)
+    print_table(console, table)
     if len(results) >= 2 and results[-1].mean_seconds > 0:
         ratio = results[0].mean_seconds / results[-1].mean_seconds
         console.print(f"iteration-time ratio {results[0].scheme}/{results[-1].scheme}: "

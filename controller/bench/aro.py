@@ -23,6 +23,7 @@ from rich.table import Table
 from controller.evaluate import evaluate
 from controller.network import build_network
 from controller.solvers import SolveOptions, solve
+from controller.tables import print_table
 from controller.topogen import Document, InaOptions, Workload, leaf_spine
 
 console = Console()
@@ -165,7 +166,7 @@ def _print(summary: list[dict[str, Any]]) -> None:
             f"{s['throughput_min']:.2f}", f"{s['throughput_max']:.2f}",
             f"{s['solve_median_s']:.2f}s", f"{s['solve_max_s']:.2f}s", gap,
             str(s["optimal"]), str(s["exact"]))
-    console.print(table)
+    print_table(console, table)
 
 
 def _plot(out: Path, rows: list[dict[str, Any]]) -> None:

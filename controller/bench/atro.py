@@ -36,6 +36,7 @@ from rich.table import Table
 from controller.evaluate import evaluate
 from controller.network import build_network
 from controller.solvers import SolveOptions, solve
+from controller.tables import print_table
 from controller.topogen import InaOptions, Workload, fat_tree, leaf_spine, pool
 
 console = Console()
@@ -237,7 +238,7 @@ def _print(figure: str, summary: list[dict[str, Any]]) -> None:
                       f"{s['solve_median_s']:.2f}s", f"{s['solve_max_s']:.2f}s",
                       str(s["optimal"]), str(s["consistent"]))
     # Wide enough for whole numbers when piped into a log (rich assumes 80 columns there).
-    Console(width=max(console.width, 140)).print(table)
+    print_table(console, table)
 
 
 def _plot(out: Path, figure: str, summary: list[dict[str, Any]]) -> None:

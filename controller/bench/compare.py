@@ -48,6 +48,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 
 from controller.inputs import InputError
 from controller.network import Network, build_network, load_topology
+from controller.tables import print_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "## Scheme comparison (issue 6)"
@@ -775,7 +776,7 @@ def _report(result: dict[str, Any]) -> None:
         table.add_row(r["setting"], r["metric"], r["scheme"], _fmt(r["paper_gbps"]),
                       _fmt(r.get("mean_gbps")), _fmt(r.get("min_gbps")), _fmt(r.get("max_gbps")),
                       f"{r['runs']}" + (f" ({r['errors']} failed)" if r["errors"] else ""))
-    console.print(table)
+    print_table(console, table)
     for q in result["ratios"]:
         if q["flagged"]:
             paper = "-".join(map(_fmt, q["paper"])) if isinstance(q["paper"], list) \

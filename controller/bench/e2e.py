@@ -22,6 +22,7 @@ from rich.table import Table
 from controller.mininet_runner import Emulation, IterationResult, run
 from controller.network import load_topology
 from controller.solvers import solve
+from controller.tables import print_table
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "topologies" / "examples" / "aro-fig1.yaml"
 console = Console()
@@ -188,4 +189,4 @@ def _print(report: dict) -> None:
                       f"{replan['solve_seconds']:.2f} / {replan['install_seconds']:.3f}")
     table.add_row("link failure: iteration exact",
                   str(failure.get("iteration", {}).get("exact", failure.get("error"))))
-    console.print(table)
+    print_table(console, table)

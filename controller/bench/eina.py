@@ -34,6 +34,7 @@ from rich.table import Table
 from controller.evaluate import evaluate
 from controller.network import build_network
 from controller.solvers import SolveOptions, solve
+from controller.tables import print_table
 from controller.topogen import edge
 
 console = Console()
@@ -210,7 +211,7 @@ def _print(summary: list[dict[str, Any]], x_label: str) -> None:
                       f"{s['solve_median_s']:.1f}s",
                       "-" if s["gap_max"] is None else f"{100 * s['gap_max']:.1f}%",
                       str(s["optimal"]), str(s["consistent"]))
-    console.print(table)
+    print_table(console, table)
 
 
 def _plot(out: Path, summary: list[dict[str, Any]], figure: str, x_label: str,

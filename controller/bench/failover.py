@@ -26,6 +26,7 @@ from rich.table import Table
 
 from controller.network import load_topology
 from controller.p4build import compile_for_bmv2
+from controller.tables import print_table
 from dataplane.bmv2 import bmv2_command, free_tcp_port, wait_listening
 from dataplane.targets import KINDS, missing
 
@@ -157,7 +158,7 @@ def _print(report: dict) -> None:
                       f"{_median(r['takeover_seconds']):.3f}", f"{max(r['takeover_seconds']):.3f}",
                       str(sorted(set(r["takeover_writes"]))),
                       f"{_median(r['preempt_seconds']):.3f}")
-    console.print(table)
+    print_table(console, table)
 
 
 def _median(values: list[float]) -> float:

@@ -39,6 +39,7 @@ from rich.table import Table
 from controller.evaluate import evaluate
 from controller.network import build_network
 from controller.solvers import SolveOptions, solve
+from controller.tables import print_table
 
 console = Console()
 GRADIENT_MB = 1627.0
@@ -208,7 +209,7 @@ def print_sweep(sweep: str, rows: list[dict], schemes: list[str]) -> None:
         status = r["status"] + ("" if r["consistent"] else " INCONSISTENT")
         table.add_row(f"{r['value']:g}", r["scheme"], f"{r['rate_gbps']:.4g}",
                       f"{r['volume_gb']:.1f}", f"{r['communication_seconds']:.3g}", status)
-    console.print(table)
+    print_table(console, table)
 
 
 def plot_sweep(sweep: str, rows: list[dict], schemes: list[str], path: Path) -> None:
@@ -264,7 +265,7 @@ def several_ps(counts: list[int]) -> list[dict]:
             table.add_row(str(workers), str(switches), str(count),
                           " + ".join(f"{r:.4g}" for r in rates), f"{sum(rates):.4g}",
                           f"{volume:.1f}", f"{seconds:.3g}", str(result.consistent))
-    console.print(table)
+    print_table(console, table)
     return rows
 
 

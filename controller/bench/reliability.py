@@ -41,6 +41,7 @@ from controller.faults.longrun import long_run, replan_memory
 from controller.mininet_runner import Emulation, IterationResult, RunnerError
 from controller.network import load_topology
 from controller.solvers import solve
+from controller.tables import print_table
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "topologies" / "examples"
 IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplicate", 2),
@@ -307,7 +308,7 @@ def _table(title: str, rows: list[dict]) -> None:
         table.add_column(str(column))
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
-    console.print(table)
+    print_table(console, table)
 
 
 def _plot(report: dict, path: Path) -> None:
