@@ -370,15 +370,18 @@ def paper_search() -> list[dict]:
     from controller.bench.paring_search import run_search
 
     rows = run_search(lambda w, s, layout: fat_tree_doc(w, s, 5.0, layout=layout))
-    table = Table(title="coarse plans on shortest-path trees giving the paper's value")
-    for col in ("scheme", "point", "layout", "paper Gbps / hops", "trees", "least hops",
-                "matching plans", "on DeepSys tree", "SOAR-optimal", "both"):
+    table = Table(title="coarse plans on shortest-path trees with the paper's rate and volume")
+    for col in ("scheme", "point", "paper", "trees", "least", "plans", "on DeepSys's",
+                "SOAR-opt.", "both"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["scheme"], f"{r['workers']} w, {r['switches']} sw", r["layout"],
-                      f"{r['paper_rate_gbps']:.4g} / {r['paper_hops']}", str(r["trees"]),
+        table.add_row(r["scheme"].removeprefix("deepsys-"),
+                      f"{r['workers']}/{r['switches']} {r['layout']}",
+                      f"{r['paper_rate_gbps']:.3g}/{r['paper_hops']}", str(r["trees"]),
                       str(r["least_hops"]), str(r["matches"]), str(r["on_deepsys_tree"]),
                       str(r["soar_optimal"]), str(r["soar_optimal_on_deepsys_tree"]))
+    console.print("volumes in gradient-hops (1627 MB over one link); least: the least volume "
+                  "of any plan; SOAR-opt.: plans that are SOAR's optimum for their budget")
     console.print(table)
     return rows
 

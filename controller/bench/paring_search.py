@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from fractions import Fraction
+from functools import cache
 from itertools import combinations
 from typing import Any
 
@@ -68,7 +69,8 @@ def counter(parent: dict[str, str], task: Task, rate_cap: float):
     order = sorted(parent, key=level, reverse=True)  # leaves first
     leaves = set(parent) - set(parent.values())
 
-    def f(merging: set[str]) -> tuple[Fraction, int]:
+    @cache
+    def scored(merging: frozenset[str]) -> tuple[Fraction, int]:
         inflow = dict.fromkeys([*parent, task.ps], 0)
         sent = {}
         for v in order:
@@ -76,7 +78,7 @@ def counter(parent: dict[str, str], task: Task, rate_cap: float):
             inflow[parent[v]] += sent[v]
         busiest = max([*sent.values(), *(inflow[v] for v in merging | {task.ps})])
         return min(Fraction(rate_cap), Fraction(10, busiest)), sum(sent.values())
-    return f
+    return lambda merging: scored(frozenset(merging))
 
 
 def search(network: Network, target_rate: Fraction, target_hops: int,
@@ -106,6 +108,8 @@ def search(network: Network, target_rate: Fraction, target_hops: int,
             "soar_optimal": sum(m["soar_optimal"] for m in found),
             "soar_optimal_on_deepsys_tree": sum(m["soar_optimal"] and m["deepsys_tree"]
                                                 for m in found),
+            "soar_optimal_budgets": sorted({len(m["merging"]) for m in found
+                                            if m["soar_optimal"]}),
             "examples": [m for m in found if m["soar_optimal"]][:3] + found[:2]}
 
 
