@@ -371,8 +371,8 @@ def paper_search() -> list[dict]:
 
     rows = run_search(lambda w, s, layout: fat_tree_doc(w, s, 5.0, layout=layout))
     table = Table(title="coarse plans on shortest-path trees with the paper's rate and volume")
-    for col in ("scheme", "point", "paper", "trees", "least", "plans", "on DeepSys's",
-                "SOAR-opt.", "both"):
+    for col in ("scheme", "point", "paper", "trees", "least", "plans", "DeepSys", "SOAR",
+                "both"):
         table.add_column(col, overflow="fold")
     for r in rows:
         table.add_row(r["scheme"].removeprefix("deepsys-"),
@@ -380,8 +380,10 @@ def paper_search() -> list[dict]:
                       f"{r['paper_rate_gbps']:.3g}/{r['paper_hops']}", str(r["trees"]),
                       str(r["least_hops"]), str(r["matches"]), str(r["on_deepsys_tree"]),
                       str(r["soar_optimal"]), str(r["soar_optimal_on_deepsys_tree"]))
-    console.print("volumes in gradient-hops (1627 MB over one link); least: the least volume "
-                  "of any plan; SOAR-opt.: plans that are SOAR's optimum for their budget")
+    console.print("paper: Gbps/volume in gradient-hops (1627 MB over one link); least: the "
+                  "least volume of any plan; plans: those with the paper's two numbers, of "
+                  "which DeepSys: on DeepSys's tree, SOAR: SOAR's optimum for their budget, "
+                  "both: the two")
     console.print(table)
     return rows
 
