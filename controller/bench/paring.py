@@ -19,7 +19,9 @@ Beside the sweeps, at the two points where the paper states PARING's 5.0 Gbps: t
 sharded over 1-3 PSs (`--pss`, Sec. IV-C.3; pss.json / pss.png) and problem (1) as printed,
 where workers aggregate too (`--paper-model`; paper_model.json). `--p4` makes the programmable
 switches P4 switches (B_v = ∞, Sec. IV-C.5); `--layout spread` picks them one per pod
-(see fat_tree_doc).
+(see fat_tree_doc). A `--schemes` entry may carry its scheme's parameters
+(`deepsys-soar:k=2`), and `--paper-search` looks for the coarse plans that give the paper's
+DeepSys+SOAR and PANAMA values (`paring_search`).
 """
 
 from __future__ import annotations
