@@ -19,7 +19,9 @@ Beside the sweeps, at the two points where the paper states PARING's 5.0 Gbps: t
 sharded over 1-3 PSs (`--pss`, Sec. IV-C.3; pss.json / pss.png) and problem (1) as printed,
 where workers aggregate too (`--paper-model`; paper_model.json). `--p4` makes the programmable
 switches P4 switches (B_v = ∞, Sec. IV-C.5); `--layout spread` picks them one per pod
-(see fat_tree_doc).
+(see fat_tree_doc). A `--schemes` entry may carry its scheme's parameters
+(`deepsys-soar:k=2`), and `--paper-search` looks for the coarse plans that give the paper's
+DeepSys+SOAR and PANAMA values (`paring_search`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from rich.table import Table
 
 from controller.evaluate import evaluate
 from controller.network import build_network
-from controller.solvers import SolveOptions, solve
+from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.tables import print_table
 
 console = Console()
@@ -119,7 +121,9 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--sweep", choices=[*sorted(SWEEPS), "none"], action="append",
                    help="sweeps to run (default: all three; none: only the other parts)")
     p.add_argument("--values", help="comma-separated values of a single --sweep")
-    p.add_argument("--schemes", default=SCHEMES)
+    p.add_argument("--schemes", default=SCHEMES,
+                   help="comma-separated; an entry may carry its scheme's parameters, "
+                   "NAME:KEY=VALUE[:KEY=VALUE] (e.g. deepsys-soar:k=2), as a row of its own")
     p.add_argument("--time-limit", type=float, default=30.0, help="paring-opt, per solve (s)")
     p.add_argument("--ratio-instances", type=int, default=30,
                    help="random small instances for the approximation ratio (0: skip)")
@@ -127,6 +131,9 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
                    help="PS counts for the several-PS points (Sec. IV-C.3; '' skips)")
     p.add_argument("--paper-model", action=argparse.BooleanOptionalAction, default=True,
                    help="problem (1) as printed (workers aggregate too) at the stated points")
+    p.add_argument("--paper-search", action="store_true",
+                   help="search every coarse plan on shortest-path trees for the paper's "
+                   "DeepSys+SOAR and PANAMA values (paring_search; minutes)")
     p.add_argument("--layout", choices=("pods", "spread"), default="pods",
                    help="which switches are programmable (fat_tree_doc; default pods)")
     p.add_argument("--p4", action="store_true",
@@ -139,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     schemes = [s.strip() for s in args.schemes.split(",") if s.strip()]
+    for spec in schemes:
+        scheme_spec(spec)  # a bad entry stops the run before any solve
     for sweep in [s for s in args.sweep or sorted(SWEEPS) if s != "none"]:
         values = [float(v) for v in (args.values or SWEEPS[sweep]["values"]).split(",")]
         rows = run_sweep(sweep, values, schemes, args.time_limit, args.p4, args.layout)
@@ -153,6 +162,9 @@ def run(args: argparse.Namespace) -> int:
     if args.paper_model:
         rows = paper_model(args.time_limit)
         (out / "paper_model.json").write_text(json.dumps(rows, indent=2) + "\n")
+    if args.paper_search:
+        rows = paper_search()
+        (out / "paper_search.json").write_text(json.dumps(rows, indent=2) + "\n")
     if args.ratio_instances > 0:
         ratio = approximation_ratio(args.ratio_instances, args.time_limit)
         (out / "ratio.json").write_text(json.dumps(ratio, indent=2) + "\n")
@@ -172,9 +184,14 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                                                  int(setting["switches"]), setting["rate"],
                                                  p4=p4, layout=layout))
             for scheme in schemes:
+                name, params = scheme_spec(scheme)
                 started = time.perf_counter()
-                plan = solve(network, scheme.removesuffix("-fine"), SolveOptions(
-                    time_limit=time_limit, seed=0, params=_params(scheme)))
+                try:
+                    plan = solve(network, name.removesuffix("-fine"), SolveOptions(
+                        time_limit=time_limit, seed=0, params={**_params(name), **params}))
+                except SchemeInputError as exc:  # e.g. deepsys-soar:k=-1: exit 2, one line
+                    from controller.cli import UserError
+                    raise UserError(f"--schemes {scheme}: {exc}") from None
                 seconds = time.perf_counter() - started
                 result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
                 te = result.tasks[0]
@@ -186,10 +203,24 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                     "communication_seconds": te.communication_seconds,
                     "status": plan.status, "bound": plan.bound,
                     "consistent": result.consistent, "solve_seconds": seconds,
-                    "paper": _paper(sweep, value, scheme),
+                    "paper": None if params else _paper(sweep, value, name),
                 })
                 bar.advance(job)
     return rows
+
+
+def scheme_spec(text: str) -> tuple[str, dict]:
+    """`--schemes` entry NAME[:KEY=VALUE...] → the scheme and its parameters (`ina mininet
+    --scheme`'s syntax with ':' between pairs, since ',' separates the entries)."""
+    from controller.cli import UserError, _scheme_spec
+
+    name, _, rest = text.partition(":")
+    spec = f"{name}:{rest.replace(':', ',')}" if rest else name
+    try:
+        return _scheme_spec(spec)
+    except UserError as exc:
+        why = str(exc).removeprefix(f"--scheme {spec}: ").removeprefix("--param ")
+        raise UserError(f"--schemes {text}: {why}") from None
 
 
 def _paper(sweep: str, value: float, scheme: str) -> dict | None:
@@ -333,6 +364,30 @@ def paper_model(time_limit: float) -> list[dict]:
                       f"as printed (workers aggregate) {row['paper_model']['rate_gbps']:.4g} "
                       f"Gbps (the chains reach R: {row['chains_volume_gb']:.1f} GB; CP-SAT "
                       f"{row['paper_model']['cp_sat_status']}); the paper: 5.0")
+    return rows
+
+
+def paper_search() -> list[dict]:
+    """`paring_search` at the stated points, both layouts: which coarse plans give the paper's
+    DeepSys+SOAR and PANAMA rate and volume (BENCHMARKS.md, PARING deviations)."""
+    from controller.bench.paring_search import run_search
+
+    rows = run_search(lambda w, s, layout: fat_tree_doc(w, s, 5.0, layout=layout))
+    table = Table(title="coarse plans on shortest-path trees with the paper's rate and volume")
+    for col in ("scheme", "point", "paper", "trees", "least", "plans", "DeepSys", "SOAR",
+                "both"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["scheme"].removeprefix("deepsys-"),
+                      f"{r['workers']}/{r['switches']} {r['layout']}",
+                      f"{r['paper_rate_gbps']:.3g}/{r['paper_hops']}", str(r["trees"]),
+                      str(r["least_hops"]), str(r["matches"]), str(r["on_deepsys_tree"]),
+                      str(r["soar_optimal"]), str(r["soar_optimal_on_deepsys_tree"]))
+    console.print("paper: Gbps/volume in gradient-hops (1627 MB over one link); least: the "
+                  "least volume of any plan; plans: those with the paper's two numbers, of "
+                  "which DeepSys: on DeepSys's tree, SOAR: SOAR's optimum for their budget, "
+                  "both: the two")
+    console.print(table)
     return rows
 
 
