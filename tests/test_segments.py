@@ -117,9 +117,12 @@ def _fine_plans():
 
     fat = build_network(fat_tree_doc(15, 8, 5.0))
     yield fat, solve(fat, "paring", SolveOptions(seed=0, params={"fine": True}))
+    star = load_topology(EXAMPLES / "paring-fine.yaml")
+    yield star, solve(star, "paring", SolveOptions(seed=0, params={"fine": True}))
 
 
-@pytest.mark.parametrize("case", range(2), ids=["atp-grid-fig1", "paring-fine-fat-tree"])
+@pytest.mark.parametrize("case", range(3), ids=["atp-grid-fig1", "paring-fine-fat-tree",
+                                                 "paring-fine-star"])
 def test_packets_through_the_tables_carry_what_the_evaluator_scored(case):
     """Per link, packets per fragment averaged over the segments (weighted by their width)
     equal the evaluator's fractional flows, and every fragment reaches the PS whole."""
