@@ -48,11 +48,13 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     as_printed = params.flag("as_printed", False)
     tasks = placed_tasks(network, "paring")
     if len(tasks) > 1:  # Sec. IV-C.3: the model sharded over several PSs
-        if params.flag("fine", False):
-            raise SchemeInputError(f"{network.source}: paring: `fine` is for a job with one "
-                                   f"PS; job {tasks[0].job} has {len(tasks)} tasks (PSs)")
-        plan = several.plan_of(network, several.run_several(network, tasks, as_printed),
+        fine = params.flag("fine", False)  # each shard fine on what the others left
+        plan = several.plan_of(network, several.run_several(network, tasks, as_printed, fine),
                                "paring", "heuristic", options.seed)
+        if fine:
+            plan.details["partial_aggregation"] = {
+                f"{tp.task}:{a.switch}:{a.pipeline}": a.share for tp in plan.tasks
+                for a in tp.aggregation if a.share < 1}
         several.describe(plan, network, gradient_gb)
         plan.solve_seconds = time.perf_counter() - started
         return plan
@@ -106,7 +108,6 @@ def _num(value: Rate) -> Any:
     return None if value == INF else float(value)
 
 
-
 def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     """`paring-opt`: PARING's tree, then problem (1) on CP-SAT warm-started with it (exact.py).
 
@@ -121,6 +122,12 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
     threads = params.integer("num_workers", 2, minimum=1, maximum=64)
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    if params.flag("fine", False):
+        raise SchemeInputError(
+            f"{network.source}: paring-opt: `fine` is not modelled: paring-opt solves the "
+            "coarse problem (1) (a switch merges all the gradients it takes or none), so its "
+            "`optimal` and `bound` would not hold for partial aggregation; use `--scheme "
+            "paring --param fine=true` (PARING's tree, shares by controller/solvers/partial.py)")
     tasks = placed_tasks(network, "paring-opt")
     if len(tasks) > 1:  # Sec. IV-C.3: PARING's shards, bounded by the exact single-PS rates
         plan = several.plan_of(network, several.run_several(
