@@ -40,7 +40,7 @@ from controller.solvers.paring.alg2 import Outcome, grow
 from controller.solvers.paring.degrees import Rate
 from controller.solvers.paring.exact import solve as solve_exactly
 from controller.solvers.paring.logical import INF, Logical, convert, exact
-from controller.solvers.paring.routes import aggregating_children, task_plan
+from controller.solvers.paring.routes import aggregating_children, task_plan, tree_of
 from controller.solvers.paring.steiner import steiner_tree
 from controller.solvers.partial import best_effort
 
@@ -220,6 +220,22 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
                     f"Gbps (shares {', '.join(f'{tp.model_share:.3g}' for tp in plan.tasks)}), "
                     f"traffic volume {volume:.4g} GB, communication time {seconds:.4g} s"),
     })
+
+
+def shard_graphs(network: Network, tasks: list[Task]) -> list[Logical]:
+    """G' once per PS: every free server, each with task p's PS capacity (joint.py)."""
+    g = convert(network, tasks[0])
+    return [_as_ps_of(g, network, task, g.hosts) for task in tasks]
+
+
+def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> Plan:
+    """The plan of joint.py's two trees at their rates (the evaluator may lower them)."""
+    subtasks = []
+    for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks), found.trees,
+                                         found.rates, strict=True):
+        tree = tree_of(g, ps, parent, found.workers)
+        subtasks.append(Subtask(task, Outcome(g, tree, r, r, 1.0)))
+    return plan_of(network, subtasks, "paring-opt", "feasible", seed)
 
 
 def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: int,
