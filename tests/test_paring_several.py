@@ -14,10 +14,11 @@ import random
 from fractions import Fraction
 
 import pytest
+from conftest import EXAMPLES
 
 from controller.cli import main
 from controller.evaluate import evaluate
-from controller.network import build_network
+from controller.network import build_network, load_topology
 from controller.solvers import SchemeInputError, SolveOptions, solve
 
 
@@ -97,9 +98,10 @@ def test_evaluator_checks_the_placement_of_several_pss():
     assert "needs the same workers" in problems and "both a PS and a worker" in problems
 
 
-def test_paring_opt_bounds_several_pss_and_fine_is_refused(capsys, tmp_path):
+def test_paring_opt_bounds_several_pss_and_refuses_fine(capsys, tmp_path):
     """Three 2 Gbps PSs on the star: one PS's optimum is 2/3, so Σ r ≤ 3 · 2/3 = 2, which
-    PARING's shards reach (rate proven optimal); `fine` is for one PS."""
+    PARING's shards reach (rate proven optimal); paring-opt's model is coarse, so `fine`
+    (which its bound would not cover) is refused."""
     import yaml
 
     path = tmp_path / "three.yaml"
@@ -110,8 +112,108 @@ def test_paring_opt_bounds_several_pss_and_fine_is_refused(capsys, tmp_path):
     consistent(network, plan)
     assert plan.status == "feasible" and plan.bound == pytest.approx(2)
     assert plan.details["rate_optimal"] and plan.objective == pytest.approx(2)
-    with pytest.raises(SchemeInputError, match="`fine` is for a job with one PS"):
-        solve(network, "paring", SolveOptions(params={"fine": True}))
+    with pytest.raises(SchemeInputError, match="paring-opt: `fine` is not modelled"):
+        solve(network, "paring-opt", SolveOptions(params={"fine": True}))
+
+
+def test_fine_mode_with_two_pss_by_hand():
+    """paring-fine-2ps.yaml (its header derives it): shard 1 is paring-fine.yaml's tree, S
+    merging two workers' fragments below s at rate r: 2 s r = 1.5 (S) and r (3 - s) = 2 (its
+    PS) give r = 11/12, s = 9/11, all of S's 1.5 Gbps; shard 2 then finds S spent and its PS
+    merges three raw flows: 2/3. Coarse: 3/4 (S full) + 2/3."""
+    network = load_topology(EXAMPLES / "paring-fine-2ps.yaml")
+    coarse = solve(network, "paring", SolveOptions(seed=0))
+    fine = solve(network, "paring", SolveOptions(seed=0, params={"fine": True}))
+    consistent(network, coarse)
+    consistent(network, fine)
+    assert [tp.rate_gbps for tp in coarse.tasks] == pytest.approx([3 / 4, 2 / 3])
+    assert [tp.rate_gbps for tp in fine.tasks] == pytest.approx([11 / 12, 2 / 3], rel=1e-7)
+    assert fine.objective == pytest.approx(19 / 12, rel=1e-7)
+    assert [tp.model_share for tp in fine.tasks] == pytest.approx([11 / 19, 8 / 19], rel=1e-6)
+    (point,) = fine.tasks[0].aggregation
+    assert point.switch == "S" and point.share == pytest.approx(9 / 11, rel=1e-7)
+    assert fine.tasks[1].aggregation == []
+    assert list(fine.details["partial_aggregation"]) == ["t0:S:0"]
+    result = evaluate(network, fine)
+    assert not result.beyond_data_plane
+    into = {tp.ps: sum(ll.flows for ll in result.link_loads if ll.dst == tp.ps)
+            for tp in fine.tasks}
+    assert list(into.values()) == pytest.approx([2 * 9 / 11 + 3 * 2 / 11, 3])
+
+
+def test_paring_opt_proves_two_pss_below_the_sum_of_one_ps_optima():
+    """paring-fine-2ps.yaml, coarse: one PS alone reaches 3/4 (S merging two workers), so the
+    sum of one-PS optima is 3/2; jointly S's 1.5 Gbps cannot serve both: with k_p of the 3
+    workers merged at S by shard p, k_1 r_1 + k_2 r_2 ≤ 3/2 and PS p takes 3 - k_p + 1 flows
+    (k_p ≥ 2) or 3 (k_p = 0) within 2 Gbps: (2, 0) gives 3/4 + 2/3 = 17/12, (2, 2) 3/4,
+    (0, 0) 4/3, a 3 at S at most 1/2 + 2/3: the optimum is 17/12, PARING's sum, proven."""
+    network = load_topology(EXAMPLES / "paring-fine-2ps.yaml")
+    opt = solve(network, "paring-opt", SolveOptions(seed=0, params={"num_workers": 1}))
+    consistent(network, opt)
+    assert opt.objective == pytest.approx(17 / 12) and opt.bound == pytest.approx(17 / 12)
+    assert opt.details["rate_optimal"] and opt.details["joint_candidates_probed"] >= 1
+
+
+def test_paring_opt_finds_two_trees_the_greedy_misses():
+    """fine_doc(seed 0): C 2, E0 3, E2 3 Gbps, PSs 3 Gbps, R 10, 3 workers. One PS alone gets
+    at most 3/2 (above it the PS and E0, E2 take one flow each, C less: no merge, so no tree),
+    so Σ ≤ 3. PARING's first shard takes E0 and E2 both at 3/2 (E2 merges two workers, E0
+    that sum and a third), leaving the second C: 2/2 = 1, sum 5/2. Jointly each shard can use
+    one of E0, E2 (2 x 3/2 = 3 each, its PS 2 x 3/2): 3/2 + 3/2 = 3, which paring-opt finds."""
+    network = build_network(fine_doc(random.Random(0)))
+    greedy = solve(network, "paring", SolveOptions(seed=0))
+    opt = solve(network, "paring-opt", SolveOptions(seed=0, params={"num_workers": 1}))
+    consistent(network, opt)
+    assert greedy.objective == pytest.approx(5 / 2)
+    assert [tp.rate_gbps for tp in opt.tasks] == pytest.approx([3 / 2, 3 / 2])
+    assert opt.bound == pytest.approx(3) and opt.details["rate_optimal"]
+    used = [{a.switch for a in tp.aggregation} for tp in opt.tasks]
+    assert sorted(map(sorted, used)) == [["E0"], ["E2"]]
+
+
+def fine_doc(rng: random.Random) -> dict:
+    """tiny_doc's tree with 8 servers, 3 workers, R = 10 and a PS of 2-4 Gbps, so that the
+    switches (1-3 Gbps), not the PS or R, bind: where the fine mode has work to do."""
+    switches = ["C", "A0", "A1", "E0", "E1", "E2"]
+    ina = set(rng.sample(switches, 3))
+    specs = [{"name": s, **({"ina": True, "aggregation_capacity_gbps": rng.choice([1, 1.5, 2, 3])}
+                            if s in ina else {})} for s in switches]
+    links = [("A0", "C"), ("A1", "C"), ("E0", "A0"), ("E1", "A0"), ("E2", "A1")]
+    hosts = {"h0": "E0", "h1": "E0", "h2": "E1", "h3": "E2", "h4": "E2", "h5": "E1",
+             "h6": "E0", "h7": "E2"}
+    roles = ["ps", "worker", "worker", "worker"] + ["idle"] * 4
+    return sharded({
+        "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles)],
+        "switches": specs,
+        "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in
+                  links + list(hosts.items())],
+        "jobs": [{"name": "j", "tasks": [{
+            "name": "t", "ps": "h0", "workers": ["h1", "h2", "h3"], "placement": "free",
+            "rate_cap_gbps": 10, "ps_aggregation_capacity_gbps": rng.choice([2, 3, 4])}]}],
+    }, 2)
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3, 4, 8])  # seeds whose fine plan has a share < 1
+def test_fine_shards_stay_feasible_and_split_only_where_a_switch_is_full(seed):
+    """Random small instances: the fine plan of two PSs is consistent for the evaluator with
+    every shard's rate carried, and a point merges a share s < 1 only at a switch whose
+    capacity the shards use up together (the evaluator's aggregator loads): no share is
+    smaller than the capacity left allows."""
+    network = build_network(fine_doc(random.Random(seed)))
+    plan = solve(network, "paring", SolveOptions(seed=0, params={"fine": True}))
+    consistent(network, plan)
+    result = evaluate(network, plan)
+    assert not result.beyond_data_plane
+    load: dict[str, float] = {}
+    for al in result.aggregator_loads:
+        load[al.switch] = load.get(al.switch, 0.0) + al.load_gbps
+    partial = [(tp, a) for tp in plan.tasks for a in tp.aggregation if a.share < 1]
+    assert partial, "the instance made no partial point"
+    for _tp, a in partial:
+        assert 0 < a.share
+        cap = network.spec(a.switch).aggregation_capacity_gbps
+        assert load[a.switch] == pytest.approx(cap, rel=1e-6), (seed, a)
+    assert sum(tp.model_share for tp in plan.tasks) == pytest.approx(1)
 
 
 # ------------------------------------------------------------------ brute force
@@ -252,8 +354,8 @@ def test_each_shard_gets_the_best_rate_left_and_the_sum_stays_feasible(seed):
     best = joint_optimum(doc, n)
     assert plan.objective <= best * (1 + 1e-9)
     opt = solve(network, "paring-opt", SolveOptions(seed=0, params={"num_workers": 1}))
-    assert opt.objective == pytest.approx(plan.objective)
-    assert opt.bound >= best * (1 - 1e-9)  # proven: never below the joint optimum
+    assert opt.objective == pytest.approx(float(best))  # joint.py: the joint optimum
+    assert opt.bound == pytest.approx(float(best)) and opt.details["rate_optimal"]
     shares = [tp.model_share for tp in plan.tasks]
     assert sum(shares) == pytest.approx(1)
     if plan.objective > 0:

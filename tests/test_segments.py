@@ -38,7 +38,7 @@ class Walk:
             u, v, job, task, flow, count = queue.popleft()
             self.links[(u, v)] += 1
             if not network.is_switch(v):
-                assert v == plan.tasks[0].ps, f"flow {flow} reached host {v}"
+                assert v in {tp.ps for tp in plan.tasks}, f"flow {flow} reached host {v}"
                 self.ps_packets.append((flow, count))
                 continue
             pipelines, aggregate, forward = tables[v]
@@ -117,20 +117,24 @@ def _fine_plans():
 
     fat = build_network(fat_tree_doc(15, 8, 5.0))
     yield fat, solve(fat, "paring", SolveOptions(seed=0, params={"fine": True}))
+    for name in ("paring-fine", "paring-fine-2ps"):
+        star = load_topology(EXAMPLES / f"{name}.yaml")
+        yield star, solve(star, "paring", SolveOptions(seed=0, params={"fine": True}))
 
 
-@pytest.mark.parametrize("case", range(2), ids=["atp-grid-fig1", "paring-fine-fat-tree"])
+@pytest.mark.parametrize("case", range(4), ids=["atp-grid-fig1", "paring-fine-fat-tree",
+                                                 "paring-fine-star", "paring-fine-2ps"])
 def test_packets_through_the_tables_carry_what_the_evaluator_scored(case):
     """Per link, packets per fragment averaged over the segments (weighted by their width)
     equal the evaluator's fractional flows, and every fragment reaches the PS whole."""
     network, plan = list(_fine_plans())[case]
-    tp = plan.tasks[0]
-    assert any(a.share < 1 for a in tp.aggregation), "the scheme made no partial point"
-    cuts = boundaries(tp)
+    assert any(a.share < 1 for tp in plan.tasks for a in tp.aggregation), \
+        "the scheme made no partial point"
+    cuts = sorted({c for tp in plan.tasks for c in boundaries(tp)})  # every task's segments
     average: Counter[tuple[str, str]] = Counter()
     for lo, hi in pairwise(cuts):
         walk = Walk(network, plan, (lo + hi) / 2)
-        assert sum(c for _, c in walk.ps_packets) == len(tp.paths)
+        assert sum(c for _, c in walk.ps_packets) == sum(len(tp.paths) for tp in plan.tasks)
         for link, n in walk.links.items():
             average[link] += n * (hi - lo)
     loads = {(ll.src, ll.dst): ll.flows for ll in evaluate(network, plan).link_loads

@@ -31,6 +31,8 @@ EXPECTED = {
                                 "A30", "C0", "C1"}),
     "paring-2ps": (16, 20, 7, {"E01", "A00", "E11", "A10", "E20", "E21", "A20", "A21", "E30",
                                "A30", "C0", "C1"}),  # Fig. 1's network, two PSs
+    "paring-fine": (4, 1, 3, {"S"}),  # PARING's fine mode (not a figure)
+    "paring-fine-2ps": (5, 1, 3, {"S"}),  # the same with two PSs
 }
 
 

@@ -17,12 +17,15 @@ The topology declares the demand on the task (topologies/README.md, jobs): `plac
 Several PSs (Sec. IV-C.3, `several`): a job of several `placement: free` tasks is one
 training task whose model is sharded over as many PSs; `paring` places them greedily, shard by
 shard on the B_v left (several.py); `paring-opt` returns the same plan with a proven bound on
-the summed rate (several.rate_bounds).
+the summed rate (several.rate_bounds) and, with two PSs, searches the joint optimum exactly
+(joint.py: candidate rate pairs at the rate LP's vertices, one CP-SAT feasibility per pair).
 
 Parameters (`schemes.paring` or `--param`): `gradient_gb`, the gradient size b (default 1),
 used only for the traffic volume and communication time reported (b scales O_2, it does not
 change the tree); `as_printed` (default false) runs Alg. 3 without the slot guard (steiner.py
 reading (b)); `fine` (default false) is Sec. V-C's fine mode: on PARING's tree, a switch whose
 capacity binds merges a share of the fragments and forwards the rest raw
-(`controller.solvers.partial`; deployed segment by segment, `controller.segments`).
+(`controller.solvers.partial`; deployed segment by segment, `controller.segments`;
+topologies/examples/paring-fine.yaml). With several PSs each shard is made fine in turn on
+what the shards before it left (several.py). `paring-opt` refuses `fine`: its model is coarse.
 """

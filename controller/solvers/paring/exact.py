@@ -147,10 +147,10 @@ def _solve_at(g: Logical, n: int, r: Rate, deadline: float, threads: int, seed: 
     placed = [h for h in g.hosts if solver.value(w[h])]
     cost = round(solver.objective_value)
     bound = int(solver.best_objective_bound + 1 - 1e-6)  # integral costs: ceil, safely
-    return Exact(r, _carrying(parent, placed), ps, placed, cost, min(bound, cost), name, 0)
+    return Exact(r, carrying(parent, placed), ps, placed, cost, min(bound, cost), name, 0)
 
 
-def _carrying(parent: dict[str, str], workers: list[str]) -> dict[str, str]:
+def carrying(parent: dict[str, str], workers: list[str]) -> dict[str, str]:
     """The arcs on some worker's way to the PS (an idle cycle of switches is dropped)."""
     kept: dict[str, str] = {}
     for w in workers:

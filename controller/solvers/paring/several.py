@@ -17,34 +17,45 @@ aggregation capacity B_v for vertices in the cluster after each run of Alg. 3." 
 * "Combining the results": shard p gets model_share r_p / Σ r, so every shard ends at once and
   the job moves b in b / Σ r (controller/sharding.py); its traffic volume is
   Σ_p share_p · b · (gradient-hops of tree p).
+* Fine mode (Sec. V-C) with several PSs: shard p's tree is built as above, then made fine on
+  what the shards before it left (`residual`: links, switch B_v and R less their use at their
+  rates), by the one-PS fine mode (`controller.solvers.partial.best_effort`): its rate r_p and
+  shares. "Update B_v" then subtracts what shard p really merges, fractional flows included,
+  so the next tree and its shares see only the capacity left. Each shard is a task with its
+  own points and shares, deployed segment by segment like a one-PS fine plan.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from controller.evaluate import evaluate, resources, task_flows
 from controller.network import Network, Task
-from controller.plan import Plan
+from controller.plan import Plan, TaskPlan
 from controller.solvers import SchemeInputError
 from controller.solvers.paring import degrees
 from controller.solvers.paring.alg2 import Outcome, grow
 from controller.solvers.paring.degrees import Rate
 from controller.solvers.paring.exact import solve as solve_exactly
 from controller.solvers.paring.logical import INF, Logical, convert, exact
-from controller.solvers.paring.routes import aggregating_children, task_plan
+from controller.solvers.paring.routes import aggregating_children, task_plan, tree_of
 from controller.solvers.paring.steiner import steiner_tree
+from controller.solvers.partial import best_effort
 
 
 @dataclass
 class Subtask:
     task: Task
     outcome: Outcome
+    fine: TaskPlan | None = None  # fine mode: the shard with its shares, at outcome.rate
 
 
-def run_several(network: Network, tasks: list[Task], as_printed: bool = False) -> list[Subtask]:
-    """Sec. IV-C.3 on the tasks of one placed job, in their declaration order."""
+def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
+                fine: bool = False) -> list[Subtask]:
+    """Sec. IV-C.3 on the tasks of one placed job, in their declaration order (fine: each
+    shard made fine on what the shards before it left, module docstring)."""
     g = convert(network, tasks[0])  # Alg. 1 (the job's tasks share their free servers)
     n, count = len(tasks[0].workers), len(tasks)
     if len(g.hosts) < n + count:
@@ -66,8 +77,19 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False) -
         g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
         outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed, load)
         load = outcome.tree.load  # the links the shards so far use (equal-cost legs avoid them)
-        out.append(Subtask(task, outcome))
         workers = workers or list(outcome.tree.workers)
+        if fine:
+            shard = _fine_shard(network, task, outcome, [s.fine for s in out], len(tasks))
+            out.append(Subtask(task, replace(outcome, rate=shard.rate_gbps), shard))
+            left_over = residual(network, [s.fine for s in out])
+            for v in g.switches:  # update B_v by what the shards merge, shares included
+                if capacity[v] != INF:
+                    capacity[v] = _snap(left_over.spec(v).aggregation_capacity_gbps)
+            if left != INF:
+                left = _snap(next(t.rate_cap_gbps for t in left_over.tasks
+                                  if (t.job, t.name) == (task.job, task.name)))
+            continue
+        out.append(Subtask(task, outcome))
         r = outcome.rate
         if r > 0 and r != INF:
             for v, k in aggregating_children(outcome.tree).items():  # update B_v
@@ -75,6 +97,55 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False) -
                     capacity[v] = max(capacity[v] - r * k, Fraction(0))
             left = left - r if left != INF else INF
     return out
+
+
+def _fine_shard(network: Network, task: Task, outcome: Outcome, before: list[TaskPlan],
+                count: int) -> TaskPlan:
+    """Shard p's tree as a task of the job, its rate and shares those of the one-PS fine mode
+    on what the shards `before` it left."""
+    tp = task_plan(network, task, outcome.tree, 0.0)
+    tp.model_share = 1 / count  # sharded: R is the job's
+    if outcome.rate <= 0:
+        return tp
+    left = residual(network, before)
+    alone = Plan("paring", "heuristic", 0.0, None, 0.0, None, [tp], topology=network.name)
+    carried = evaluate(left, alone).tasks[0].rate_gbps  # links left, B_v left, R left
+    tp.rate_gbps = min(float(outcome.rate), carried)
+    return best_effort(left, alone).tasks[0]
+
+
+def residual(network: Network, shards: list[TaskPlan]) -> Network:
+    """`network` less what `shards` use at their rates (the evaluator's resources): link
+    capacities, switch aggregation capacities, and the job's rate cap R."""
+    if not shards:
+        return network
+    plans = {f"{tp.job}/{tp.task}": tp for tp in shards}
+    demand, _ = resources(network, plans, {k: task_flows(network, tp) for k, tp in plans.items()})
+    used: dict = defaultdict(float)
+    for label, uses in demand.items():
+        for key, k in uses.items():
+            used[key] += k * plans[label].rate_gbps
+    graph = network.graph.copy()  # fresh attribute dicts: the original stays as it was
+    for key, amount in used.items():
+        if key[0] == "link":
+            a, b = key[1], key[2]
+            for e in ((a, b), (b, a)) if graph.edges[a, b].get("shared") else ((a, b),):
+                graph.edges[e]["capacity_gbps"] = max(0.0, graph.edges[e]["capacity_gbps"]
+                                                      - amount)
+        elif key[0] == "aggregator" and network.is_switch(key[1]):
+            spec = graph.nodes[key[1]]["spec"]
+            graph.nodes[key[1]]["spec"] = spec.model_copy(update={
+                "aggregation_capacity_gbps": max(0.0, spec.aggregation_capacity_gbps - amount)})
+    tasks = [replace(t, rate_cap_gbps=max(0.0, t.rate_cap_gbps - used[("rate cap", t.job)]))
+             if ("rate cap", t.job) in used and t.rate_cap_gbps is not None else t
+             for t in network.tasks]
+    return replace(network, graph=graph, tasks=tasks)
+
+
+def _snap(value: float | None) -> Rate:
+    """A residual capacity as an exact fraction, float noise (1e-16) rounded away, so that
+    ⌊B_v / r⌋ is not one short at a rate that uses B_v exactly."""
+    return INF if value is None else Fraction(round(value, 9))
 
 
 def _as_ps_of(g: Logical, network: Network, task: Task, hosts: list[str],
@@ -101,7 +172,7 @@ def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: str,
     so each shard in turn claims its line-23 rate or, if less, what the evaluator's resources
     (links, B_v, the PS, R) leave after the shards before it: the same greedy, on what the
     plan is scored by."""
-    tps = [task_plan(network, s.task, s.outcome.tree, 0.0) for s in subtasks]
+    tps = [s.fine or task_plan(network, s.task, s.outcome.tree, 0.0) for s in subtasks]
     for tp in tps:
         tp.model_share = 1 / len(tps)  # sharded: R is the job's (controller/evaluate.py)
     flows = {f"{tp.job}/{tp.task}": task_flows(network, tp) for tp in tps}
@@ -149,6 +220,22 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
                     f"Gbps (shares {', '.join(f'{tp.model_share:.3g}' for tp in plan.tasks)}), "
                     f"traffic volume {volume:.4g} GB, communication time {seconds:.4g} s"),
     })
+
+
+def shard_graphs(network: Network, tasks: list[Task]) -> list[Logical]:
+    """G' once per PS: every free server, each with task p's PS capacity (joint.py)."""
+    g = convert(network, tasks[0])
+    return [_as_ps_of(g, network, task, g.hosts) for task in tasks]
+
+
+def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> Plan:
+    """The plan of joint.py's two trees at their rates (the evaluator may lower them)."""
+    subtasks = []
+    for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks), found.trees,
+                                         found.rates, strict=True):
+        tree = tree_of(g, ps, parent, found.workers)
+        subtasks.append(Subtask(task, Outcome(g, tree, r, r, 1.0)))
+    return plan_of(network, subtasks, "paring-opt", "feasible", seed)
 
 
 def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: int,

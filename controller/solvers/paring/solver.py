@@ -9,6 +9,7 @@ algorithm proves no bound (Theorem 2's 2/3 is a worst case, not a certificate).
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 from typing import Any
 
 from controller.evaluate import evaluate
@@ -16,7 +17,7 @@ from controller.network import Network, Task
 from controller.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.params import SchemeParams
-from controller.solvers.paring import exact, several
+from controller.solvers.paring import exact, joint, several
 from controller.solvers.paring.alg2 import run_paring
 from controller.solvers.paring.degrees import Rate
 from controller.solvers.paring.logical import INF
@@ -48,11 +49,13 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     as_printed = params.flag("as_printed", False)
     tasks = placed_tasks(network, "paring")
     if len(tasks) > 1:  # Sec. IV-C.3: the model sharded over several PSs
-        if params.flag("fine", False):
-            raise SchemeInputError(f"{network.source}: paring: `fine` is for a job with one "
-                                   f"PS; job {tasks[0].job} has {len(tasks)} tasks (PSs)")
-        plan = several.plan_of(network, several.run_several(network, tasks, as_printed),
+        fine = params.flag("fine", False)  # each shard fine on what the others left
+        plan = several.plan_of(network, several.run_several(network, tasks, as_printed, fine),
                                "paring", "heuristic", options.seed)
+        if fine:
+            plan.details["partial_aggregation"] = {
+                f"{tp.task}:{a.switch}:{a.pipeline}": a.share for tp in plan.tasks
+                for a in tp.aggregation if a.share < 1}
         several.describe(plan, network, gradient_gb)
         plan.solve_seconds = time.perf_counter() - started
         return plan
@@ -106,7 +109,6 @@ def _num(value: Rate) -> Any:
     return None if value == INF else float(value)
 
 
-
 def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     """`paring-opt`: PARING's tree, then problem (1) on CP-SAT warm-started with it (exact.py).
 
@@ -115,18 +117,35 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     CP-SAT proved its traffic volume least at that rate; otherwise `feasible`, and
     `details.volume_bound_gb` is CP-SAT's lower bound on the volume at that rate. With several
     PSs: PARING's shards (several.py), `feasible`, `bound` = min(R, Σ_p the optimal single-PS
-    rate of PS p's capacity) (several.rate_bounds), `details.rate_optimal` when reached."""
+    rate of PS p's capacity) (several.rate_bounds), `details.rate_optimal` when reached; with
+    two PSs the joint problem is then searched exactly (joint.py): its trees replace PARING's
+    when they rate higher, and `bound` falls to the first candidate sum not refuted."""
     started = time.perf_counter()
     params = SchemeParams("paring-opt", options.params, PARAMS + ("num_workers",))
     gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
     threads = params.integer("num_workers", 2, minimum=1, maximum=64)
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    if params.flag("fine", False):
+        raise SchemeInputError(
+            f"{network.source}: paring-opt: `fine` is not modelled: paring-opt solves the "
+            "coarse problem (1) (a switch merges all the gradients it takes or none), so its "
+            "`optimal` and `bound` would not hold for partial aggregation; use `--scheme "
+            "paring --param fine=true` (PARING's tree, shares by controller/solvers/partial.py)")
     tasks = placed_tasks(network, "paring-opt")
     if len(tasks) > 1:  # Sec. IV-C.3: PARING's shards, bounded by the exact single-PS rates
         plan = several.plan_of(network, several.run_several(
             network, tasks, params.flag("as_printed", False)), "paring-opt", "feasible",
             options.seed)
         bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0)
+        if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
+            found = joint.solve(several.shard_graphs(network, tasks), len(tasks[0].workers),
+                                Fraction(plan.objective), Fraction(bounds), started + limit,
+                                threads, options.seed or 0)
+            if found.trees is not None:
+                better = several.joint_plan(network, tasks, found, options.seed)
+                plan = better if better.objective > plan.objective else plan
+            bounds = min(bounds, found.bound)
+            plan.details["joint_candidates_probed"] = found.probes
         plan.bound = max(float(bounds), plan.objective)
         plan.details["rate_optimal"] = plan.objective >= float(bounds) * (1 - 1e-9)
         several.describe(plan, network, gradient_gb)
