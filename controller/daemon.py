@@ -27,6 +27,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -70,10 +71,16 @@ class Session:
     drivers: dict[str, InaSwitchDriver] = field(default_factory=dict)
     counters: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     dead_links: set[tuple[str, str]] = field(default_factory=set)
+    # Switches whose P4Runtime channel has been down for longer than `switch_grace` seconds:
+    # planned around, every link at once. A restart of an embedded switch under load took
+    # 4.6-5.8 s from kill to listening again (RELIABILITY.md section 6): within the grace it
+    # keeps the plan and only gets its entries back.
+    failed_switches: set[str] = field(default_factory=set)
+    switch_grace: float = 10.0
     replans: list[dict] = field(default_factory=list)
     replan_failures: list[dict] = field(default_factory=list)
-    # The link monitor's rounds so far and how often port counters kept a link whose probes
-    # were lost alive (discovery.LinkMonitor.saved_by_traffic).
+    # The link monitor's rounds so far, how often port counters kept a link whose probes
+    # were lost alive, and link-rounds left undecided (discovery.LinkMonitor.stats).
     link_monitor: dict = field(default_factory=dict)
     # Seconds between publishing a new plan to the hosts and deleting the old plan's entries:
     # long enough for every worker to have switched and for in-flight fragments to drain.
@@ -122,6 +129,7 @@ class Session:
             "plan": self.plan.to_dict(),
             "workers": [asdict(a) for a in self.assignments],
             "dead_links": sorted(self.dead_links),
+            "failed_switches": sorted(self.failed_switches),
             "replans": self.replans,
             "replan_failures": self.replan_failures,
             "link_monitor": self.link_monitor,
@@ -373,35 +381,57 @@ async def _publish_counters(session: Session) -> None:
         session.publish()
 
 
-async def _watch_links(session: Session, interval: float, dead_after: int = 3,
+async def _watch_links(session: Session, interval: float, dead_after: int = 2,
                        revive_after: int = 4) -> None:
-    """Re-plan whenever the set of dead links between settled switches changes.
+    """Re-plan whenever the set of unusable links changes: links the monitor judged dead,
+    and every link of a switch whose P4Runtime channel has been down for longer than
+    `session.switch_grace` (a switch failure is one event: all its links at once).
 
-    A link is judged only once both its switches have been programmed for longer than the
-    monitor needs to see a probe: a switch that restarts makes its links look dead for a
-    while, and that is its reconnect's business, not a reason to move traffic.
+    A switch back within the grace (a restart) keeps the plan: its reconnect reinstalls its
+    entries. While a switch is away the monitor leaves its links undecided, so a restart
+    does not show as a dead link either.
     """
     monitor = LinkMonitor([d.switch for d in session.drivers.values()], session.network,
                           interval=interval, dead_after=dead_after, revive_after=revive_after)
-    settle = (max(dead_after, revive_after) + 1) * interval
     monitor_task = asyncio.create_task(monitor.run())
+    down_since: dict[str, float] = {}
     try:
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
                     await monitor.changed.wait()
             monitor.changed.clear()
-            session.link_monitor = {"rounds": monitor.round,
-                                    "saved_by_traffic": monitor.saved_by_traffic}
-            now = time.monotonic()
-            settled = {n for n, d in session.drivers.items()
-                       if d.switch.is_up and d.ready_at is not None and now - d.ready_at > settle}
-            dead = {tuple(sorted(e)) for e in monitor.dead_links() if set(e) <= settled}
-            judged = {e for e in session.dead_links if set(e) <= settled}
-            if dead != judged:
-                await replan(session, dead | (session.dead_links - judged))
+            session.link_monitor = monitor.stats()
+            failed = failed_switches(session, down_since, time.monotonic())
+            dead = unusable_links(session.network, monitor.dead_links(), failed)
+            if failed != session.failed_switches:
+                LOG.warning("switches failed (P4Runtime channel down for more than %g s): %s",
+                            session.switch_grace, sorted(failed) or "none")
+                session.failed_switches = failed
+            if dead != session.dead_links:
+                await replan(session, dead)
     finally:
         monitor_task.cancel()
+
+
+def failed_switches(session: Session, down_since: dict[str, float], now: float) -> set[str]:
+    """Switches whose channel has been down for longer than the grace; `down_since` (switch
+    -> when it went down) is kept up to date across calls."""
+    for name, driver in session.drivers.items():
+        if driver.switch.is_up:
+            down_since.pop(name, None)
+        else:
+            down_since.setdefault(name, now)
+    return {name for name, since in down_since.items() if now - since > session.switch_grace}
+
+
+def unusable_links(network: Network, dead: Iterable[tuple[str, str]],
+                   failed: set[str]) -> set[tuple[str, str]]:
+    """Links (sorted pairs) to plan around: both directions of every dead directed link,
+    and every link of a failed switch."""
+    links = {tuple(sorted(edge)) for edge in dead}
+    links |= {tuple(sorted(edge)) for edge in network.graph.edges if set(edge) & failed}
+    return links
 
 
 async def _wait_programmed(session: Session, timeout: float) -> None:
