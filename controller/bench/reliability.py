@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from controller.faults.impair import (
@@ -45,7 +46,7 @@ from controller.solvers import solve
 EXAMPLES = Path(__file__).resolve().parents[2] / "topologies" / "examples"
 IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplicate", 2),
                Impairment("reorder", 10))
-console = Console(width=160)  # wide enough that piped tables are never cut
+console = Console(width=160)  # progress lines; tables take the width they need (`_table`)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -299,15 +300,24 @@ def _event_detail(event: dict) -> str:
             f"plan version {event['plan_version_after']} at its end")
 
 
-def _table(title: str, rows: list[dict]) -> None:
+def _table(title: str, rows: list[dict], out: Console | None = None) -> None:
+    """Print `rows` (dicts with the same keys) as a table as wide as its widest header and
+    cell need, whatever the console's width: piped into a log, nothing is cut to `…`."""
     if not rows:
         return
+    out = out or console
     table = Table(title=title)
     for column in rows[0]:
-        table.add_column(str(column))
+        table.add_column(str(column), no_wrap=True)
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
-    console.print(table)
+    natural = Measurement.get(out, out.options.update_width(10_000), table).maximum
+    width = out.width
+    out.width = max(width, natural)  # print() itself never goes beyond the console's width
+    try:
+        out.print(table, crop=False)
+    finally:
+        out.width = width
 
 
 def _plot(report: dict, path: Path) -> None:
