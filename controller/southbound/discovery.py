@@ -214,6 +214,7 @@ class LinkMonitor:
         self.uncounted: set[str] = set()  # switches whose counter cannot be read
         self.answered_at: dict[str, float] = {}
         self._arrived: set[Edge] = set()
+        self._writes: dict[str, asyncio.Task] = {}  # each sender's last probe write
         self._strays: set[tuple[str, int, str, int]] = set()
 
     @property
@@ -335,20 +336,29 @@ class LinkMonitor:
 
     async def _send_probes(self) -> frozenset[str]:
         """Hand every sender its probes (one write per switch, all at once); the switches
-        that took them."""
+        that took them within the round. A write is never cancelled: cancelling a write on
+        the P4Runtime stream cancels the stream itself (grpc.aio), i.e. drops the switch's
+        channel; a sender whose last write is still pending gets none this round."""
         out: dict[str, list[P4PacketOut]] = {}
         for sender, port, _, _ in self.expected:
             out.setdefault(sender, []).extend(
                 [P4PacketOut(probe_frame(sender, port), egress_port=port)]
                 * self.probes_per_round)
-        names = [n for n in out if self.switches[n].is_up and self.switches[n].is_primary]
-        done = await asyncio.gather(*(self._write(self.switches[n], out[n]) for n in names))
-        return frozenset(n for n, ok in zip(names, done, strict=True) if ok)
+        writes = {}
+        for name, probes in out.items():
+            sw = self.switches[name]
+            pending = self._writes.get(name)
+            if not (sw.is_up and sw.is_primary) or (pending is not None and not pending.done()):
+                continue
+            writes[name] = self._writes[name] = asyncio.create_task(self._write(sw, probes))
+        if writes:
+            await asyncio.wait(writes.values(), timeout=self.interval)
+        return frozenset(n for n, task in writes.items() if task.done() and task.result())
 
-    async def _write(self, sw: Switch, probes: list[P4PacketOut]) -> bool:
+    @staticmethod
+    async def _write(sw: Switch, probes: list[P4PacketOut]) -> bool:
         try:
-            async with asyncio.timeout(self.interval):
-                await sw.write(probes)
+            await sw.write(probes)
         except Exception as exc:  # noqa: BLE001 (a dropping connection: the round is undecided)
             LOG.debug("probes from %s not sent: %s", sw.name, exc)
             return False
