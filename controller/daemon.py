@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -160,10 +161,16 @@ class Session:
         }
 
     def publish(self) -> None:
-        """Write the state file atomically (readers never see half a file)."""
+        """Write the state file atomically (readers never see half a file).
+
+        Compact JSON, written by the json module's C encoder: with `indent` it falls back to
+        its Python encoder, whose closures form reference cycles; written once a second, some
+        were promoted to the oldest generation, which CPython collects rarely, and the
+        daemon's memory crept by about 1 kB/s (RELIABILITY.md section 6). `ina status` or
+        `python -m json.tool` shows the file indented."""
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state(), indent=2) + "\n")
+        tmp.write_text(json.dumps(self.state()) + "\n")
         os.replace(tmp, self.state_file)
 
 
@@ -209,6 +216,9 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
         "rate_gbps": [t.rate_gbps for t in plan.tasks],
     })
     session.publish()
+    # A CP-SAT solve leaves reference cycles (about 3 kB per solve, RELIABILITY.md section 6)
+    # that only a full collection frees; CPython runs those rarely in a long-lived process.
+    gc.collect()
     LOG.info("re-planned around %s: plan v%d, %.3f s to solve and install",
              sorted(session.dead_links), session.version, installed - started)
 
