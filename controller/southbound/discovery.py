@@ -182,7 +182,7 @@ class LinkMonitor:
     """Probes the links between `switches` (finsy Switches named as in `network`) in rounds
     and judges them with `LinkJudge`. `changed` is set (and `on_change(dead_links)` called)
     whenever the set of dead links changes; the caller clears the event after reading
-    `dead_links()`. `answered_at[switch]` is the loop time of the switch's last answer."""
+    `dead_links()`."""
 
     def __init__(self, switches: Iterable[Switch], network: Network, *, interval: float = 0.5,
                  dead_after: int = 2, revive_after: int = 1, probes_per_round: int = 3,
@@ -212,18 +212,9 @@ class LinkMonitor:
             self.ports.setdefault(switch, []).append(port)
         self.known: dict[Port, int] = {}  # last port_packets reading of each port
         self.uncounted: set[str] = set()  # switches whose counter cannot be read
-        self.answered_at: dict[str, float] = {}
         self._arrived: set[Edge] = set()
         self._writes: dict[str, asyncio.Task] = {}  # each sender's last probe write
         self._strays: set[tuple[str, int, str, int]] = set()
-
-    @property
-    def round(self) -> int:
-        return self.judge.rounds
-
-    @property
-    def saved_by_traffic(self) -> int:
-        return self.judge.saved_by_traffic
 
     def stats(self) -> dict:
         """For the state file: rounds judged, link-rounds kept alive by counters alone,
@@ -303,11 +294,7 @@ class LinkMonitor:
         within a round (a switch without the counter answers by being connected)."""
         names = list(self.switches)
         answers = await asyncio.gather(*(self._read(self.switches[n]) for n in names))
-        now = asyncio.get_running_loop().time()
-        answered = frozenset(n for n, ok in zip(names, answers, strict=True) if ok)
-        for name in answered:
-            self.answered_at[name] = now
-        return answered
+        return frozenset(n for n, ok in zip(names, answers, strict=True) if ok)
 
     async def _read(self, sw: Switch) -> bool:
         if not sw.is_up:
