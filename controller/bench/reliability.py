@@ -302,17 +302,24 @@ def _idle_memory(path: str, args: argparse.Namespace) -> dict:
     finally:
         logging.disable(logging.NOTSET)
     record["topology"] = Path(path).stem
-    samples = record["samples"]
-    first, last = samples[1] if len(samples) > 1 else samples[0], samples[-1]
-    span = max(last["seconds"] - first["seconds"], 1e-9)
+    settled = record["samples"][1:] or record["samples"]  # after start-up (imports, install)
+    first, last = settled[0], settled[-1]
+    t = [x["seconds"] for x in settled]
+
+    def slope(key: str) -> float:  # least squares, per second: a trend, not two noisy ends
+        return statistics.linear_regression(t, [x[key] for x in settled]).slope \
+            if len(settled) > 1 else 0.0
+
+    record["slopes_per_second"] = {"rss_kb": slope("rss_kb"),
+                                   "python_blocks": slope("python_blocks")}
     _table(f"{Path(path).stem}: the idle controller, from {first['seconds']:.0f} s to "
            f"{last['seconds']:.0f} s", [
                {"RSS start (MB)": f"{first['rss_kb'] / 1024:.1f}",
                 "RSS end (MB)": f"{last['rss_kb'] / 1024:.1f}",
-                "RSS slope (kB/s)": f"{(last['rss_kb'] - first['rss_kb']) / span:.2f}",
+                "RSS trend (kB/s)": f"{record['slopes_per_second']['rss_kb']:.2f}",
                 "Python blocks start": first["python_blocks"],
                 "Python blocks end": last["python_blocks"],
-                "blocks/s": f"{(last['python_blocks'] - first['python_blocks']) / span:.2f}"}])
+                "blocks trend (/s)": f"{record['slopes_per_second']['python_blocks']:.2f}"}])
     return record
 
 
