@@ -386,8 +386,9 @@ async def _publish_counters(session: Session) -> None:
     Also runs a full garbage collection every `FULL_GC_SECONDS`: CPython starts one only once
     the objects surviving younger collections reach a quarter of the long-lived ones (twice
     in 15 idle minutes here), and a full one is also what empties the interpreter's free
-    lists; without it the idle daemon's Python blocks grew ~12 a second and its RSS ~2 kB/s,
-    with it both stayed flat (RELIABILITY.md section 6). One costs tens of milliseconds."""
+    lists; without it (and with the old indented state file) the idle daemon's Python blocks
+    grew ~6 a second and its RSS ~0.8 kB/s, with both fixes they stay flat (`ina bench
+    reliability --item idle-memory`, RELIABILITY.md section 6). One costs tens of ms."""
     collected = time.monotonic()
     while True:
         await asyncio.sleep(POLL_INTERVAL)
