@@ -193,10 +193,10 @@ def test_two_embedded_switches_link_dies_and_comes_back(veth: tuple[str, str]) -
                 await _until(monitor, lambda: monitor.alive_links() == both, 15)
                 assert monitor.dead_links() == frozenset()
                 _ip("link", "set", veth[0], "down")
-                await _until(monitor, lambda: monitor.dead_links() == both, 5)
+                await _until(monitor, lambda: monitor.dead_links() == both, 10)
                 assert monitor.alive_links() == frozenset()
                 _ip("link", "set", veth[0], "up")
-                await _until(monitor, lambda: monitor.alive_links() == both, 5)
+                await _until(monitor, lambda: monitor.alive_links() == both, 10)
                 assert monitor.dead_links() == frozenset()
             finally:
                 task.cancel()

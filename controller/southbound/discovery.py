@@ -197,6 +197,10 @@ class LinkMonitor:
         # link of ARO Fig. 1 re-planned twice in 3 iterations).
         self.probes_per_round = probes_per_round
         self.settle = settle  # between the probes and the sender reading: the frames' transit
+        # A switch slower than this to answer a read (or take its probes) leaves the round
+        # undecided for its links. Two rounds: a loaded switch that answers in 0.6 s must
+        # still let a cut be judged, only later.
+        self.answer_within = 2 * interval
         self.on_change = on_change
         self.changed = asyncio.Event()
         # (sender, its port, receiver, its port) -> the topology's directed link.
@@ -303,7 +307,7 @@ class LinkMonitor:
             return True
         counts = {}
         try:
-            async with asyncio.timeout(self.interval):
+            async with asyncio.timeout(self.answer_within):
                 async for entry in sw.read([P4CounterEntry(PORT_COUNTER, index=p)
                                             for p in self.ports[sw.name]]):
                     counts[entry.index] = entry.data.packet_count if entry.data else 0
@@ -339,7 +343,7 @@ class LinkMonitor:
                 continue
             writes[name] = self._writes[name] = asyncio.create_task(self._write(sw, probes))
         if writes:
-            await asyncio.wait(writes.values(), timeout=self.interval)
+            await asyncio.wait(writes.values(), timeout=self.answer_within)
         return frozenset(n for n, task in writes.items() if task.done() and task.result())
 
     @staticmethod
