@@ -298,7 +298,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
                              Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None,
                              p4info=Path(args.p4info) if args.p4info else None,
                              openflow_state=Path(args.openflow_state) if args.openflow_state
-                             else None, election_id=args.election_id)
+                             else None, election_id=args.election_id,
+                             switch_grace=args.switch_grace)
     try:
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
     except KeyboardInterrupt:
@@ -526,6 +527,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--connect-timeout", type=_positive, default=15.0, metavar="S")
     p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
+    p.add_argument("--switch-grace", type=_positive, default=10.0, metavar="S",
+                   help="a switch whose P4Runtime channel is down for longer is planned around, "
+                        "all its links at once; back sooner (a restart), it keeps the plan "
+                        "(default 10)")
     p.add_argument("--openflow-state", metavar="FILE",
                    help="the OpenFlow controller's state file (plain switches on Open vSwitch "
                         "following this daemon): publish a new plan version to the hosts only "

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
 import signal
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -49,6 +51,7 @@ from controller.tls import certificate_problem
 LOG = logging.getLogger(__name__)
 POLL_INTERVAL = 1.0  # seconds between counter reads (which double as liveness checks)
 POLL_TIMEOUT = 0.5  # a switch that takes longer to answer them counts as not programmed
+FULL_GC_SECONDS = 30.0  # between full garbage collections (`_publish_counters`)
 
 
 class SwitchesFileError(ValueError):
@@ -70,10 +73,16 @@ class Session:
     drivers: dict[str, InaSwitchDriver] = field(default_factory=dict)
     counters: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     dead_links: set[tuple[str, str]] = field(default_factory=set)
+    # Switches whose P4Runtime channel has been down for longer than `switch_grace` seconds:
+    # planned around, every link at once. A restart of an embedded switch under load took
+    # 4.6-5.8 s from kill to listening again (RELIABILITY.md section 6): within the grace it
+    # keeps the plan and only gets its entries back.
+    failed_switches: set[str] = field(default_factory=set)
+    switch_grace: float = 10.0
     replans: list[dict] = field(default_factory=list)
     replan_failures: list[dict] = field(default_factory=list)
-    # The link monitor's rounds so far and how often port counters kept a link whose probes
-    # were lost alive (discovery.LinkMonitor.saved_by_traffic).
+    # The link monitor's rounds so far, how often port counters kept a link whose probes
+    # were lost alive, and link-rounds left undecided (discovery.LinkMonitor.stats).
     link_monitor: dict = field(default_factory=dict)
     # Seconds between publishing a new plan to the hosts and deleting the old plan's entries:
     # long enough for every worker to have switched and for in-flight fragments to drain.
@@ -122,6 +131,7 @@ class Session:
             "plan": self.plan.to_dict(),
             "workers": [asdict(a) for a in self.assignments],
             "dead_links": sorted(self.dead_links),
+            "failed_switches": sorted(self.failed_switches),
             "replans": self.replans,
             "replan_failures": self.replan_failures,
             "link_monitor": self.link_monitor,
@@ -152,10 +162,16 @@ class Session:
         }
 
     def publish(self) -> None:
-        """Write the state file atomically (readers never see half a file)."""
+        """Write the state file atomically (readers never see half a file).
+
+        Compact JSON, written by the json module's C encoder: with `indent` it falls back to
+        its Python encoder, whose closures form reference cycles; written once a second, some
+        were promoted to the oldest generation, which CPython collects rarely, and the
+        daemon's memory crept by about 1 kB/s (RELIABILITY.md section 6). `ina status` or
+        `python -m json.tool` shows the file indented."""
         self.state_file.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state(), indent=2) + "\n")
+        tmp.write_text(json.dumps(self.state()) + "\n")
         os.replace(tmp, self.state_file)
 
 
@@ -201,6 +217,9 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
         "rate_gbps": [t.rate_gbps for t in plan.tasks],
     })
     session.publish()
+    # A CP-SAT solve leaves reference cycles (about 3 kB per solve, RELIABILITY.md section 6)
+    # that only a full collection frees; CPython runs those rarely in a long-lived process.
+    gc.collect()
     LOG.info("re-planned around %s: plan v%d, %.3f s to solve and install",
              sorted(session.dead_links), session.version, installed - started)
 
@@ -362,9 +381,20 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 
 async def _publish_counters(session: Session) -> None:
     """Read every switch's counters at once, each with a deadline (a hung switch must not
-    hold up the others' state), and publish; a switch that did not answer is not programmed."""
+    hold up the others' state), and publish; a switch that did not answer is not programmed.
+
+    Also runs a full garbage collection every `FULL_GC_SECONDS`: CPython starts one only once
+    the objects surviving younger collections reach a quarter of the long-lived ones (twice
+    in 15 idle minutes here), and a full one is also what empties the interpreter's free
+    lists; without it (and with the old indented state file) the idle daemon's Python blocks
+    grew ~6 a second and its RSS ~0.8 kB/s, with both fixes they stay flat (`ina bench
+    reliability --item idle-memory`, RELIABILITY.md section 6). One costs tens of ms."""
+    collected = time.monotonic()
     while True:
         await asyncio.sleep(POLL_INTERVAL)
+        if time.monotonic() - collected >= FULL_GC_SECONDS:
+            gc.collect()
+            collected = time.monotonic()
         names = list(session.drivers)
         results = await asyncio.gather(*(session.drivers[n].poll(POLL_TIMEOUT) for n in names))
         for name, counters in zip(names, results, strict=True):
@@ -373,35 +403,57 @@ async def _publish_counters(session: Session) -> None:
         session.publish()
 
 
-async def _watch_links(session: Session, interval: float, dead_after: int = 3,
+async def _watch_links(session: Session, interval: float, dead_after: int = 2,
                        revive_after: int = 4) -> None:
-    """Re-plan whenever the set of dead links between settled switches changes.
+    """Re-plan whenever the set of unusable links changes: links the monitor judged dead,
+    and every link of a switch whose P4Runtime channel has been down for longer than
+    `session.switch_grace` (a switch failure is one event: all its links at once).
 
-    A link is judged only once both its switches have been programmed for longer than the
-    monitor needs to see a probe: a switch that restarts makes its links look dead for a
-    while, and that is its reconnect's business, not a reason to move traffic.
+    A switch back within the grace (a restart) keeps the plan: its reconnect reinstalls its
+    entries. While a switch is away the monitor leaves its links undecided, so a restart
+    does not show as a dead link either.
     """
     monitor = LinkMonitor([d.switch for d in session.drivers.values()], session.network,
                           interval=interval, dead_after=dead_after, revive_after=revive_after)
-    settle = (max(dead_after, revive_after) + 1) * interval
     monitor_task = asyncio.create_task(monitor.run())
+    down_since: dict[str, float] = {}
     try:
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(interval):
                     await monitor.changed.wait()
             monitor.changed.clear()
-            session.link_monitor = {"rounds": monitor.round,
-                                    "saved_by_traffic": monitor.saved_by_traffic}
-            now = time.monotonic()
-            settled = {n for n, d in session.drivers.items()
-                       if d.switch.is_up and d.ready_at is not None and now - d.ready_at > settle}
-            dead = {tuple(sorted(e)) for e in monitor.dead_links() if set(e) <= settled}
-            judged = {e for e in session.dead_links if set(e) <= settled}
-            if dead != judged:
-                await replan(session, dead | (session.dead_links - judged))
+            session.link_monitor = monitor.stats()
+            failed = failed_switches(session, down_since, time.monotonic())
+            dead = unusable_links(session.network, monitor.dead_links(), failed)
+            if failed != session.failed_switches:
+                LOG.warning("switches failed (P4Runtime channel down for more than %g s): %s",
+                            session.switch_grace, sorted(failed) or "none")
+                session.failed_switches = failed
+            if dead != session.dead_links:
+                await replan(session, dead)
     finally:
         monitor_task.cancel()
+
+
+def failed_switches(session: Session, down_since: dict[str, float], now: float) -> set[str]:
+    """Switches whose channel has been down for longer than the grace; `down_since` (switch
+    -> when it went down) is kept up to date across calls."""
+    for name, driver in session.drivers.items():
+        if driver.switch.is_up:
+            down_since.pop(name, None)
+        else:
+            down_since.setdefault(name, now)
+    return {name for name, since in down_since.items() if now - since > session.switch_grace}
+
+
+def unusable_links(network: Network, dead: Iterable[tuple[str, str]],
+                   failed: set[str]) -> set[tuple[str, str]]:
+    """Links (sorted pairs) to plan around: both directions of every dead directed link,
+    and every link of a failed switch."""
+    links = {tuple(sorted(edge)) for edge in dead}
+    links |= {tuple(sorted(edge)) for edge in network.graph.edges if set(edge) & failed}
+    return links
 
 
 async def _wait_programmed(session: Session, timeout: float) -> None:

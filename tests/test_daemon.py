@@ -311,3 +311,36 @@ def test_a_wrong_device_id_is_named_once_without_tracebacks(tmp_path, embedded_s
     assert "device_id in the switches file" in out
     assert "Traceback" not in proc.stdout + proc.stderr
     assert (proc.stdout + proc.stderr).count("unknown device id 7") <= 2  # log line + message
+
+
+def test_a_switch_down_longer_than_the_grace_fails_with_all_its_links_at_once(tmp_path,
+                                                                             embedded_switch):
+    """A switch failure is one event: a channel down for longer than the grace fails the
+    switch and every one of its links at once (a restart within it keeps the plan); a
+    switch that is connected again is no longer failed."""
+    from finsy import Controller
+
+    from controller.daemon import failed_switches, unusable_links
+
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    targets = {"S1": SwitchTarget("S1", embedded_switch, 1),
+               "L1": SwitchTarget("L1", f"127.0.0.1:{free_port()}", 1)}  # nothing listens
+    session = Session(network, solve(network, "aro"), targets, tmp_path / "state.json",
+                      switch_grace=10.0)
+
+    async def scenario() -> None:
+        async with Controller([d.switch for d in session.drivers.values()]):
+            async with asyncio.timeout(20):
+                while not session.drivers["S1"].switch.is_up:
+                    await asyncio.sleep(0.05)
+            down = {"S1": time.monotonic() - 100}  # S1 was down long ago, connected now
+            now = time.monotonic()
+            assert failed_switches(session, down, now) == set()
+            assert failed_switches(session, down, now + 9) == set()  # within the grace
+            assert failed_switches(session, down, now + 11) == {"L1"}
+            assert set(down) == {"L1"}
+
+    asyncio.run(scenario())
+    # aro-fig1.yaml: L1 has W0, W1, S0, S1; a dead directed link counts in both directions
+    assert unusable_links(network, {("S0", "L2")}, {"L1"}) == {
+        ("L1", "W0"), ("L1", "W1"), ("L1", "S0"), ("L1", "S1"), ("L2", "S0")}

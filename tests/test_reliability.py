@@ -114,7 +114,13 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact(fig1):
     assert not [e for e in record["events"] if "error" in e], record["events"]
     assert all(e["repush_seconds"] > 0 for e in record["events"] if e["event"] == "restart")
     assert all(e["cut_to_new_plan_seconds"] > 0 for e in record["events"] if e["event"] == "cut")
-    assert record["plan_versions"] >= 3  # each cut moved the plan, the first mend moved it back
+    # A re-plan only for a real failure: each cut moves the plan, its mend moves it back; a
+    # restart (back within the daemon's grace) keeps it, and no untouched link ever dies.
+    # Versions: 1, the cut at 2, its mend, the cut at 4, maybe its mend (after the run).
+    assert record["plan_versions"] in (4, 5), record["replans"]
+    cut, mended = [["L1", "S1"]], []
+    kinds = [r["dead_links"] for r in record["replans"]]  # a re-plan is listed after its drain
+    assert kinds == [cut, mended, cut, mended][:len(kinds)] and len(kinds) >= 2, kinds
     agents = {f"worker {w}" for w in plan.tasks[0].paths} | {f"PS {plan.tasks[0].ps}"}
     assert set(record["agent_peak_rss_kb"]) == agents
     assert all(len(s) == 4 for s in record["agent_peak_rss_kb_per_iteration"].values())

@@ -387,7 +387,7 @@ def paper_search() -> list[dict]:
                   "least volume of any plan; plans: those with the paper's two numbers, of "
                   "which DeepSys: on DeepSys's tree, SOAR: SOAR's optimum for their budget, "
                   "both: the two")
-    console.print(table)
+    print_table(console, table)
     return rows
 
 

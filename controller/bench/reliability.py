@@ -14,6 +14,8 @@
   this process) and each agent's peak (workers and PSs are new processes each iteration).
 - `--item replan-memory` (no root): the daemon's re-plan step `--iterations` times in one
   process, RSS after each: the solver's one-time load told apart from growth per re-plan.
+- `--item idle-memory` (no root): the daemon in this process for `--seconds` against
+  embedded switch processes without ports; RSS and Python's allocated blocks every 30 s.
 
 Each writes `<item>.json` and `<item>.png` under `--out`. Timing lives here, never in tests.
 """
@@ -37,7 +39,7 @@ from controller.faults.impair import (
     interface_packets,
     measured,
 )
-from controller.faults.longrun import long_run, replan_memory
+from controller.faults.longrun import idle_memory, long_run, replan_memory
 from controller.mininet_runner import Emulation, IterationResult, RunnerError
 from controller.network import load_topology
 from controller.solvers import solve
@@ -46,14 +48,15 @@ from controller.tables import print_table
 EXAMPLES = Path(__file__).resolve().parents[2] / "topologies" / "examples"
 IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplicate", 2),
                Impairment("reorder", 10))
-console = Console(width=160)  # wide enough that piped tables are never cut
+console = Console(width=160)  # progress lines; tables take the width they need (`_table`)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reliability", help="faults on Mininet: loss, duplication, reordering, "
                        "congestion, long run (root)")
     p.add_argument("--item", required=True,
-                   choices=("calibrate", "loss", "congestion", "longrun", "replan-memory"))
+                   choices=("calibrate", "loss", "congestion", "longrun", "replan-memory",
+                            "idle-memory"))
     p.add_argument("--topology", action="append", metavar="FILE.yaml",
                    help="topology (repeatable; default ARO Fig. 1)")
     p.add_argument("--scheme", default="aro")
@@ -65,6 +68,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--every", type=int, default=50,
                    help="longrun: one switch restart and one link cut in every EVERY iterations "
                    "(restart at EVERY/2 + n·EVERY, cut at n·EVERY; at least 2)")
+    p.add_argument("--seconds", type=float, default=600.0,
+                   help="idle-memory: how long the controller runs")
     p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
     p.add_argument("--restart", default="S1", help="longrun: switch restarted")
     p.add_argument("--out", default="docs/benchmarks/reliability")
@@ -93,6 +98,8 @@ def main(args: argparse.Namespace) -> int:
         report["runs"] = [_congestion_run(path, args) for path in topologies]
     elif args.item == "replan-memory":
         report["runs"] = [_replan_memory(path, args) for path in topologies]
+    elif args.item == "idle-memory":
+        report["runs"] = [_idle_memory(path, args) for path in topologies]
     else:
         report["runs"] = [_long_run(path, args) for path in topologies]
     (out / f"{args.item}.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -281,6 +288,41 @@ def _replan_memory(path: str, args: argparse.Namespace) -> dict:
     return record
 
 
+def _idle_memory(path: str, args: argparse.Namespace) -> dict:
+    """The idle controller's RSS and Python blocks over `--seconds` (its warnings about the
+    dead links of switches without ports are expected and kept out of the output)."""
+    import logging
+
+    network = load_topology(path)
+    plan = solve(network, args.scheme)
+    logging.disable(logging.CRITICAL)
+    try:
+        record = idle_memory(network, plan, args.seconds,
+                             progress=lambda t: console.print(f"  {t:.0f} s", highlight=False))
+    finally:
+        logging.disable(logging.NOTSET)
+    record["topology"] = Path(path).stem
+    settled = record["samples"][1:] or record["samples"]  # after start-up (imports, install)
+    first, last = settled[0], settled[-1]
+    t = [x["seconds"] for x in settled]
+
+    def slope(key: str) -> float:  # least squares, per second: a trend, not two noisy ends
+        return statistics.linear_regression(t, [x[key] for x in settled]).slope \
+            if len(settled) > 1 else 0.0
+
+    record["slopes_per_second"] = {"rss_kb": slope("rss_kb"),
+                                   "python_blocks": slope("python_blocks")}
+    _table(f"{Path(path).stem}: the idle controller, from {first['seconds']:.0f} s to "
+           f"{last['seconds']:.0f} s", [
+               {"RSS start (MB)": f"{first['rss_kb'] / 1024:.1f}",
+                "RSS end (MB)": f"{last['rss_kb'] / 1024:.1f}",
+                "RSS trend (kB/s)": f"{record['slopes_per_second']['rss_kb']:.2f}",
+                "Python blocks start": first["python_blocks"],
+                "Python blocks end": last["python_blocks"],
+                "blocks trend (/s)": f"{record['slopes_per_second']['python_blocks']:.2f}"}])
+    return record
+
+
 def _long_run_progress(k: int, row: dict) -> None:
     event = row.get("event")
     console.print(f"  iteration {k}: "
@@ -300,15 +342,17 @@ def _event_detail(event: dict) -> str:
             f"plan version {event['plan_version_after']} at its end")
 
 
-def _table(title: str, rows: list[dict]) -> None:
+def _table(title: str, rows: list[dict], out: Console | None = None) -> None:
+    """Print `rows` (dicts with the same keys) as a table, whole (controller.tables)."""
     if not rows:
         return
+    out = out or console
     table = Table(title=title)
     for column in rows[0]:
         table.add_column(str(column))
     for row in rows:
         table.add_row(*(str(v) for v in row.values()))
-    print_table(console, table)
+    print_table(out, table)
 
 
 def _plot(report: dict, path: Path) -> None:
@@ -358,6 +402,17 @@ def _plot(report: dict, path: Path) -> None:
         ax.set_ylabel("plan versions (1 = never re-planned)")
         ax.set_title("every link at 30 % of the pace (ARO Fig. 1)")
         ax.legend()
+    elif item == "idle-memory":
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+        for run in report["runs"]:
+            t = [x["seconds"] for x in run["samples"]]
+            axes[0].plot(t, [x["rss_kb"] / 1024 for x in run["samples"]], label=run["topology"])
+            axes[1].plot(t, [x["python_blocks"] for x in run["samples"]], label=run["topology"])
+        axes[0].set_ylabel("RSS of the controller (MB)")
+        axes[1].set_ylabel("Python allocated blocks")
+        for ax in axes:
+            ax.set_xlabel("seconds")
+            ax.legend()
     elif item == "replan-memory":
         fig, ax = plt.subplots(figsize=(8, 4))
         for run in report["runs"]:

@@ -9,6 +9,7 @@ follows this process's agent children and keeps each one's peak RSS (VmHWM).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import threading
@@ -225,3 +226,59 @@ def replan_memory(network, scheme: str, cut: tuple[str, str], replans: int,
             progress(k)
     return {"scheme": scheme, "cut": list(cut), "rss_kb_before_first_solve": before,
             "rss_kb_after_first_solve": first, "rss_kb_after_replan": after}
+
+
+def idle_memory(network, plan, seconds: float, every: float = 30.0,
+                progress: Callable[[float], None] | None = None) -> dict:
+    """The controller daemon (controller/daemon.py `run`) in this process for `seconds`,
+    driving one embedded switch process without ports per switch of `network`: every link
+    is then dead (one failed re-plan), and what is left is what an idle controller does all
+    day (probe rounds, counter reads, the state file each second). This process's RSS and
+    Python's allocated blocks (`sys.getallocatedblocks`) every `every` seconds: a creep
+    shows without Mininet, root, or hours of traffic."""
+    import asyncio
+    import subprocess
+    import sys
+    import tempfile
+
+    from controller import daemon
+    from controller.southbound.p4runtime import SwitchTarget
+    from dataplane.bmv2 import free_tcp_port
+
+    targets, switches = {}, []
+    for device, name in enumerate(network.switches, start=1):
+        address = f"127.0.0.1:{free_tcp_port()}"
+        switches.append(subprocess.Popen(
+            [sys.executable, "-m", "dataplane", "switch", "--device-id", str(device),
+             "--grpc-addr", address, "--log-level", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        targets[name] = SwitchTarget(name, address, device)
+    samples: list[dict] = []
+
+    async def watch() -> None:
+        with tempfile.TemporaryDirectory() as work:
+            session = daemon.Session(network, plan, targets, Path(work) / "state.json")
+            controller = asyncio.create_task(daemon.run(session, connect_timeout=120))
+            started = time.monotonic()
+            while True:
+                elapsed = time.monotonic() - started
+                if controller.done():
+                    raise RunnerError(f"the controller stopped: {controller.exception()}")
+                samples.append({"seconds": round(elapsed, 1), "rss_kb": rss_kb(os.getpid()),
+                                "python_blocks": sys.getallocatedblocks()})
+                if progress:
+                    progress(elapsed)
+                if elapsed >= seconds:
+                    break
+                await asyncio.sleep(min(every, seconds - elapsed))
+            controller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await controller
+
+    try:
+        asyncio.run(watch())
+    finally:
+        for proc in switches:
+            proc.terminate()
+            proc.wait(timeout=10)
+    return {"seconds": seconds, "samples": samples}

@@ -1,0 +1,28 @@
+"""`ina bench reliability` tables stay whole when piped into a log (no header or number cut
+to `…`), however narrow the console (issue 15; the team's standard for tables)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from controller.bench.reliability import _table
+
+ROWS = [{"impairment": "reorder 10 %", "results exact": "3/3",
+         "fragments finished / expected": "6144 / 6144", "retransmissions": 123456789,
+         "plan versions after 1 cut": 2, "cut → new plan (s)": 1.2345,
+         "rx/offered": 0.98765}]
+
+
+def test_a_wide_table_on_a_narrow_console_keeps_every_header_and_cell_whole():
+    out = io.StringIO()
+    _table("a title", ROWS * 2, Console(file=out, width=40, force_terminal=False))
+    text = out.getvalue()
+    assert "…" not in text
+    for key, value in ROWS[0].items():
+        assert key in text, f"header {key!r} cut:\n{text}"
+        assert str(value) in text, f"cell {value!r} cut:\n{text}"
+    widths = {len(line) for line in text.splitlines() if line.startswith(("┃", "│"))}
+    assert len(widths) == 1, "rows of different widths: a line was wrapped"
+
