@@ -1,12 +1,17 @@
-"""`ina bench target`: aggregated fragments per second through one switch, 2 -> 1, per target.
+"""`ina bench target`: aggregated fragments per second through one switch, N -> 1, per target.
 
-Two sender ports feed the same fragments under flows 1 and 2; the switch sums each pair and
-sends one fragment to the receiver port. The generator keeps `window` pairs outstanding (so the
+N sender ports (`--senders`, default 2) feed the same fragments under flows 1..N; the switch
+sums each fragment's N copies and sends one fragment to the receiver port. The generator keeps `window` pairs outstanding (so the
 switch's queues never overflow and the figure is the switch's, not the drop rate's) and
 resends what a CONTROL packet names. The same traffic runs through every target asked for
 (`--target embedded --target bmv2`), and on bmv2 also through a forwarding-only program
-(p4src/bench/forward.p4: the first frame of each pair is forwarded and the second dropped,
+(p4src/bench/forward.p4: the first sender's frames are forwarded and the others' dropped,
 nothing parsed beyond Ethernet) to show what the aggregation costs. Prints JSON and writes JSON + PNG when asked.
+
+The generator shares the 2 cores with the switch (and, here, with other work), so besides
+fragments/s each run reports the switch process's own CPU time per aggregated fragment (user +
+system, from /proc): the figure to compare two versions of the embedded target by, since it
+does not depend on how fast the generator was scheduled.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import select
 import statistics
 import subprocess
 import tempfile
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,14 +53,14 @@ from dataplane.targets import KINDS, Program, missing, program_for, start_target
 
 SRC = Endpoint(b"\x02\0\0\0\0\x01", bytes([10, 0, 0, 1]))
 DST = Endpoint(b"\x02\0\0\0\0\x03", bytes([10, 0, 0, 3]))
-SENDERS, RECEIVER = (1, 2), 3
-FLOWS = (1, 2)  # sender port p sends flow p
+# Sender port p sends flow p (ports and flows 1..N); the receiver is port N + 1.
 FORWARD_P4 = Path(__file__).resolve().parent.parent / "p4src" / "bench" / "forward.p4"
 START_WINDOW = 16  # pairs in flight at the start; +1 per completion up to --window
 BURST_PAIRS = 16  # pairs sent back to back at most (bmv2 holds about 32 frames per port)
 # A fragment not done within 4 smoothed completion times (TCP's rule, Karn's sampling) is sent
 # again; before the first sample the workers' default 0.5 s applies.
 FIRST_TIMEOUT, MIN_TIMEOUT = 0.5, 0.2  # 0.2 s: Linux TCP's minimum RTO
+MAX_SENDERS = 16  # each sender is a veth pair and a socket of the one Python generator
 IDLE_SECONDS = 5.0  # no progress for this long ends a run; what is still outstanding is lost
 
 
@@ -69,29 +76,37 @@ class Row:
         return f"{self.target} {'ina.p4' if self.program == 'ina' else 'forwarding only'}"
 
 
-def _pair(frag: int) -> tuple[bytes, bytes]:
+def _copies(frag: int, senders: int) -> tuple[bytes, ...]:
+    """Fragment `frag` as sent by each sender (flow = sender port)."""
     elements = bytes(range(4 * K))
     return tuple(build_frame(SRC, DST, InaHeader(JOB, TASK, DATA, flow, 0, frag), elements)
-                 for flow in FLOWS)  # type: ignore[return-value]
+                 for flow in range(1, senders + 1))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` and its threads so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Generator:
-    """The two senders and the receiver of one run, with a worker's reliability (AIMD).
+    """The senders and the receiver of one run, with a worker's reliability (AIMD).
 
     The window grows from START_WINDOW by one per completed fragment up to `window` and halves
     on a loss; at most BURST_PAIRS pairs leave back to back before the generator waits for
     the switch (on 2 cores a longer burst outruns a switch that is not scheduled meanwhile). A fragment is lost when one sent after it completes first (each port and the
     switch are FIFO, so its output would have come first; a fast retransmit) or when it times
-    out (4 smoothed completion times, at least MIN_TIMEOUT); both frames are sent again. A
+    out (4 smoothed completion times, at least MIN_TIMEOUT); all its frames are sent again. A
     switch may drop a burst at its input (bmv2 does beyond about 32 frames per port), and a
     fragment only counts as lost in the end when the switch stops answering altogether.
     """
 
-    def __init__(self, net: VethNet, fragments: int, window: int, outputs: frozenset[int]):
+    def __init__(self, net: VethNet, senders: int, fragments: int, window: int,
+                 outputs: frozenset[int]):
         self.senders = {p: in_netns(net.ns, lambda p=p: open_raw(net.host_if[p]))
-                        for p in SENDERS}
-        self.receiver = in_netns(net.ns, lambda: open_raw(net.host_if[RECEIVER]))
-        self.frames = [_pair(i) for i in range(fragments)]
+                        for p in range(1, senders + 1)}
+        self.receiver = in_netns(net.ns, lambda: open_raw(net.host_if[senders + 1]))
+        self.frames = [_copies(i, senders) for i in range(fragments)]
         self.window, self.outputs = window, outputs
         self.waiting: dict[int, set[int]] = {}  # frag -> flows not seen at the receiver yet
         self.order: OrderedDict[int, float] = OrderedDict()  # frag -> deadline, by last send
@@ -102,8 +117,8 @@ class Generator:
         self.pending: OrderedDict[int, str] = OrderedDict()  # lost frags to resend -> why
         self.start = self.last_progress = time.monotonic()
 
-    def _send(self, frag: int, now: float, ports: tuple[int, ...] = SENDERS) -> None:
-        for port in ports:
+    def _send(self, frag: int, now: float, ports: tuple[int, ...] | None = None) -> None:
+        for port in ports or self.senders:
             self.senders[port].send(self.frames[frag][port - 1])
         rto = FIRST_TIMEOUT if self.srtt is None else max(MIN_TIMEOUT, 4 * self.srtt)
         self.order[frag] = now + rto
@@ -176,16 +191,26 @@ class Generator:
         for sock in [self.receiver, *self.senders.values()]:
             sock.close()
         seconds = max(self.last_progress - self.start, 1e-6)  # idle tail excluded
+        frames_per_fragment = len(self.senders) + len(self.outputs)  # in and out of the switch
         return {"fragments": self.completed, "lost": len(self.frames) - self.completed,
                 **{f"resent_on_{why}": n for why, n in self.resent.items()},
                 "seconds": round(seconds, 3), "fragments_per_s": round(self.completed / seconds),
+                "packets_per_s": round(self.completed * frames_per_fragment / seconds),
                 "payload_mbps": round(self.completed * 4 * K * 8 / seconds / 1e6, 1)}
 
 
-def measure(net: VethNet, fragments: int, window: int, outputs: frozenset[int]) -> dict:
-    """Send `fragments` pairs; a fragment is done when DATA frames of every flow in `outputs`
-    reached the receiver (the aggregate's flow, or flow 1 through the forwarding program)."""
-    return Generator(net, fragments, window, outputs).run()
+def measure(net: VethNet, senders: int, fragments: int, window: int, outputs: frozenset[int],
+            switch_pid: int) -> dict:
+    """Send `fragments` fragments from each sender; one is done when DATA frames of every flow
+    in `outputs` reached the receiver (the aggregate's flow, or flow 1 through the forwarding
+    program). Adds the switch process's CPU time over the run."""
+    generator = Generator(net, senders, fragments, window, outputs)
+    cpu = cpu_seconds(switch_pid)
+    result = generator.run()
+    cpu = cpu_seconds(switch_pid) - cpu
+    result["switch_cpu_s"] = round(cpu, 2)
+    result["switch_cpu_us_per_fragment"] = round(cpu / max(result["fragments"], 1) * 1e6, 1)
+    return result
 
 
 def _forward_program(build: Path) -> Program:
@@ -201,14 +226,15 @@ def _forward_program(build: Path) -> Program:
     return Program(load_p4info(p4info), json_out.read_bytes())
 
 
-def _program_forwarding(client: Client) -> None:
-    """forward.p4's one table: the first sender's port goes to the receiver, the second
-    sender's frames are dropped, so the receiver gets one frame per pair, as it does from an
-    aggregating switch, and the output port is never oversubscribed."""
+def _program_forwarding(client: Client, senders: int) -> None:
+    """forward.p4's one table: the first sender's port goes to the receiver, the other
+    senders' frames are dropped, so the receiver gets one frame per fragment, as it does from
+    an aggregating switch, and the output port is never oversubscribed."""
     table = next(t for t in client.p4info.tables if t.preamble.name.endswith("port_forward"))
     actions = {a.preamble.name.rsplit(".", 1)[-1]: a for a in client.p4info.actions}
     entities = []
-    for port, action, params in ((SENDERS[0], "forward", [RECEIVER]), (SENDERS[1], "drop", [])):
+    rules = [(1, "forward", [senders + 1])] + [(p, "drop", []) for p in range(2, senders + 1)]
+    for port, action, params in rules:
         entity = p4r.Entity()
         entry = entity.table_entry
         entry.table_id = table.preamble.id
@@ -220,21 +246,23 @@ def _program_forwarding(client: Client) -> None:
     client.write(*entities)
 
 
-def run_row(row: Row, fragments: int, window: int, build: Path) -> dict:
+def run_row(row: Row, senders: int, fragments: int, window: int, build: Path) -> dict:
     """One run of `row` on fresh veths and a fresh switch."""
     program = _forward_program(build) if row.program == "forward" else program_for(row.target)
-    with VethNet(3) as net:
+    with VethNet(senders + 1) as net:
         address = f"127.0.0.1:{free_tcp_port()}"
         switch = start_target(row.target, net.switch_if, address)
         try:
             client = Client(address, 1, 10, program.p4info)
             client.set_pipeline(program.device_config)
             if row.program == "forward":
-                _program_forwarding(client)
-                result = measure(net, fragments, window, frozenset(FLOWS[:1]))
+                _program_forwarding(client, senders)
+                result = measure(net, senders, fragments, window, frozenset({1}), switch.pid)
             else:
-                program_aggregation(client, list(SENDERS), RECEIVER, slots=4096)
-                result = measure(net, fragments, window, frozenset({AGG_FLOW}))
+                program_aggregation(client, list(range(1, senders + 1)), senders + 1,
+                                    slots=4096)
+                result = measure(net, senders, fragments, window, frozenset({AGG_FLOW}),
+                                 switch.pid)
                 result["switch_counters"] = {
                     name: sum(client.counter(name))
                     for name in ("aggregations_completed", "collisions", "duplicates")}
@@ -253,17 +281,22 @@ def rows_for(targets: list[str], forwarding: bool) -> list[Row]:
 
 
 def summarise(runs: list[dict]) -> dict:
-    """Per row: the median run's fragments/s and every run's loss and collisions; plus the
-    embedded/bmv2 ratio of aggregated fragments/s when both ran."""
+    """Per row: the median run's fragments/s, packets/s and switch CPU per fragment, and every
+    run's loss and collisions; plus the embedded/bmv2 ratio of aggregated fragments/s when both
+    ran."""
     rows: dict[str, dict] = {}
+    medians = ("fragments_per_s", "packets_per_s", "switch_cpu_us_per_fragment")
     for run in runs:
         row = rows.setdefault(run["label"], {"target": run["target"], "program": run["program"],
-                                             "fragments_per_s": [], "lost": [], "collisions": []})
-        row["fragments_per_s"].append(run["fragments_per_s"])
+                                             **{name: [] for name in medians},
+                                             "lost": [], "collisions": []})
+        for name in medians:
+            row[name].append(run[name])
         row["lost"].append(run["lost"])
         row["collisions"].append(run.get("switch_counters", {}).get("collisions"))  # None: no counter
     for row in rows.values():
-        row["median_fragments_per_s"] = round(statistics.median(row["fragments_per_s"]))
+        for name in medians:
+            row[f"median_{name}"] = round(statistics.median(row[name]), 1)
     summary: dict = {"rows": rows}
     embedded, bmv2 = rows.get(Row("embedded", "ina").label), rows.get(Row("bmv2", "ina").label)
     if embedded and bmv2:
@@ -277,28 +310,32 @@ def summarise(runs: list[dict]) -> dict:
 
 
 def plot(report: dict, path: Path) -> None:
-    """Bars: fragments/s per row (every run), annotated with lost and collisions."""
+    """Bars per row (every run a dot): fragments/s, annotated with lost and collisions, and
+    the switch's CPU time per fragment."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = report["summary"]["rows"]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, (rate_ax, cpu_ax) = plt.subplots(1, 2, figsize=(11, 4))
     for i, (label, row) in enumerate(rows.items()):
-        values = row["fragments_per_s"]
-        ax.bar(i, row["median_fragments_per_s"], color="#4c72b0" if row["program"] == "ina"
-               else "#999999")
-        ax.plot([i] * len(values), values, "k.", ms=5)
+        color = "#4c72b0" if row["program"] == "ina" else "#999999"
+        for ax, name in ((rate_ax, "fragments_per_s"), (cpu_ax, "switch_cpu_us_per_fragment")):
+            ax.bar(i, row[f"median_{name}"], color=color)
+            ax.plot([i] * len(row[name]), row[name], "k.", ms=5)
         collisions = "/".join("-" if c is None else str(c) for c in row["collisions"])
-        ax.annotate(f"lost {'/'.join(map(str, row['lost']))}\ncollisions {collisions}",
-                    (i, row["median_fragments_per_s"]), ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(range(len(rows)), list(rows), fontsize=9)
-    ax.set_yscale("log")
-    ax.set_ylabel("fragments/s (log; bar = median, dots = runs)")
+        rate_ax.annotate(f"lost {'/'.join(map(str, row['lost']))}\ncollisions {collisions}",
+                         (i, row["median_fragments_per_s"]), ha="center", va="bottom",
+                         fontsize=8)
+    for ax in (rate_ax, cpu_ax):
+        ax.set_xticks(range(len(rows)), list(rows), fontsize=9)
+    rate_ax.set_yscale("log")
+    rate_ax.set_ylabel("fragments/s (log; bar = median, dots = runs)")
+    cpu_ax.set_ylabel("switch CPU µs per fragment (user + system)")
     cfg = report["config"]
-    ax.set_title(f"2 -> 1 aggregation, {cfg['fragments']} fragments, window {cfg['window']}, "
-                 f"K = {K}", fontsize=10)
+    fig.suptitle(f"{cfg['senders']} -> 1 aggregation, {cfg['fragments']} fragments, window "
+                 f"{cfg['window']}, K = {K}", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -317,8 +354,10 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory() as build:
             for run in range(args.runs):
                 for row in rows_for(targets, not args.no_forwarding):
-                    result = run_row(row, args.fragments, args.window, Path(build))
+                    result = run_row(row, args.senders, args.fragments, args.window,
+                                     Path(build))
                     print(f"run {run + 1}: {row.label}: {result['fragments_per_s']} fragments/s, "
+                          f"switch CPU {result['switch_cpu_us_per_fragment']} µs/fragment, "
                           f"lost {result['lost']}, collisions "
                           f"{result.get('switch_counters', {}).get('collisions', '-')}",
                           flush=True)
@@ -326,8 +365,9 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
     except (P4CompileError, Bmv2Missing, RuntimeError) as exc:
         print(f"ina bench target: {exc}")
         return 1
-    report = {"config": {"fragments": args.fragments, "window": args.window, "k": K,
-                         "topology": "2 -> 1 on veth", "runs": args.runs},
+    report = {"config": {"senders": args.senders, "fragments": args.fragments,
+                         "window": args.window, "k": K,
+                         "topology": f"{args.senders} -> 1 on veth", "runs": args.runs},
               "summary": summarise(runs), "runs": runs}
     print(json.dumps(report, indent=2))
     if args.json:
@@ -338,15 +378,33 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high] (argparse exits 2 naming the option)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
+        return value
+    return parse
+
+
 def add_parser(bench_subparsers: argparse._SubParsersAction) -> None:
     """Add `target` under `ina bench` (the controller.bench.COMMANDS convention)."""
     p = bench_subparsers.add_parser(
-        "target", help="aggregated fragments/s through one switch, 2->1, embedded and/or bmv2")
+        "target", help="aggregated fragments/s through one switch, N->1, embedded and/or bmv2")
     p.add_argument("--target", action="append", choices=KINDS,
                    help="switch to measure (repeatable; default embedded)")
-    p.add_argument("--fragments", type=int, default=50000, help="aggregated fragments to send")
-    p.add_argument("--window", type=int, default=256, help="outstanding fragment pairs")
-    p.add_argument("--runs", type=int, default=1, help="runs of every row (default 1)")
+    p.add_argument("--senders", type=_count_in(2, MAX_SENDERS), default=2,
+                   help=f"sender ports aggregated into one (2..{MAX_SENDERS}, default 2)")
+    p.add_argument("--fragments", type=_count_in(1, 10**7), default=50000,
+                   help="aggregated fragments to send")
+    p.add_argument("--window", type=_count_in(1, 4096), default=256,
+                   help="outstanding fragments")
+    p.add_argument("--runs", type=_count_in(1, 100), default=1,
+                   help="runs of every row (default 1)")
     p.add_argument("--no-forwarding", action="store_true",
                    help="skip bmv2's forwarding-only baseline")
     p.add_argument("--json", metavar="OUT", help="also write the result here")

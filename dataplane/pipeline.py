@@ -11,8 +11,7 @@ import struct
 import time
 import zlib
 from dataclasses import dataclass, field
-
-import numpy as np
+from functools import lru_cache
 
 from dataplane.frame import (
     ACK,
@@ -35,6 +34,7 @@ from dataplane.frame import (
     SLOTS_PER_PIPE,
     STALE_AFTER_SECONDS,
     K,
+    ipv4_checksum,
     set_ipv4_checksum,
 )
 
@@ -46,10 +46,15 @@ COUNTERS = {**dict.fromkeys(("aggregations_completed", "collisions", "duplicates
                              "unknown_job"), MAX_PIPES),
             "forged": MAX_JOBS, "port_packets": PORTS}
 _ELEMS_END = OFF_ELEMS + 4 * K
-_INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
-_UDP_LEN = INA_UDP_LEN.to_bytes(2, "big")
-_BE_INT32 = np.dtype(">i4")
-_LLDP = ETHERTYPE_LLDP.to_bytes(2, "big")
+# From offset 0: EtherType, IPv4 version/IHL and protocol, UDP destination port and length,
+# INA job, flags and k.
+_PARSED = struct.Struct("!12xHB8xB12xHH2xHxB10xH")
+_PARSED_END = _PARSED.size
+# The K elements as one 4K-byte big-endian integer: lane-wise int32 addition (wrapping, as a
+# bit<32> register does) is two masked additions on it, far cheaper than numpy on 32 elements.
+_LANE_HIGH = int.from_bytes(b"\x80\0\0\0" * K, "big")
+_LANE_LOW = (1 << 32 * K) - 1 ^ _LANE_HIGH
+_UDP_INA = struct.Struct("!HHHHHBBHHIHHI")  # UDP header + INA header: what `_emit` rewrites
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +95,19 @@ class Slots:
         self.bitmap = [0] * cells
         self.count = [0] * cells
         self.touched = [0.0] * cells  # monotonic seconds of the last contribution or duplicate
-        self.values = np.zeros((cells, K), dtype=np.int32)
+        self.values = [0] * cells  # the K int32 partial sums as one integer (see _LANE_HIGH)
 
 
 def slot_of(frag_id: int, base: int, count: int) -> int:
     """README 4.1: base + crc32(frag_id as 4 big-endian bytes) mod count."""
     return base + zlib.crc32(frag_id.to_bytes(4, "big")) % count
+
+
+def lane_sum(a: int, b: int) -> int:
+    """Two K-element int32 vectors packed as integers (`_LANE_HIGH`), added lane by lane mod
+    2^32: the low 31 bits of each lane add without reaching the next lane, the top bit is the
+    XOR of both top bits and that carry."""
+    return ((a & _LANE_LOW) + (b & _LANE_LOW)) ^ ((a ^ b) & _LANE_HIGH)
 
 
 class Pipeline:
@@ -118,27 +130,29 @@ class Pipeline:
         """Frames to send for `frame` arriving on `port`; port CPU_PORT means a packet-in."""
         if port < PORTS:
             self.counters["port_packets"][port] += 1
-        if frame[12:14] == _LLDP:
+        length = len(frame)
+        # Every field the parser checks, in one call; a frame cut short reads as zeros past
+        # its end, and the length checks below reject it where the parser would.
+        ethertype, version, proto, dport, udp_len, job, flags, k = _PARSED.unpack_from(
+            frame if length >= _PARSED_END else frame.ljust(_PARSED_END, b"\0"))
+        if ethertype == ETHERTYPE_LLDP:
             return [(CPU_PORT, frame)]  # step 0: link-discovery probe to the controller
-        pipe = self.fwd.port_pipe.get(port, 0)  # step 1
-        if len(frame) < OFF_UDP or frame[12:14] != b"\x08\x00":
+        fwd = self.fwd
+        pipe = fwd.port_pipe.get(port, 0)  # step 1
+        if length < OFF_UDP or ethertype != 0x0800:
             return []  # step 6 (or an IPv4 header cut short: parser error, not INA)
-        if frame[OFF_IP] != 0x45 or frame[OFF_IP + 9] != 17:
+        if version != 0x45 or proto != 17:
             return self._ipv4(frame)
-        if len(frame) < OFF_INA:
+        if length < OFF_INA:
             return []
-        if frame[OFF_UDP + 2:OFF_UDP + 4] != _INA_PORT:
+        if dport != INA_UDP_PORT:
             return self._ipv4(frame)
-        if (len(frame) < _ELEMS_END or frame[OFF_UDP + 4:OFF_UDP + 6] != _UDP_LEN
-                or frame[OFF_INA + 14:OFF_INA + 16] != b"\x00\x20"
-                or frame[OFF_INA + 3] not in FLAGS):
+        if length < _ELEMS_END or udp_len != INA_UDP_LEN or k != K or flags not in FLAGS:
             self._count("malformed", pipe)  # step 2
             return []
-        job = int.from_bytes(frame[OFF_INA:OFF_INA + 2], "big")
-        if port in self.fwd.host_ports and (port, job) not in self.fwd.host_jobs:
+        if port in fwd.host_ports and (port, job) not in fwd.host_jobs:
             self.counters["forged"][job if job < MAX_JOBS else 0] += 1  # step 2b
             return []
-        flags = frame[OFF_INA + 3]
         if flags == RESULT:
             return self._result(pipe, frame)
         if flags == CONTROL:
@@ -206,13 +220,13 @@ class Pipeline:
         s.touched[cell] = now  # a contribution or a duplicate: the partial sum is alive
         if bitmap & act.member:
             return "duplicate"
-        elems = np.frombuffer(frame, _BE_INT32, K, OFF_ELEMS)
+        elems = int.from_bytes(frame[OFF_ELEMS:_ELEMS_END], "big")
         if free:
             s.frag[cell], s.tag[cell], s.count[cell] = frag, act.tag, count
             s.values[cell] = elems
         else:
             s.count[cell] += count
-            s.values[cell] += elems.astype(np.int32)
+            s.values[cell] = lane_sum(s.values[cell], elems)
         bitmap |= act.member
         if bitmap != act.full:
             s.bitmap[cell] = bitmap
@@ -222,16 +236,16 @@ class Pipeline:
         return self._emit(frame, act, s.count[cell] & 0xFFFF, s.values[cell])
 
     @staticmethod
-    def _emit(frame: bytes, act: Aggregate, count: int | None,
-              values: np.ndarray | None) -> bytes:
-        out = bytearray(frame)
-        struct.pack_into("!H", out, OFF_UDP, act.out_flow)  # UDP source port = flow id
-        out[OFF_UDP + 6:OFF_UDP + 8] = b"\0\0"
-        struct.pack_into("!HH", out, OFF_INA + 4, act.out_flow, act.next_node)
-        if count is not None and values is not None:
-            struct.pack_into("!H", out, OFF_INA + 12, count)
-            out[OFF_ELEMS:_ELEMS_END] = values.astype(_BE_INT32).tobytes()
-        return bytes(out)
+    def _emit(frame: bytes, act: Aggregate, count: int | None, values: int | None) -> bytes:
+        """The frame with flow id (also the UDP source port), next node, no UDP checksum and,
+        on completion, the count and the sums: UDP and INA headers packed in one call."""
+        (_, dport, length, _, job, task, flags, _, _, frag, old_count, k,
+         aux) = _UDP_INA.unpack_from(frame, OFF_UDP)
+        head = _UDP_INA.pack(act.out_flow, dport, length, 0, job, task, flags, act.out_flow,
+                             act.next_node, frag, old_count if count is None else count, k, aux)
+        elements = (frame[OFF_ELEMS:_ELEMS_END] if values is None
+                    else values.to_bytes(4 * K, "big"))
+        return b"".join((frame[:OFF_UDP], head, elements, frame[_ELEMS_END:]))
 
     def _control(self, port: int, frame: bytes, occupant: int) -> list[tuple[int, bytes]]:
         """The I2E clone of a collision, rewritten as egress does (README Flags: CONTROL)."""
@@ -263,7 +277,17 @@ def _with_checksum(frame: bytes) -> bytes:
     """Egress recomputes the IPv4 checksum of every IPv4 packet it sends (IHL 5 only)."""
     if frame[OFF_IP] != 0x45:
         return frame
-    out = bytearray(frame)
-    set_ipv4_checksum(out)
+    header = frame[OFF_IP:OFF_UDP]
+    checked = _checked_ipv4(header)
+    return frame if checked == header else frame[:OFF_IP] + checked + frame[OFF_UDP:]
+
+
+@lru_cache(maxsize=4096)
+def _checked_ipv4(header: bytes) -> bytes:
+    """A 20-byte IPv4 header with its checksum recomputed. Cached: a flow's headers repeat
+    (same addresses, ECN, id 0), so the sum is computed once per flow, not per packet."""
+    out = bytearray(header)
+    out[10:12] = b"\0\0"
+    struct.pack_into("!H", out, 10, ipv4_checksum(out))
     return bytes(out)
 

@@ -19,6 +19,7 @@ import struct
 from collections.abc import Callable
 
 ETH_P_ALL = 0x0003
+MAX_FRAME_BYTES = 65535
 PACKET_OUTGOING = 4
 BUFFER_BYTES = 8 * 1024 * 1024
 SO_RCVBUFFORCE = 33
@@ -48,15 +49,24 @@ def open_raw(ifname: str) -> socket.socket:
     return sock
 
 
+def receive(sock: socket.socket) -> bytes | None:
+    """The next incoming frame waiting on `sock`, VLAN tag restored; None when none waits."""
+    while True:
+        try:
+            frame, ancillary, _, address = sock.recvmsg(MAX_FRAME_BYTES, _ANCILLARY_BYTES)
+        except OSError:  # nothing waiting, or the link went down (ENETDOWN, reported once)
+            return None
+        if address[2] != PACKET_OUTGOING:
+            return with_vlan_tag(frame, ancillary)
+
+
 def drain(sock: socket.socket, handle: Callable[[bytes], None], limit: int = 256) -> None:
     """Hand every waiting incoming frame (up to `limit`) to `handle`, VLAN tag restored."""
     for _ in range(limit):
-        try:
-            frame, ancillary, _, address = sock.recvmsg(65535, _ANCILLARY_BYTES)
-        except OSError:  # nothing waiting, or the link went down (ENETDOWN, reported once)
+        frame = receive(sock)
+        if frame is None:
             return
-        if address[2] != PACKET_OUTGOING:
-            handle(with_vlan_tag(frame, ancillary))
+        handle(frame)
 
 
 def with_vlan_tag(frame: bytes, ancillary: list[tuple[int, int, bytes]]) -> bytes:

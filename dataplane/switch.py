@@ -19,7 +19,7 @@ import grpc
 
 from dataplane.frame import CPU_PORT
 from dataplane.pipeline import Pipeline
-from dataplane.ports import drain, open_raw, send
+from dataplane.ports import open_raw, receive, send
 from dataplane.server import P4RuntimeService, serve
 
 LOG = logging.getLogger(__name__)
@@ -43,24 +43,26 @@ async def run_switch(device_id: int, address: str, interfaces: dict[int, str],
     server = await serve(address, service, credentials)
     loop = asyncio.get_running_loop()
 
-    def handle(port: int, frame: bytes) -> None:
-        for out_port, out in pipeline.process(port, frame):
-            if out_port == CPU_PORT:
-                service.packet_in(port, out)
-            else:
-                transmit(out_port, out)
-
     def serve_ports() -> None:
-        """The ports' input queues served round-robin, one frame per port per turn."""
+        """The ports' input queues served round-robin, one frame per port per turn. This is
+        the per-packet path: names are bound locally and nothing is allocated but the frames
+        (see dataplane/README.md, "Throughput")."""
+        process, outputs = pipeline.process, sockets.get
         active = list(sockets.items())
         for _ in range(ROUNDS_PER_TURN):
             busy = []
             for port, sock in active:
-                frames: list[bytes] = []
-                drain(sock, frames.append, limit=1)
-                if frames:
-                    handle(port, frames[0])
-                    busy.append((port, sock))
+                frame = receive(sock)
+                if frame is None:
+                    continue
+                busy.append((port, sock))
+                for out_port, out in process(port, frame):
+                    if out_port == CPU_PORT:
+                        service.packet_in(port, out)
+                    else:
+                        out_sock = outputs(out_port)
+                        if out_sock is not None:
+                            send(out_sock, out)
             if not busy:
                 return
             active = busy
