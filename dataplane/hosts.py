@@ -378,7 +378,7 @@ class Worker:
         self.last_sent[frag] = now
         self.outstanding[frag] = now + self.rtt.backed_off(self.timeouts.get(frag, 0))
 
-    def unblock(self, occupant: int, other_shard: bool = False) -> None:
+    def unblock(self, occupant: int, now: float, other_shard: bool = False) -> None:
         """A slot on this worker's path is held by fragment id `occupant`; help it leave.
 
         If it belongs to another iteration, or its result is already out, the slot holds a
@@ -396,7 +396,6 @@ class Worker:
         shard's path (this worker's contribution included, which it resends on its timeout;
         other contributors resend on theirs): slower, never wrong, and the cycle is broken.
         """
-        now = time.monotonic()
         if now < self._unblocked.get(occupant, 0.0):
             return
         self._unblocked[occupant] = now + self.rto
@@ -543,20 +542,26 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
         select.select([sock], [], [], max(0.0, wait))
         now = time.monotonic()
         for frame in _ina_frames(sock):
-            job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(
-                frame, OFF_INA)
-            shard = by_task.get((job, task))
-            if shard is None:
-                continue
-            if flags == CONTROL:
-                owner = next((w for w in shards if w.owns(split_frag_id(occupant)[1])), shard)
-                owner.unblock(occupant, other_shard=owner is not shard)
-            shard.receive(flags, flow, raw, frame, now)
+            dispatch(shards, by_task, frame, now)
         for w in shards:
             w.on_timeouts(time.monotonic())
     for w in shards:
         w.stats.fragments = len(w.rows)
     return np.concatenate([w.result for w in shards]).reshape(-1)
+
+
+def dispatch(shards: list[Worker], by_task: dict[tuple[int, int], Worker], frame: bytes,
+             now: float) -> None:
+    """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
+    the shard owning it); `dataplane.lossy_sim` drives workers through this too."""
+    job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
+    shard = by_task.get((job, task))
+    if shard is None:
+        return
+    if flags == CONTROL:
+        owner = next((w for w in shards if w.owns(split_frag_id(occupant)[1])), shard)
+        owner.unblock(occupant, now, other_shard=owner is not shard)
+    shard.receive(flags, flow, raw, frame, now)
 
 
 def segment_rows(total: int, segments: list[dict]) -> list[tuple[int, int, int]]:

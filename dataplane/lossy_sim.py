@@ -1,0 +1,340 @@
+"""The real workers, PS and switch pipelines over simulated lossy links, on a virtual clock.
+
+Why hand-written: the recovery bugs of issue 15 (stalls of tens of seconds, a hang at 5 %
+loss) show only after thousands of packets under random loss, and on Mininet one such run
+takes minutes of a shared lock and never repeats. Here the very objects the agents and the
+embedded switch run (`Worker`, `ParameterServer`, `Pipeline` programmed through `Entities`
+with the compiler's P4Runtime entities) exchange frames over links with seeded loss,
+duplication, reordering, a rate and a bounded queue, so a stall reproduces in seconds,
+deterministically, and its state can be read. Discrete-event simulators on PyPI (simpy and
+the like) would add a scheduler but not the part that matters, the links, so a heap of timed
+callbacks is all it uses. Everything the agents do on time goes through the `now` they are
+given; the pipeline reads the same clock (`Pipeline.clock`).
+
+Links model what the Mininet emulation does (RELIABILITY.md): impairment on the egress of
+every interface (nftables' netdev egress hook, before the queue), then a FIFO of at most
+`queue` frames drained at the link's rate, then a propagation delay. A reordered frame is held
+`reorder_delay` and queued again, so later frames overtake it. A switch serves its arrivals
+one at a time, `service` seconds each.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from finsy import P4Schema
+
+from controller.network import Network, load_topology
+from controller.program import Numbering, WorkerAssignment, compile_plan
+from controller.solvers import SolveOptions, solve
+from dataplane.entities import Entities
+from dataplane.frame import CPU_PORT, FRAME_LEN, INA_UDP_PORT, OFF_UDP, Endpoint, ip_bytes
+from dataplane.hosts import (
+    BROADCAST,
+    ParameterServer,
+    Task,
+    Worker,
+    dispatch,
+    fragments,
+    synthetic_gradient,
+)
+from dataplane.pipeline import Pipeline
+from dataplane.schema import P4INFO_PATH, Schema, load_p4info
+
+MBPS_PER_GBPS = 2.0  # the Mininet runner's default scale for the embedded target
+PACING_HEADROOM = 0.95
+_INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+
+
+@dataclass(frozen=True)
+class Impairments:
+    """Per-frame probabilities on the egress of every interface (both ends of every link)."""
+
+    loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    reorder_delay: float = 0.020
+
+
+class Clock:
+    """Virtual seconds and a heap of callbacks due at given times."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def at(self, when: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._heap, (max(when, self.now), next(self._seq), fn))
+
+    def run_until(self, until: float, done: Callable[[], bool]) -> None:
+        while self._heap and not done():
+            when, _, fn = self._heap[0]
+            if when > until:
+                break
+            heapq.heappop(self._heap)
+            self.now = when
+            fn()
+        if not done():
+            self.now = max(self.now, until)
+
+
+@dataclass
+class Link:
+    """One direction of a link: impairment, queue, rate, delay; delivers to `deliver`."""
+
+    clock: Clock
+    rng: random.Random
+    rate_bps: float
+    deliver: Callable[[bytes], None]
+    impair: Impairments = Impairments()
+    queue: int = 1000
+    delay: float = 50e-6
+    up: bool = True
+    _fifo: deque = field(default_factory=deque)
+    _busy: bool = False
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("offered", "lost", "copies", "held", "tail_drops", "delivered"), 0))
+
+    def send(self, frame: bytes, hook: bool = True) -> None:
+        self.counts["offered"] += 1
+        if hook:
+            roll = self.rng.random()
+            if roll < self.impair.loss:
+                self.counts["lost"] += 1
+                return
+            if self.rng.random() < self.impair.duplicate:
+                self.counts["copies"] += 1
+                self._enqueue(frame)
+            if self.rng.random() < self.impair.reorder:
+                self.counts["held"] += 1
+                self.clock.at(self.clock.now + self.impair.reorder_delay,
+                              lambda: self.send(frame, hook=False))
+                return
+        self._enqueue(frame)
+
+    def _enqueue(self, frame: bytes) -> None:
+        if len(self._fifo) >= self.queue:
+            self.counts["tail_drops"] += 1
+            return
+        self._fifo.append(frame)
+        if not self._busy:
+            self._next()
+
+    def _next(self) -> None:
+        if not self._fifo:
+            self._busy = False
+            return
+        self._busy = True
+        frame = self._fifo.popleft()
+        done = self.clock.now + len(frame) * 8 / self.rate_bps
+        if self.up:
+            self.clock.at(done + self.delay, lambda: self._arrive(frame))
+        self.clock.at(done, self._next)
+
+    def _arrive(self, frame: bytes) -> None:
+        if self.up:
+            self.counts["delivered"] += 1
+            self.deliver(frame)
+
+
+class SimSocket:
+    """What `dataplane.ports.send` needs of a socket: `send(frame)`, here onto a link."""
+
+    def __init__(self) -> None:
+        self.link: Link | None = None
+
+    def send(self, frame: bytes) -> None:
+        if self.link is not None:
+            self.link.send(frame)
+
+
+@dataclass
+class SimSwitch:
+    """An embedded switch's pipeline behind a single server of `service` seconds a frame."""
+
+    name: str
+    clock: Clock
+    pipeline: Pipeline
+    service: float
+    ports: dict[int, Link] = field(default_factory=dict)
+    _inbox: deque = field(default_factory=deque)
+    _busy: bool = False
+
+    def receive(self, port: int, frame: bytes) -> None:
+        self._inbox.append((port, frame))
+        if not self._busy:
+            self._busy = True
+            self.clock.at(self.clock.now + self.service, self._serve)
+
+    def _serve(self) -> None:
+        port, frame = self._inbox.popleft()
+        for out_port, out in self.pipeline.process(port, frame):
+            if out_port != CPU_PORT and out_port in self.ports:
+                self.ports[out_port].send(out)
+        if self._inbox:
+            self.clock.at(self.clock.now + self.service, self._serve)
+        else:
+            self._busy = False
+
+
+@dataclass
+class SimWorker:
+    """Drives one `Worker` as `run_shards` does: pump, wait, dispatch what arrives, time out."""
+
+    clock: Clock
+    worker: Worker
+    _wake: float = float("inf")
+
+    def start(self) -> None:
+        self.worker.start(self.clock.now)
+        self.step()
+
+    def receive(self, frame: bytes) -> None:
+        if frame[OFF_UDP + 2:OFF_UDP + 4] != _INA_PORT or self.worker.finished:
+            return
+        w = self.worker
+        dispatch([w], {(w.task.job, w.task.task): w}, frame, self.clock.now)
+        self.step()
+
+    def step(self) -> None:
+        w, now = self.worker, self.clock.now
+        if w.finished:
+            return
+        w.on_timeouts(now)
+        wake = now + w.pump(now)
+        if wake < self._wake or self._wake <= now:
+            self._wake = wake
+            self.clock.at(wake, self._woken)
+
+    def _woken(self) -> None:
+        if self.clock.now >= self._wake:
+            self._wake = float("inf")
+            self.step()
+
+
+@dataclass
+class Iteration:
+    """What one simulated iteration gave: per worker exact or not, the PS's evidence."""
+
+    epoch: int
+    seconds: float | None  # virtual seconds until every worker held every result (None: hung)
+    exact: list[bool]
+    finished: int
+    fragments: int
+    miscounted: int
+    duplicates_ignored: int
+    resent_on_timeout: int
+    resent_on_control: int
+    waiting: dict[str, object]
+
+
+class Emulation:
+    """A topology's switches, programmed with a plan, its hosts and impaired links."""
+
+    def __init__(self, network: Network, impair: Impairments = Impairments(), seed: int = 0,
+                 scheme: str = "aro", mbps_per_gbps: float = MBPS_PER_GBPS,
+                 queue: int = 1000, service: float = 30e-6, worker_rate_scale: float = 1.0,
+                 plan=None) -> None:
+        self.network = network
+        self.clock = Clock()
+        self.rng = random.Random(seed)
+        self.impair = impair
+        self.plan = plan or solve(network, scheme, SolveOptions(
+            time_limit=20, seed=0, params={"num_workers": 1}))
+        programs, self.assignments = compile_plan(network, self.plan)
+        schema, finsy_schema = Schema(load_p4info()), P4Schema(P4INFO_PATH)
+        self.switches: dict[str, SimSwitch] = {}
+        for name in network.switches:
+            pipeline = Pipeline(clock=lambda: self.clock.now)
+            entities = Entities(schema, pipeline)
+            for entity in programs[name].entities():
+                entities.write((+entity).encode_update(finsy_schema))
+            self.switches[name] = SimSwitch(name, self.clock, pipeline, service)
+        self.sockets = {h: SimSocket() for h in network.hosts}
+        self.receivers: dict[str, Callable[[bytes], None]] = {}
+        self.links: dict[tuple[str, str], Link] = {}
+        for u, v, data in network.graph.edges(data=True):
+            rate = data["capacity_gbps"] * mbps_per_gbps * 1e6
+            link = Link(self.clock, self.rng, rate, self._deliverer(v, data["in_port"]),
+                        impair, queue)
+            self.links[u, v] = link
+            if network.is_switch(u):
+                self.switches[u].ports[data["out_port"]] = link
+            else:
+                self.sockets[u].link = link
+        self.ips = Numbering(network).host_ip
+        self.worker_rate_scale = worker_rate_scale
+
+    def _deliverer(self, node: str, port: int | None) -> Callable[[bytes], None]:
+        if self.network.is_switch(node):
+            switch = self.switches[node]
+            return lambda frame: switch.receive(port, frame)
+        return lambda frame: self.receivers.get(node, _ignore)(frame)
+
+    def endpoint(self, host: str) -> Endpoint:
+        index = self.network.hosts.index(host) + 1
+        return Endpoint(bytes([2, 0, 0, 0, 0, index]), ip_bytes(self.ips[host]))
+
+    def iteration(self, epoch: int, gradient_mb: float, timeout: float = 600.0,
+                  window: float = 16.0, rto: float = 0.5) -> Iteration:
+        """One iteration as the Mininet runner starts it: PS and workers released together,
+        synthetic gradients of seed `epoch`; runs until done or `timeout` virtual seconds."""
+        by_task: dict[tuple[int, int], list[WorkerAssignment]] = {}
+        for a in self.assignments:
+            by_task.setdefault((a.job_id, a.task_id), []).append(a)
+        (job, task), rows = next(iter(by_task.items()))
+        elements = int(gradient_mb * 2**20) // 4
+        count = -(-elements // 32)
+        first = rows[0]
+        ps = ParameterServer(self.sockets[first.ps], self.endpoint(first.ps), Task(job, task),
+                             len(rows), count, first.result_flow_id, epoch=epoch)
+        self.receivers[first.ps] = lambda frame: _ps_receive(ps, frame)
+        workers = []
+        for index, a in enumerate(rows):
+            grad = synthetic_gradient(epoch, index, elements)
+            w = Worker(self.sockets[a.worker], self.endpoint(a.worker),
+                       Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
+                       a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
+                       rate_gbps=a.rate_gbps * MBPS_PER_GBPS / 1000 * PACING_HEADROOM
+                       * self.worker_rate_scale, epoch=epoch)
+            sim = SimWorker(self.clock, w)
+            self.receivers[a.worker] = sim.receive
+            workers.append((a.worker, sim))
+        start = self.clock.now
+        for _, sim in workers:
+            sim.start()
+        self.clock.run_until(start + timeout, lambda: all(s.worker.finished for _, s in workers))
+        done = all(s.worker.finished for _, s in workers)
+        expected = sum(synthetic_gradient(epoch, i, elements).astype(np.int64)
+                       for i in range(len(rows)))
+        exact = [bool(np.array_equal(s.worker.result.reshape(-1)[:elements].astype(np.int64),
+                                     expected)) for _, s in workers]
+        waiting = {} if done else {
+            **{name: s.worker.waiting_for() for name, s in workers},
+            "PS": ps.waiting_for()}
+        return Iteration(epoch, self.clock.now - start if done else None, exact, ps.finished,
+                         count, ps.miscounted, ps.duplicates_ignored,
+                         sum(s.worker.stats.resent_on_timeout for _, s in workers),
+                         sum(s.worker.stats.resent_on_control for _, s in workers), waiting)
+
+
+def _ps_receive(ps: ParameterServer, frame: bytes) -> None:
+    if frame[OFF_UDP + 2:OFF_UDP + 4] == _INA_PORT and len(frame) >= FRAME_LEN:
+        ps.handle(frame)
+
+
+def _ignore(frame: bytes) -> None:
+    return None
+
+
+def load(path: str | Path, **kwargs) -> Emulation:
+    return Emulation(load_topology(path), **kwargs)
+
