@@ -233,6 +233,8 @@ class Iteration:
     duplicates_ignored: int
     resent_on_timeout: int
     resent_on_control: int
+    resent_on_loss: int
+    spurious: int
     waiting: dict[str, object]
 
 
@@ -323,7 +325,9 @@ class Emulation:
         return Iteration(epoch, self.clock.now - start if done else None, exact, ps.finished,
                          count, ps.miscounted, ps.duplicates_ignored,
                          sum(s.worker.stats.resent_on_timeout for _, s in workers),
-                         sum(s.worker.stats.resent_on_control for _, s in workers), waiting)
+                         sum(s.worker.stats.resent_on_control for _, s in workers),
+                         sum(s.worker.stats.resent_on_loss for _, s in workers),
+                         sum(s.worker.stats.spurious for _, s in workers), waiting)
 
 
 def _ps_receive(ps: ParameterServer, frame: bytes) -> None:
