@@ -261,8 +261,11 @@ class Worker:
     _detected: deque[int] = field(default_factory=deque)  # detected, to resend, oldest first
     # Tail loss probe (RFC 8985 section 7): when nothing has come back for PTO = 2 SRTT and
     # nothing new may be sent, the last fragment sent goes again, so that its result (or
-    # its own loss) shows which fragments before it are lost; once per answer.
+    # its own loss) shows which fragments before it are lost; once per answer, and at the
+    # tail (nothing new left) again after 2, 4, ... PTO while nothing answers (a copy costs
+    # a duplicate in a slot, a timeout here a second or more).
     _probe_due: float | None = None
+    _probes_unanswered: int = 0
     # outstanding fragments sent ahead of the in-order sender to unblock a slot: they do not
     # take a place in the window, or a window full of them could wait for its own fragments
     ahead: set[int] = field(default_factory=set)
@@ -571,7 +574,9 @@ class Worker:
             self._lose(frag)
             self._cut(now)
         if self._probe_due is not None and now >= self._probe_due:
-            self._probe_due = float("inf")  # fired: armed again by the next result
+            self._probes_unanswered += 1  # each unanswered probe doubles the next wait
+            self._probe_due = (now + self._pto() * 2 ** min(self._probes_unanswered, 16)
+                               if self.next_frag >= len(self.rows) else float("inf"))
             if self.outstanding and not (self._has_more() and self._window_open()):
                 last = next(reversed(self.outstanding))
                 self._resend(last, now)
@@ -604,6 +609,7 @@ class Worker:
             if (first := self.first_sent.get(frag)) is not None:
                 self._detect_losses(first - self.reo_wnd, now)
             self._probe_due = now + self._pto() if self.outstanding else None
+            self._probes_unanswered = 0
             self.window = min(self.max_window, self.window + 1)
             if frag in self.resent and self.timeouts.get(frag):
                 # A resend on a timeout may come late enough to find its slot reused or
