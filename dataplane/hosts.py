@@ -261,9 +261,11 @@ class Worker:
     _detected: deque[int] = field(default_factory=deque)  # detected, to resend, oldest first
     # Tail loss probe (RFC 8985 section 7): when nothing has come back for PTO = 2 SRTT and
     # nothing new may be sent, the last fragment sent goes again, so that its result (or
-    # its own loss) shows which fragments before it are lost; once per answer, and at the
-    # tail (nothing new left) again after 2, 4, ... PTO while nothing answers (a copy costs
-    # a duplicate in a slot, a timeout here a second or more).
+    # its own loss) shows which fragments before it are lost; once per answer. At the tail
+    # (nothing new left) no later result can show a loss: every fragment quiet for a PTO
+    # goes again with a PROBE, after 2, 4, ... PTO while nothing answers (a copy costs a
+    # duplicate in a slot, a timeout here a second or more; the last fragments of an
+    # iteration at 5 % loss took seconds of timeouts).
     _probe_due: float | None = None
     _probes_unanswered: int = 0
     # outstanding fragments sent ahead of the in-order sender to unblock a slot: they do not
@@ -370,7 +372,15 @@ class Worker:
         self.last_sent[frag] = now
 
     def _pto(self) -> float:
-        return min(self.rto, max(2 * (self.rtt.srtt or 0.0), TLP_FLOOR))
+        """2 SRTT (at most the RTO), doubled per probe nothing answered, at most
+        BACKOFF_CEILING once doubled (as a timeout's backoff)."""
+        base = min(self.rto, max(2 * (self.rtt.srtt or 0.0), TLP_FLOOR))
+        if not self._probes_unanswered:
+            return base
+        return min(max(base, BACKOFF_CEILING), base * 2 ** min(self._probes_unanswered, 16))
+
+    def _tail(self) -> bool:
+        return self.next_frag >= len(self.rows)
 
     def _first_send(self, frag: int, now: float) -> None:
         self._send(frag)
@@ -555,7 +565,7 @@ class Worker:
         self._resend(frag, now)
         self.stats.resent_on_timeout += why == TIMED_OUT
         self.stats.resent_on_loss += why == DETECTED
-        if self.timeouts.get(frag, 0) >= 2:
+        if self.timeouts.get(frag, 0) >= 2 or (why == DETECTED and self._tail()):
             self._send(frag, PROBE)
             self.stats.probes += 1
 
@@ -574,14 +584,21 @@ class Worker:
             self._lose(frag)
             self._cut(now)
         if self._probe_due is not None and now >= self._probe_due:
-            self._probes_unanswered += 1  # each unanswered probe doubles the next wait
-            self._probe_due = (now + self._pto() * 2 ** min(self._probes_unanswered, 16)
-                               if self.next_frag >= len(self.rows) else float("inf"))
-            if self.outstanding and not (self._has_more() and self._window_open()):
-                last = next(reversed(self.outstanding))
-                self._resend(last, now)
-                self.detected.add(last)
-                self.stats.resent_on_loss += 1
+            pto = self._pto()
+            self._probes_unanswered += 1
+            self._probe_due = now + self._pto() if self._tail() else float("inf")
+            if self._tail():  # the few left: each quiet for a PTO goes again, with a PROBE
+                probed = [f for f in self.outstanding if now - self.last_sent[f] >= pto]
+            elif self.outstanding and not (self._has_more() and self._window_open()):
+                probed = [next(reversed(self.outstanding))]
+            else:
+                probed = []
+            for frag in probed:
+                del self.outstanding[frag]
+                self.sent_once.pop(frag, None)
+                self.detected.add(frag)
+                self._lose(frag, DETECTED)
+                self._detected.append(frag)
 
     def receive(self, flags: int, flow: int, raw_frag: int, frame: bytes, now: float) -> None:
         """A RESULT, or the CONTROL of a collision, of this worker's task."""

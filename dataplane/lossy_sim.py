@@ -20,9 +20,12 @@ one at a time, `service` seconds each.
 
 from __future__ import annotations
 
+import argparse
 import heapq
 import itertools
+import json
 import random
+import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +34,9 @@ from pathlib import Path
 import numpy as np
 from finsy import P4Schema
 
+from controller.mininet_runner import DEFAULT_SCALE_MBPS, PACING_HEADROOM
 from controller.network import Network, load_topology
+from controller.plan import Plan
 from controller.program import Numbering, WorkerAssignment, compile_plan
 from controller.solvers import SolveOptions, solve
 from dataplane.entities import Entities
@@ -48,8 +53,7 @@ from dataplane.hosts import (
 from dataplane.pipeline import Pipeline
 from dataplane.schema import P4INFO_PATH, Schema, load_p4info
 
-MBPS_PER_GBPS = 2.0  # the Mininet runner's default scale for the embedded target
-PACING_HEADROOM = 0.95
+MBPS_PER_GBPS = DEFAULT_SCALE_MBPS["embedded"]  # what the Mininet runner emulates
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
 
@@ -239,12 +243,14 @@ class Iteration:
 
 
 class Emulation:
-    """A topology's switches, programmed with a plan, its hosts and impaired links."""
+    """A topology's switches, programmed with `plan` (default: `scheme` solved here), its
+    hosts and impaired links; links carry `mbps_per_gbps` per model Gbps and hold `queue`
+    frames, workers pace at the plan's rate × MBPS_PER_GBPS × PACING_HEADROOM (so a lower
+    `mbps_per_gbps` congests the links, as `controller.faults.impair.congest` does)."""
 
     def __init__(self, network: Network, impair: Impairments = Impairments(), seed: int = 0,
                  scheme: str = "aro", mbps_per_gbps: float = MBPS_PER_GBPS,
-                 queue: int = 1000, service: float = 30e-6, worker_rate_scale: float = 1.0,
-                 plan=None) -> None:
+                 queue: int = 1000, service: float = 30e-6, plan: Plan | None = None) -> None:
         self.network = network
         self.clock = Clock()
         self.rng = random.Random(seed)
@@ -273,7 +279,6 @@ class Emulation:
             else:
                 self.sockets[u].link = link
         self.ips = Numbering(network).host_ip
-        self.worker_rate_scale = worker_rate_scale
 
     def _deliverer(self, node: str, port: int | None) -> Callable[[bytes], None]:
         if self.network.is_switch(node):
@@ -305,8 +310,8 @@ class Emulation:
             w = Worker(self.sockets[a.worker], self.endpoint(a.worker),
                        Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
                        a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
-                       rate_gbps=a.rate_gbps * MBPS_PER_GBPS / 1000 * PACING_HEADROOM
-                       * self.worker_rate_scale, epoch=epoch)
+                       rate_gbps=a.rate_gbps * MBPS_PER_GBPS / 1000 * PACING_HEADROOM,
+                       epoch=epoch)
             sim = SimWorker(self.clock, w)
             self.receivers[a.worker] = sim.receive
             workers.append((a.worker, sim))
@@ -340,5 +345,35 @@ def _ignore(frame: bytes) -> None:
 
 
 def load(path: str | Path, **kwargs) -> Emulation:
+    """`Emulation` of the topology file `path` (keywords as Emulation's)."""
     return Emulation(load_topology(path), **kwargs)
 
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m dataplane.lossy_sim`: one line per iteration (virtual seconds, exactly-once
+    evidence, resends) for an impairment on every link of a topology."""
+    parser = argparse.ArgumentParser(prog="python -m dataplane.lossy_sim", description=main.__doc__)
+    parser.add_argument("--topology", default="topologies/examples/aro-fig1.yaml")
+    parser.add_argument("--loss", type=float, default=0.0, help="per frame and link (0..1)")
+    parser.add_argument("--duplicate", type=float, default=0.0)
+    parser.add_argument("--reorder", type=float, default=0.0)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--gradient-mb", type=float, default=0.25)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    emulation = load(args.topology, seed=args.seed,
+                     impair=Impairments(args.loss, args.duplicate, args.reorder))
+    for epoch in range(args.iterations):
+        it = emulation.iteration(epoch, args.gradient_mb, timeout=600)
+        row = {k: v for k, v in it.__dict__.items() if k != "waiting"}
+        row["exact"] = all(it.exact)
+        print(json.dumps(row if it.seconds is not None else {**row, "waiting": it.waiting}),
+              flush=True)
+        if it.seconds is None:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
