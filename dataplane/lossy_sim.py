@@ -33,13 +33,15 @@ from pathlib import Path
 
 import numpy as np
 from finsy import P4Schema
+from finsy.proto import p4r
 
 from controller.mininet_runner import DEFAULT_SCALE_MBPS, PACING_HEADROOM
 from controller.network import Network, load_topology
 from controller.plan import Plan
 from controller.program import Numbering, WorkerAssignment, compile_plan
 from controller.solvers import SolveOptions, solve
-from dataplane.entities import Entities
+from controller.southbound.p4runtime import diff_programs
+from dataplane.entities import DELETE, INSERT, MODIFY, Entities
 from dataplane.frame import CPU_PORT, FRAME_LEN, INA_UDP_PORT, OFF_UDP, Endpoint, ip_bytes
 from dataplane.hosts import (
     BROADCAST,
@@ -242,6 +244,23 @@ class Iteration:
     waiting: dict[str, object]
 
 
+class SimPlan:
+    """What `PlanWatcher` gives a worker (its row of the newest plan version), read from the
+    emulation instead of the controller's state file."""
+
+    def __init__(self, emulation: Emulation, worker: str) -> None:
+        self.emulation, self.worker, self.version = emulation, worker, 0
+
+    def poll(self, now: float) -> dict | None:
+        if self.emulation.version <= self.version:
+            return None
+        self.version = self.emulation.version
+        a = next(a for a in self.emulation.assignments if a.worker == self.worker)
+        return {"flow_id": a.flow_id, "next_node": a.next_node, "rate_gbps": a.rate_gbps,
+                "segments": [s.__dict__ for s in a.segments],
+                "result_flow_id": a.result_flow_id}
+
+
 class Emulation:
     """A topology's switches, programmed with `plan` (default: `scheme` solved here), its
     hosts and impaired links; links carry `mbps_per_gbps` per model Gbps and hold `queue`
@@ -257,15 +276,22 @@ class Emulation:
         self.impair = impair
         self.plan = plan or solve(network, scheme, SolveOptions(
             time_limit=20, seed=0, params={"num_workers": 1}))
-        programs, self.assignments = compile_plan(network, self.plan)
-        schema, finsy_schema = Schema(load_p4info()), P4Schema(P4INFO_PATH)
+        self.scheme, self.version = scheme, 1
+        self.programs, self.assignments = compile_plan(network, self.plan)
+        programs = self.programs
+        schema, self._finsy = Schema(load_p4info()), P4Schema(P4INFO_PATH)
+        finsy_schema = self._finsy
         self.switches: dict[str, SimSwitch] = {}
+        self.entities: dict[str, Entities] = {}
+        self.watchers: list[SimPlan] = []
+        self._ps: ParameterServer | None = None
         for name in network.switches:
             pipeline = Pipeline(clock=lambda: self.clock.now)
             entities = Entities(schema, pipeline)
             for entity in programs[name].entities():
-                entities.write((+entity).encode_update(finsy_schema))
+                entities.write(p4r.Update(type=INSERT, entity=entity.encode(finsy_schema)))
             self.switches[name] = SimSwitch(name, self.clock, pipeline, service)
+            self.entities[name] = entities
         self.sockets = {h: SimSocket() for h in network.hosts}
         self.receivers: dict[str, Callable[[bytes], None]] = {}
         self.links: dict[tuple[str, str], Link] = {}
@@ -279,6 +305,44 @@ class Emulation:
             else:
                 self.sockets[u].link = link
         self.ips = Numbering(network).host_ip
+
+    def cut(self, u: str, v: str, after: float, detect: float = 1.5,
+            drain: float = 3.0) -> None:
+        """`after` virtual seconds from now the link u-v goes down; `detect` later the
+        controller re-plans without it as `controller.daemon` does: the new version's entries
+        beside the old (make-before-break), the agents switch to the new ids, the old entries
+        go `drain` later."""
+        at = self.clock.now + after
+
+        def down() -> None:
+            self.links[u, v].up = self.links[v, u].up = False
+
+        def replan() -> None:
+            self.version += 1
+            network = self.network.without_links({(u, v)})
+            plan = solve(network, self.scheme, SolveOptions(
+                time_limit=20, seed=0, params={"num_workers": 1}))
+            programs, self.assignments = compile_plan(network, plan, self.version)
+            stale = {}
+            for name, entities in self.entities.items():
+                inserts, modifies, deletes = diff_programs(self.programs[name], programs[name])
+                for kind, batch in ((INSERT, inserts), (MODIFY, modifies)):
+                    for entity in batch:
+                        entities.write(p4r.Update(type=kind, entity=entity.encode(self._finsy)))
+                stale[name] = deletes
+            self.programs = programs
+            if self._ps is not None:
+                self._ps.result_flow_id = self.assignments[0].result_flow_id
+            self.clock.at(self.clock.now + drain, lambda: self._delete(stale))
+
+        self.clock.at(at, down)
+        self.clock.at(at + detect, replan)
+
+    def _delete(self, stale: dict[str, list]) -> None:
+        for name, deletes in stale.items():
+            for entity in reversed(deletes):  # table entries before the groups they use
+                self.entities[name].write(p4r.Update(type=DELETE,
+                                                     entity=entity.encode(self._finsy)))
 
     def _deliverer(self, node: str, port: int | None) -> Callable[[bytes], None]:
         if self.network.is_switch(node):
@@ -304,13 +368,16 @@ class Emulation:
         ps = ParameterServer(self.sockets[first.ps], self.endpoint(first.ps), Task(job, task),
                              len(rows), count, first.result_flow_id, epoch=epoch)
         self.receivers[first.ps] = lambda frame: _ps_receive(ps, frame)
+        self._ps, self.watchers = ps, []
         workers = []
         for index, a in enumerate(rows):
             grad = synthetic_gradient(epoch, index, elements)
+            watcher = SimPlan(self, a.worker)
+            self.watchers.append(watcher)
             w = Worker(self.sockets[a.worker], self.endpoint(a.worker),
                        Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
                        a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
-                       rate_gbps=a.rate_gbps * MBPS_PER_GBPS / 1000 * PACING_HEADROOM,
+                       plan=watcher, rate_scale=MBPS_PER_GBPS / 1000 * PACING_HEADROOM,
                        epoch=epoch)
             sim = SimWorker(self.clock, w)
             self.receivers[a.worker] = sim.receive
