@@ -76,7 +76,7 @@ class IterationResult:
     model_share: float | None = None  # the task's shard of the model (None: all of it)
     # the PS's own check of its shard (None: it did not report, e.g. stopped while unfinished)
     ps_exact: bool | None = None
-    retransmissions: int = 0  # the workers' resends, on timeout and on CONTROL
+    retransmissions: int = 0  # the workers' resends: on timeout, on CONTROL, found lost (RACK)
     ps_report: dict = field(default_factory=dict)  # the PS's report (hosts.py: exactly-once counts)
     # each worker's report (hosts.py: resends by cause, its round trip estimate and RTO)
     worker_reports: dict[str, dict] = field(default_factory=dict)
@@ -388,7 +388,8 @@ class Emulation:
         exact = all(r.get("exact") for r in reports.values())
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
         seconds = max(r["seconds"] for r in reports.values())
-        resent = sum(r["resent_on_timeout"] + r["resent_on_control"] for r in reports.values())
+        resent = sum(r["resent_on_timeout"] + r["resent_on_control"] + r.get("resent_on_loss", 0)
+                     for r in reports.values())
         out = []
         for tp in tps:
             ps_report = _ps_report(pss[tp.task])

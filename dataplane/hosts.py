@@ -2,19 +2,23 @@
 
 Worker: splits its gradient into fragments of K int32 elements (float32 gradients are converted
 to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
-fragments (+1 per result up to `max_window`, halved on a CONTROL packet and once per round
-trip with timeouts), resends the fragment a CONTROL packet names (at once, at most every
-CONTROL_RESEND_GAP), resends what timed out within the window and the pacing, lowest fragment
-first (with a PROBE from the second timeout of a fragment on, in case its copy of the result
-was lost), and after receiving the result of
-a fragment it had resent sends an ACK so that no switch keeps a stale partial sum of it
-(p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps it
-leave (an ACK if its result is already out, else its own contribution to it, sent out of
-order), so that neither a lost ACK nor diverged windows can block a slot for good. Fragments
-sent ahead of order that way take no place in the window: a window full of them would wait for
-fragments that only its own in-order sending can provide (a deadlock seen after re-plans).
-Optionally paced at the task's published rate. The retransmission timeout adapts to the round
-trips the worker measures (dataplane/rto.py, RFC 6298), backed off per fragment.
+fragments (+1 per result up to `max_window`, halved at most once per round trip on CONTROL
+packets, the ECN signal of a collision, and on losses), resends the fragment a CONTROL packet
+names (at once, at most every CONTROL_RESEND_GAP). Losses are found three ways: from later
+results (RACK, RFC 8985: a fragment sent a reordering window before one whose result came is
+lost, and is resent at once whatever the window, like TCP's fast retransmit), by a tail loss
+probe when nothing comes back for two round trips, and by the retransmission timeout, which
+adapts to the round trips the worker measures (dataplane/rto.py, RFC 6298) and is backed off
+per fragment; what timed out is resent within the window and the pacing, lowest fragment first
+(with a PROBE from the second timeout of a fragment on, in case its copy of the result was
+lost). After receiving the result of a fragment it resent on a timeout it sends an ACK so that
+no switch keeps a stale partial sum of it (p4src/README.md, Flags). A CONTROL names the fragment
+occupying the slot; the worker helps it leave (an ACK if its result is already out, else its
+own contribution to it, sent out of order, or sent again if it was sent a round trip ago), so
+that neither a lost ACK, a lost contribution nor diverged windows can block a slot for good.
+Fragments sent ahead of order that way take no place in the window: a window full of them
+would wait for fragments that only its own in-order sending can provide (a deadlock seen after
+re-plans). Optionally paced at the task's published rate.
 
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
@@ -62,6 +66,7 @@ import socket
 import sys
 import time
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
@@ -98,6 +103,10 @@ EPOCHS = 2 ** (32 - EPOCH_SHIFT)
 # an emulated link, so a slot freed by the worker's own ACK is retried at once (as before)
 # while a slot that stays taken is not hammered at the round-trip time.
 CONTROL_RESEND_GAP = 0.02
+# Why a fragment waits to be resent (Worker.lost): its timeout, loss detection from later
+# results, or a re-plan (its ids changed).
+TIMED_OUT, DETECTED, REPLANNED = "timed out", "detected", "replanned"
+TLP_FLOOR = 0.01  # least tail-probe timeout (s): a few packets' time on an emulated link
 BROADCAST = Endpoint(b"\xff" * 6, b"\xff" * 4)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
@@ -194,6 +203,8 @@ class WorkerStats:
     sent: int = 0
     resent_on_control: int = 0
     resent_on_timeout: int = 0
+    resent_on_loss: int = 0  # detected lost from later results (RACK) or the tail probe
+    spurious: int = 0  # of those, answered before a round trip could have: not lost
     acks: int = 0
     probes: int = 0
     plan_switches: int = 0
@@ -228,7 +239,7 @@ class Worker:
     # not in `lost` any more are skipped). Resending them all at once, whatever the window,
     # collapsed congested links: 5 workers at window 1 resent 20-30 fragments each per
     # timeout into 2-packet queues, and no fragment ever had all its contributions arrive.
-    lost: dict[int, bool] = field(default_factory=dict)  # fragment -> it timed out (not a re-plan)
+    lost: dict[int, str] = field(default_factory=dict)  # fragment -> why (TIMED_OUT, ...)
     _lost_order: list[int] = field(default_factory=list)
     # Lost fragments by when they are due for a resend whatever the window (last send +
     # BACKOFF_CEILING): a switch abandons a partial sum untouched for STALE_AFTER, so a
@@ -238,6 +249,25 @@ class Worker:
     # abandoned between its resends and the fragments never completed.
     _keepalive: list[tuple[float, int]] = field(default_factory=list)
     last_sent: dict[int, float] = field(default_factory=dict)  # fragment -> its last DATA
+    first_sent: dict[int, float] = field(default_factory=dict)  # fragment -> its first DATA
+    # Loss detection from later results (RACK, RFC 8985): an outstanding fragment last sent
+    # more than `reo_wnd` before the first send of a fragment whose result arrived is taken
+    # as lost at once, instead of idling its place in the window until its timeout (0.5-1 s
+    # against round trips of milliseconds: at 5 % loss per link half the fragments of a
+    # window waited for it, and the window halved on every timeout, down to 1).
+    min_rtt: float | None = None
+    _reo_steps: int = 1
+    detected: set[int] = field(default_factory=set)  # resent because a later result came
+    _detected: deque[int] = field(default_factory=deque)  # detected, to resend, oldest first
+    # Tail loss probe (RFC 8985 section 7): when nothing has come back for PTO = 2 SRTT and
+    # nothing new may be sent, the last fragment sent goes again, so that its result (or
+    # its own loss) shows which fragments before it are lost; once per answer. At the tail
+    # (nothing new left) no later result can show a loss: every fragment quiet for a PTO
+    # goes again with a PROBE, after 2, 4, ... PTO while nothing answers (a copy costs a
+    # duplicate in a slot, a timeout here a second or more; the last fragments of an
+    # iteration at 5 % loss took seconds of timeouts).
+    _probe_due: float | None = None
+    _probes_unanswered: int = 0
     # outstanding fragments sent ahead of the in-order sender to unblock a slot: they do not
     # take a place in the window, or a window full of them could wait for its own fragments
     ahead: set[int] = field(default_factory=set)
@@ -320,7 +350,7 @@ class Worker:
             self.stats.plan_switches += 1
             for frag in list(self.outstanding):  # resent under the new ids as the window allows
                 del self.outstanding[frag]
-                self._lose(frag, timed_out=False)
+                self._lose(frag, REPLANNED)
         return self._gap()
 
     def _send(self, frag: int, flags: int = DATA, epoch: int | None = None) -> None:
@@ -334,14 +364,67 @@ class Worker:
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
 
+    def _track(self, frag: int, now: float, deadline: float) -> None:
+        """`frag`'s DATA was just sent: in flight until `deadline`, and last in `outstanding`,
+        which stays in order of last send (the order loss detection walks)."""
+        self.outstanding.pop(frag, None)
+        self.outstanding[frag] = deadline
+        self.last_sent[frag] = now
+
+    def _pto(self) -> float:
+        """2 SRTT (at most the RTO), doubled per probe nothing answered, at most
+        BACKOFF_CEILING once doubled (as a timeout's backoff)."""
+        base = min(self.rto, max(2 * (self.rtt.srtt or 0.0), TLP_FLOOR))
+        if not self._probes_unanswered:
+            return base
+        return min(max(base, BACKOFF_CEILING), base * 2 ** min(self._probes_unanswered, 16))
+
+    def _tail(self) -> bool:
+        return self.next_frag >= len(self.rows)
+
     def _first_send(self, frag: int, now: float) -> None:
         self._send(frag)
-        self.sent_once[frag] = self.last_sent[frag] = now
-        self.outstanding[frag] = now + self.rto
+        self.sent_once[frag] = self.first_sent[frag] = now
+        self._track(frag, now, now + self.rto)
+        if self._probe_due is None and self.rtt.srtt is not None:
+            self._probe_due = now + self._pto()
 
-    def _lose(self, frag: int, timed_out: bool = True) -> None:
-        """`frag` is no longer in flight: queue it for resending."""
-        self.lost[frag] = timed_out
+    @property
+    def reo_wnd(self) -> float:
+        """RACK's reordering window (RFC 8985 6.2): a quarter of the least round trip, widened
+        by a quarter each time a fragment taken as lost turns out not to have been, at most
+        SRTT; 0 before the first round trip."""
+        if self.min_rtt is None:
+            return 0.0
+        return min(self.rtt.srtt or 0.0, self.min_rtt / 4 * self._reo_steps)
+
+    def _detect_losses(self, before: float, now: float) -> None:
+        """Outstanding fragments last sent before `before` are lost: queue them for resending
+        (one window cut per round trip, like timeouts)."""
+        gone = []
+        for frag in self.outstanding:  # in order of last send
+            if self.last_sent[frag] >= before:
+                break
+            gone.append(frag)
+        for frag in gone:
+            del self.outstanding[frag]
+            self.sent_once.pop(frag, None)
+            self.detected.add(frag)
+            self._lose(frag, DETECTED)
+            self._detected.append(frag)
+        if gone:
+            self._cut(now)
+
+    def _cut(self, now: float) -> None:
+        """Halve the window, at most once per round trip: its losses are one event."""
+        if now >= self._next_cut:
+            self.window = max(1.0, self.window / 2)
+            self._next_cut = now + (self.rtt.srtt or self.rto)
+
+    def _lose(self, frag: int, why: str = TIMED_OUT) -> None:
+        """`frag` is no longer in flight (`why`: TIMED_OUT, DETECTED, REPLANNED): queue it
+        for resending."""
+        self.lost[frag] = why
         heapq.heappush(self._lost_order, frag)
         heapq.heappush(self._keepalive, (self.last_sent.get(frag, 0.0) + BACKOFF_CEILING, frag))
 
@@ -362,8 +445,17 @@ class Worker:
             return None
         return heapq.heappop(self._keepalive)[1]
 
-    def _next_lost(self) -> tuple[int, bool] | None:
-        """The lowest fragment waiting to be resent, and whether it timed out."""
+    def _next_detected(self) -> int | None:
+        """The oldest fragment detected lost and not resent yet: it goes whatever the window,
+        as TCP's fast retransmit does (it replaces a packet that left the network)."""
+        while self._detected:
+            frag = self._detected.popleft()
+            if self.lost.get(frag) == DETECTED:
+                return frag
+        return None
+
+    def _next_lost(self) -> tuple[int, str] | None:
+        """The lowest fragment waiting to be resent, and why it is."""
         while self._lost_order:
             frag = heapq.heappop(self._lost_order)
             if frag in self.lost:
@@ -375,10 +467,9 @@ class Worker:
         self._send(frag)
         self.resent.add(frag)
         self.sent_once.pop(frag, None)
-        self.last_sent[frag] = now
-        self.outstanding[frag] = now + self.rtt.backed_off(self.timeouts.get(frag, 0))
+        self._track(frag, now, now + self.rtt.backed_off(self.timeouts.get(frag, 0)))
 
-    def unblock(self, occupant: int, other_shard: bool = False) -> None:
+    def unblock(self, occupant: int, now: float, other_shard: bool = False) -> None:
         """A slot on this worker's path is held by fragment id `occupant`; help it leave.
 
         If it belongs to another iteration, or its result is already out, the slot holds a
@@ -396,7 +487,6 @@ class Worker:
         shard's path (this worker's contribution included, which it resends on its timeout;
         other contributors resend on theirs): slower, never wrong, and the cycle is broken.
         """
-        now = time.monotonic()
         if now < self._unblocked.get(occupant, 0.0):
             return
         self._unblocked[occupant] = now + self.rto
@@ -413,6 +503,13 @@ class Worker:
         elif index not in self.outstanding:
             self._first_send(index, now)
             self.ahead.add(index)
+            self.stats.sent_to_unblock += 1
+        elif now - self.last_sent.get(index, now) >= (self.rtt.srtt or self.rto) \
+                and not other_shard:
+            # In flight for a round trip and its partial sum still waits: this worker's copy
+            # may be what was lost. Resent (a duplicate if not), instead of waiting for its
+            # timeout while every peer's window waits behind the slot.
+            self._resend(index, now)
             self.stats.sent_to_unblock += 1
         elif other_shard:
             first = self._blocking.setdefault(occupant, now)
@@ -437,6 +534,8 @@ class Worker:
             self.gap = self._follow_plan(now)
         while now >= self.next_send:
             due = self._due_keepalive(now)
+            if due is None:
+                due = self._next_detected()
             if due is not None:
                 self._resend_lost(due, self.lost.pop(due), now)
             elif not (self._has_more() and self._window_open()):
@@ -452,16 +551,21 @@ class Worker:
                 self._first_send(frag, now)
             self.next_send = max(self.next_send, now) + self.gap
         wait = min(self.outstanding.values(), default=now + self.rto) - now
+        if self._probe_due is not None:
+            wait = min(wait, self._probe_due - now)
         if (due := self._next_keepalive()) is not None:
             wait = min(wait, max(due, self.next_send) - now)
+        if self._detected:
+            wait = min(wait, self.next_send - now)
         if self._has_more() and self._window_open():
             wait = min(wait, self.next_send - now)
         return max(0.0, wait)
 
-    def _resend_lost(self, frag: int, timed_out: bool, now: float) -> None:
+    def _resend_lost(self, frag: int, why: str, now: float) -> None:
         self._resend(frag, now)
-        self.stats.resent_on_timeout += timed_out
-        if self.timeouts.get(frag, 0) >= 2:
+        self.stats.resent_on_timeout += why == TIMED_OUT
+        self.stats.resent_on_loss += why == DETECTED
+        if self.timeouts.get(frag, 0) >= 2 or (why == DETECTED and self._tail()):
             self._send(frag, PROBE)
             self.stats.probes += 1
 
@@ -478,9 +582,23 @@ class Worker:
             self.sent_once.pop(frag, None)  # its result may now come from the peers' resends
             self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
             self._lose(frag)
-            if now >= self._next_cut:
-                self.window = max(1.0, self.window / 2)
-                self._next_cut = now + (self.rtt.srtt or self.rto)
+            self._cut(now)
+        if self._probe_due is not None and now >= self._probe_due:
+            pto = self._pto()
+            self._probes_unanswered += 1
+            self._probe_due = now + self._pto() if self._tail() else float("inf")
+            if self._tail():  # the few left: each quiet for a PTO goes again, with a PROBE
+                probed = [f for f in self.outstanding if now - self.last_sent[f] >= pto]
+            elif self.outstanding and not (self._has_more() and self._window_open()):
+                probed = [next(reversed(self.outstanding))]
+            else:
+                probed = []
+            for frag in probed:
+                del self.outstanding[frag]
+                self.sent_once.pop(frag, None)
+                self.detected.add(frag)
+                self._lose(frag, DETECTED)
+                self._detected.append(frag)
 
     def receive(self, flags: int, flow: int, raw_frag: int, frame: bytes, now: float) -> None:
         """A RESULT, or the CONTROL of a collision, of this worker's task."""
@@ -493,13 +611,29 @@ class Worker:
             self.have[frag] = True
             self.done += 1
             self.outstanding.pop(frag, None)
-            self.lost.pop(frag, None)
+            waiting = self.lost.pop(frag, None)
             self.ahead.discard(frag)
             sent = self.sent_once.pop(frag, None)
             if sent is not None:
                 self.rtt.sample(now - sent)
+                self.min_rtt = min(now - sent, self.min_rtt or float("inf"))
+            if frag in self.detected:
+                self.detected.discard(frag)
+                if waiting == DETECTED or (self.min_rtt is not None
+                                           and now - self.last_sent[frag] < self.min_rtt):
+                    self.stats.spurious += 1  # the original answered: it was not lost
+                    self._reo_steps += 1
+            if (first := self.first_sent.get(frag)) is not None:
+                self._detect_losses(first - self.reo_wnd, now)
+            self._probe_due = now + self._pto() if self.outstanding else None
+            self._probes_unanswered = 0
             self.window = min(self.max_window, self.window + 1)
-            if frag in self.resent:
+            if frag in self.resent and self.timeouts.get(frag):
+                # A resend on a timeout may come late enough to find its slot reused or
+                # abandoned and leave a partial sum there. Fast resends (RACK, the tail probe)
+                # come within round trips: their copy finds the partial sum it joins or the
+                # completed one (README 4.2), and an ACK for each of them doubled the
+                # traffic into the PS, on a link the plan fills to its capacity.
                 self._send(frag, ACK)
                 self.stats.acks += 1
             if self.finished:
@@ -511,11 +645,10 @@ class Worker:
             # per CONTROL ping-pongs at the round-trip time (a worker next to an aggregator
             # whose slots wait on far flows sent thousands a second).
             self.controlled[frag] = now + CONTROL_RESEND_GAP
-            self.window = max(1.0, self.window / 2)
+            self._cut(now)  # ECN: once per round trip (RFC 3168 6.1.2), like losses
             self._send(frag)
             self.sent_once.pop(frag, None)
-            self.last_sent[frag] = now
-            self.outstanding[frag] = now + self.rtt.backed_off(self.timeouts.get(frag, 0))
+            self._track(frag, now, now + self.rtt.backed_off(self.timeouts.get(frag, 0)))
             self.stats.resent_on_control += 1
 
     def start(self, now: float) -> None:
@@ -543,20 +676,26 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
         select.select([sock], [], [], max(0.0, wait))
         now = time.monotonic()
         for frame in _ina_frames(sock):
-            job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(
-                frame, OFF_INA)
-            shard = by_task.get((job, task))
-            if shard is None:
-                continue
-            if flags == CONTROL:
-                owner = next((w for w in shards if w.owns(split_frag_id(occupant)[1])), shard)
-                owner.unblock(occupant, other_shard=owner is not shard)
-            shard.receive(flags, flow, raw, frame, now)
+            dispatch(shards, by_task, frame, now)
         for w in shards:
             w.on_timeouts(time.monotonic())
     for w in shards:
         w.stats.fragments = len(w.rows)
     return np.concatenate([w.result for w in shards]).reshape(-1)
+
+
+def dispatch(shards: list[Worker], by_task: dict[tuple[int, int], Worker], frame: bytes,
+             now: float) -> None:
+    """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
+    the shard owning it); `dataplane.lossy_sim` drives workers through this too."""
+    job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
+    shard = by_task.get((job, task))
+    if shard is None:
+        return
+    if flags == CONTROL:
+        owner = next((w for w in shards if w.owns(split_frag_id(occupant)[1])), shard)
+        owner.unblock(occupant, now, other_shard=owner is not shard)
+    shard.receive(flags, flow, raw, frame, now)
 
 
 def segment_rows(total: int, segments: list[dict]) -> list[tuple[int, int, int]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -17,6 +18,7 @@ from dataplane.frame import (
     ACK,
     CONTROL,
     CPU_PORT,
+    DATA,
     ECN_CE,
     ETHERTYPE_LLDP,
     FLAGS,
@@ -113,7 +115,9 @@ def lane_sum(a: int, b: int) -> int:
 class Pipeline:
     """One switch's data plane: forwarding state, slot memory and event counters."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        # Seconds for the slots' `time` (README 4.2); a simulation passes its virtual clock.
+        self.clock = clock
         self.reset()
 
     def reset(self) -> None:
@@ -207,13 +211,22 @@ class Pipeline:
                    count: int) -> bytes | str | None:
         """Step 4.2. Returns the frame to forward, "collision", "duplicate", or None (consumed)."""
         s = self.slots
-        now = time.monotonic()
-        free = s.bitmap[cell] == 0 or now - s.touched[cell] > STALE_AFTER_SECONDS
+        now = self.clock()
+        stale = now - s.touched[cell] > STALE_AFTER_SECONDS
+        same = s.frag[cell] == frag and s.tag[cell] == act.tag
+        if flags == DATA and same and s.bitmap[cell] == 0 and not stale:
+            # Completed here less than STALE_AFTER ago: a copy of a counted contribution (a
+            # resend whose original made it) gets the sum again; it must not open a new
+            # partial sum that nobody completes (README 4.2, "completed").
+            self._count("duplicates", cell // SLOTS_PER_PIPE)
+            return self._emit(frame, act, s.count[cell] & 0xFFFF, s.values[cell])
+        free = s.bitmap[cell] == 0 or stale
         bitmap = 0 if free else s.bitmap[cell]
-        mine = not free and s.frag[cell] == frag and s.tag[cell] == act.tag
+        mine = not free and same
         if flags in (ACK, PROBE):
             if flags == ACK and mine:  # a PROBE leaves the slot alone
                 s.bitmap[cell] = 0
+                s.tag[cell] = 0  # a freed partial sum is not a completed one
             return self._emit(frame, act, None, None)
         if not free and not mine:
             return "collision"

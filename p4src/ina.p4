@@ -50,6 +50,7 @@ const bit<3> V_PARTIAL = 2;   // contribution stored, fragment not complete: con
 const bit<3> V_DONE = 3;      // fan-in reached: the packet carries the sum onward
 const bit<3> V_DUP = 4;       // contribution already counted
 const bit<3> V_COLLIDE = 5;   // slot busy with another fragment
+const bit<3> V_AGAIN = 6;     // a copy of a contribution to a completed slot: the sum onward again
 
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
 const bit<8> FL_CONTROL = 1;  // field list preserved into the collision clone
@@ -296,7 +297,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_values.read(v, vbase + i); \
         sum = free ? hdr.ina_data.e##i : v + hdr.ina_data.e##i; \
         slot_values.write(vbase + i, take ? sum : v); \
-        hdr.ina_data.e##i = done ? sum : hdr.ina_data.e##i;
+        hdr.ina_data.e##i = done ? sum : (again ? v : hdr.ina_data.e##i);
 
     // The whole slot read-modify-write: one action, so bmv2 runs it atomically (README 4.2).
     @name("aggregate")
@@ -315,22 +316,29 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_time.read(touched, meta.cell);
 
         bool is_data = hdr.ina.flags == FLAG_DATA;
-        bool free = bitmap == 0 || now - touched > STALE_AFTER_US;  // abandoned counts as free
-        bool mine = !free && frag == hdr.ina.frag_id && owner == tag;
+        bool stale = now - touched > STALE_AFTER_US;
+        bool same = frag == hdr.ina.frag_id && owner == tag;
+        bool free = bitmap == 0 || stale;  // abandoned counts as free
+        // Completed here less than STALE_AFTER ago (bitmap 0, owner kept): a copy of a counted
+        // contribution gets the stored sum again instead of opening a new partial sum.
+        bool again = is_data && free && !stale && same;
+        bool mine = !free && same;
         bool dup = is_data && mine && (bitmap & member) != 0;
         bool collide = is_data && !free && !mine;
-        bool take = is_data && (free || (mine && !dup));
+        bool take = is_data && ((free && !again) || (mine && !dup));
         bit<32> new_bitmap = free ? member : (bitmap | member);
         bool done = take && new_bitmap == full;
-        bool release = done || (hdr.ina.flags == FLAG_ACK && mine);  // a PROBE frees nothing
+        bool freed = hdr.ina.flags == FLAG_ACK && mine;  // a PROBE frees nothing
+        bool release = done || freed;
         bit<16> new_count = free ? hdr.ina.count : stored_count + hdr.ina.count;
 
         slot_frag.write(meta.cell, take ? hdr.ina.frag_id : frag);
-        slot_tag.write(meta.cell, take ? tag : owner);
+        // An ACK forgets the owner too: a freed partial sum is not a completed one.
+        slot_tag.write(meta.cell, take ? tag : (freed ? 16w0 : owner));
         slot_bitmap.write(meta.cell, release ? 32w0 : (take ? new_bitmap : bitmap));
         slot_count.write(meta.cell, take ? new_count : stored_count);
         slot_time.write(meta.cell, (take || dup) ? now : touched);
-        hdr.ina.count = done ? new_count : hdr.ina.count;
+        hdr.ina.count = done ? new_count : (again ? stored_count : hdr.ina.count);
 
         bit<32> vbase = meta.cell * K;
         bit<32> v;
@@ -347,9 +355,10 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         // Nested conditionals in parentheses: p4c groups an unparenthesised chain left to right.
         meta.verdict = collide ? V_COLLIDE
                      : (dup ? V_DUP
+                     : (again ? V_AGAIN
                      : (done ? V_DONE
                      : (take ? V_PARTIAL
-                     : V_OUT)));
+                     : V_OUT))));
         meta.occupant = frag;
         meta.out_flow = out_flow;
         meta.next_node = next_node;
@@ -468,6 +477,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             } else {
                 if (meta.verdict == V_DONE) {
                     aggregations_completed.count(pipe);
+                } else if (meta.verdict == V_AGAIN) {
+                    duplicates.count(pipe);
                 }
                 if (meta.verdict != V_PASS) {
                     // The UDP source port is the flow id on every INA packet (README).

@@ -134,6 +134,9 @@ def _summary(results: list[IterationResult]) -> dict:
                                  for r in it.worker_reports.values()),
         "resent_on_control": sum(r["resent_on_control"] for it in results
                                  for r in it.worker_reports.values()),
+        # found lost from later results or by the tail probe (dataplane/hosts.py, RACK)
+        "resent_on_loss": sum(r.get("resent_on_loss", 0) for it in results
+                              for r in it.worker_reports.values()),
         # the workers' retransmission timeout at the end of each iteration (median, ms)
         "rto_ms": [statistics.median(r.get("rto_ms", 0) for r in it.worker_reports.values())
                    for it in results],
@@ -180,7 +183,7 @@ def _impaired_runs(path: str, args: argparse.Namespace) -> dict:
     _table(f"{Path(path).stem}: {args.iterations} × {args.gradient_mb:g} MB",
            [{"impairment": k, **{f: v[f] for f in ("exact", "fragments", "fragments_finished",
                                                     "miscounted", "retransmissions",
-                                                    "resent_on_timeout",
+                                                    "resent_on_timeout", "resent_on_loss",
                                                     "duplicates_ignored_at_ps",
                                                     "switch_duplicates", "plan_versions")},
              "mean_s": round(v["mean_seconds"] or 0, 2), "slowdown": round(v["slowdown"] or 0, 2),

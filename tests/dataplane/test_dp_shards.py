@@ -172,12 +172,13 @@ def test_a_shards_partial_sum_blocking_another_shard_is_freed_a_timeout_later():
     shards = _two_shards(sock, timeout=0.1)
     owner = next(w for w in shards if w.owns(7))
     assert owner is shards[1]
-    owner.outstanding[1] = time.monotonic() + 1  # fragment 7 is its row 1
-    owner.unblock(frag_id(0, 7), other_shard=True)  # first named: it may just be slow
-    owner.unblock(frag_id(0, 7), other_shard=True)  # within the timeout: nothing either
+    now = 100.0
+    owner.outstanding[1] = now + 1  # fragment 7 is its row 1
+    owner.unblock(frag_id(0, 7), now, other_shard=True)  # first named: it may just be slow
+    owner.unblock(frag_id(0, 7), now, other_shard=True)  # within the timeout: nothing either
     assert _sent(observer) == []
-    time.sleep(owner.rto)  # the worker's retransmission timeout (the initial 0.1 s, clamped)
-    owner.unblock(frag_id(0, 7), other_shard=True)
+    # the worker's retransmission timeout later (the initial 0.1 s, clamped)
+    owner.unblock(frag_id(0, 7), now + owner.rto, other_shard=True)
     assert [(h.flags, h.task, h.flow_id, h.frag_id) for h in _sent(observer)] == \
         [(ACK, 1, 11, 7)]
     assert owner.stats.freed_across_shards == 1

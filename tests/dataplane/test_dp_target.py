@@ -376,9 +376,11 @@ def test_a_partial_sum_left_by_an_earlier_iteration_is_freed_not_merged(target: 
     target.sockets[2].send(_frame(2, frag_id(1, 0), 2, _elements(2)))
     sums = [f for f in _receive(target.sockets[4], wait=1.0)
             if InaHeader.unpack(f).flags == DATA]
-    assert len(sums) == 1
-    assert InaHeader.unpack(sums[0]).frag_id == frag_id(1, 0)
-    np.testing.assert_array_equal(_values(sums[0]), _elements(1) + _elements(2))
+    assert sums, "no sum of this iteration's fragment 0 left the switch"
+    for out in sums:  # the worker's resends after completion get the same sum again
+        assert InaHeader.unpack(out).frag_id == frag_id(1, 0)
+        assert InaHeader.unpack(out).count == 2
+        np.testing.assert_array_equal(_values(out), _elements(1) + _elements(2))
     assert sw.counter("collisions")[0] >= 1
     target.sockets[4].send(_frame(4, frag_id(1, 0), OUT_FLOW, _elements(7), flags=RESULT,
                                   count=2))
@@ -414,6 +416,66 @@ def test_a_partial_sum_kept_alive_by_retransmissions_is_not_replaced(target: Tar
     out = _receive(target.sockets[4], expect=1)
     np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
     assert sw.counter("duplicates")[0] == sent - 1  # every resend renewed it: none took over
+
+
+def test_a_copy_reaching_a_completed_slot_gets_the_sum_again(target: Target,
+                                                             sw: Client) -> None:
+    """README 4.2, completed: flow 1's resend arrives after the sum it was part of left (its
+    result was lost, or the sum was lost further on). It must not open a new partial sum that
+    flow 2 (done) never completes: the stored sum leaves again, counted as a duplicate. The
+    completed slot is free for any other fragment."""
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=1)
+    a, b = _elements(1), _elements(2)
+    target.sockets[1].send(_frame(1, 50, 1, a))
+    target.sockets[2].send(_frame(2, 50, 2, b))
+    assert len(_receive(target.sockets[4], expect=1)) == 1
+    for host in (1, 2, 1):  # copies from either member, each answered with the sum
+        target.sockets[host].send(_frame(host, 50, host, _elements(99)))
+        again = _receive(target.sockets[4], expect=1)
+        assert len(again) == 1
+        header = InaHeader.unpack(again[0])
+        assert (header.flags, header.frag_id, header.flow_id, header.count) == \
+            (DATA, 50, OUT_FLOW, 2)
+        np.testing.assert_array_equal(_values(again[0]), a + b)
+    assert sw.counter("duplicates") == [3, 0, 0, 0]
+    assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
+    target.sockets[2].send(_frame(2, 51, 2, b))  # another fragment takes the slot
+    target.sockets[1].send(_frame(1, 51, 1, a))
+    out = _receive(target.sockets[4], expect=1)
+    assert InaHeader.unpack(out[0]).frag_id == 51 and sw.counter("collisions") == [0, 0, 0, 0]
+    target.sockets[1].send(_frame(1, 50, 1, a))  # fragment 50's sum is gone: a new partial
+    assert _receive(target.sockets[4], wait=0.3) == []
+
+
+def test_a_partial_sum_freed_by_an_ack_is_not_taken_for_a_completed_one(target: Target,
+                                                                        sw: Client) -> None:
+    """An ACK frees flow 1's partial sum of fragment 60; a later copy of flow 1's
+    contribution must start a new partial sum, not leave as if the freed one were a sum."""
+    _install_aggregation(sw, {1: 0, 2: 0})
+    target.sockets[1].send(_frame(1, 60, 1, _elements(100)))
+    target.sockets[1].send(_frame(1, 60, 1, np.zeros(K, np.int32), flags=ACK, count=0))
+    assert [InaHeader.unpack(f).flags for f in _receive(target.sockets[4], expect=1)] == [ACK]
+    target.sockets[1].send(_frame(1, 60, 1, _elements(1)))
+    assert _receive(target.sockets[4], wait=0.3) == []
+    target.sockets[2].send(_frame(2, 60, 2, _elements(2)))
+    out = _receive(target.sockets[4], expect=1)
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+    assert sw.counter("duplicates") == [0, 0, 0, 0]
+
+
+def test_a_completed_slot_is_forgotten_after_stale_after(target: Target, sw: Client) -> None:
+    """The stored sum is sent again only within STALE_AFTER of its completion (copies do not
+    renew it): later, the slot is free like any abandoned one."""
+    _install_aggregation(sw, {1: 0, 2: 0})
+    target.sockets[1].send(_frame(1, 70, 1, _elements(100)))
+    target.sockets[2].send(_frame(2, 70, 2, _elements(200)))
+    assert len(_receive(target.sockets[4], expect=1)) == 1
+    time.sleep(STALE_AFTER_SECONDS + 0.5)
+    target.sockets[1].send(_frame(1, 70, 1, _elements(1)))
+    assert _receive(target.sockets[4], wait=0.3) == []
+    target.sockets[2].send(_frame(2, 70, 2, _elements(2)))
+    out = _receive(target.sockets[4], expect=1)
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
 
 
 def test_two_pipelines_never_mix(target: Target, sw: Client) -> None:

@@ -1,0 +1,446 @@
+"""The real workers, PS and switch pipelines over simulated lossy links, on a virtual clock.
+
+Why hand-written: the recovery bugs of issue 15 (stalls of tens of seconds, a hang at 5 %
+loss) show only after thousands of packets under random loss, and on Mininet one such run
+takes minutes of a shared lock and never repeats. Here the very objects the agents and the
+embedded switch run (`Worker`, `ParameterServer`, `Pipeline` programmed through `Entities`
+with the compiler's P4Runtime entities) exchange frames over links with seeded loss,
+duplication, reordering, a rate and a bounded queue, so a stall reproduces in seconds,
+deterministically, and its state can be read. Discrete-event simulators on PyPI (simpy and
+the like) would add a scheduler but not the part that matters, the links, so a heap of timed
+callbacks is all it uses. Everything the agents do on time goes through the `now` they are
+given; the pipeline reads the same clock (`Pipeline.clock`).
+
+Links model what the Mininet emulation does (RELIABILITY.md): impairment on the egress of
+every interface (nftables' netdev egress hook, before the queue), then a FIFO of at most
+`queue` frames drained at the link's rate, then a propagation delay. A reordered frame is held
+`reorder_delay` and queued again, so later frames overtake it. A switch serves its arrivals
+one at a time, `service` seconds each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import json
+import random
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from finsy import P4Schema
+from finsy.proto import p4r
+
+from controller.mininet_runner import DEFAULT_SCALE_MBPS, PACING_HEADROOM
+from controller.network import Network, load_topology
+from controller.plan import Plan
+from controller.program import Numbering, WorkerAssignment, compile_plan
+from controller.solvers import SolveOptions, solve
+from controller.southbound.p4runtime import diff_programs
+from dataplane.entities import DELETE, INSERT, MODIFY, Entities
+from dataplane.frame import CPU_PORT, FRAME_LEN, INA_UDP_PORT, OFF_UDP, Endpoint, ip_bytes
+from dataplane.hosts import (
+    BROADCAST,
+    ParameterServer,
+    Task,
+    Worker,
+    dispatch,
+    fragments,
+    synthetic_gradient,
+)
+from dataplane.pipeline import Pipeline
+from dataplane.schema import P4INFO_PATH, Schema, load_p4info
+
+MBPS_PER_GBPS = DEFAULT_SCALE_MBPS["embedded"]  # what the Mininet runner emulates
+_INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+
+
+@dataclass(frozen=True)
+class Impairments:
+    """Per-frame probabilities on the egress of every interface (both ends of every link)."""
+
+    loss: float = 0.0
+    duplicate: float = 0.0
+    reorder: float = 0.0
+    reorder_delay: float = 0.020
+
+
+class Clock:
+    """Virtual seconds and a heap of callbacks due at given times."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def at(self, when: float, fn: Callable[[], None]) -> None:
+        heapq.heappush(self._heap, (max(when, self.now), next(self._seq), fn))
+
+    def run_until(self, until: float, done: Callable[[], bool]) -> None:
+        while self._heap and not done():
+            when, _, fn = self._heap[0]
+            if when > until:
+                break
+            heapq.heappop(self._heap)
+            self.now = when
+            fn()
+        if not done():
+            self.now = max(self.now, until)
+
+
+@dataclass
+class Link:
+    """One direction of a link: impairment, queue, rate, delay; delivers to `deliver`."""
+
+    clock: Clock
+    rng: random.Random
+    rate_bps: float
+    deliver: Callable[[bytes], None]
+    impair: Impairments = Impairments()
+    queue: int = 1000
+    delay: float = 50e-6
+    up: bool = True
+    _fifo: deque = field(default_factory=deque)
+    _busy: bool = False
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("offered", "lost", "copies", "held", "tail_drops", "delivered"), 0))
+
+    def send(self, frame: bytes, hook: bool = True) -> None:
+        self.counts["offered"] += 1
+        if hook:
+            roll = self.rng.random()
+            if roll < self.impair.loss:
+                self.counts["lost"] += 1
+                return
+            if self.rng.random() < self.impair.duplicate:
+                self.counts["copies"] += 1
+                self._enqueue(frame)
+            if self.rng.random() < self.impair.reorder:
+                self.counts["held"] += 1
+                self.clock.at(self.clock.now + self.impair.reorder_delay,
+                              lambda: self.send(frame, hook=False))
+                return
+        self._enqueue(frame)
+
+    def _enqueue(self, frame: bytes) -> None:
+        if len(self._fifo) >= self.queue:
+            self.counts["tail_drops"] += 1
+            return
+        self._fifo.append(frame)
+        if not self._busy:
+            self._next()
+
+    def _next(self) -> None:
+        if not self._fifo:
+            self._busy = False
+            return
+        self._busy = True
+        frame = self._fifo.popleft()
+        done = self.clock.now + len(frame) * 8 / self.rate_bps
+        if self.up:
+            self.clock.at(done + self.delay, lambda: self._arrive(frame))
+        self.clock.at(done, self._next)
+
+    def _arrive(self, frame: bytes) -> None:
+        if self.up:
+            self.counts["delivered"] += 1
+            self.deliver(frame)
+
+
+class SimSocket:
+    """What `dataplane.ports.send` needs of a socket: `send(frame)`, here onto a link."""
+
+    def __init__(self) -> None:
+        self.link: Link | None = None
+
+    def send(self, frame: bytes) -> None:
+        if self.link is not None:
+            self.link.send(frame)
+
+
+@dataclass
+class SimSwitch:
+    """An embedded switch's pipeline behind a single server of `service` seconds a frame."""
+
+    name: str
+    clock: Clock
+    pipeline: Pipeline
+    service: float
+    ports: dict[int, Link] = field(default_factory=dict)
+    _inbox: deque = field(default_factory=deque)
+    _busy: bool = False
+
+    def receive(self, port: int, frame: bytes) -> None:
+        self._inbox.append((port, frame))
+        if not self._busy:
+            self._busy = True
+            self.clock.at(self.clock.now + self.service, self._serve)
+
+    def _serve(self) -> None:
+        port, frame = self._inbox.popleft()
+        for out_port, out in self.pipeline.process(port, frame):
+            if out_port != CPU_PORT and out_port in self.ports:
+                self.ports[out_port].send(out)
+        if self._inbox:
+            self.clock.at(self.clock.now + self.service, self._serve)
+        else:
+            self._busy = False
+
+
+@dataclass
+class SimWorker:
+    """Drives one `Worker` as `run_shards` does: pump, wait, dispatch what arrives, time out."""
+
+    clock: Clock
+    worker: Worker
+    _wake: float = float("inf")
+
+    def start(self) -> None:
+        self.worker.start(self.clock.now)
+        self.step()
+
+    def receive(self, frame: bytes) -> None:
+        if frame[OFF_UDP + 2:OFF_UDP + 4] != _INA_PORT or self.worker.finished:
+            return
+        w = self.worker
+        dispatch([w], {(w.task.job, w.task.task): w}, frame, self.clock.now)
+        self.step()
+
+    def step(self) -> None:
+        w, now = self.worker, self.clock.now
+        if w.finished:
+            return
+        w.on_timeouts(now)
+        wake = now + w.pump(now)
+        if wake < self._wake or self._wake <= now:
+            self._wake = wake
+            self.clock.at(wake, self._woken)
+
+    def _woken(self) -> None:
+        if self.clock.now >= self._wake:
+            self._wake = float("inf")
+            self.step()
+
+
+@dataclass
+class Iteration:
+    """What one simulated iteration gave: per worker exact or not, the PS's evidence."""
+
+    epoch: int
+    seconds: float | None  # virtual seconds until every worker held every result (None: hung)
+    exact: list[bool]
+    finished: int
+    fragments: int
+    miscounted: int
+    duplicates_ignored: int
+    resent_on_timeout: int
+    resent_on_control: int
+    resent_on_loss: int
+    spurious: int
+    waiting: dict[str, object]
+
+
+class SimPlan:
+    """What `PlanWatcher` gives a worker (its row of the newest plan version), read from the
+    emulation instead of the controller's state file."""
+
+    def __init__(self, emulation: Emulation, worker: str) -> None:
+        self.emulation, self.worker, self.version = emulation, worker, 0
+
+    def poll(self, now: float) -> dict | None:
+        if self.emulation.version <= self.version:
+            return None
+        self.version = self.emulation.version
+        a = next(a for a in self.emulation.assignments if a.worker == self.worker)
+        return {"flow_id": a.flow_id, "next_node": a.next_node, "rate_gbps": a.rate_gbps,
+                "segments": [s.__dict__ for s in a.segments],
+                "result_flow_id": a.result_flow_id}
+
+
+class Emulation:
+    """A topology's switches, programmed with `plan` (default: `scheme` solved here), its
+    hosts and impaired links; links carry `mbps_per_gbps` per model Gbps and hold `queue`
+    frames, workers pace at the plan's rate × MBPS_PER_GBPS × PACING_HEADROOM (so a lower
+    `mbps_per_gbps` congests the links, as `controller.faults.impair.congest` does)."""
+
+    def __init__(self, network: Network, impair: Impairments = Impairments(), seed: int = 0,
+                 scheme: str = "aro", mbps_per_gbps: float = MBPS_PER_GBPS,
+                 queue: int = 1000, service: float = 30e-6, plan: Plan | None = None) -> None:
+        self.network = network
+        self.clock = Clock()
+        self.rng = random.Random(seed)
+        self.impair = impair
+        self.plan = plan or solve(network, scheme, SolveOptions(
+            time_limit=20, seed=0, params={"num_workers": 1}))
+        self.scheme, self.version = scheme, 1
+        self.programs, self.assignments = compile_plan(network, self.plan)
+        programs = self.programs
+        schema, self._finsy = Schema(load_p4info()), P4Schema(P4INFO_PATH)
+        finsy_schema = self._finsy
+        self.switches: dict[str, SimSwitch] = {}
+        self.entities: dict[str, Entities] = {}
+        self.watchers: list[SimPlan] = []
+        self._ps: ParameterServer | None = None
+        for name in network.switches:
+            pipeline = Pipeline(clock=lambda: self.clock.now)
+            entities = Entities(schema, pipeline)
+            for entity in programs[name].entities():
+                entities.write(p4r.Update(type=INSERT, entity=entity.encode(finsy_schema)))
+            self.switches[name] = SimSwitch(name, self.clock, pipeline, service)
+            self.entities[name] = entities
+        self.sockets = {h: SimSocket() for h in network.hosts}
+        self.receivers: dict[str, Callable[[bytes], None]] = {}
+        self.links: dict[tuple[str, str], Link] = {}
+        for u, v, data in network.graph.edges(data=True):
+            rate = data["capacity_gbps"] * mbps_per_gbps * 1e6
+            link = Link(self.clock, self.rng, rate, self._deliverer(v, data["in_port"]),
+                        impair, queue)
+            self.links[u, v] = link
+            if network.is_switch(u):
+                self.switches[u].ports[data["out_port"]] = link
+            else:
+                self.sockets[u].link = link
+        self.ips = Numbering(network).host_ip
+
+    def cut(self, u: str, v: str, after: float, detect: float = 1.5,
+            drain: float = 3.0) -> None:
+        """`after` virtual seconds from now the link u-v goes down; `detect` later the
+        controller re-plans without it as `controller.daemon` does: the new version's entries
+        beside the old (make-before-break), the agents switch to the new ids, the old entries
+        go `drain` later."""
+        at = self.clock.now + after
+
+        def down() -> None:
+            self.links[u, v].up = self.links[v, u].up = False
+
+        def replan() -> None:
+            self.version += 1
+            network = self.network.without_links({(u, v)})
+            plan = solve(network, self.scheme, SolveOptions(
+                time_limit=20, seed=0, params={"num_workers": 1}))
+            programs, self.assignments = compile_plan(network, plan, self.version)
+            stale = {}
+            for name, entities in self.entities.items():
+                inserts, modifies, deletes = diff_programs(self.programs[name], programs[name])
+                for kind, batch in ((INSERT, inserts), (MODIFY, modifies)):
+                    for entity in batch:
+                        entities.write(p4r.Update(type=kind, entity=entity.encode(self._finsy)))
+                stale[name] = deletes
+            self.programs = programs
+            if self._ps is not None:
+                self._ps.result_flow_id = self.assignments[0].result_flow_id
+            self.clock.at(self.clock.now + drain, lambda: self._delete(stale))
+
+        self.clock.at(at, down)
+        self.clock.at(at + detect, replan)
+
+    def _delete(self, stale: dict[str, list]) -> None:
+        for name, deletes in stale.items():
+            for entity in reversed(deletes):  # table entries before the groups they use
+                self.entities[name].write(p4r.Update(type=DELETE,
+                                                     entity=entity.encode(self._finsy)))
+
+    def _deliverer(self, node: str, port: int | None) -> Callable[[bytes], None]:
+        if self.network.is_switch(node):
+            switch = self.switches[node]
+            return lambda frame: switch.receive(port, frame)
+        return lambda frame: self.receivers.get(node, _ignore)(frame)
+
+    def endpoint(self, host: str) -> Endpoint:
+        index = self.network.hosts.index(host) + 1
+        return Endpoint(bytes([2, 0, 0, 0, 0, index]), ip_bytes(self.ips[host]))
+
+    def iteration(self, epoch: int, gradient_mb: float, timeout: float = 600.0,
+                  window: float = 16.0, rto: float = 0.5) -> Iteration:
+        """One iteration as the Mininet runner starts it: PS and workers released together,
+        synthetic gradients of seed `epoch`; runs until done or `timeout` virtual seconds."""
+        by_task: dict[tuple[int, int], list[WorkerAssignment]] = {}
+        for a in self.assignments:
+            by_task.setdefault((a.job_id, a.task_id), []).append(a)
+        (job, task), rows = next(iter(by_task.items()))
+        elements = int(gradient_mb * 2**20) // 4
+        count = -(-elements // 32)
+        first = rows[0]
+        ps = ParameterServer(self.sockets[first.ps], self.endpoint(first.ps), Task(job, task),
+                             len(rows), count, first.result_flow_id, epoch=epoch)
+        self.receivers[first.ps] = lambda frame: _ps_receive(ps, frame)
+        self._ps, self.watchers = ps, []
+        workers = []
+        for index, a in enumerate(rows):
+            grad = synthetic_gradient(epoch, index, elements)
+            watcher = SimPlan(self, a.worker)
+            self.watchers.append(watcher)
+            w = Worker(self.sockets[a.worker], self.endpoint(a.worker),
+                       Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
+                       a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
+                       plan=watcher, rate_scale=MBPS_PER_GBPS / 1000 * PACING_HEADROOM,
+                       epoch=epoch)
+            sim = SimWorker(self.clock, w)
+            self.receivers[a.worker] = sim.receive
+            workers.append((a.worker, sim))
+        start = self.clock.now
+        for _, sim in workers:
+            sim.start()
+        self.clock.run_until(start + timeout, lambda: all(s.worker.finished for _, s in workers))
+        done = all(s.worker.finished for _, s in workers)
+        expected = sum(synthetic_gradient(epoch, i, elements).astype(np.int64)
+                       for i in range(len(rows)))
+        exact = [bool(np.array_equal(s.worker.result.reshape(-1)[:elements].astype(np.int64),
+                                     expected)) for _, s in workers]
+        waiting = {} if done else {
+            **{name: s.worker.waiting_for() for name, s in workers},
+            "PS": ps.waiting_for()}
+        return Iteration(epoch, self.clock.now - start if done else None, exact, ps.finished,
+                         count, ps.miscounted, ps.duplicates_ignored,
+                         sum(s.worker.stats.resent_on_timeout for _, s in workers),
+                         sum(s.worker.stats.resent_on_control for _, s in workers),
+                         sum(s.worker.stats.resent_on_loss for _, s in workers),
+                         sum(s.worker.stats.spurious for _, s in workers), waiting)
+
+
+def _ps_receive(ps: ParameterServer, frame: bytes) -> None:
+    if frame[OFF_UDP + 2:OFF_UDP + 4] == _INA_PORT and len(frame) >= FRAME_LEN:
+        ps.handle(frame)
+
+
+def _ignore(frame: bytes) -> None:
+    return None
+
+
+def load(path: str | Path, **kwargs) -> Emulation:
+    """`Emulation` of the topology file `path` (keywords as Emulation's)."""
+    return Emulation(load_topology(path), **kwargs)
+
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m dataplane.lossy_sim`: one line per iteration (virtual seconds, exactly-once
+    evidence, resends) for an impairment on every link of a topology."""
+    parser = argparse.ArgumentParser(prog="python -m dataplane.lossy_sim", description=main.__doc__)
+    parser.add_argument("--topology", default="topologies/examples/aro-fig1.yaml")
+    parser.add_argument("--loss", type=float, default=0.0, help="per frame and link (0..1)")
+    parser.add_argument("--duplicate", type=float, default=0.0)
+    parser.add_argument("--reorder", type=float, default=0.0)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--gradient-mb", type=float, default=0.25)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    emulation = load(args.topology, seed=args.seed,
+                     impair=Impairments(args.loss, args.duplicate, args.reorder))
+    for epoch in range(args.iterations):
+        it = emulation.iteration(epoch, args.gradient_mb, timeout=600)
+        row = {k: v for k, v in it.__dict__.items() if k != "waiting"}
+        row["exact"] = all(it.exact)
+        print(json.dumps(row if it.seconds is not None else {**row, "waiting": it.waiting}),
+              flush=True)
+        if it.seconds is None:
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
