@@ -91,7 +91,8 @@ def test_every_link_impaired_every_result_exact_each_fragment_once_on_bmv2(fig1,
 def test_long_run_with_a_restart_and_a_cut_stays_exact_on_bmv2(fig1):
     """Item 6, CI-sized: with every=2, S1 restarted at iterations 1 and 3 (bmv2 comes back
     without a program: the controller pushes p4c's JSON and every entry again) and L1-S1 cut
-    at 2 and 4 (mended after each), all mid-transfer. Every result exact, every fault done."""
+    at 2 and 4 (mended after each), all mid-transfer. Every result exact, every fault done, the
+    memory of every process recorded."""
     from controller.faults.longrun import long_run
 
     network, plan = fig1
@@ -107,6 +108,9 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact_on_bmv2(fig1):
     assert all(e["repush_seconds"] > 0 for e in record["events"] if e["event"] == "restart")
     assert all(e["cut_to_new_plan_seconds"] > 0 for e in record["events"] if e["event"] == "cut")
     assert record["plan_versions"] >= 3  # each cut moved the plan, the first mend moved it back
+    agents = {f"worker {w}" for w in plan.tasks[0].paths} | {f"PS {plan.tasks[0].ps}"}
+    assert set(record["agent_peak_rss_kb"]) == agents
+    assert all(len(s) == 4 for s in record["agent_peak_rss_kb_per_iteration"].values())
     switches = {f"switch {s}" for s in network.switches}
     assert switches | {"controller", "bench (Mininet)"} == set(record["rss_kb"])
     assert all(v["start"] > 0 and v["end"] > 0 for v in record["rss_kb"].values())
