@@ -83,6 +83,11 @@ class P4RuntimeSwitch(Switch):
                 raise SwitchProcessError(
                     f"switch {self.model}: {self.address} is already in use (a switch left over "
                     "from an earlier run? `ss -ltnp` names the process)")
+        for name in self.port_map().values():
+            # IPv6 off on the switch's ports too: the kernel would send router solicitations
+            # out of them for minutes (4 s, 8 s, 16 s ... apart), into the hosts' raw sockets,
+            # where a PS waiting for quiet before it exits takes them for traffic.
+            self.cmd(f"sysctl -qw net.ipv6.conf.{name}.disable_ipv6=1")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log = (self.log_dir / f"switch-{self.model}.log").open("ab")
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,

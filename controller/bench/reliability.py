@@ -44,6 +44,7 @@ from controller.mininet_runner import Emulation, IterationResult, RunnerError
 from controller.network import load_topology
 from controller.solvers import solve
 from controller.tables import print_table
+from dataplane.targets import missing
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "topologies" / "examples"
 IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplicate", 2),
@@ -62,6 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scheme", default="aro")
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--gradient-mb", type=float, default=4.0)
+    p.add_argument("--target", choices=("embedded", "bmv2"), default="embedded",
+                   help="switch target (bmv2: simple_switch_grpc running p4c's build of ina.p4)")
     p.add_argument("--scale-mbps", type=float, default=None,
                    help="Mbps of emulated link per model Gbps (default: the runner's)")
     p.add_argument("--timeout", type=float, default=600.0, help="per iteration (s)")
@@ -82,10 +85,13 @@ def main(args: argparse.Namespace) -> int:
               "switch restart and one link cut in every EVERY iterations, so EVERY must be "
               "at least 2", file=sys.stderr)
         return 2
+    if args.target == "bmv2" and (reason := missing("bmv2")):
+        print(f"error: ina bench reliability: --target bmv2: {reason}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     topologies = args.topology or [str(EXAMPLES / "aro-fig1.yaml")]
-    report = {"item": args.item, "iterations": args.iterations,
+    report = {"item": args.item, "target": args.target, "iterations": args.iterations,
               "gradient_mb": args.gradient_mb, "measured_at": time.strftime("%Y-%m-%d %H:%M")}
     if args.item == "calibrate":
         from controller.faults.calibrate import calibrate
@@ -110,7 +116,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _emulation(path: str, args: argparse.Namespace) -> Emulation:
     network = load_topology(path)
-    return Emulation(network, solve(network, args.scheme), scale_mbps=args.scale_mbps)
+    return Emulation(network, solve(network, args.scheme), target=args.target,
+                     scale_mbps=args.scale_mbps)
 
 
 def _iterations(emu: Emulation, args: argparse.Namespace, label: str) -> list[IterationResult]:
