@@ -37,7 +37,6 @@ from controller.p4build import P4CompileError, compile_for_bmv2
 from controller.plan import Plan, TaskPlan
 from controller.program import Numbering
 from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
-from dataplane.rto import BACKOFF_CEILING, MAX_RTO
 
 # One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for the switch
 # processes on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick
@@ -52,13 +51,12 @@ PACING_HEADROOM = 0.95
 # Host agents import numpy and the CLI before they are ready; on a loaded 2-core machine that
 # can take seconds. It is not part of the iteration time (the per-iteration timeout).
 AGENT_START_SECONDS = 60.0
-# The PS serves until every fragment is finished and PS_LINGER passes without a frame. A worker
-# whose copy of a result was lost gets it again only through a PROBE, which it sends with the
-# resend at the fragment's second timeout: up to MAX_RTO + BACKOFF_CEILING after its last send
-# (dataplane/rto.py); the resend at the first timeout is consumed by a slot its finished peers
-# never fill. A PS gone before then leaves that worker waiting for good (bmv2 at 5 % loss:
-# RTO 0.8 s, so the PROBE came 1.8 s after, when the PS had lingered only 1.5 s).
-PS_LINGER = MAX_RTO + BACKOFF_CEILING + 0.5
+# The PS serves until every worker has reported, when the runner says stop on its stdin
+# (`_ps_report`): a worker whose copy of a result was lost gets it again only through a PROBE,
+# which it sends with the resend at the fragment's second timeout, up to MAX_RTO +
+# BACKOFF_CEILING after its last send (dataplane/rto.py), and a PS gone before then leaves it
+# waiting for good (bmv2 at 5 % loss: RTO 0.8 s, the PROBE 1.8 s after, the PS gone after a
+# 1.5 s linger).
 
 
 class RunnerError(RuntimeError):
@@ -350,7 +348,7 @@ class Emulation:
         pss = {tp.task: self.node[tp.ps].popen(
             [sys.executable, "-m", "controller.cli", "ps", "--iface", self.host_intf[tp.ps],
              "--ip", self.ids.host_ip[tp.ps], *common,
-             "--task", str(self.ids.task_id(tp.job, tp.task)), "--linger", str(PS_LINGER), "--verify",
+             "--task", str(self.ids.task_id(tp.job, tp.task)), "--verify",
              "--result-flow-id", str(next(iter(rows[tp.task].values()))["result_flow_id"])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             for tp in tps}
@@ -423,10 +421,10 @@ class Emulation:
 
 
 def _ps_report(ps: subprocess.Popen) -> dict:
-    """The PS's JSON report once it is done lingering (terminated if it keeps hearing
-    stragglers: the workers have their sums)."""
+    """The PS's JSON report, asked for once every worker has its sums (a line on the PS's
+    stdin stops it; terminated if it does not answer)."""
     try:
-        out, _ = ps.communicate(timeout=PS_LINGER + 10)
+        out, _ = ps.communicate(input=b"stop\n", timeout=30)
     except subprocess.TimeoutExpired:
         ps.terminate()
         out, _ = ps.communicate(timeout=10)

@@ -71,6 +71,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate, pairwise
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -812,14 +813,23 @@ class ParameterServer:
                 "counts": {gen: [int(c[f]) for f in missing] for gen, c in self.counts.items()},
                 "result_flow_id": self.result_flow_id}
 
-    def run(self, linger: float) -> None:
-        """Serve until every fragment is finished and `linger` seconds pass without traffic."""
+    def run(self, linger: float, stop: TextIO | None = None) -> None:
+        """Serve until every fragment is finished and `linger` seconds pass without traffic;
+        with `stop`, until a line (or end of file) arrives there instead: a launcher that knows
+        every worker has its sums says so, so a worker still waiting for a lost result is never
+        left without its PS, however long its retransmission timeout."""
         quiet_since = time.monotonic()
-        while self.finished < self.fragments or time.monotonic() - quiet_since < linger:
+        watched = [self.sock, *([stop] if stop else [])]
+        while (stop or self.finished < self.fragments
+               or time.monotonic() - quiet_since < linger):
             row = self.plan.poll(time.monotonic()) if self.plan else None
             if row is not None:
                 self.result_flow_id = row["result_flow_id"]
-            if select.select([self.sock], [], [], 0.1)[0]:
+            ready = select.select(watched, [], [], 0.1)[0]
+            if stop in ready:
+                stop.readline()
+                return
+            if self.sock in ready:
                 for frame in _ina_frames(self.sock):
                     self.handle(frame)
                 quiet_since = time.monotonic()
@@ -991,7 +1001,7 @@ def cmd_ps(args: argparse.Namespace) -> int:
     try:
         _wait_for_go(args)
         start = time.monotonic()
-        ps.run(args.linger)
+        ps.run(args.linger, stop=sys.stdin if args.wait_go else None)
     except Stopped:
         # stopped while still answering stragglers, its shard may well be complete
         print(json.dumps({"ps": True, "stopped": ps.waiting_for(), "fragments": ps.fragments,
@@ -1057,7 +1067,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--result-flow-id", type=int, required=True,
                    help="flow id of the task's results (the controller's result_flow_id)")
     p.add_argument("--linger", type=float, default=1.0,
-                   help="seconds to keep answering retransmissions after the last fragment")
+                   help="seconds to keep answering retransmissions after the last fragment; "
+                   "with --wait-go the PS serves until a second line on stdin instead")
     p.add_argument("--verify", action="store_true",
                    help="check this PS's sums (its shard of the model) against the exact sum "
                    "of the synthetic gradients (--seed)")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -95,3 +98,34 @@ def test_three_workers_and_a_ps_aggregate_exactly_across_the_switch(target: str)
     summary = run_demo(workers=3, size_mb=0.125, seed=7, window=16, target=target)
     assert summary["exact"], summary
     assert summary["switch_counters"]["aggregations_completed"] >= 0.125 * 2**20 / 4 / K
+
+
+def test_ps_serves_past_its_linger_until_its_launcher_says_stop() -> None:
+    """A finished PS keeps serving (a PROBE may still come) while no line has come on its stop
+    channel, however long its linger has passed; the line stops it at once."""
+    ps_end, _worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=1, fragments=1,
+                         result_flow_id=RESULT_FLOW)
+    ps.handle(_frame(1, 0, 1, np.ones(K, np.int32)))
+    assert ps.finished == 1
+    read_end, write_end = os.pipe()
+    stop = os.fdopen(read_end, "r")
+    timer = threading.Timer(0.6, lambda: os.write(write_end, b"stop\n"))
+    timer.start()
+    started = time.monotonic()
+    ps.run(linger=0.05, stop=stop)
+    served = time.monotonic() - started
+    timer.join()
+    os.close(write_end)
+    stop.close()
+    assert 0.5 < served < 5.0  # past the 0.05 s linger, until the stop line
+
+
+def test_ps_without_a_stop_channel_leaves_after_its_linger() -> None:
+    ps_end, _worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=1, fragments=1,
+                         result_flow_id=RESULT_FLOW)
+    ps.handle(_frame(1, 0, 1, np.ones(K, np.int32)))
+    started = time.monotonic()
+    ps.run(linger=0.05)
+    assert time.monotonic() - started < 0.5
