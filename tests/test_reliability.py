@@ -63,22 +63,7 @@ def test_every_link_impaired_every_result_exact_each_fragment_once(fig1, impairm
         results = [emu.iterate(0.1, k, timeout=90)[0] for k in (1, 2)]
         chains = faults.counters()
         state = emu.state()
-    assert all(it.exact for it in results)
-    for it in results:
-        assert it.ps_report["finished"] == it.ps_report["fragments"], "a fragment never completed"
-        assert it.ps_report["miscounted"] == 0, "a contribution was counted twice or missed"
-    seen = sum(c["seen"] for c in chains.values())
-    hit = sum(c["hit"] for c in chains.values())
-    assert 0.5 * impairment.percent < 100 * hit / seen < 1.5 * impairment.percent
-    if impairment.kind == "loss":
-        assert sum(it.retransmissions for it in results) > 0
-    elif impairment.kind == "duplicate":  # copies reached a slot or the PS and were ignored
-        switch_dups = sum(sum(s["counters"].get("duplicates", [])) for s in
-                          state["switches"].values())
-        assert switch_dups + sum(it.ps_report["duplicates_ignored"] for it in results) > 0
-    else:
-        assert sum(s["sent"] for s in faults.delayline_stats.values()) > 0
-    assert state["version"] == 1, "an impaired link is not a dead one"
+    check_impaired_run(impairment, results, chains, faults, state)
 
 
 @pytest.mark.parametrize("impairment", [Impairment("loss", 5), Impairment("duplicate", 5),
@@ -106,6 +91,44 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact(fig1):
     with Emulation(network, plan) as emu:
         record = long_run(emu, iterations=4, every=2, gradient_mb=0.05, timeout=90,
                           cut=("L1", "S1"), restart="S1")
+    check_long_run_of_four(record, network, plan)
+    # A re-plan only for a real failure: each cut moves the plan, its mend moves it back; a
+    # restart (back within the daemon's grace) keeps it, and no untouched link ever dies.
+    # Versions: 1, the cut at 2, its mend, the cut at 4, maybe its mend (after the run).
+    assert record["plan_versions"] in (4, 5), record["replans"]
+    cut, mended = [["L1", "S1"]], []
+    kinds = [r["dead_links"] for r in record["replans"]]  # a re-plan is listed after its drain
+    assert kinds == [cut, mended, cut, mended][:len(kinds)] and len(kinds) >= 2, kinds
+    print("RSS kB:", record["rss_kb"], "agent peaks kB:", record["agent_peak_rss_kb"])
+
+
+def check_impaired_run(impairment, results, chains, faults, state) -> float:
+    """Item 1's assertions, shared with test_reliability_bmv2.py: every result exact, each
+    fragment finished and counted once, the rule hit at about its rate, the impairment seen at
+    work (resends, ignored copies, held frames), and no re-plan. Returns the rule's hit %."""
+    assert all(it.exact for it in results)
+    for it in results:
+        assert it.ps_report["finished"] == it.ps_report["fragments"], "a fragment never completed"
+        assert it.ps_report["miscounted"] == 0, "a contribution was counted twice or missed"
+    seen = sum(c["seen"] for c in chains.values())
+    hit = sum(c["hit"] for c in chains.values())
+    assert 0.5 * impairment.percent < 100 * hit / seen < 1.5 * impairment.percent
+    if impairment.kind == "loss":
+        assert sum(it.retransmissions for it in results) > 0
+    elif impairment.kind == "duplicate":  # copies reached a slot or the PS and were ignored
+        switch_dups = sum(sum(s["counters"].get("duplicates", [])) for s in
+                          state["switches"].values())
+        assert switch_dups + sum(it.ps_report["duplicates_ignored"] for it in results) > 0
+    else:
+        assert sum(s["sent"] for s in faults.delayline_stats.values()) > 0
+    assert state["version"] == 1, "an impaired link is not a dead one"
+    return 100 * hit / seen
+
+
+def check_long_run_of_four(record: dict, network, plan) -> None:
+    """Item 6's assertions on a 4-iteration long run with every=2, shared with
+    test_reliability_bmv2.py: every result exact, the faults done in order, without error, the
+    memory of every process recorded."""
     assert record["exact"] and record["exact_count"] == 4, record["iterations"]
     assert all(i["finished"] == i["fragments"] and i["miscounted"] == 0
                for i in record["iterations"]), record["iterations"]
@@ -114,17 +137,9 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact(fig1):
     assert not [e for e in record["events"] if "error" in e], record["events"]
     assert all(e["repush_seconds"] > 0 for e in record["events"] if e["event"] == "restart")
     assert all(e["cut_to_new_plan_seconds"] > 0 for e in record["events"] if e["event"] == "cut")
-    # A re-plan only for a real failure: each cut moves the plan, its mend moves it back; a
-    # restart (back within the daemon's grace) keeps it, and no untouched link ever dies.
-    # Versions: 1, the cut at 2, its mend, the cut at 4, maybe its mend (after the run).
-    assert record["plan_versions"] in (4, 5), record["replans"]
-    cut, mended = [["L1", "S1"]], []
-    kinds = [r["dead_links"] for r in record["replans"]]  # a re-plan is listed after its drain
-    assert kinds == [cut, mended, cut, mended][:len(kinds)] and len(kinds) >= 2, kinds
     agents = {f"worker {w}" for w in plan.tasks[0].paths} | {f"PS {plan.tasks[0].ps}"}
     assert set(record["agent_peak_rss_kb"]) == agents
     assert all(len(s) == 4 for s in record["agent_peak_rss_kb_per_iteration"].values())
     switches = {f"switch {s}" for s in network.switches}
     assert switches | {"controller", "bench (Mininet)"} == set(record["rss_kb"])
     assert all(v["start"] > 0 and v["end"] > 0 for v in record["rss_kb"].values())
-    print("RSS kB:", record["rss_kb"], "agent peaks kB:", record["agent_peak_rss_kb"])

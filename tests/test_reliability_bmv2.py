@@ -11,6 +11,7 @@ import time
 
 import pytest
 from conftest import EXAMPLES, MININET
+from test_reliability import check_impaired_run, check_long_run_of_four
 
 from controller.faults.impair import Impairment, LinkImpairments, congest
 from controller.mininet_runner import Emulation
@@ -70,25 +71,10 @@ def test_every_link_impaired_every_result_exact_each_fragment_once_on_bmv2(fig1,
         results = [emu.iterate(GRADIENT_MB, k, timeout=120)[0] for k in (1, 2)]
         chains = faults.counters()
         state = emu.state()
-    assert all(it.exact for it in results)
-    for it in results:
-        assert it.ps_report["finished"] == it.ps_report["fragments"], "a fragment never completed"
-        assert it.ps_report["miscounted"] == 0, "a contribution was counted twice or missed"
-    seen = sum(c["seen"] for c in chains.values())
-    hit = sum(c["hit"] for c in chains.values())
-    assert 0.5 * impairment.percent < 100 * hit / seen < 1.5 * impairment.percent
-    if impairment.kind == "loss":
-        assert sum(it.retransmissions for it in results) > 0
-    elif impairment.kind == "duplicate":  # copies reached a slot or the PS and were ignored
-        switch_dups = sum(sum(s["counters"].get("duplicates", [])) for s in
-                          state["switches"].values())
-        assert switch_dups + sum(it.ps_report["duplicates_ignored"] for it in results) > 0
-    else:
-        assert sum(s["sent"] for s in faults.delayline_stats.values()) > 0
-    assert state["version"] == 1, "an impaired link is not a dead one"
+    hit_percent = check_impaired_run(impairment, results, chains, faults, state)
     print(f"bmv2 {impairment.label()}: iterations",
           [round(it.seconds, 2) for it in results], "s, resent",
-          sum(it.retransmissions for it in results), ", rule hit", round(100 * hit / seen, 2),
+          sum(it.retransmissions for it in results), ", rule hit", round(hit_percent, 2),
           "%")
 
 
@@ -103,19 +89,6 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact_on_bmv2(fig1):
     with Emulation(network, plan, target="bmv2") as emu:
         record = long_run(emu, iterations=4, every=2, gradient_mb=GRADIENT_MB, timeout=120,
                           cut=("L1", "S1"), restart="S1")
-    assert record["exact"] and record["exact_count"] == 4, record["iterations"]
-    assert all(i["finished"] == i["fragments"] and i["miscounted"] == 0
-               for i in record["iterations"]), record["iterations"]
-    assert [(e["iteration"], e["event"]) for e in record["events"]] == [
-        (1, "restart"), (2, "cut"), (3, "restart"), (4, "cut")]
-    assert not [e for e in record["events"] if "error" in e], record["events"]
-    assert all(e["repush_seconds"] > 0 for e in record["events"] if e["event"] == "restart")
-    assert all(e["cut_to_new_plan_seconds"] > 0 for e in record["events"] if e["event"] == "cut")
+    check_long_run_of_four(record, network, plan)
     assert record["plan_versions"] >= 3  # each cut moved the plan, the first mend moved it back
-    agents = {f"worker {w}" for w in plan.tasks[0].paths} | {f"PS {plan.tasks[0].ps}"}
-    assert set(record["agent_peak_rss_kb"]) == agents
-    assert all(len(s) == 4 for s in record["agent_peak_rss_kb_per_iteration"].values())
-    switches = {f"switch {s}" for s in network.switches}
-    assert switches | {"controller", "bench (Mininet)"} == set(record["rss_kb"])
-    assert all(v["start"] > 0 and v["end"] > 0 for v in record["rss_kb"].values())
     print("bmv2 events:", record["events"], "RSS kB:", record["rss_kb"])
