@@ -408,11 +408,7 @@ class Worker:
                 break
             gone.append(frag)
         for frag in gone:
-            del self.outstanding[frag]
-            self.sent_once.pop(frag, None)
-            self.detected.add(frag)
-            self._lose(frag, DETECTED)
-            self._detected.append(frag)
+            self._declare_lost(frag)
         if gone:
             self._cut(now)
 
@@ -595,11 +591,16 @@ class Worker:
             else:
                 probed = []
             for frag in probed:
-                del self.outstanding[frag]
-                self.sent_once.pop(frag, None)
-                self.detected.add(frag)
-                self._lose(frag, DETECTED)
-                self._detected.append(frag)
+                self._declare_lost(frag)
+
+    def _declare_lost(self, frag: int) -> None:
+        """Take an outstanding fragment out of flight as lost without a timeout (found from
+        later results, or by the tail probe), to be resent at once."""
+        del self.outstanding[frag]
+        self.sent_once.pop(frag, None)
+        self.detected.add(frag)
+        self._lose(frag, DETECTED)
+        self._detected.append(frag)
 
     def receive(self, flags: int, flow: int, raw_frag: int, frame: bytes, now: float) -> None:
         """A RESULT, or the CONTROL of a collision, of this worker's task."""
