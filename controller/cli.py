@@ -39,12 +39,19 @@ def _fmt(value: float | None, digits: int = 4) -> str:
 
 
 def print_plan(plan: Plan) -> None:
+    """The plan as a table; a model share and a partial merge share are shown only where set."""
     table = Table(title=f"plan: {plan.scheme} on {plan.topology or '?'}")
-    for col in ("job/task", "PS", "rate (Gbps)", "workers", "aggregation (switch:pipeline×fan-in)"):
+    shared_model = any(tp.model_share is not None for tp in plan.tasks)
+    for col in ("job/task", "PS", "rate (Gbps)", *(["model share"] if shared_model else []),
+                "workers", "aggregation (switch:pipeline×fan-in, merged share if partial)"):
         table.add_column(col)
     for tp in plan.tasks:
-        aggs = ", ".join(f"{a.switch}:{a.pipeline}×{a.fan_in}" for a in tp.aggregation) or "none"
-        table.add_row(f"{tp.job}/{tp.task}", tp.ps, _fmt(tp.rate_gbps), str(len(tp.paths)), aggs)
+        aggs = ", ".join(f"{a.switch}:{a.pipeline}×{a.fan_in}"
+                         + ("" if a.share == 1.0 else f" {_fmt(a.share)}")
+                         for a in tp.aggregation) or "none"
+        share = [_fmt(tp.model_share)] if shared_model else []
+        table.add_row(f"{tp.job}/{tp.task}", tp.ps, _fmt(tp.rate_gbps), *share,
+                      str(len(tp.paths)), aggs)
     print_table(console, table)
     gap = plan.gap
     console.print(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -232,3 +233,20 @@ def test_heuristic_parameters_from_the_topology_are_checked_too(tmp_path, capsys
     assert "grid: parameter links='no'" in capsys.readouterr().out
     doc["schemes"] = {"grid": {"links": False, "draws": 4}}
     assert main(["solve", _write(tmp_path, doc), "--scheme", "grid"]) == 0
+
+
+def test_solve_table_shows_a_partial_merge_share_and_model_shares(capsys):
+    """paring-fine's header works S's share out by hand: 9/11 of W1's and W2's fragments merge
+    at S (0.8182); with two PSs each task carries its share of the model, 11/12 : 2/3 of
+    the total rate, i.e. 0.5789 : 0.4211. A whole-flow plan shows neither."""
+    assert main(["solve", "topologies/examples/paring-fine.yaml", "--scheme", "paring",
+                 "--param", "fine=true"]) == 0
+    out = capsys.readouterr().out
+    assert "S:0×2 0.8182" in out and "model share" not in out
+    assert main(["solve", "topologies/examples/paring-fine-2ps.yaml", "--scheme", "paring",
+                 "--param", "fine=true"]) == 0
+    out = capsys.readouterr().out
+    assert "model share" in out and "0.5789" in out and "0.4211" in out
+    assert main(["solve", "topologies/examples/paring-fine.yaml", "--scheme", "paring"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"S:0×2\s+│", out) and "model share" not in out
