@@ -28,8 +28,6 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     """(1) with x ∈ [0, 1]; with `links`, one row per directed link over the fixed routes."""
     started, task = time.perf_counter(), inst.task
     solver = pywraplp.Solver.CreateSolver("GLOP")
-    if time_limit:
-        solver.SetTimeLimit(max(1, int(time_limit * 1000)))  # 0 would mean no limit
     big_t, inf = float(inst.big_t), solver.infinity()
     lam = solver.NumVar(0, inf, "lambda")
     y = {s: solver.NumVar(0, inf, f"y[{s}]") for s in sorted(inst.cap)}
@@ -50,6 +48,7 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     if links:
         _link_rows(network, inst, solver, r, y)
     solver.Maximize(lam)
+    _limit_to_what_is_left(solver, started, time_limit)  # building the rows counts too
     status = solver.Solve()
     names = {pywraplp.Solver.OPTIMAL: "optimal", pywraplp.Solver.FEASIBLE: "feasible"}
     if status not in names:
@@ -58,9 +57,7 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     value = lam.solution_value()
     # Among the LP optima, the one moving the least traffic (hops × rate): ties between optima
     # are otherwise broken by the simplex path, which scatters rates over far nodes.
-    if time_limit:  # the limit covers both stages
-        left = time_limit - (time.perf_counter() - started)
-        solver.SetTimeLimit(max(1, int(left * 1000)))
+    _limit_to_what_is_left(solver, started, time_limit)  # the limit covers both stages
     solver.Add(lam >= value * (1 - 1e-7))
     hops = _hops(network, inst)
     solver.Minimize(sum(var * hops(n, s) for (n, s), var in r.items())
@@ -71,6 +68,13 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     for (n, s), var in r.items():
         rates[n][s] = max(0.0, var.solution_value())
     return Relaxed(value, names[status], dict(rates))
+
+
+def _limit_to_what_is_left(solver: pywraplp.Solver, started: float,
+                           time_limit: float | None) -> None:
+    if time_limit:
+        left = time_limit - (time.perf_counter() - started)
+        solver.SetTimeLimit(max(1, int(left * 1000)))  # 0 would mean no limit
 
 
 def _hops(network: Network, inst: GridTask):
