@@ -15,9 +15,9 @@ from controller.evaluate import evaluate
 from controller.network import Network, build_network, load_topology
 from controller.plan import Plan
 from controller.solvers import SolveOptions, solve
-from controller.solvers.grid.model import PARAMS, PathCache, build
+from controller.solvers.grid.model import PARAMS, build
 from controller.solvers.grid.routes import fixed_routes
-from controller.solvers.inatree import rng_for
+from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
 
 

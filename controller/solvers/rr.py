@@ -21,9 +21,9 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.inatree import (
     AggregationTree,
+    PathCache,
     access_switch,
     can_aggregate,
-    ecmp_path,
     follow,
     solve_trees,
 )
@@ -32,6 +32,7 @@ from controller.solvers.inatree import (
 def solve(network: Network, options: SolveOptions) -> Plan:
     aggregators = {access_switch(network, h) for h in network.hosts}
     aggregators = {s for s in aggregators if can_aggregate(network, s)}
+    paths = PathCache(network)  # every worker walks the tree's hops: the same pairs again
 
     def route(tree: AggregationTree, rng: random.Random) -> None:
         task = tree.task
@@ -40,7 +41,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
             stops = [w, *follow(access_switch(network, w), parent), task.ps]
             path = [w]
             for a, b in pairwise(stops):
-                path += ecmp_path(network, a, b, rng)[1:] if a != b else []
+                path += rng.choice(paths(a, b))[1:] if a != b else []  # ECMP's draw
             tree.add(w, path, lambda v, *_: v in aggregators)
     return solve_trees(network, "rr", options.seed, route)
 

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
 
-import networkx as nx
-
-from controller.network import Network, Task, hosts_do_not_forward
+from controller.network import Network, Task
+from controller.solvers.inatree import PathCache
 from controller.solvers.params import SchemeParams
 
 PS = "@ps"  # the aggregation node "the PS itself" in assignments
@@ -30,61 +29,6 @@ PARAMS = ("links", "candidates", "draws", "max_rate_gbps")
 
 Edge = tuple[str, str]
 Resource = tuple[str, ...]  # ("switch", s), ("ps",), ("link", u, v)
-
-
-class PathCache:
-    """All shortest paths per (src, dst), as `inatree.shortest_paths` lists them, from one
-    breadth-first search per destination: R-GRIA asks for the same pairs in every draw and
-    for every worker × candidate, and networkx's per-pair search dominated the solve time."""
-
-    LIMIT = 256  # as `shortest_paths`; past it, that function's own choice of paths is used
-
-    def __init__(self, network: Network):
-        self.network = network
-        self._paths: dict[Edge, list[list[str]]] = {}
-        self._dist: dict[str, dict[str, int]] = {}
-        self._suffixes: dict[str, dict[str, list[list[str]] | None]] = {}
-
-    def __call__(self, src: str, dst: str) -> list[list[str]]:
-        if (src, dst) not in self._paths:
-            self._paths[src, dst] = self._search(src, dst)
-        return self._paths[src, dst]
-
-    def _search(self, src: str, dst: str) -> list[list[str]]:
-        from controller.solvers.inatree import shortest_paths
-
-        if dst not in self._dist:
-            reverse = self.network.graph.reverse(copy=False)
-            self._dist[dst] = nx.single_source_shortest_path_length(
-                hosts_do_not_forward(reverse, dst), dst)
-            self._suffixes[dst] = {}
-        found = self._from(src, dst)
-        if found is None:  # more than LIMIT paths
-            return shortest_paths(self.network, src, dst, self.LIMIT)
-        return found
-
-    def _from(self, node: str, dst: str) -> list[list[str]] | None:
-        """Sorted shortest paths node→dst: node, then each next hop's own in name order, which
-        is already sorted (paths share their first node); memoised per destination."""
-        memo, dist = self._suffixes[dst], self._dist[dst]
-        if node not in memo:
-            if node not in dist:
-                memo[node] = []
-            elif node == dst:
-                memo[node] = [[dst]]
-            else:
-                found: list[list[str]] | None = []
-                for nxt in sorted(self.network.graph.successors(node)):
-                    if nxt != dst and not self.network.is_switch(nxt):
-                        continue  # hosts do not forward
-                    if dist.get(nxt, -1) == dist[node] - 1:
-                        tails = self._from(nxt, dst)
-                        if tails is None or len(found) + len(tails) > self.LIMIT:
-                            found = None
-                            break
-                        found += [[node, *tail] for tail in tails]
-                memo[node] = found
-        return memo[node]
 
 
 @dataclass

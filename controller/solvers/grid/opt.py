@@ -39,10 +39,10 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import exact, lp
-from controller.solvers.grid.model import PARAMS, PS, GridTask, PathCache, build
+from controller.solvers.grid.model import PARAMS, PS, GridTask, build
 from controller.solvers.grid.rgria import VARIANTS, best_model_draw, rate_plan
 from controller.solvers.grid.routes import fixed_routes, least_loaded_routes, merges
-from controller.solvers.inatree import rng_for
+from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
 
 DEFAULT_TIME_LIMIT = 60.0

@@ -19,9 +19,9 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import lp
-from controller.solvers.grid.model import PARAMS, PS, GridTask, PathCache, build, value
+from controller.solvers.grid.model import PARAMS, PS, GridTask, build, value
 from controller.solvers.grid.routes import least_loaded_routes, merges
-from controller.solvers.inatree import rng_for
+from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
 
 VARIANTS = {True: "with link rows", False: "without link rows"}

@@ -15,8 +15,8 @@ from itertools import pairwise
 
 from controller.network import Network, Task
 from controller.plan import AggregationPoint, TaskPlan
-from controller.solvers.grid.model import PS, GridTask, PathCache
-from controller.solvers.inatree import add_load, entry_point, least_loaded
+from controller.solvers.grid.model import PS, GridTask
+from controller.solvers.inatree import PathCache, add_load, entry_point, least_loaded
 
 
 def least_loaded_routes(network: Network, task: Task, assign: dict[str, str],
