@@ -266,3 +266,51 @@ def test_a_stopped_primary_controller_is_replaced_by_the_backup(tmp_path):
                 process.send_signal(signal.SIGCONT)
                 process.terminate()
                 process.wait(timeout=10)
+
+
+# bmv2's P4Runtime server (PI) gives gRPC no channel arguments, so gRPC core's server defaults
+# apply: a keepalive PING only after 2 hours without activity. A controller's daemon rewrites its
+# state file every second (`written_at`), which stops when it hangs.
+STALE_AFTER = 3.0
+
+
+def test_on_bmv2_a_stopped_primary_is_replaced_only_by_a_higher_election_id(tmp_path):
+    """bmv2 keeps a SIGSTOPped primary's stream, so the backup stays a backup (checked for
+    5 s; the embedded target has replaced it by then). What replaces it: the stopped
+    controller's state file goes stale, and the backup started again with a higher election
+    id preempts (P4Runtime arbitration) and writes nothing; resumed, the stopped one is told
+    it is a backup and writes nothing."""
+    switch, address = _start_switch("bmv2")
+    controllers = []
+    try:
+        controllers.append(a := _controller(tmp_path, "a", address, 20, "bmv2"))
+        _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
+        controllers.append(b := _controller(tmp_path, "b", address, 10, "bmv2"))
+        _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
+        writes_a = _switch_state(tmp_path, "a")["writes"]
+        a.send_signal(signal.SIGSTOP)
+        time.sleep(5.0)
+        assert _switch_state(tmp_path, "b")["role"] == "backup"
+        assert time.time() - _state(tmp_path, "a")["written_at"] > STALE_AFTER
+        assert time.time() - _state(tmp_path, "b")["written_at"] < STALE_AFTER
+        b.terminate()
+        b.wait(timeout=10)
+        restarted = time.monotonic()
+        controllers.append(_controller(tmp_path, "b", address, 21, "bmv2"))
+        _until(lambda: (_state(tmp_path, "b").get("controller", {}).get("pid")
+                        == controllers[-1].pid
+                        and _switch_state(tmp_path, "b")["programmed"]))
+        state = _switch_state(tmp_path, "b")
+        assert state["role"] == "primary" and state["writes"] == [0] and state["problems"] == []
+        assert _holds_plan("bmv2", address)
+        print(f"bmv2: backup restarted with a higher election id is primary in "
+              f"{time.monotonic() - restarted:.3f} s (including its start)")
+        a.send_signal(signal.SIGCONT)
+        _resumed_one_stands_by(tmp_path, "a", "b", writes_a)
+        assert _holds_plan("bmv2", address)
+    finally:
+        for process in (*controllers, switch):
+            if process.poll() is None:
+                process.send_signal(signal.SIGCONT)
+                process.terminate()
+                process.wait(timeout=10)
