@@ -58,6 +58,15 @@ SHORT_TYPE_URL = "/"  # Any's type URL may be just "/p4.v1.Error": only the last
 # One update's p4.Error with its code and nothing else, packed under the short URL, takes 20
 # bytes of the status: the batch size up to which every update's code fits the budget.
 MAX_COMPACT_UPDATES = DETAILS_BUDGET // 20 - 2
+# A controller that hangs without closing its stream (SIGSTOP, a wedged host) would stay
+# primary for as long as its stream is open, so the transport closes that stream: an HTTP/2
+# PING every second, which the client's gRPC threads must answer within 2 s (they do while its
+# Python is busy; a stopped process cannot). With grpcio 1.85 the unanswered PING is timed by
+# `grpc.http2.ping_timeout_ms` (default 60 s): `grpc.keepalive_timeout_ms` alone left a stopped
+# client connected; both are set so either reading applies. Clients need not allow anything:
+# only servers enforce a ping policy (GOAWAY too_many_pings), on pings they receive.
+KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 2000),
+                     ("grpc.http2.ping_timeout_ms", 2000))
 
 
 @dataclass(eq=False)
@@ -403,7 +412,7 @@ async def serve(address: str, service: P4RuntimeService,
     return it."""
     # Without SO_REUSEPORT (gRPC's default sets it): a second switch started on an address in
     # use must fail, not silently share the controllers' connections with the first.
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *KEEPALIVE_OPTIONS])
     p4r_grpc.add_P4RuntimeServicer_to_server(service, server)
     try:
         port = (server.add_secure_port(address, credentials) if credentials is not None

@@ -19,7 +19,14 @@ import time
 
 import pytest
 from conftest import EXAMPLES, free_port
-from finsy import Controller, P4CloneSessionEntry, P4MulticastGroupEntry, P4TableEntry
+from finsy import (
+    Controller,
+    P4CloneSessionEntry,
+    P4MulticastGroupEntry,
+    P4TableEntry,
+    Switch,
+    SwitchOptions,
+)
 
 from controller.network import load_topology
 from controller.p4build import compile_for_bmv2
@@ -38,19 +45,25 @@ from dataplane.targets import KINDS, missing
 TOPOLOGY = EXAMPLES / "aro-fig1.yaml"
 
 
-@pytest.fixture(params=KINDS)
-def switch(request):
-    """(kind, address) of a switch without ports (P4Runtime only: no root needed)."""
-    if reason := missing(request.param):
+def _start_switch(kind: str) -> tuple[subprocess.Popen, str]:
+    """A switch of `kind` without ports (P4Runtime only: no root needed), and its address."""
+    if reason := missing(kind):
         pytest.skip(reason)
     address = f"127.0.0.1:{free_port()}"
-    if request.param == "bmv2":
+    if kind == "bmv2":
         command = bmv2_command({}, address)
     else:
         command = [sys.executable, "-m", "dataplane", "switch", "--grpc-addr", address,
                    "--log-level", "warning"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_listening(address, process)
+    return process, address
+
+
+@pytest.fixture(params=KINDS)
+def switch(request):
+    """(kind, address) of a switch without ports."""
+    process, address = _start_switch(request.param)
     yield request.param, address
     process.terminate()
     process.wait(timeout=10)
@@ -126,22 +139,30 @@ def test_the_backup_writes_nothing_then_takes_over_writing_only_the_difference(s
           f"in {took:.3f} s")
 
 
-def _controller(tmp_path, name: str, address: str, election_id: int) -> subprocess.Popen:
+def _controller(tmp_path, name: str, address: str, election_id: int,
+                kind: str = "embedded") -> subprocess.Popen:
+    """`ina controller` (the default `shortest` plan) for S1 at `address`; logs in name.log."""
     switches = tmp_path / "switches.json"
     switches.write_text(json.dumps({"S1": {"address": address}}))
+    files = [arg for key, path in _program_files(kind).items()
+             for arg in (f"--{key}", str(path))] if kind == "bmv2" else []
     return subprocess.Popen(
         [sys.executable, "-m", "controller.cli", "controller", str(TOPOLOGY), "--switches",
          str(switches), "--state", str(tmp_path / f"{name}.json"), "--election-id",
-         str(election_id), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+         str(election_id), "--log-level", "info", *files],
+        stdout=(tmp_path / f"{name}.log").open("ab"), stderr=subprocess.STDOUT,
         env={**os.environ, "GRPC_VERBOSITY": "NONE"})
 
 
-def _switch_state(tmp_path, name: str) -> dict | None:
+def _state(tmp_path, name: str) -> dict:
     try:
-        return json.loads((tmp_path / f"{name}.json").read_text())["switches"]["S1"]
-    except (OSError, ValueError, KeyError):
-        return None
+        return json.loads((tmp_path / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _switch_state(tmp_path, name: str) -> dict | None:
+    return _state(tmp_path, name).get("switches", {}).get("S1")
 
 
 def _until(condition, timeout: float = 30.0) -> float:
@@ -157,11 +178,7 @@ def test_two_controller_processes_fail_over_without_rewriting_the_switch(tmp_pat
     """`ina controller --election-id 20` and `--election-id 10` on one embedded switch: the
     second stands by; SIGKILL the first and the second is primary with zero writes (the same
     plan is already there). The first, restarted, finds the second primary and stands by."""
-    address = f"127.0.0.1:{free_port()}"
-    switch = subprocess.Popen([sys.executable, "-m", "dataplane", "switch", "--grpc-addr",
-                               address, "--log-level", "warning"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_listening(address, switch)
+    switch, address = _start_switch("embedded")
     primary = _controller(tmp_path, "a", address, 20)
     backup = restarted = None
     try:
@@ -183,5 +200,117 @@ def test_two_controller_processes_fail_over_without_rewriting_the_switch(tmp_pat
     finally:
         for process in (primary, backup, restarted, switch):
             if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=10)
+
+
+# The embedded switch drops a client that leaves its HTTP/2 PINGs unanswered for 2 s, pinging
+# every second (dataplane/server.py KEEPALIVE_OPTIONS); the bound leaves room for a loaded host.
+HUNG_TAKEOVER_BOUND = 10.0
+
+
+def _holds_plan(kind: str, address: str) -> bool:
+    """A third client (a backup, election id 1) reads the switch: does it hold exactly the
+    `shortest` plan that every `ina controller` here installs?"""
+    files = _program_files(kind)
+
+    async def read() -> bool:
+        reader = Switch("reader", address, SwitchOptions(p4info=files["p4info"],
+                                                         initial_election_id=1))
+        async with reader:
+            assert not reader.is_primary
+            return await _held(reader) == _wanted(reader, _programs("shortest"))
+
+    return asyncio.run(read())
+
+
+def _resumed_one_stands_by(tmp_path, resumed: str, primary: str, writes_before: list) -> None:
+    """The stopped controller, resumed, finds another primary, stands by and writes nothing;
+    the other stays primary."""
+    _until(lambda: (_switch_state(tmp_path, resumed) or {}).get("role") == "backup")
+    time.sleep(1.0)
+    assert _switch_state(tmp_path, resumed)["writes"] == writes_before
+    assert _switch_state(tmp_path, resumed)["role"] == "backup"
+    assert _switch_state(tmp_path, primary)["role"] == "primary"
+    assert _switch_state(tmp_path, primary)["writes"] == [0]
+
+
+def test_a_stopped_primary_controller_is_replaced_by_the_backup(tmp_path):
+    """SIGSTOP the primary `ina controller` (election id 20): its process answers nothing but
+    its TCP connection stays open (the kernel acknowledges). The embedded switch closes its
+    stream once it leaves the transport's PINGs unanswered, so the backup (10) is primary within
+    HUNG_TAKEOVER_BOUND seconds with 0 writes, and the switch holds the plan. SIGCONT: the
+    stopped one finds its stream gone, reconnects, finds the id taken, bids lower and stands
+    by (P4Runtime: the highest live election id is primary)."""
+    switch, address = _start_switch("embedded")
+    controllers = []
+    try:
+        controllers.append(a := _controller(tmp_path, "a", address, 20))
+        _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
+        controllers.append(_controller(tmp_path, "b", address, 10))
+        _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
+        writes_a = _switch_state(tmp_path, "a")["writes"]
+        a.send_signal(signal.SIGSTOP)
+        took = _until(lambda: (_switch_state(tmp_path, "b") or {}).get("programmed"),
+                      timeout=HUNG_TAKEOVER_BOUND)
+        state = _switch_state(tmp_path, "b")
+        assert state["role"] == "primary" and state["writes"] == [0] and state["problems"] == []
+        assert _holds_plan("embedded", address)
+        print(f"takeover after SIGSTOP of the primary: {took:.3f} s (state file polled)")
+        a.send_signal(signal.SIGCONT)
+        _resumed_one_stands_by(tmp_path, "a", "b", writes_a)
+        assert _holds_plan("embedded", address)
+    finally:
+        for process in (*controllers, switch):
+            if process.poll() is None:
+                process.send_signal(signal.SIGCONT)
+                process.terminate()
+                process.wait(timeout=10)
+
+
+# bmv2's P4Runtime server (PI) gives gRPC no channel arguments, so gRPC core's server defaults
+# apply: a keepalive PING only after 2 hours without activity. A controller's daemon rewrites its
+# state file every second (`written_at`), which stops when it hangs.
+STALE_AFTER = 3.0
+
+
+def test_on_bmv2_a_stopped_primary_is_replaced_only_by_a_higher_election_id(tmp_path):
+    """bmv2 keeps a SIGSTOPped primary's stream, so the backup stays a backup (checked for
+    5 s; the embedded target has replaced it by then). What replaces it: the stopped
+    controller's state file goes stale, and the backup started again with a higher election
+    id preempts (P4Runtime arbitration) and writes nothing; resumed, the stopped one is told
+    it is a backup and writes nothing."""
+    switch, address = _start_switch("bmv2")
+    controllers = []
+    try:
+        controllers.append(a := _controller(tmp_path, "a", address, 20, "bmv2"))
+        _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
+        controllers.append(b := _controller(tmp_path, "b", address, 10, "bmv2"))
+        _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
+        writes_a = _switch_state(tmp_path, "a")["writes"]
+        a.send_signal(signal.SIGSTOP)
+        time.sleep(5.0)
+        assert _switch_state(tmp_path, "b")["role"] == "backup"
+        assert time.time() - _state(tmp_path, "a")["written_at"] > STALE_AFTER
+        assert time.time() - _state(tmp_path, "b")["written_at"] < STALE_AFTER
+        b.terminate()
+        b.wait(timeout=10)
+        restarted = time.monotonic()
+        controllers.append(_controller(tmp_path, "b", address, 21, "bmv2"))
+        _until(lambda: (_state(tmp_path, "b").get("controller", {}).get("pid")
+                        == controllers[-1].pid
+                        and _switch_state(tmp_path, "b")["programmed"]))
+        state = _switch_state(tmp_path, "b")
+        assert state["role"] == "primary" and state["writes"] == [0] and state["problems"] == []
+        assert _holds_plan("bmv2", address)
+        print(f"bmv2: backup restarted with a higher election id is primary in "
+              f"{time.monotonic() - restarted:.3f} s (including its start)")
+        a.send_signal(signal.SIGCONT)
+        _resumed_one_stands_by(tmp_path, "a", "b", writes_a)
+        assert _holds_plan("bmv2", address)
+    finally:
+        for process in (*controllers, switch):
+            if process.poll() is None:
+                process.send_signal(signal.SIGCONT)
                 process.terminate()
                 process.wait(timeout=10)

@@ -8,6 +8,12 @@ backup's state file shows every switch programmed by it (arbitration, read-back,
 difference: nothing, since the plan is there) and how many updates it wrote; then the killed
 controller comes back with a higher election id, takes the switches back (preemption, also
 timed) and the other one stands by again. Writes `failover.json` and `failover.png`.
+
+`--fault stop` hangs the primary (SIGSTOP) instead: its process answers nothing while its TCP
+connection stays open, and the backup takes over once the switch has closed the hung one's
+stream (the embedded target's HTTP/2 keepalive; bmv2 keeps it, so it is skipped). Then the
+stopped controller is resumed (SIGCONT) and timed until it stands by on every switch; the two
+swap roles each round.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topology", default=str(EXAMPLE))
     p.add_argument("--scheme", default="aro")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--fault", choices=["kill", "stop"], default="kill",
+                   help="kill: SIGKILL the primary (default); stop: SIGSTOP it, then SIGCONT")
     p.add_argument("--target", choices=KINDS, action="append",
                    help="repeatable; default: every target installed")
     p.add_argument("--out", default="out/bench/failover")
@@ -50,12 +59,14 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"topology": network.name, "scheme": args.scheme, "switches":
-                    len(network.switches), "rounds": args.rounds, "targets": {}}
+                    len(network.switches), "rounds": args.rounds, "fault": args.fault,
+                    "targets": {}}
     for kind in args.target or KINDS:
-        if reason := missing(kind):
+        if reason := missing(kind) or (args.fault == "stop" and kind == "bmv2" and (
+                "bmv2 keeps a stopped controller's stream open (RELIABILITY.md section 3)")):
             console.print(f"[yellow]{kind} skipped[/yellow]: {reason}")
             continue
-        console.print(f"[bold]{kind}[/bold]: {args.rounds} failover(s) on "
+        console.print(f"[bold]{kind}[/bold]: {args.rounds} failover(s) ({args.fault}) on "
                       f"{len(network.switches)} switches")
         report["targets"][kind] = _run(network, kind, args)
     (out / "failover.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -124,40 +135,58 @@ def _rounds(network, kind: str, args, work: Path) -> dict:
 
     election = 20
     procs = {"a": start("a", election), "b": start("b", 10)}
-    takeovers, preemptions, takeover_writes = [], [], []
+    takeovers, after, takeover_writes = [], [], []
     try:
         until("a", "primary")
         until("b", "backup")
         primary, backup = "a", "b"
         for _ in range(args.rounds):
-            procs[primary].kill()
-            procs[primary].wait(timeout=10)
+            if args.fault == "stop":
+                procs[primary].send_signal(signal.SIGSTOP)
+            else:
+                procs[primary].kill()
+                procs[primary].wait(timeout=10)
             takeovers.append(until(backup, "primary"))
             takeover_writes.append(writes(backup))
+            if args.fault == "stop":
+                procs[primary].send_signal(signal.SIGCONT)
+                after.append(until(primary, "backup"))
+                primary, backup = backup, primary
+                continue
             election += 1  # above every id the switches have seen: it preempts
             procs[primary] = start(primary, election)
-            preemptions.append(until(primary, "primary"))
+            after.append(until(primary, "primary"))
             until(backup, "backup")
     finally:
         for proc in procs.values():
             if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
                 proc.terminate()
                 proc.wait(timeout=10)
-    return {"takeover_seconds": takeovers, "preempt_seconds": preemptions,
+    return {"takeover_seconds": takeovers, _SECOND[args.fault][0]: after,
             "takeover_writes": takeover_writes}
+
+
+# What each round times after the takeover: (report key, table column, plot title).
+_SECOND = {
+    "kill": ("preempt_seconds", "restart + preemption median (s)",
+             "killed controller restarts\nand preempts (incl. its start)"),
+    "stop": ("standby_seconds", "resumed one stands by, median (s)",
+             "stopped controller resumed\n(SIGCONT) until it stands by"),
+}
 
 
 def _print(report: dict) -> None:
     table = Table(title=f"failover on {report['topology']} ({report['switches']} switches, "
                         f"{report['scheme']} plan)")
+    key, column, _ = _SECOND[report["fault"]]
     for col in ("target", "rounds", "takeover median (s)", "takeover max (s)",
-                "writes at takeover", "restart + preemption median (s)"):
+                "writes at takeover", column):
         table.add_column(col)
     for kind, r in report["targets"].items():
         table.add_row(kind, str(len(r["takeover_seconds"])),
                       f"{_median(r['takeover_seconds']):.3f}", f"{max(r['takeover_seconds']):.3f}",
-                      str(sorted(set(r["takeover_writes"]))),
-                      f"{_median(r['preempt_seconds']):.3f}")
+                      str(sorted(set(r["takeover_writes"]))), f"{_median(r[key]):.3f}")
     print_table(console, table)
 
 
@@ -175,9 +204,10 @@ def _plot(report: dict, path: Path) -> None:
 
     kinds = list(report["targets"])
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.5))
-    panels = (("takeover_seconds", "backup takes over\n(primary SIGKILLed)", "tab:red"),
-              ("preempt_seconds", "killed controller restarts\nand preempts (incl. its start)",
-               "tab:blue"))
+    key, _, title = _SECOND[report["fault"]]
+    signal_name = "SIGKILLed" if report["fault"] == "kill" else "SIGSTOPped"
+    panels = (("takeover_seconds", f"backup takes over\n(primary {signal_name})", "tab:red"),
+              (key, title, "tab:blue"))
     for ax, (key, title, color) in zip(axes, panels, strict=True):
         for i, kind in enumerate(kinds):
             values = report["targets"][kind][key]
