@@ -535,9 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--connect-timeout", type=_positive, default=15.0, metavar="S")
     p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
     p.add_argument("--switch-grace", type=_positive, default=10.0, metavar="S",
-                   help="a switch whose P4Runtime channel is down for longer is planned around, "
-                        "all its links at once; back sooner (a restart), it keeps the plan "
-                        "(default 10)")
+                   help="a switch whose P4Runtime channel is down, or that answers no read, "
+                        "for longer is planned around, all its links at once; back sooner "
+                        "(a restart), it keeps the plan (default 10)")
     p.add_argument("--openflow-state", metavar="FILE",
                    help="the OpenFlow controller's state file (plain switches on Open vSwitch "
                         "following this daemon): publish a new plan version to the hosts only "

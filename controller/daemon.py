@@ -73,10 +73,12 @@ class Session:
     drivers: dict[str, InaSwitchDriver] = field(default_factory=dict)
     counters: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     dead_links: set[tuple[str, str]] = field(default_factory=set)
-    # Switches whose P4Runtime channel has been down for longer than `switch_grace` seconds:
-    # planned around, every link at once. A restart of an embedded switch under load took
-    # 4.6-5.8 s from kill to listening again (RELIABILITY.md section 6): within the grace it
-    # keeps the plan and only gets its entries back.
+    # Switches whose P4Runtime channel has been down, or that have answered no read (a hung
+    # process keeps its channel up), for longer than `switch_grace` seconds: planned around,
+    # every link at once, and left out of the re-plans' writes until they are back. A restart
+    # of an embedded switch under load took 4.6-5.8 s from kill to listening again
+    # (RELIABILITY.md section 6): within the grace it keeps the plan and only gets its
+    # entries back.
     failed_switches: set[str] = field(default_factory=set)
     switch_grace: float = 10.0
     replans: list[dict] = field(default_factory=list)
@@ -202,15 +204,15 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
         return
     solved = time.perf_counter()
     for name, driver in session.drivers.items():
-        await driver.move_to(programs[name])
+        await driver.move_to(programs[name], write=name not in session.failed_switches)
     await stage_for_plain_switches(session, plan, session.version + 1)
     session.version += 1
     session.plan, session.assignments = plan, assignments
     session.publish()
     installed = time.perf_counter()
     await asyncio.sleep(session.drain_seconds)
-    for driver in session.drivers.values():
-        await driver.retire_previous()
+    for name, driver in session.drivers.items():
+        await driver.retire_previous(write=name not in session.failed_switches)
     session.replans.append({
         "version": session.version, "dead_links": sorted(session.dead_links),
         "solve_seconds": solved - started, "install_seconds": installed - solved,
@@ -406,12 +408,13 @@ async def _publish_counters(session: Session) -> None:
 async def _watch_links(session: Session, interval: float, dead_after: int = 2,
                        revive_after: int = 4) -> None:
     """Re-plan whenever the set of unusable links changes: links the monitor judged dead,
-    and every link of a switch whose P4Runtime channel has been down for longer than
-    `session.switch_grace` (a switch failure is one event: all its links at once).
+    and every link of a failed switch (`failed_switches`; a switch failure is one event:
+    all its links at once).
 
     A switch back within the grace (a restart) keeps the plan: its reconnect reinstalls its
-    entries. While a switch is away the monitor leaves its links undecided, so a restart
-    does not show as a dead link either.
+    entries. A failed switch that is back with the channel it had (a hang that ended) gets
+    the plan it missed before the re-plan that uses it again. While a switch is away the
+    monitor leaves its links undecided, so a restart does not show as a dead link either.
     """
     monitor = LinkMonitor([d.switch for d in session.drivers.values()], session.network,
                           interval=interval, dead_after=dead_after, revive_after=revive_after)
@@ -427,9 +430,14 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 2,
             failed = failed_switches(session, down_since, time.monotonic())
             dead = unusable_links(session.network, monitor.dead_links(), failed)
             if failed != session.failed_switches:
-                LOG.warning("switches failed (P4Runtime channel down for more than %g s): %s",
-                            session.switch_grace, sorted(failed) or "none")
+                LOG.warning("switches failed (P4Runtime channel down, or no answer, for more "
+                            "than %g s): %s", session.switch_grace, sorted(failed) or "none")
+                back = session.failed_switches - failed
                 session.failed_switches = failed
+                for name in sorted(back):
+                    driver = session.drivers[name]
+                    if driver.installed:  # not reconnected since its last install
+                        await driver.reinstall()
             if dead != session.dead_links:
                 await replan(session, dead)
     finally:
@@ -437,14 +445,17 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 2,
 
 
 def failed_switches(session: Session, down_since: dict[str, float], now: float) -> set[str]:
-    """Switches whose channel has been down for longer than the grace; `down_since` (switch
-    -> when it went down) is kept up to date across calls."""
+    """Switches away for longer than the grace: channel down, or channel up but no read
+    answered (`InaSwitchDriver.answered_at`: a hung switch keeps its TCP connection, so only
+    an answer proves it alive). `down_since` (switch -> when its channel went down) is kept
+    up to date across calls."""
     for name, driver in session.drivers.items():
         if driver.switch.is_up:
             down_since.pop(name, None)
         else:
             down_since.setdefault(name, now)
-    return {name for name, since in down_since.items() if now - since > session.switch_grace}
+    return {name for name, driver in session.drivers.items()
+            if now - down_since.get(name, driver.answered_at) > session.switch_grace}
 
 
 def unusable_links(network: Network, dead: Iterable[tuple[str, str]],

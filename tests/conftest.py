@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -72,9 +73,15 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def embedded_switch():
+def embedded_switch(embedded_switch_process):
     """An `ina switch` process without interfaces (enough for P4Runtime, no root); its
     address once it listens."""
+    return embedded_switch_process[0]
+
+
+@pytest.fixture
+def embedded_switch_process():
+    """`embedded_switch` as (address, process), for a test that stops or kills it."""
     address = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
                              address, "--log-level", "warning"],
@@ -87,7 +94,8 @@ def embedded_switch():
             break
         except OSError:
             time.sleep(0.1)
-    yield address
+    yield address, proc
+    proc.send_signal(signal.SIGCONT)  # a stopped process takes SIGTERM only once continued
     proc.terminate()
     proc.wait(timeout=10)
 

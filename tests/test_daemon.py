@@ -4,6 +4,7 @@ gives a clear message naming the component, exit 1, and nothing left running."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -333,14 +334,69 @@ def test_a_switch_down_longer_than_the_grace_fails_with_all_its_links_at_once(tm
             async with asyncio.timeout(20):
                 while not session.drivers["S1"].switch.is_up:
                     await asyncio.sleep(0.05)
-            down = {"S1": time.monotonic() - 100}  # S1 was down long ago, connected now
             now = time.monotonic()
-            assert failed_switches(session, down, now) == set()
-            assert failed_switches(session, down, now + 9) == set()  # within the grace
-            assert failed_switches(session, down, now + 11) == {"L1"}
+            down = {"S1": now - 100, "L1": now - 9}  # S1 down long ago, connected now
+            assert failed_switches(session, down, now) == set()  # L1 within the grace
             assert set(down) == {"L1"}
+            down["L1"] = now - 11
+            assert failed_switches(session, down, now) == {"L1"}
 
     asyncio.run(scenario())
     # aro-fig1.yaml: L1 has W0, W1, S0, S1; a dead directed link counts in both directions
     assert unusable_links(network, {("S0", "L2")}, {"L1"}) == {
         ("L1", "W0"), ("L1", "W1"), ("L1", "S0"), ("L1", "S1"), ("L2", "S0")}
+
+
+def test_a_hung_switch_with_its_connection_open_fails_and_comes_back(tmp_path,
+                                                                    embedded_switch_process):
+    """A stopped switch process (SIGSTOP) keeps its TCP connection, so its P4Runtime channel
+    stays up while nothing it forwards gets through: silent for longer than the grace, it
+    is failed and planned around with all its links; continued (SIGCONT), it answers again,
+    holds the plan in force (read back from the switch) and is planned with again."""
+    from controller.daemon import run
+    from controller.southbound.p4runtime import verify
+
+    address, proc = embedded_switch_process
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    session = Session(network, solve(network, "aro"), {"S1": SwitchTarget("S1", address, 1)},
+                      tmp_path / "state.json", switch_grace=2.0, drain_seconds=0.2)
+    s1_links = {tuple(sorted(e)) for e in network.graph.edges if "S1" in e}
+
+    def uses_s1(plan: dict) -> bool:
+        return any("S1" in (point["switch"], point["next_hop"])
+                   for task in plan["tasks"] for point in task["aggregation"])
+
+    async def until(condition, seconds: float) -> float:
+        started = time.monotonic()
+        async with asyncio.timeout(seconds):
+            while not condition():
+                await asyncio.sleep(0.05)
+        return time.monotonic() - started
+
+    async def scenario() -> None:
+        daemon = asyncio.create_task(run(session, connect_timeout=20))
+        try:
+            await until(lambda: session.started, 30)
+            driver = session.drivers["S1"]
+            assert uses_s1(session.plan.to_dict())  # ARO's plan merges at S1
+            proc.send_signal(signal.SIGSTOP)
+            took = await until(lambda: session.version == 2, 20)
+            print(f"hung -> failed and re-planned around in {took:.2f} s (grace 2 s)")
+            assert driver.switch.is_up  # the channel never went down: the hang did it
+            assert session.failed_switches == {"S1"} and session.dead_links == s1_links
+            state = json.loads(session.state_file.read_text())
+            assert state["failed_switches"] == ["S1"] and state["version"] == 2
+            assert not uses_s1(state["plan"])
+            proc.send_signal(signal.SIGCONT)
+            took = await until(lambda: session.version == 3, 20)
+            print(f"continued -> back in the plan in {took:.2f} s")
+            assert session.failed_switches == set() and session.dead_links == set()
+            assert driver.programmed
+            assert await verify(driver.switch, driver.program) == []
+        finally:
+            proc.send_signal(signal.SIGCONT)
+            daemon.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await daemon
+
+    asyncio.run(scenario())

@@ -39,8 +39,8 @@ def _two_switches() -> Network:
 
 
 def test_probe_names_its_sender_and_other_frames_are_not_probes() -> None:
-    frame = probe_frame("leaf-7", 12)
-    assert parse_probe(frame) == ("leaf-7", 12)
+    frame = probe_frame("leaf-7", 12, 345)
+    assert parse_probe(frame) == ("leaf-7", 12, 345)
     assert parse_probe(frame[:12] + b"\x08\x00" + frame[14:]) is None
     assert parse_probe(frame[:16] + b"\x05" + frame[17:]) is None  # other chassis-id subtype
 
@@ -57,9 +57,11 @@ def _judge(dead_after: int = 2, revive_after: int = 1) -> tuple[LinkJudge, tuple
 
 
 def _round(before: dict, after: dict, *, sent=("S1", "S2"), senders=("S1", "S2"),
-           receivers=("S1", "S2"), arrived=()) -> RoundEvidence:
+           receivers=("S1", "S2"), arrived=(), current=None) -> RoundEvidence:
+    """One round's evidence; `current` (probes of this round) defaults to all that arrived."""
     return RoundEvidence(frozenset(sent), frozenset(senders), before, after,
-                         frozenset(receivers), frozenset(arrived))
+                         frozenset(receivers), frozenset(arrived),
+                         frozenset(arrived if current is None else current))
 
 
 def test_a_cut_is_dead_after_missed_rounds_and_comes_back_after_carried_ones() -> None:
@@ -140,6 +142,61 @@ def test_a_probe_that_arrives_proves_the_link_whatever_the_counter_says() -> Non
     judge, _, _ = _judge(dead_after=1)
     judge.judge(_round({}, {}, arrived=[FORTH]))
     assert judge.dead == {BACK}
+
+
+TRIANGLE = ("S1", "S2", "S3")
+
+
+def _triangle_judge(dead_after: int = 2) -> tuple[LinkJudge, dict]:
+    """S1, S2, S3 linked each to each (every switch has two monitored links): the judge of
+    the six directed links and their far-end ports."""
+    far = {(u, v): (v, i) for i, (u, v) in enumerate(
+        (u, v) for u in TRIANGLE for v in TRIANGLE if u != v)}
+    return LinkJudge(far, dead_after=dead_after), far
+
+
+def _triangle_round(far: dict, *, current, arrived=None) -> RoundEvidence:
+    """Everyone sent and answered, no counter moved; probes of this round came back on
+    `current`, probes of any round on `arrived` (default: the same)."""
+    flat = dict.fromkeys(far.values(), 10)
+    return RoundEvidence(frozenset(TRIANGLE), frozenset(TRIANGLE), flat, dict(flat),
+                         frozenset(TRIANGLE), frozenset(current if arrived is None else arrived),
+                         frozenset(current))
+
+
+def test_a_receiver_whose_data_plane_lags_is_no_evidence_against_the_link() -> None:
+    """The bmv2 false verdict (issue 15): S3 answers reads at once while its one ingress
+    thread is seconds behind its input queue, so S1's and S2's probes wait there and S3's
+    counters of those ports stay flat; S3 still sends out its probes of earlier rounds. No probe of this round
+    passed through S3 over its other links: undecided, however long. Once S3's data plane
+    shows this round's probes (S2 -> S3 arrives), S1 -> S3 is missed, and dies."""
+    judge, far = _triangle_judge(dead_after=2)
+    lagging = [e for e in far if "S3" not in e]  # S1 <-> S2 only
+    late = [("S3", "S1"), ("S3", "S2")]  # S3's own probes of earlier rounds
+    for _ in range(50):
+        judge.judge(_triangle_round(far, current=lagging, arrived=lagging + late))
+    assert judge.dead == set() and judge.undecided == 50 * 2  # S1 -> S3, S2 -> S3
+    cut = [e for e in far if e not in {("S1", "S3"), ("S3", "S1")}]
+    assert judge.judge(_triangle_round(far, current=cut)) == set()
+    assert judge.judge(_triangle_round(far, current=cut)) == {("S1", "S3"), ("S3", "S1")}
+
+
+def test_a_sender_whose_data_plane_lags_is_no_evidence_against_the_link() -> None:
+    """S1's packet-outs wait in its own input queue: none of this round's probes passes
+    through S1, so none of its links can be called missed."""
+    judge, far = _triangle_judge(dead_after=1)
+    for _ in range(20):
+        judge.judge(_triangle_round(far, current=[("S2", "S3"), ("S3", "S2")]))
+    assert judge.dead == set()
+
+
+def test_a_cut_under_witnesses_dies_in_dead_after_rounds() -> None:
+    """A cut S1 - S2 with the rest working: both ends show this round's probes over their
+    other links, so each round is missed and the cut dies after `dead_after` rounds."""
+    judge, far = _triangle_judge(dead_after=2)
+    rest = [e for e in far if set(e) != {"S1", "S2"}]
+    assert judge.judge(_triangle_round(far, current=rest)) == set()
+    assert judge.judge(_triangle_round(far, current=rest)) == {("S1", "S2"), ("S2", "S1")}
 
 
 # *** two embedded switches on a veth pair

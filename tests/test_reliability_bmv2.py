@@ -31,10 +31,6 @@ def fig1():
     return network, solve(network, "aro")
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 15, open: in the merged full run of 2026-11-25 the new link monitor declared the "
-    "untouched L2-S0 dead after the real L1-S1 cut on bmv2 under congestion (plan versions "
-    "2, 3, 4 instead of 2); the embedded case passes"))
 def test_congestion_is_not_a_failure_but_a_cut_under_it_is_on_bmv2(fig1):
     """Every link at 30 % of the workers' pace with the default queues: the ports keep
     receiving, so the plan stays; a real cut under the same load makes exactly one new plan."""

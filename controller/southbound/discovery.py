@@ -7,8 +7,8 @@ Each round (`interval` seconds) the monitor
    received per port, p4src/README.md step 0): the *before* reading;
 2. sends `probes_per_round` probes out of every switch port that the topology connects to
    another monitored switch (P4Runtime packet-out; an LLDP frame whose chassis id names the
-   sender and whose port id names the sending port); the far end hands each to the controller
-   (packet-in with its ingress port);
+   sender and whose port id names the sending port, and which names the round); the far end
+   hands each to the controller (packet-in with its ingress port);
 3. reads every switch again: a switch that answers has handled its stream, probes included,
    up to then (the *sender* reading);
 4. next round, step 1's reading is the *after* reading of this one.
@@ -18,10 +18,26 @@ A round then says, for each directed link u -> v, one of three things (`LinkJudg
 - *carried*: a probe arrived, or v's counter of that port grew between before and after
   (a congested link drops or delays probes but keeps delivering frames);
 - *missed*: no probe and no new frame although u answered after its probes were handed over
-  and v answered after that: whatever u sent had time to arrive and v counted nothing;
+  and v answered after that, and the data planes of both caught up with the round: a probe
+  of this very round passed through each of them (sent or received) over another of its
+  links. Whatever u sent had time to arrive and v's data plane to count it, and it counted
+  nothing;
 - *undecided*: u or v did not answer in time (a switch busy, starved of CPU, restarting or
-  gone), u was not sent probes (not connected, not primary), or v's counter went back (v
-  restarted). A silent end is no evidence about the link.
+  gone), u was not sent probes (not connected, not primary), v's counter went back (v
+  restarted), or no probe of the round passed through u's or v's data plane over another
+  link. A silent end is no evidence about the link.
+
+Why the data planes' catching up: an answered read proves a switch's control plane alive,
+not that its data plane has handled the frames that reached it. bmv2 has one ingress thread
+behind one input queue; under load a probe can wait there for seconds while the switch
+answers reads with a flat counter for that port (issue 15: on bmv2 under congestion the idle
+L2-S0 died and came back after a real cut elsewhere). Frames leave that queue in arrival
+order, so a probe of the same round that got through the switch shows that what was queued
+before it got through too: the judged probe, sent at the same moment, up to its own transit
+(which, on a loaded link, the counter covers). A switch whose only monitored link is the
+judged one has no such witness: for it the answered read stays the evidence (the rule before
+this one). Not covered: a switch that loses all its monitored links at once shows no witness
+either, so its links stay undecided.
 
 A link dies after `dead_after` missed rounds in a row (undecided rounds neither count nor
 break the run) and comes back after `revive_after` carried rounds in a row. Measured before
@@ -56,7 +72,8 @@ Edge = tuple[str, str]  # a directed link (u, v) of `Network.graph`
 
 ETHERTYPE_LLDP = 0x88CC
 LLDP_MULTICAST = bytes.fromhex("0180c200000e")  # nearest bridge: never forwarded by bridges
-_CHASSIS_ID, _PORT_ID, _TTL = 1, 2, 3
+_CHASSIS_ID, _PORT_ID, _TTL, _SYSTEM_DESCRIPTION = 1, 2, 3, 6
+_ROUND_PREFIX = b"ina probe round "
 _LOCALLY_ASSIGNED = 7  # chassis-id and port-id subtype
 PORT_COUNTER = "port_packets"
 
@@ -65,18 +82,21 @@ def _tlv(kind: int, value: bytes) -> bytes:
     return struct.pack("!H", kind << 9 | len(value)) + value
 
 
-def probe_frame(switch: str, port: int, ttl: int = 120) -> bytes:
-    """The LLDP probe that `switch` sends out of `port`."""
+def probe_frame(switch: str, port: int, round_: int = 0, ttl: int = 120) -> bytes:
+    """The LLDP probe that `switch` sends out of `port` in the monitor's round `round_`
+    (named in the system description TLV)."""
     source = bytes([0x02, 0, 0, 0]) + port.to_bytes(2, "big")  # locally administered
     sub = bytes([_LOCALLY_ASSIGNED])
     return (LLDP_MULTICAST + source + ETHERTYPE_LLDP.to_bytes(2, "big")
             + _tlv(_CHASSIS_ID, sub + switch.encode())
             + _tlv(_PORT_ID, sub + str(port).encode())
-            + _tlv(_TTL, ttl.to_bytes(2, "big")) + _tlv(0, b""))
+            + _tlv(_TTL, ttl.to_bytes(2, "big"))
+            + _tlv(_SYSTEM_DESCRIPTION, _ROUND_PREFIX + str(round_).encode()) + _tlv(0, b""))
 
 
-def parse_probe(frame: bytes) -> tuple[str, int] | None:
-    """(switch, port) named by a probe from `probe_frame`; None for any other frame."""
+def parse_probe(frame: bytes) -> tuple[str, int, int | None] | None:
+    """(switch, port, round) named by a probe from `probe_frame` (round None if it names
+    none); None for any other frame."""
     if frame[12:14] != ETHERTYPE_LLDP.to_bytes(2, "big"):
         return None
     fields: dict[int, bytes] = {}
@@ -91,8 +111,11 @@ def parse_probe(frame: bytes) -> tuple[str, int] | None:
     chassis, port = fields.get(_CHASSIS_ID, b""), fields.get(_PORT_ID, b"")
     if chassis[:1] != bytes([_LOCALLY_ASSIGNED]) or port[:1] != bytes([_LOCALLY_ASSIGNED]):
         return None
+    described = fields.get(_SYSTEM_DESCRIPTION, b"")
     try:
-        return chassis[1:].decode(), int(port[1:].decode())
+        round_ = (int(described[len(_ROUND_PREFIX):])
+                  if described.startswith(_ROUND_PREFIX) else None)
+        return chassis[1:].decode(), int(port[1:].decode()), round_
     except (UnicodeDecodeError, ValueError):
         return None
 
@@ -109,7 +132,8 @@ class RoundEvidence:
     before: dict[Port, int]  # port_packets known before the probes were sent
     after: dict[Port, int]  # port_packets read a round later (switches that answered)
     receivers_answered: frozenset[str]  # switches that answered that later read
-    arrived: frozenset[Edge]  # links whose probe came back as a packet-in
+    arrived: frozenset[Edge]  # links whose probe (of any round) came back as a packet-in
+    current: frozenset[Edge]  # links whose probe of this very round came back
 
 
 class LinkJudge:
@@ -125,6 +149,12 @@ class LinkJudge:
         self.missed = dict.fromkeys(far_end, 0)  # missed rounds in a row
         self.carried = dict.fromkeys(far_end, 0)  # carried rounds in a row (revival of a dead one)
         self.dead: set[Edge] = set()
+        # switch -> the directed links through it (as sender or receiver): the probes that
+        # can show its data plane got past a round's sending (`caught_up`)
+        self.through: dict[str, set[Edge]] = {}
+        for edge in far_end:
+            for switch in edge:
+                self.through.setdefault(switch, set()).add(edge)
         self.rounds = 0
         # Link-rounds carried by counted frames alone while both ends answered: rounds probes
         # alone would have called missed (congestion), counted for the state file.
@@ -145,9 +175,21 @@ class LinkJudge:
                 return "carried"
             if after < before:  # the receiver restarted and counts from 0: no comparison
                 return "undecided"
-        if sender in seen.senders_answered and receiver in seen.receivers_answered:
+        if sender in seen.senders_answered and receiver in seen.receivers_answered \
+                and self.caught_up(sender, edge, seen) and self.caught_up(receiver, edge, seen):
             return "missed"
         return "undecided"
+
+    def caught_up(self, switch: str, edge: Edge, seen: RoundEvidence) -> bool:
+        """Did `switch`'s data plane handle frames of this round, i.e. get past the probes'
+        sending? Yes when a probe of this round passed through it over another link than
+        `edge`'s (sent by it, or received by it): its ingress is one queue in arrival order
+        (bmv2: one ingress thread behind an input buffer), so what was queued before, the
+        judged link's probe sent at the same time included, was handled too. An answered read
+        proves only its control plane alive. A switch with no other monitored link falls back
+        to that answer."""
+        others = self.through[switch] - {edge, edge[::-1]}
+        return not others or not others.isdisjoint(seen.current)
 
     def judge(self, seen: RoundEvidence) -> set[Edge]:
         """Take one round's evidence; the links whose state changed."""
@@ -217,6 +259,8 @@ class LinkMonitor:
         self.known: dict[Port, int] = {}  # last port_packets reading of each port
         self.uncounted: set[str] = set()  # switches whose counter cannot be read
         self._arrived: set[Edge] = set()
+        self._current: set[Edge] = set()  # links whose probe of round `self._round` arrived
+        self._round = 0
         self._writes: dict[str, asyncio.Task] = {}  # each sender's last probe write
         self._strays: set[tuple[str, int, str, int]] = set()
 
@@ -245,13 +289,16 @@ class LinkMonitor:
 
     def arrived(self, switch: str, port: int, frame: bytes) -> None:
         """A packet-in of `frame` at (`switch`, `port`)."""
-        sender = parse_probe(frame)
-        if sender is None:
+        probe = parse_probe(frame)
+        if probe is None:
             return
+        *sender, round_ = probe
         key = (*sender, switch, port)
         edge = self.expected.get(key)
         if edge is not None:
             self._arrived.add(edge)
+            if round_ == self._round:
+                self._current.add(edge)
         elif key not in self._strays:  # a cable the topology does not describe
             self._strays.add(key)
             LOG.warning("probe from %s port %d arrived at %s port %d: not a link of the "
@@ -264,15 +311,17 @@ class LinkMonitor:
             started = loop.time()
             answered = await self._read_all()
             if pending is not None:
-                sent, senders, before, arrived = pending
+                sent, senders, before, arrived, current = pending
                 self.decide(RoundEvidence(sent, senders, before, dict(self.known),
-                                          answered, frozenset(arrived)))
+                                          answered, frozenset(arrived), frozenset(current)))
             before = dict(self.known)
             arrived = self._arrived = set()
+            current = self._current = set()
+            self._round += 1
             sent = await self._send_probes()
             await asyncio.sleep(self.settle)
             senders = await self._read_all()
-            pending = (sent, senders, before, arrived)
+            pending = (sent, senders, before, arrived, current)
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
 
     def decide(self, seen: RoundEvidence) -> None:
@@ -333,7 +382,7 @@ class LinkMonitor:
         out: dict[str, list[P4PacketOut]] = {}
         for sender, port, _, _ in self.expected:
             out.setdefault(sender, []).extend(
-                [P4PacketOut(probe_frame(sender, port), egress_port=port)]
+                [P4PacketOut(probe_frame(sender, port, self._round), egress_port=port)]
                 * self.probes_per_round)
         writes = {}
         for name, probes in out.items():

@@ -101,6 +101,9 @@ class InaSwitchDriver:
     # cleared when the channel drops or the switch stops answering (`poll`).
     installed: bool = False
     responsive: bool = False  # the last liveness read was answered in time
+    # time.monotonic() of the switch's last sign of life: a read answered (late or not) or
+    # its channel coming up. A hung switch keeps its channel up and answers nothing.
+    answered_at: float = field(default_factory=time.monotonic)
     failure: str | None = None  # why finsy's last connection cycle failed (see FailureReports)
     failure_code: GRPCStatusCode | None = None
     failure_repeats: int = 0  # consecutive cycles that failed with that same reason
@@ -108,6 +111,8 @@ class InaSwitchDriver:
     writes: list[int] = field(default_factory=list)  # updates written per reconcile
     switch: Switch = field(init=False)
     started: float = field(default_factory=time.monotonic)
+    _reading: asyncio.Task | None = field(default=None, init=False, repr=False)
+    _installing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         options = SwitchOptions(
@@ -117,6 +122,7 @@ class InaSwitchDriver:
         )
         self.switch = Switch(self.target.name, self.target.address, options)
         self.switch.ee.on(SwitchEvent.CHANNEL_DOWN, self._on_down)
+        self.switch.ee.on(SwitchEvent.CHANNEL_UP, self._on_up)
         FAILURES.drivers[self.target.name] = self
 
     @property
@@ -130,9 +136,15 @@ class InaSwitchDriver:
         return (self.failure_code is not None and self.failure_code not in TRANSIENT
                 and self.failure_repeats >= 2)
 
+    def _on_up(self, _switch: Switch) -> None:
+        self.answered_at = time.monotonic()
+
     def _on_down(self, _switch: Switch) -> None:
         self.installed = self.responsive = False
         self.role = "none"
+        if self._reading is not None:  # a read on the old channel: the next poll starts anew
+            self._reading.cancel()
+            self._reading = None
         LOG.warning("%s: P4Runtime channel down; the switch is not programmed until it is back",
                     self.target.name)
         if self.on_programmed:
@@ -148,37 +160,53 @@ class InaSwitchDriver:
     async def poll(self, timeout: float) -> dict[str, list[int]] | None:
         """The switch's counters, read with a deadline; None (and not `responsive`) when the
         switch is down or does not answer in time: a hung switch keeps its TCP connection
-        open, so only an answered request proves it alive."""
+        open, so only an answered request proves it alive.
+
+        A read that misses the deadline is not cancelled: the next poll waits for it rather
+        than start another (finsy gives up on it after 10 s), and its late answer still
+        counts in `answered_at`, which tells a slow switch from a hung one."""
         if not self.switch.is_up:
             self.responsive = False
             return None
-        try:
-            async with asyncio.timeout(timeout):
-                counters = await read_counters(self.switch)
-        except (TimeoutError, P4ClientError) as exc:
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.create_task(self._read_counters())
+        reading = self._reading
+        done, _ = await asyncio.wait({reading}, timeout=timeout)
+        counters = reading.result() if done and not reading.cancelled() else None
+        if counters is None:
             if self.responsive:
                 LOG.warning("%s does not answer (%s): not programmed until it does",
-                            self.target.name, type(exc).__name__)
+                            self.target.name, "an error" if done else "TimeoutError")
             self.responsive = False
             return None
         self.responsive = True
         return counters
 
-    async def move_to(self, program: SwitchProgram) -> None:
+    async def _read_counters(self) -> dict[str, list[int]] | None:
+        try:
+            counters = await read_counters(self.switch)
+        except P4ClientError:
+            return None
+        self.answered_at = time.monotonic()
+        return counters
+
+    async def move_to(self, program: SwitchProgram, *, write: bool = True) -> None:
         """Make: install `program` beside the current one (new keys inserted, shared keys
-        modified); the current program's own entries stay until `retire_previous`."""
+        modified); the current program's own entries stay until `retire_previous`. Without
+        `write` (a failed switch, planned around) only the program changes: `reinstall`
+        brings the switch to it."""
         inserts, modifies, _ = diff_programs(self.program, program)
-        if self.switch.is_up and self.switch.is_primary:
+        if write and self.switch.is_up and self.switch.is_primary:
             await self.switch.insert(inserts)
             await self.switch.modify(modifies)
         self.previous, self.program = self.program, program
 
-    async def retire_previous(self) -> None:
-        """Break: delete what only the previous program had."""
+    async def retire_previous(self, *, write: bool = True) -> None:
+        """Break: delete what only the previous program had (see `move_to` for `write`)."""
         if self.previous is None:
             return
         _, _, deletes = diff_programs(self.previous, self.program)
-        if self.switch.is_up and self.switch.is_primary:
+        if write and self.switch.is_up and self.switch.is_primary:
             await self.switch.delete(reversed(deletes))  # tables before the groups they use
         self.previous = None
 
@@ -195,20 +223,28 @@ class InaSwitchDriver:
                 self.on_programmed()
             return
         self.role = "primary"
-        started = time.perf_counter()
-        try:
-            self.writes.append(await reconcile(sw, self.program))
-        except P4ClientError as exc:
-            first = next(iter(exc.details.values()), None)
-            reason = first.message if first else str(exc)
-            self.problems = [f"{sw.name} refused the plan's entries: {reason}"]
-            self.installed = False
-            self.ready.set()
-            return
-        self.problems = await verify(sw, self.program)
+        await self.reinstall()
+
+    async def reinstall(self) -> None:
+        """Make the switch hold `program` (reconcile), read it back and report. Run on every
+        (re)connection as primary, and by the daemon for a switch back from a hang: its
+        channel stayed up, so nothing else brings it the plans it missed."""
+        async with self._installing:
+            sw, started = self.switch, time.perf_counter()
+            try:
+                self.writes.append(await reconcile(sw, self.program))
+            except P4ClientError as exc:
+                first = next(iter(exc.details.values()), None)
+                reason = first.message if first else str(exc)
+                self.problems = [f"{sw.name} refused the plan's entries: {reason}"]
+                self.installed = False
+                self.ready.set()
+                return
+            self.problems = await verify(sw, self.program)
         self.pushes.append(time.perf_counter() - started)
         self.ready_at = time.monotonic()
         self.installed = self.responsive = True
+        self.answered_at = time.monotonic()
         self.failure = self.failure_code = None
         self.failure_repeats = 0
         LOG.info("%s programmed: %d entities in %.3f s%s", sw.name,
