@@ -183,10 +183,15 @@ def test_a_receiver_whose_data_plane_lags_is_no_evidence_against_the_link() -> N
 
 def test_a_sender_whose_data_plane_lags_is_no_evidence_against_the_link() -> None:
     """S1's packet-outs wait in its own input queue: none of this round's probes passes
-    through S1, so none of its links can be called missed."""
+    through S1, so none of its links can be called missed. It is working through its backlog
+    (its counter of the S3 port grows by a frame a round), so it is not still."""
     judge, far = _triangle_judge(dead_after=1)
-    for _ in range(20):
-        judge.judge(_triangle_round(far, current=[("S2", "S3"), ("S3", "S2")]))
+    busy = [("S2", "S3"), ("S3", "S2")]
+    for k in range(20):
+        before = dict.fromkeys(far.values(), 10)
+        after = {**before, far["S3", "S1"]: 11}
+        judge.judge(RoundEvidence(frozenset(TRIANGLE), frozenset(TRIANGLE), before, after,
+                                  frozenset(TRIANGLE), frozenset(busy), frozenset(busy)))
     assert judge.dead == set()
 
 
@@ -197,6 +202,31 @@ def test_a_cut_under_witnesses_dies_in_dead_after_rounds() -> None:
     rest = [e for e in far if set(e) != {"S1", "S2"}]
     assert judge.judge(_triangle_round(far, current=rest)) == set()
     assert judge.judge(_triangle_round(far, current=rest)) == {("S1", "S2"), ("S2", "S1")}
+
+
+def test_a_switch_cut_off_on_every_link_dies_as_a_cut_does() -> None:
+    """All of S3's links cut (or its ingress wedged) while its control plane answers: no
+    witness can pass through it, but nothing of its data plane moves either (no probe of any
+    round through it, its counters flat), which no lagging data plane looks like: its four
+    directed links die after `dead_after` rounds, the rest live."""
+    judge, far = _triangle_judge(dead_after=2)
+    rest = [("S1", "S2"), ("S2", "S1")]
+    assert judge.judge(_triangle_round(far, current=rest)) == set()
+    assert judge.judge(_triangle_round(far, current=rest)) == {e for e in far if "S3" in e}
+
+
+def test_a_lagging_receiver_that_counts_on_another_port_is_not_still() -> None:
+    """S3 lets out no probe at all, but its counter of the S2 port grows (it works through
+    its backlog): not still, so without a witness S1 -> S3 stays undecided."""
+    judge, far = _triangle_judge(dead_after=1)
+    rest = [("S1", "S2"), ("S2", "S1")]
+    for k in range(20):
+        before = dict.fromkeys(far.values(), 10)
+        after = {**before, far["S2", "S3"]: 11}
+        seen = RoundEvidence(frozenset(TRIANGLE), frozenset(TRIANGLE), before, after,
+                             frozenset(TRIANGLE), frozenset(rest), frozenset(rest))
+        judge.judge(seen)
+    assert judge.dead == set()
 
 
 # *** two embedded switches on a veth pair

@@ -36,8 +36,10 @@ order, so a probe of the same round that got through the switch shows that what 
 before it got through too: the judged probe, sent at the same moment, up to its own transit
 (which, on a loaded link, the counter covers). A switch whose only monitored link is the
 judged one has no such witness: for it the answered read stays the evidence (the rule before
-this one). Not covered: a switch that loses all its monitored links at once shows no witness
-either, so its links stay undecided.
+this one). A switch that loses all its monitored links at once shows no witness either; but
+nothing of its data plane moves (no probe of any round through it, no counter growing),
+which a lagging data plane does not look like: for such a still switch the answered read is
+the evidence again, so its links die as any cut does.
 
 A link dies after `dead_after` missed rounds in a row (undecided rounds neither count nor
 break the run) and comes back after `revive_after` carried rounds in a row. Measured before
@@ -186,10 +188,22 @@ class LinkJudge:
         `edge`'s (sent by it, or received by it): its ingress is one queue in arrival order
         (bmv2: one ingress thread behind an input buffer), so what was queued before, the
         judged link's probe sent at the same time included, was handled too. An answered read
-        proves only its control plane alive. A switch with no other monitored link falls back
-        to that answer."""
+        proves only its control plane alive. A switch with no other monitored link, or whose
+        data plane is still (`still`), falls back to that answer."""
         others = self.through[switch] - {edge, edge[::-1]}
-        return not others or not others.isdisjoint(seen.current)
+        return not others or not others.isdisjoint(seen.current) or self.still(switch, seen)
+
+    def still(self, switch: str, seen: RoundEvidence) -> bool:
+        """Nothing of `switch`'s data plane moved this round: no probe of any round went
+        through any of its links and no counter of its monitored ports grew (all read). A
+        lagging data plane still moves (it lets out earlier rounds' probes, counts what it
+        works through); a switch cut off on every link, or whose ingress is wedged, does not,
+        and for it the answered read is the evidence, so its links die as any cut does."""
+        if not self.through[switch].isdisjoint(seen.arrived):
+            return False
+        ports = [self.far_end[e] for e in self.through[switch] if e[1] == switch]
+        return all(seen.before.get(p) is not None and seen.after.get(p) == seen.before[p]
+                   for p in ports)
 
     def judge(self, seen: RoundEvidence) -> set[Edge]:
         """Take one round's evidence; the links whose state changed."""
