@@ -7,7 +7,9 @@ What each case caught before its fix (RELIABILITY.md section 1): 1 % loss hung i
 iteration (late resends re-opened completed slots, a cycle between L2 and S1 renewed by
 keepalives); 5 % loss took 49-101 s per iteration (lost fragments idled their place in the
 window until a 0.5-1 s timeout, every timeout halved the window); 2 % duplication stalled the
-second iteration for 50 s.
+second iteration for 50 s. Still open (strict xfail): 2-frame queues at 30 % of the workers'
+pace with a cut that sends two sums per fragment into the PS link (RELIABILITY.md, "The
+2-packet case read in the simulation").
 """
 
 from __future__ import annotations
