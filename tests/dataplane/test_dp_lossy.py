@@ -7,7 +7,9 @@ What each case caught before its fix (RELIABILITY.md section 1): 1 % loss hung i
 iteration (late resends re-opened completed slots, a cycle between L2 and S1 renewed by
 keepalives); 5 % loss took 49-101 s per iteration (lost fragments idled their place in the
 window until a 0.5-1 s timeout, every timeout halved the window); 2 % duplication stalled the
-second iteration for 50 s.
+second iteration for 50 s. Still open (strict xfail): 2-frame queues at 30 % of the workers'
+pace with a cut that sends two sums per fragment into the PS link (RELIABILITY.md, "The
+2-packet case read in the simulation").
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from conftest import EXAMPLES
 
 from controller.network import load_topology
 from controller.solvers import SolveOptions, solve
-from dataplane.lossy_sim import Emulation, Impairments
+from dataplane.frame import FRAME_LEN, K
+from dataplane.lossy_sim import MBPS_PER_GBPS, Emulation, Impairments
 
 GRADIENT_MB = 0.25  # 2048 fragments: every slot of the job's region holds two of them
 
@@ -70,3 +73,46 @@ def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
         _exactly_once(it)
         assert it.seconds <= 1.5 * unimpaired, (
             f"iteration {it.epoch}: {it.seconds:.1f} virtual s against {unimpaired:.2f} s")
+
+
+# Issue 15's congestion case (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
+# what the workers pace at (`controller.faults.impair.congest(emu, 0.3, 2)`: links at 0.3 x
+# MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 0.1 MB iterations, then L1-S1 cut.
+CONGESTED_MBPS_PER_GBPS = 0.3 * MBPS_PER_GBPS
+CONGESTED_MB = 0.1
+
+
+def _link_seconds(sums_per_fragment: int) -> float:
+    """Seconds the PS link needs for every fragment's sums at the congested rate: what the
+    plan's tree cannot beat, computed from frame size and link rate alone."""
+    fragments = -(-int(CONGESTED_MB * 2**20) // 4 // K)
+    return sums_per_fragment * fragments * FRAME_LEN * 8 / (CONGESTED_MBPS_PER_GBPS * 1e6)
+
+
+def test_two_packet_queues_at_a_third_of_the_pace_cost_little_before_a_cut(fig1):
+    network, plan = fig1
+    emulation = Emulation(network, plan=plan, mbps_per_gbps=CONGESTED_MBPS_PER_GBPS, queue=2)
+    for epoch in (1, 2):
+        it = emulation.iteration(epoch, CONGESTED_MB, timeout=90)
+        _exactly_once(it)
+        assert it.seconds <= 1.5 * _link_seconds(1), f"iteration {epoch}: {it.seconds:.1f} s"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open (issue 15, RELIABILITY.md section 1): after the re-plan two sums per fragment share "
+    "the 2-packet PS link; slow start (+1 per result) overflows it at every window increase, "
+    "each loss is resent by all five workers, and the workers' windows drift apart: 24-57 "
+    "virtual s against 4.2 s of link time"))
+@pytest.mark.parametrize("cut_after", [0.3, 0.6, 1.0], ids=lambda s: f"cut at {s} s")
+def test_two_packet_queues_and_a_cut_two_sums_into_the_ps_link_recover_promptly(
+        fig1, cut_after):
+    network, plan = fig1
+    emulation = Emulation(network, plan=plan, mbps_per_gbps=CONGESTED_MBPS_PER_GBPS, queue=2)
+    for epoch in (1, 2):
+        _exactly_once(emulation.iteration(epoch, CONGESTED_MB, timeout=90))
+    emulation.cut("L1", "S1", after=cut_after)
+    it = emulation.iteration(3, CONGESTED_MB, timeout=90)
+    _exactly_once(it)
+    assert emulation.version == 2
+    assert it.seconds <= 2.5 * _link_seconds(2), (
+        f"{it.seconds:.1f} virtual s against {_link_seconds(2):.1f} s of PS-link time")
