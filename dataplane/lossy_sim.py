@@ -242,6 +242,7 @@ class Iteration:
     resent_on_loss: int
     spurious: int
     waiting: dict[str, object]
+    rto: list[float]  # each worker's retransmission timeout at the end
 
 
 class SimPlan:
@@ -399,7 +400,8 @@ class Emulation:
                          sum(s.worker.stats.resent_on_timeout for _, s in workers),
                          sum(s.worker.stats.resent_on_control for _, s in workers),
                          sum(s.worker.stats.resent_on_loss for _, s in workers),
-                         sum(s.worker.stats.spurious for _, s in workers), waiting)
+                         sum(s.worker.stats.spurious for _, s in workers), waiting,
+                         [s.worker.rto for _, s in workers])
 
 
 def _ps_receive(ps: ParameterServer, frame: bytes) -> None:

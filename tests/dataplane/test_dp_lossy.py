@@ -13,11 +13,12 @@ second iteration for 50 s.
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ROOT
 
 from controller.network import load_topology
 from controller.solvers import SolveOptions, solve
 from dataplane.lossy_sim import Emulation, Impairments
+from dataplane.rto import MIN_RTO
 
 GRADIENT_MB = 0.25  # 2048 fragments: every slot of the job's region holds two of them
 
@@ -70,3 +71,18 @@ def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
         _exactly_once(it)
         assert it.seconds <= 1.5 * unimpaired, (
             f"iteration {it.epoch}: {it.seconds:.1f} virtual s against {unimpaired:.2f} s")
+
+
+def test_sixteen_workers_under_loss_keep_a_timeout_of_their_round_trip():
+    """4 leaves, 4 spines, 16 workers, 5 % loss on every link: nearly every fragment needs
+    some contributor's recovery, so a fragment sent once is often answered only after a peer
+    timed out. Sampled, those answers grew every worker's RTO to 3-7 s within 20-30 virtual
+    seconds (round trips are tens of milliseconds), each stuck window then waited that long,
+    and the Mininet run hung with RTOs of 2.6-10 s. A result completed by a retransmission
+    says so (`aux`), and the workers do not sample it."""
+    network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
+    plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
+    it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, 0.1, timeout=20)
+    assert it.miscounted == 0 and it.finished >= 100
+    assert it.resent_on_timeout > 0, "recoveries did happen"
+    assert max(it.rto) <= 2 * MIN_RTO, f"RTOs {sorted(it.rto)}"
