@@ -430,8 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--gradient-mb", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--service", type=float, default=30e-6,
+                        help="seconds a switch takes per frame (slow Python switches: 0.0005)")
     args = parser.parse_args(argv)
-    emulation = load(args.topology, seed=args.seed,
+    emulation = load(args.topology, seed=args.seed, service=args.service,
                      impair=Impairments(args.loss, args.duplicate, args.reorder))
     for epoch in range(args.iterations):
         it = emulation.iteration(epoch, args.gradient_mb, timeout=600)
