@@ -73,16 +73,17 @@ def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
             f"iteration {it.epoch}: {it.seconds:.1f} virtual s against {unimpaired:.2f} s")
 
 
-def test_sixteen_workers_under_loss_keep_a_timeout_of_their_round_trip():
+
+def test_sixteen_workers_under_loss_finish_with_a_timeout_of_their_round_trip():
     """4 leaves, 4 spines, 16 workers, 5 % loss on every link: nearly every fragment needs
     some contributor's recovery, so a fragment sent once is often answered only after a peer
-    timed out. Sampled, those answers grew every worker's RTO to 3-7 s within 20-30 virtual
-    seconds (round trips are tens of milliseconds), each stuck window then waited that long,
-    and the Mininet run hung with RTOs of 2.6-10 s. A result completed by a retransmission
-    says so (`aux`), and the workers do not sample it."""
+    timed out. Sampled, those answers grew the RTOs (0.5 s to 3.5 s within 20 virtual s, round
+    trips being tens of milliseconds), each stuck window waited that long, the next samples
+    grew longer: 0.1 MB hung at 530 of 820 fragments, 0.05 MB took 283 virtual s (Mininet: a
+    hang with RTOs of 2.6-10 s). A result completed by a retransmission says so (`aux`), and
+    the workers do not sample it: 44-58 virtual s for seeds 0-2."""
     network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
     plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
-    it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, 0.1, timeout=20)
-    assert it.miscounted == 0 and it.finished >= 100
-    assert it.resent_on_timeout > 0, "recoveries did happen"
+    it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, 0.05, timeout=120)
+    _exactly_once(it)
     assert max(it.rto) <= 2 * MIN_RTO, f"RTOs {sorted(it.rto)}"
