@@ -8,8 +8,9 @@ names (at once, at most every CONTROL_RESEND_GAP). Losses are found three ways: 
 results (RACK, RFC 8985: a fragment sent a reordering window before one whose result came is
 lost, and is resent at once whatever the window, like TCP's fast retransmit), by a tail loss
 probe when nothing comes back for two round trips, and by the retransmission timeout, which
-adapts to the round trips the worker measures (dataplane/rto.py, RFC 6298) and is backed off
-per fragment; what timed out is resent within the window and the pacing, lowest fragment first
+adapts to the round trips the worker measures (dataplane/rto.py, RFC 6298; a resent DATA carries
+`aux` = RETRANSMITTED, the PS marks a RESULT that one completed, and such results are not
+sampled) and is backed off per fragment; what timed out is resent within the window and the pacing, lowest fragment first
 (with a PROBE from the second timeout of a fragment on, in case its copy of the result was
 lost). After receiving the result of a fragment it resent on a timeout it sends an ACK so that
 no switch keeps a stale partial sum of it (p4src/README.md, Flags). A CONTROL names the fragment
