@@ -10,9 +10,9 @@ lost, and is resent at once whatever the window, like TCP's fast retransmit), by
 probe when nothing comes back for two round trips, and by the retransmission timeout, which
 adapts to the round trips the worker measures (dataplane/rto.py, RFC 6298; a resent DATA carries
 `aux` = RETRANSMITTED, the PS marks a RESULT that one completed, and such results are not
-sampled) and is backed off per fragment; what timed out is resent within the window and the pacing, lowest fragment first
-(with a PROBE from the second timeout of a fragment on, in case its copy of the result was
-lost). After receiving the result of a fragment it resent on a timeout it sends an ACK so that
+sampled) and is backed off per fragment; what timed out is resent within the window and the
+pacing, lowest fragment first (with a PROBE from the second timeout of a fragment on, in
+case its copy of the result was lost). After receiving the result of a fragment it resent on a timeout it sends an ACK so that
 no switch keeps a stale partial sum of it (p4src/README.md, Flags). A CONTROL names the fragment
 occupying the slot; the worker helps it leave (an ACK if its result is already out, else its
 own contribution to it, sent out of order, or sent again if it was sent a round trip ago), so
