@@ -28,6 +28,9 @@ INA_UDP_LEN = 8 + INA_HEADER_LEN + 4 * K
 FRAME_LEN = 14 + 20 + INA_UDP_LEN
 
 DATA, RESULT, CONTROL, ACK, PROBE = 0x01, 0x02, 0x04, 0x08, 0x10
+# `aux` of DATA and RESULT (p4src/README.md): a retransmitted contribution, and a result that
+# such a contribution completed (or one sent again): its round trip includes a recovery.
+RETRANSMITTED = 1
 FLAGS = frozenset((DATA, RESULT, CONTROL, ACK, PROBE))
 
 OFF_IP = 14

@@ -8,10 +8,11 @@ names (at once, at most every CONTROL_RESEND_GAP). Losses are found three ways: 
 results (RACK, RFC 8985: a fragment sent a reordering window before one whose result came is
 lost, and is resent at once whatever the window, like TCP's fast retransmit), by a tail loss
 probe when nothing comes back for two round trips, and by the retransmission timeout, which
-adapts to the round trips the worker measures (dataplane/rto.py, RFC 6298) and is backed off
-per fragment; what timed out is resent within the window and the pacing, lowest fragment first
-(with a PROBE from the second timeout of a fragment on, in case its copy of the result was
-lost). After receiving the result of a fragment it resent on a timeout it sends an ACK so that
+adapts to the round trips the worker measures (dataplane/rto.py, RFC 6298; a resent DATA carries
+`aux` = RETRANSMITTED, the PS marks a RESULT that one completed, and such results are not
+sampled) and is backed off per fragment; what timed out is resent within the window and the
+pacing, lowest fragment first (with a PROBE from the second timeout of a fragment on, in
+case its copy of the result was lost). After receiving the result of a fragment it resent on a timeout it sends an ACK so that
 no switch keeps a stale partial sum of it (p4src/README.md, Flags). A CONTROL names the fragment
 occupying the slot; the worker helps it leave (an ACK if its result is already out, else its
 own contribution to it, sent out of order, or sent again if it was sent a round trip ago), so
@@ -87,6 +88,7 @@ from dataplane.frame import (
     OFF_UDP,
     PROBE,
     RESULT,
+    RETRANSMITTED,
     Endpoint,
     InaHeader,
     K,
@@ -358,9 +360,10 @@ class Worker:
         """Send fragment `frag` (an index into this worker's rows) or a DATA-less packet."""
         count = 1 if flags == DATA else 0
         flow, node = self.ids(frag)
+        again = RETRANSMITTED if flags == DATA and frag in self.first_sent else 0
         header = InaHeader(self.task.job, self.task.task, flags, flow, node,
                            frag_id(self.epoch if epoch is None else epoch, self.offset + frag),
-                           count)
+                           count, aux=again)
         payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
@@ -616,7 +619,10 @@ class Worker:
             waiting = self.lost.pop(frag, None)
             self.ahead.discard(frag)
             sent = self.sent_once.pop(frag, None)
-            if sent is not None:
+            # Karn's rule across workers: a result that a retransmission completed (`aux`,
+            # README Flags) waited for a peer's recovery, not for this worker's round trip.
+            recovered = INA_HEADER.unpack_from(frame, OFF_INA)[8] == RETRANSMITTED
+            if sent is not None and not recovered:
                 self.rtt.sample(now - sent)
                 self.min_rtt = min(now - sent, self.min_rtt or float("inf"))
             if frag in self.detected:
@@ -767,15 +773,18 @@ class ParameterServer:
             self.counts[gen] = np.zeros(self.fragments, dtype=np.int64)
         return self.sums[gen], self.counts[gen]
 
-    def _send_result(self, frag: int) -> None:
+    def _send_result(self, frag: int, recovered: bool = True) -> None:
+        """`recovered`: a retransmission completed the fragment, or this result is a repeat
+        (the workers do not take its round trip as a sample, dataplane/rto.py)."""
         header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0,
-                           frag_id(self.epoch, self.offset + frag), self.workers)
+                           frag_id(self.epoch, self.offset + frag), self.workers,
+                           aux=RETRANSMITTED if recovered else 0)
         send(self.sock, build_frame(self.me, BROADCAST, header,
                                     self.result[frag].astype(">i4").tobytes()))
         self.results_sent += 1
 
     def handle(self, frame: bytes) -> None:
-        job, task, flags, flow, _, raw, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
+        job, task, flags, flow, _, raw, count, _, aux = INA_HEADER.unpack_from(frame, OFF_INA)
         epoch, wire = split_frag_id(raw)
         frag = wire - self.offset
         if ((job, task) != (self.task.job, self.task.task) or epoch != self.epoch
@@ -800,7 +809,9 @@ class ParameterServer:
             self.done[frag] = True
             self.result[frag] = sums[frag]
             self.finished += 1
-            self._send_result(frag)
+            # Aggregation forwards the `aux` of the contribution that completed a slot, so this
+            # is the last contribution to arrive along the fragment's slowest path.
+            self._send_result(frag, recovered=aux == RETRANSMITTED)
 
     def flows_per_fragment(self) -> float:
         """Distinct (flow, fragment) contributions that reached the PS per fragment: how many

@@ -242,6 +242,7 @@ class Iteration:
     resent_on_loss: int
     spurious: int
     waiting: dict[str, object]
+    rto: list[float]  # each worker's retransmission timeout at the end
 
 
 class SimPlan:
@@ -399,7 +400,8 @@ class Emulation:
                          sum(s.worker.stats.resent_on_timeout for _, s in workers),
                          sum(s.worker.stats.resent_on_control for _, s in workers),
                          sum(s.worker.stats.resent_on_loss for _, s in workers),
-                         sum(s.worker.stats.spurious for _, s in workers), waiting)
+                         sum(s.worker.stats.spurious for _, s in workers), waiting,
+                         [s.worker.rto for _, s in workers])
 
 
 def _ps_receive(ps: ParameterServer, frame: bytes) -> None:
@@ -428,8 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--gradient-mb", type=float, default=0.25)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--service", type=float, default=30e-6,
+                        help="seconds a switch takes per frame (slow Python switches: 0.0005)")
     args = parser.parse_args(argv)
-    emulation = load(args.topology, seed=args.seed,
+    emulation = load(args.topology, seed=args.seed, service=args.service,
                      impair=Impairments(args.loss, args.duplicate, args.reorder))
     for epoch in range(args.iterations):
         it = emulation.iteration(epoch, args.gradient_mb, timeout=600)

@@ -17,9 +17,15 @@ Notation of RFC 6298 section 2, with K = 4, alpha = 1/8, beta = 1/4:
 Only fragments answered before any timeout of theirs are sampled (Karn's rule, section 3):
 the result of a resent fragment cannot tell which copy it answers, and in INA neither can
 the late result of one that timed out and was not resent yet, since every contributor's
-resend makes the same result: sampled, the peers' recoveries pushed the RTO to its maximum. A fragment that times out
-again waits twice as long each time (section 5.5, per fragment here); its backoff ends with
-its result, and a fresh sample recomputes the RTO (section 5.7).
+resend makes the same result: sampled, the peers' recoveries pushed the RTO to its maximum.
+Nor is a fragment sent once sampled when a peer's retransmission completed it: the RESULT says
+so (`aux`, p4src/README.md), since every switch forwards the `aux` of the contribution that
+completed its slot. With 16 workers and 5 % loss on every link nearly every fragment waits for
+someone's recovery; sampled, those waits grew the RTOs from 0.5 s to 3.5 s within 20 simulated
+seconds (`dataplane.lossy_sim`; 2.6-10 s on Mininet), each stuck window then waited that
+long, and iterations hung. A fragment that times out again waits twice as long each time
+(section 5.5, per fragment here); its backoff ends with its result, and a fresh sample
+recomputes the RTO (section 5.7).
 
 The backoff stops at BACKOFF_CEILING, not at the RFC's 60 s, and once a fragment has timed
 out the ceiling holds even when the RTO is longer: an aggregating switch forgets a partial

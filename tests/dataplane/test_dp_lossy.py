@@ -15,12 +15,13 @@ pace with a cut that sends two sums per fragment into the PS link (RELIABILITY.m
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ROOT
 
 from controller.network import load_topology
 from controller.solvers import SolveOptions, solve
 from dataplane.frame import FRAME_LEN, K
 from dataplane.lossy_sim import MBPS_PER_GBPS, Emulation, Impairments
+from dataplane.rto import MIN_RTO
 
 GRADIENT_MB = 0.25  # 2048 fragments: every slot of the job's region holds two of them
 
@@ -116,3 +117,18 @@ def test_two_packet_queues_and_a_cut_two_sums_into_the_ps_link_recover_promptly(
     assert emulation.version == 2
     assert it.seconds <= 2.5 * _link_seconds(2), (
         f"{it.seconds:.1f} virtual s against {_link_seconds(2):.1f} s of PS-link time")
+
+
+def test_sixteen_workers_under_loss_finish_with_a_timeout_of_their_round_trip():
+    """4 leaves, 4 spines, 16 workers, 5 % loss on every link: nearly every fragment needs
+    some contributor's recovery, so a fragment sent once is often answered only after a peer
+    timed out. Sampled, those answers grew the RTOs (0.5 s to 3.5 s within 20 virtual s, round
+    trips being tens of milliseconds), each stuck window waited that long, the next samples
+    grew longer: 0.1 MB hung at 530 of 820 fragments, 0.05 MB took 283 virtual s (Mininet: a
+    hang with RTOs of 2.6-10 s). A result completed by a retransmission says so (`aux`), and
+    the workers do not sample it: 44-58 virtual s for seeds 0-2."""
+    network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
+    plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
+    it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, 0.05, timeout=120)
+    _exactly_once(it)
+    assert max(it.rto) <= 2 * MIN_RTO, f"RTOs {sorted(it.rto)}"

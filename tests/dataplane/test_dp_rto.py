@@ -17,13 +17,14 @@ from dataplane.frame import (
     DATA,
     PROBE,
     RESULT,
+    RETRANSMITTED,
     STALE_AFTER_SECONDS,
     Endpoint,
     InaHeader,
     K,
     build_frame,
 )
-from dataplane.hosts import PlanWatcher, Task, Worker, frag_id
+from dataplane.hosts import ParameterServer, PlanWatcher, Task, Worker, frag_id
 from dataplane.rto import BACKOFF_CEILING, MAX_RTO, MIN_RTO, RtoEstimator
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
@@ -62,8 +63,8 @@ def _sent(observer: socket.socket) -> list[tuple[int, int]]:
     return [(h.flags, h.frag_id) for h in _headers(observer)]
 
 
-def _result(worker: Worker, frag: int, now: float) -> None:
-    header = InaHeader(1, 0, RESULT, 99, 0, frag_id(0, frag), 2)
+def _result(worker: Worker, frag: int, now: float, aux: int = 0) -> None:
+    header = InaHeader(1, 0, RESULT, 99, 0, frag_id(0, frag), 2, aux=aux)
     worker.receive(RESULT, 99, frag_id(0, frag), build_frame(ME, ME, header, bytes(4 * K)), now)
 
 
@@ -172,3 +173,47 @@ def test_after_a_re_plan_what_was_in_flight_is_resent_under_the_new_ids_within_t
     assert [(h.flags, h.frag_id, h.flow_id) for h in _headers(observer)] == [
         (DATA, 1, 16385), (DATA, 2, 16385)]
     assert worker.stats.resent_on_timeout == 0 and worker.stats.probes == 0
+
+
+def test_a_retransmission_is_marked_and_so_is_the_result_it_completes():
+    """p4src/README.md, `aux`: a worker marks the DATA it sends again; aggregation forwards the
+    `aux` of the contribution that completed a slot, so the PS learns whether the last piece of
+    a fragment was a recovery, and says so in the RESULT, as in every repeated RESULT."""
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=2.0)
+    worker.pump(0.0)
+    worker.on_timeouts(0.5)  # both time out, the halved window resends fragment 0
+    worker.pump(0.5)
+    assert [(h.flags, h.frag_id, h.aux) for h in _headers(observer)] == [
+        (DATA, 0, 0), (DATA, 1, 0), (DATA, 0, RETRANSMITTED)]
+
+    ps_sock, ps_observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ps_observer.setblocking(False)
+    ps = ParameterServer(ps_sock, ME, Task(1, 0), workers=2, fragments=2, result_flow_id=99)
+
+    def contribution(flow: int, frag: int, aux: int, flags: int = DATA) -> bytes:
+        header = InaHeader(1, 0, flags, flow, 0, frag_id(0, frag), 1, aux=aux)
+        return build_frame(ME, ME, header, bytes(4 * K))
+
+    ps.handle(contribution(1, 0, RETRANSMITTED))  # a recovered piece that did not complete
+    ps.handle(contribution(2, 0, 0))
+    ps.handle(contribution(1, 1, 0))
+    ps.handle(contribution(2, 1, RETRANSMITTED))
+    ps.handle(contribution(1, 0, 0, flags=PROBE))  # a worker lost fragment 0's result
+    assert [(h.flags, h.frag_id, h.aux) for h in _headers(ps_observer)] == [
+        (RESULT, 0, 0), (RESULT, 1, RETRANSMITTED), (RESULT, 0, RETRANSMITTED)]
+
+
+def test_a_result_completed_by_a_retransmission_is_not_a_round_trip_sample():
+    """Karn's rule across workers: this worker sent fragment 0 once, but its result waited for
+    a peer's recovery (seconds of timeouts); fragment 1's did not."""
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=2.0,
+                    timeout=3.0)
+    worker.pump(0.0)
+    _result(worker, 0, 2.5, aux=RETRANSMITTED)
+    assert worker.rtt.samples == 0 and worker.min_rtt is None
+    _result(worker, 1, 2.6)
+    assert worker.rtt.samples == 1 and worker.rtt.srtt == pytest.approx(2.6)

@@ -36,6 +36,7 @@ from dataplane.frame import (
     OFF_UDP,
     PROBE,
     RESULT,
+    RETRANSMITTED,
     STALE_AFTER_SECONDS,
     Endpoint,
     InaHeader,
@@ -110,8 +111,8 @@ def _elements(seed: int) -> np.ndarray:
 
 
 def _frame(host: int, frag: int, flow: int, elems: np.ndarray, *, job: int = JOB,
-           flags: int = DATA, count: int = 1) -> bytes:
-    header = InaHeader(job, TASK, flags, flow, NEXT_NODE, frag, count)
+           flags: int = DATA, count: int = 1, aux: int = 0) -> bytes:
+    header = InaHeader(job, TASK, flags, flow, NEXT_NODE, frag, count, aux=aux)
     return build_frame(HOSTS[host], PS, header, elems.astype(">i4").tobytes())
 
 
@@ -178,6 +179,21 @@ def test_contributions_are_summed_exactly(target: Target, sw: Client, fan_in: in
     assert header.frag_id == 9 and header.flags == DATA
     np.testing.assert_array_equal(_values(out[0]), sum(elems))
     assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
+
+
+def test_a_completion_carries_the_aux_of_the_contribution_that_completed_it(
+        target: Target, sw: Client) -> None:
+    """README, `aux`: a switch never changes it on DATA, so the PS learns whether the last
+    piece of a fragment was a retransmission (RETRANSMITTED), whichever member sent it."""
+    _install_aggregation(sw, {1: 0, 2: 0})
+    for frag, first, last in ((20, 0, RETRANSMITTED), (21, RETRANSMITTED, 0)):
+        target.sockets[1].send(_frame(1, frag, 1, _elements(1), aux=first))
+        assert _receive(target.sockets[4], wait=0.2) == []
+        target.sockets[2].send(_frame(2, frag, 2, _elements(2), aux=last))
+        out = _receive(target.sockets[4], expect=1)
+        assert len(out) == 1
+        header = InaHeader.unpack(out[0])
+        assert (header.frag_id, header.count, header.aux) == (frag, 2, last)
 
 
 def test_completion_goes_only_toward_the_planned_next_hop(target: Target, sw: Client) -> None:
@@ -501,10 +517,13 @@ def test_result_is_multicast_down_the_tree(target: Target, sw: Client) -> None:
     sw.write(sw.group(8, [1, 2, 3]),
              sw.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group",
                             group=8))
-    target.sockets[4].send(_frame(4, 2, OUT_FLOW, _elements(9), flags=RESULT, count=3))
+    target.sockets[4].send(_frame(4, 2, OUT_FLOW, _elements(9), flags=RESULT, count=3,
+                                  aux=RETRANSMITTED))
     for port in (1, 2, 3):
         out = _receive(target.sockets[port], expect=1)
-        assert len(out) == 1 and InaHeader.unpack(out[0]).flags == RESULT
+        assert len(out) == 1
+        assert (InaHeader.unpack(out[0]).flags, InaHeader.unpack(out[0]).aux) == \
+            (RESULT, RETRANSMITTED), "a result keeps its aux"
         np.testing.assert_array_equal(_values(out[0]), _elements(9))
 
 
