@@ -288,6 +288,8 @@ class Worker:
     # fragment timed out, 16 workers at window 1 kept 55 fragments each in flight, and 458 of
     # 820 fragments were done after 60 virtual s. Under loss resends complete the fragments
     # (`aux` 1) and the keepalive stays exempt (at window 1 alone, Fig. 1 at 5 % loss hung).
+    # While set, a first timeout is not resent but waits once more (`on_timeouts`); a loss
+    # found from later results clears it.
     timeouts_spurious: bool = False
     _next_cut: float = 0.0  # timeouts halve the window at most once per round trip
     next_frag: int = 0
@@ -589,11 +591,17 @@ class Worker:
         for frag, deadline in list(self.outstanding.items()):
             if deadline > now:
                 continue
-            del self.outstanding[frag]
             self.sent_once.pop(frag, None)  # its result may now come from the peers' resends
             self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
-            self._lose(frag)
             self._cut(now)
+            if self.timeouts_spurious and self.timeouts[frag] == 1:
+                # Spurious timeouts so far: its original is likely still queued, so it stays
+                # in flight for a backed-off RTO more (as F-RTO, RFC 5682, waits to see
+                # whether the original is answered) instead of adding a duplicate to the queue.
+                self.outstanding[frag] = now + self.rtt.backed_off(1)
+                continue
+            del self.outstanding[frag]
+            self._lose(frag)
         if self._probe_due is not None and now >= self._probe_due:
             pto = self._pto()
             self._probes_unanswered += 1
@@ -612,6 +620,7 @@ class Worker:
         later results, or by the tail probe), to be resent at once."""
         del self.outstanding[frag]
         self.sent_once.pop(frag, None)
+        self.timeouts_spurious = False  # losses happen: timeouts are resent at once again
         self.detected.add(frag)
         self._lose(frag, DETECTED)
         self._detected.append(frag)

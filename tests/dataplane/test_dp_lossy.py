@@ -142,7 +142,8 @@ def test_slow_switches_slow_the_workers_down_without_a_resend_storm():
     past BACKOFF_CEILING, every fragment times out and Karn's rule samples none. The
     keepalive of lost fragments (a resend every BACKOFF_CEILING, for the switches' partial-sum
     expiry) went whatever the window: 16 workers at window 1 kept 55 fragments each in flight,
-    59 588 resends on timeout and 458 of 820 fragments after 60 virtual s. Bounds from the
+    59 588 resends on timeout and 458 of 820 fragments after 60 virtual s; with the keepalive
+    within the window but every timeout resent, 29.8 s and 14 271 resends. Bounds from the
     topology alone: L1 serves each fragment's 5 contributions and 5 results, 10 frames, so no
     plan beats 10 x 820 x 0.5 ms = 4.1 s."""
     network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
@@ -150,5 +151,5 @@ def test_slow_switches_slow_the_workers_down_without_a_resend_storm():
     it = Emulation(network, plan=plan, service=SLOW_SERVICE).iteration(0, 0.1, timeout=60)
     _exactly_once(it)
     service_bound = 10 * it.fragments * SLOW_SERVICE
-    assert it.seconds <= 10 * service_bound, f"{it.seconds:.1f} virtual s"
-    assert it.resent_on_timeout <= 2 * 16 * it.fragments, f"{it.resent_on_timeout} resends"
+    assert it.seconds <= 3 * service_bound, f"{it.seconds:.1f} virtual s"
+    assert it.resent_on_timeout <= 16 * it.fragments, f"{it.resent_on_timeout} resends"
