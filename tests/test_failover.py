@@ -235,6 +235,26 @@ def _resumed_one_stands_by(tmp_path, resumed: str, primary: str, writes_before: 
     assert _switch_state(tmp_path, primary)["writes"] == [0]
 
 
+def _primary_and_backup(tmp_path, address: str, kind: str, started: list) -> list:
+    """Controller "a" (election id 20) primary and programmed, then "b" (10) standing by, on
+    the switch at `address`, each appended to `started` as it starts (for the teardown);
+    a's writes so far."""
+    started.append(_controller(tmp_path, "a", address, 20, kind))
+    _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
+    started.append(_controller(tmp_path, "b", address, 10, kind))
+    _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
+    return _switch_state(tmp_path, "a")["writes"]
+
+
+def _stop_all(processes) -> None:
+    """Terminate what still runs; a stopped process takes SIGTERM only once continued."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.terminate()
+            process.wait(timeout=10)
+
+
 def test_a_stopped_primary_controller_is_replaced_by_the_backup(tmp_path):
     """SIGSTOP the primary `ina controller` (election id 20): its process answers nothing but
     its TCP connection stays open (the kernel acknowledges). The embedded switch closes its
@@ -245,11 +265,8 @@ def test_a_stopped_primary_controller_is_replaced_by_the_backup(tmp_path):
     switch, address = _start_switch("embedded")
     controllers = []
     try:
-        controllers.append(a := _controller(tmp_path, "a", address, 20))
-        _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
-        controllers.append(_controller(tmp_path, "b", address, 10))
-        _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
-        writes_a = _switch_state(tmp_path, "a")["writes"]
+        writes_a = _primary_and_backup(tmp_path, address, "embedded", controllers)
+        a = controllers[0]
         a.send_signal(signal.SIGSTOP)
         took = _until(lambda: (_switch_state(tmp_path, "b") or {}).get("programmed"),
                       timeout=HUNG_TAKEOVER_BOUND)
@@ -261,11 +278,7 @@ def test_a_stopped_primary_controller_is_replaced_by_the_backup(tmp_path):
         _resumed_one_stands_by(tmp_path, "a", "b", writes_a)
         assert _holds_plan("embedded", address)
     finally:
-        for process in (*controllers, switch):
-            if process.poll() is None:
-                process.send_signal(signal.SIGCONT)
-                process.terminate()
-                process.wait(timeout=10)
+        _stop_all([*controllers, switch])
 
 
 # bmv2's P4Runtime server (PI) gives gRPC no channel arguments, so gRPC core's server defaults
@@ -283,11 +296,8 @@ def test_on_bmv2_a_stopped_primary_is_replaced_only_by_a_higher_election_id(tmp_
     switch, address = _start_switch("bmv2")
     controllers = []
     try:
-        controllers.append(a := _controller(tmp_path, "a", address, 20, "bmv2"))
-        _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
-        controllers.append(b := _controller(tmp_path, "b", address, 10, "bmv2"))
-        _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
-        writes_a = _switch_state(tmp_path, "a")["writes"]
+        writes_a = _primary_and_backup(tmp_path, address, "bmv2", controllers)
+        a, b = controllers
         a.send_signal(signal.SIGSTOP)
         time.sleep(5.0)
         assert _switch_state(tmp_path, "b")["role"] == "backup"
@@ -309,8 +319,4 @@ def test_on_bmv2_a_stopped_primary_is_replaced_only_by_a_higher_election_id(tmp_
         _resumed_one_stands_by(tmp_path, "a", "b", writes_a)
         assert _holds_plan("bmv2", address)
     finally:
-        for process in (*controllers, switch):
-            if process.poll() is None:
-                process.send_signal(signal.SIGCONT)
-                process.terminate()
-                process.wait(timeout=10)
+        _stop_all([*controllers, switch])

@@ -62,8 +62,10 @@ def main(args: argparse.Namespace) -> int:
                     len(network.switches), "rounds": args.rounds, "fault": args.fault,
                     "targets": {}}
     for kind in args.target or KINDS:
-        if reason := missing(kind) or (args.fault == "stop" and kind == "bmv2" and (
-                "bmv2 keeps a stopped controller's stream open (RELIABILITY.md section 3)")):
+        reason = missing(kind)
+        if not reason and args.fault == "stop" and kind == "bmv2":
+            reason = "bmv2 keeps a stopped controller's stream open (RELIABILITY.md section 3)"
+        if reason:
             console.print(f"[yellow]{kind} skipped[/yellow]: {reason}")
             continue
         console.print(f"[bold]{kind}[/bold]: {args.rounds} failover(s) ({args.fault}) on "
