@@ -183,6 +183,12 @@ class Emulation:
     def _build(self) -> None:
         from mininet.net import Mininet
 
+        from controller.faults.impair import remove_leftover_tables
+
+        if left := remove_leftover_tables():
+            print(f"removed link impairments an interrupted run left behind: {', '.join(left)}",
+                  file=sys.stderr)
+
         bare = frozenset(s for s in self.network.switches
                          if self.plain_switches == "ovs" and not self.network.is_ina(s))
         topo = InaTopo(self.network, scale_mbps=self.scale, switch_cls=SWITCH_CLASSES[self.target],

@@ -3,12 +3,13 @@ duplication and reordering on every link leave every result exact (root)."""
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
 from conftest import EXAMPLES, MININET
 
-from controller.faults.impair import Impairment, LinkImpairments, congest
+from controller.faults.impair import Impairment, LinkImpairments, congest, remove_leftover_tables
 from controller.mininet_runner import Emulation
 from controller.network import load_topology
 from controller.solvers import solve
@@ -143,3 +144,24 @@ def check_long_run_of_four(record: dict, network, plan) -> None:
     switches = {f"switch {s}" for s in network.switches}
     assert switches | {"controller", "bench (Mininet)"} == set(record["rss_kb"])
     assert all(v["start"] > 0 and v["end"] > 0 for v in record["rss_kb"].values())
+
+
+def test_an_interrupted_runs_impairment_does_not_outlive_it(fig1):
+    """A table a killed run left behind hooks its chains by device name, so the kernel
+    attaches them to the next emulation's interfaces of that name (controller/faults/impair.py):
+    this one drops every frame S1's first port sends. The next emulation removes it first."""
+    table = "ina_faults_leftover"
+    nft = ["nft", "add", "chain", "netdev", table, "c",
+           '{ type filter hook egress device "s1-eth1" priority 0; drop; }']
+    subprocess.run(["nft", "add", "table", "netdev", table], check=True)
+    try:
+        subprocess.run(nft, check=True)
+        network, plan = fig1
+        with Emulation(network, plan) as emu:
+            listed = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True,
+                                    check=True).stdout
+            (it,) = emu.iterate(0.05, 1, timeout=60)
+        assert table not in listed
+        assert it.exact
+    finally:
+        remove_leftover_tables()
