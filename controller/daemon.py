@@ -417,7 +417,8 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 2,
     monitor leaves its links undecided, so a restart does not show as a dead link either.
     """
     monitor = LinkMonitor([d.switch for d in session.drivers.values()], session.network,
-                          interval=interval, dead_after=dead_after, revive_after=revive_after)
+                          interval=interval, dead_after=dead_after, revive_after=revive_after,
+                          on_heard=lambda name: session.drivers[name].heard())
     monitor_task = asyncio.create_task(monitor.run())
     down_since: dict[str, float] = {}
     try:
@@ -446,8 +447,8 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 2,
 
 def failed_switches(session: Session, down_since: dict[str, float], now: float) -> set[str]:
     """Switches away for longer than the grace: channel down, or channel up but no read
-    answered (`InaSwitchDriver.answered_at`: a hung switch keeps its TCP connection, so only
-    an answer proves it alive). `down_since` (switch -> when its channel went down) is kept
+    answered and no packet-in (`InaSwitchDriver.answered_at`: a hung switch keeps its TCP
+    connection, so only an answer or a message from it proves it alive). `down_since` (switch -> when its channel went down) is kept
     up to date across calls."""
     for name, driver in session.drivers.items():
         if driver.switch.is_up:

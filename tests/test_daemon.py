@@ -347,6 +347,33 @@ def test_a_switch_down_longer_than_the_grace_fails_with_all_its_links_at_once(tm
         ("L1", "W0"), ("L1", "W1"), ("L1", "S0"), ("L1", "S1"), ("L2", "S0")}
 
 
+def test_a_switch_that_answers_no_read_but_sends_packet_ins_is_busy_not_failed(
+        tmp_path, embedded_switch):
+    """Connected, silent to reads for longer than the grace: failed; a packet-in from it
+    (`InaSwitchDriver.heard`, called by the link monitor) shows it alive."""
+    from finsy import Controller
+
+    from controller.daemon import failed_switches
+
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    session = Session(network, solve(network, "aro"),
+                      {"S1": SwitchTarget("S1", embedded_switch, 1)}, tmp_path / "state.json",
+                      switch_grace=10.0)
+    driver = session.drivers["S1"]
+
+    async def scenario() -> None:
+        async with Controller([driver.switch]):
+            async with asyncio.timeout(20):
+                while not driver.switch.is_up:
+                    await asyncio.sleep(0.05)
+            driver.answered_at = time.monotonic() - 11
+            assert failed_switches(session, {}, time.monotonic()) == {"S1"}
+            driver.heard()
+            assert failed_switches(session, {}, time.monotonic()) == set()
+
+    asyncio.run(scenario())
+
+
 def test_a_hung_switch_with_its_connection_open_fails_and_comes_back(tmp_path,
                                                                     embedded_switch_process):
     """A stopped switch process (SIGSTOP) keeps its TCP connection, so its P4Runtime channel

@@ -258,6 +258,19 @@ async def _until(monitor: LinkMonitor, test, timeout: float) -> None:
                 pass
 
 
+def test_every_packet_in_is_a_sign_of_life_of_the_switch_it_came_from() -> None:
+    """A switch too busy to answer reads still forwards and sends packet-ins; the monitor
+    tells the daemon (`on_heard`), which counts it as alive (not hung)."""
+    network = _two_switches()
+    heard: list[str] = []
+    switches = [Switch(name, f"127.0.0.1:{free_tcp_port()}") for name in ("S1", "S2")]
+    monitor = LinkMonitor(switches, network, on_heard=heard.append)
+    port = network.graph.edges["S1", "S2"]["out_port"]
+    monitor.arrived("S2", network.graph.edges["S1", "S2"]["in_port"], probe_frame("S1", port))
+    monitor.arrived("S1", 7, b"not a probe")
+    assert heard == ["S2", "S1"]
+
+
 @pytest.mark.root
 def test_two_embedded_switches_link_dies_and_comes_back(veth: tuple[str, str]) -> None:
     network = _two_switches()

@@ -243,7 +243,8 @@ class LinkMonitor:
     def __init__(self, switches: Iterable[Switch], network: Network, *, interval: float = 0.5,
                  dead_after: int = 2, revive_after: int = 1, probes_per_round: int = 3,
                  settle: float = 0.05,
-                 on_change: Callable[[frozenset[Edge]], None] | None = None) -> None:
+                 on_change: Callable[[frozenset[Edge]], None] | None = None,
+                 on_heard: Callable[[str], None] | None = None) -> None:
         if interval <= 0:
             raise ValueError("interval must be > 0")
         self.switches = {sw.name: sw for sw in switches}
@@ -258,6 +259,9 @@ class LinkMonitor:
         # still let a cut be judged, only later.
         self.answer_within = 2 * interval
         self.on_change = on_change
+        # Called with a switch's name on each of its packet-ins: its process forwards frames and
+        # talks on its stream, a sign of life when its reads go unanswered (busy, not hung).
+        self.on_heard = on_heard
         self.changed = asyncio.Event()
         # (sender, its port, receiver, its port) -> the topology's directed link.
         self.expected: dict[tuple[str, int, str, int], Edge] = {
@@ -303,6 +307,8 @@ class LinkMonitor:
 
     def arrived(self, switch: str, port: int, frame: bytes) -> None:
         """A packet-in of `frame` at (`switch`, `port`)."""
+        if self.on_heard is not None:
+            self.on_heard(switch)
         probe = parse_probe(frame)
         if probe is None:
             return
