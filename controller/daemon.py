@@ -448,8 +448,8 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 2,
 def failed_switches(session: Session, down_since: dict[str, float], now: float) -> set[str]:
     """Switches away for longer than the grace: channel down, or channel up but no read
     answered and no packet-in (`InaSwitchDriver.answered_at`: a hung switch keeps its TCP
-    connection, so only an answer or a message from it proves it alive). `down_since` (switch -> when its channel went down) is kept
-    up to date across calls."""
+    connection, so only an answer or a message from it proves it alive). `down_since`
+    (switch -> when its channel went down) is kept up to date across calls."""
     for name, driver in session.drivers.items():
         if driver.switch.is_up:
             down_since.pop(name, None)
