@@ -37,11 +37,21 @@ def switch_path() -> str | None:
     return shutil.which(SWITCH)
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_tcp_port() -> int:
-    """A TCP port nobody listens on right now (for `--thrift-port` and the gRPC address)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nobody listens on right now (for `--thrift-port` and the gRPC address),
+    never one this process handed out before: the ports of an emulation's switches are all
+    picked before any switch binds its own, and the kernel may offer a released port again
+    (seen: two switches given 127.0.0.1:47371, the second refused as "already in use")."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def bmv2_command(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int = 1,
