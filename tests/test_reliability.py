@@ -9,7 +9,13 @@ import time
 import pytest
 from conftest import EXAMPLES, MININET
 
-from controller.faults.impair import Impairment, LinkImpairments, congest, remove_leftover_tables
+from controller.faults.impair import (
+    TABLE_PREFIX,
+    Impairment,
+    LinkImpairments,
+    congest,
+    remove_leftover_tables,
+)
 from controller.mininet_runner import Emulation
 from controller.network import load_topology
 from controller.solvers import solve
@@ -150,7 +156,7 @@ def test_an_interrupted_runs_impairment_does_not_outlive_it(fig1):
     """A table a killed run left behind hooks its chains by device name, so the kernel
     attaches them to the next emulation's interfaces of that name (controller/faults/impair.py):
     this one drops every frame S1's first port sends. The next emulation removes it first."""
-    table = "ina_faults_leftover"
+    table = f"{TABLE_PREFIX}leftover"  # a name the sweep owns, as LinkImpairments' are
     nft = ["nft", "add", "chain", "netdev", table, "c",
            '{ type filter hook egress device "s1-eth1" priority 0; drop; }']
     subprocess.run(["nft", "add", "table", "netdev", table], check=True)
