@@ -229,11 +229,17 @@ def _impaired_runs(path: str, args: argparse.Namespace) -> dict:
                                                     "resent_on_timeout", "resent_on_loss",
                                                     "duplicates_ignored_at_ps",
                                                     "switch_duplicates", "plan_versions")},
-             "mean_s": round(v["mean_seconds"] or 0, 2), "slowdown": round(v["slowdown"] or 0, 2),
+             "mean_s": _rounded(v["mean_seconds"]), "slowdown": _rounded(v["slowdown"]),
              "hit_%": v["measured"].get("hit_percent", 0.0),
              "rx/offered": v["measured"].get("received_per_offered", 1.0)}
             for k, v in runs.items()])
     return {"topology": Path(path).stem, "runs": runs}
+
+
+def _rounded(value: float | None) -> float | str:
+    """A figure to 2 decimals, or "–" where there is none (no finished iteration, no "none"
+    row to compare with): a 0 there would read as a measurement."""
+    return "–" if value is None else round(value, 2)
 
 
 def _congestion_run(path: str, args: argparse.Namespace) -> dict:

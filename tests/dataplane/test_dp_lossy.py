@@ -67,6 +67,21 @@ def test_loss_on_every_link_is_recovered_exactly_within_a_bounded_slowdown(
         f"{it.seconds:.1f} virtual s against {unimpaired:.2f} s without loss")
 
 
+def test_five_percent_loss_at_a_megabyte_costs_a_few_unimpaired_iterations_not_twenty(fig1):
+    """At 1 MB (8192 fragments) the workers' windows have time to drift apart: the worker
+    behind its peers measures millisecond round trips, and halving its window once per round
+    trip for the tree's losses kept it at window 1-3 while the others ran seconds ahead until
+    their partial sums went stale: 146.5 virtual s against 6.6 s unimpaired (seed 0), fragments
+    timed out up to 17 times. Halving at most every CUT_FLOOR: 25.8 s."""
+    network, plan = fig1
+    clean, lossy = (Emulation(network, impair, seed=0, plan=plan).iteration(0, 1.0, timeout=300)
+                    for impair in (Impairments(), Impairments(loss=0.05)))
+    _exactly_once(clean)
+    _exactly_once(lossy)
+    assert lossy.seconds <= 6 * clean.seconds, (
+        f"{lossy.seconds:.1f} virtual s against {clean.seconds:.2f} s without loss")
+
+
 @pytest.mark.parametrize("impair", [Impairments(duplicate=0.02), Impairments(reorder=0.1)],
                          ids=["duplicate 2 %", "reorder 10 %"])
 def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
@@ -126,9 +141,12 @@ def test_sixteen_workers_under_loss_finish_with_a_timeout_of_their_round_trip():
     trips being tens of milliseconds), each stuck window waited that long, the next samples
     grew longer: 0.1 MB hung at 530 of 820 fragments, 0.05 MB took 283 virtual s (Mininet: a
     hang with RTOs of 2.6-10 s). A result completed by a retransmission says so (`aux`), and
-    the workers do not sample it: 44-58 virtual s for seeds 0-2."""
+    the workers do not sample it: 44-58 virtual s for seeds 0-2. Those 44 s (seed 0) were the
+    windows drifting apart (see the megabyte test above); halving at most every CUT_FLOOR:
+    5.5 s."""
     network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
     plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
     it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, 0.05, timeout=120)
     _exactly_once(it)
     assert max(it.rto) <= 2 * MIN_RTO, f"RTOs {sorted(it.rto)}"
+    assert it.seconds <= 15, f"{it.seconds:.1f} virtual s"

@@ -14,6 +14,7 @@ from test_dp_shards import _sent as _headers
 
 from dataplane.frame import (
     ACK,
+    CONTROL,
     DATA,
     PROBE,
     RESULT,
@@ -24,7 +25,7 @@ from dataplane.frame import (
     K,
     build_frame,
 )
-from dataplane.hosts import ParameterServer, PlanWatcher, Task, Worker, frag_id
+from dataplane.hosts import CUT_FLOOR, ParameterServer, PlanWatcher, Task, Worker, frag_id
 from dataplane.rto import BACKOFF_CEILING, MAX_RTO, MIN_RTO, RtoEstimator
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
@@ -217,3 +218,28 @@ def test_a_result_completed_by_a_retransmission_is_not_a_round_trip_sample():
     assert worker.rtt.samples == 0 and worker.min_rtt is None
     _result(worker, 1, 2.6)
     assert worker.rtt.samples == 1 and worker.rtt.srtt == pytest.approx(2.6)
+
+
+def test_a_worker_with_millisecond_round_trips_halves_its_window_at_most_every_cut_floor():
+    """Every worker sees every loss in its tree, and the peer that lost a fragment repairs it
+    on the peer's time scale: a worker whose own round trips take 6 ms halves its window for
+    them at most every CUT_FLOOR, not a hundred times a second (which kept it at window 1
+    while its peers ran seconds ahead and their partial sums went stale)."""
+    sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((16, K), ">i4"), window=8.0)
+    worker.pump(0.0)
+    _result(worker, 0, 0.006)  # SRTT 6 ms; window 9
+    assert worker.rtt.srtt == pytest.approx(0.006) and worker.window == 9.0
+    assert CUT_FLOOR == 0.25
+
+    def collision(frag: int, now: float) -> None:
+        worker.receive(CONTROL, worker.ids(frag)[0], frag_id(0, frag), b"", now)
+
+    windows = []
+    for frag, now in [(1, 0.010), (2, 0.030), (3, 0.100), (4, 0.250), (5, 0.262), (6, 0.600)]:
+        collision(frag, now)
+        windows.append(worker.window)
+    # cut at 0.010 (4.5); 0.030-0.250 within CUT_FLOOR of it; 0.262 cut (2.25); 0.600 cut
+    assert windows == [4.5, 4.5, 4.5, 4.5, 2.25, 1.125]
+    assert worker.stats.resent_on_control == 6  # each collision's fragment is still resent
