@@ -157,8 +157,11 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
     assert all(r["exact"] for r in reports), reports
     assert ps_report["exact"] and ps_report["miscounted"] == 0, ps_report
     # S1 merges fragments [0, 512) of W1 + W2; S2 merges [0, 768) of what enters it. Only
-    # timeouts' resends can complete a fragment again (a CONTROL's resend replaces a drop).
-    resent = sum(r["resent_on_timeout"] for r in reports)
+    # resends of a fragment taken as lost can complete it again, on a timeout or found from
+    # later results (a CONTROL's resend replaces a drop): on a loaded machine a RACK resend
+    # whose original was only late completed a freed slot again (3 runs in 10 failed when only
+    # timeouts were counted).
+    resent = sum(r["resent_on_timeout"] + r["resent_on_loss"] for r in reports)
     for switch, merged in (("S1", 512), ("S2", 768)):
         assert merged <= completed[switch] <= merged + resent, (completed, resent)
     # the PS gets one sum of all three for [0, 768), three raw flows for [768, 1024)
@@ -173,5 +176,5 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
         == set(range(768, FRAGMENTS))
     assert ps_report["flows_per_fragment"] == 1.5
     print(f"{target}: PS flows per fragment {ps_report['flows_per_fragment']}, "
-          f"aggregations completed {completed} ({resent} resent on timeout), worker seconds "
+          f"aggregations completed {completed} ({resent} resent as lost), worker seconds "
           f"{max(r['seconds'] for r in reports):.2f}")
