@@ -52,7 +52,8 @@ def test_congestion_is_not_a_failure_but_a_cut_under_it_is(fig1, queue):
         time.sleep(3)  # a second, false verdict would come within a few probe rounds
         final = emu.state()
     assert [it.exact for it in results] == [True, True]
-    assert sum(it.retransmissions for it in results) > 0, "congestion dropped nothing"
+    if queue is not None:  # 1000-packet queues delay but need not drop: no resend is due
+        assert sum(it.retransmissions for it in results) > 0, "congestion dropped nothing"
     assert congested["version"] == 1, f"re-planned without a failure: {congested['replans']}"
     assert after_cut.exact
     assert final["version"] == 2, f"one cut, plans: {final['replans']}"
