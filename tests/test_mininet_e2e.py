@@ -127,7 +127,7 @@ def test_tail_drops_on_every_link_leave_every_iteration_exact():
     RESULT, ACK and probes are dropped (the link monitor may even re-plan). A partial sum a
     lost ACK leaves behind must never leak into the next iteration's sums. The 2-packet FIFO
     is `congest`'s: Mininet's `max_queue_size` needs netem, which this kernel lacks, and left
-    the default 1000-packet queue (no drop at all once spurious timeouts stopped)."""
+    the default 1000-packet queue, where nothing need be dropped."""
     from controller.faults.impair import congest
     from controller.mininet_runner import Emulation
 
