@@ -4,22 +4,23 @@ Worker: splits its gradient into fragments of K int32 elements (float32 gradient
 to fixed point with scale 2**16, FIXED_POINT_SCALE), keeps an AIMD window of outstanding
 fragments (+1 per result up to `max_window`, halved at most once per round trip, and at most
 every CUT_FLOOR, on CONTROL packets, the ECN signal of a collision, and on losses), resends the
-fragment a CONTROL packet names (at once, at most every CONTROL_RESEND_GAP). Losses are found three ways: from later
-results (RACK, RFC 8985: a fragment sent a reordering window before one whose result came is
-lost, and is resent at once whatever the window, like TCP's fast retransmit), by a tail loss
-probe when nothing comes back for two round trips, and by the retransmission timeout, which
-adapts to the round trips the worker measures (dataplane/rto.py, RFC 6298; a resent DATA carries
-`aux` = RETRANSMITTED, the PS marks a RESULT that one completed, and such results are not
-sampled) and is backed off per fragment; what timed out is resent within the window and the
-pacing, lowest fragment first (with a PROBE from the second timeout of a fragment on, in
-case its copy of the result was lost). After receiving the result of a fragment it resent on a timeout it sends an ACK so that
-no switch keeps a stale partial sum of it (p4src/README.md, Flags). A CONTROL names the fragment
-occupying the slot; the worker helps it leave (an ACK if its result is already out, else its
-own contribution to it, sent out of order, or sent again if it was sent a round trip ago), so
-that neither a lost ACK, a lost contribution nor diverged windows can block a slot for good.
-Fragments sent ahead of order that way take no place in the window: a window full of them
-would wait for fragments that only its own in-order sending can provide (a deadlock seen after
-re-plans). Optionally paced at the task's published rate.
+fragment a CONTROL packet names (at once, at most every CONTROL_RESEND_GAP). Losses are found
+three ways: from later results (RACK, RFC 8985: a fragment sent a reordering window before one
+whose result came is lost, and is resent at once whatever the window, like TCP's fast
+retransmit), by a tail loss probe when nothing comes back for two round trips, and by the
+retransmission timeout, which adapts to the round trips the worker measures (dataplane/rto.py,
+RFC 6298; a resent DATA carries `aux` = RETRANSMITTED, the PS marks a RESULT that one completed,
+and such results are not sampled) and is backed off per fragment; what timed out is resent
+within the window and the pacing, lowest fragment first (with a PROBE from the second timeout of
+a fragment on, in case its copy of the result was lost). After receiving the result of a
+fragment it resent on a timeout it sends an ACK so that no switch keeps a stale partial sum of
+it (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps
+it leave (an ACK if its result is already out, else its own contribution to it, sent out of
+order, or sent again if it was sent a round trip ago), so that neither a lost ACK, a lost
+contribution nor diverged windows can block a slot for good. Fragments sent ahead of order that
+way take no place in the window: a window full of them would wait for fragments that only its
+own in-order sending can provide (a deadlock seen after re-plans). Optionally paced at the
+task's published rate.
 
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
