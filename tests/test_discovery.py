@@ -4,6 +4,7 @@ driven by finsy as the controller drives them."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import uuid
@@ -271,16 +272,20 @@ def test_every_packet_in_is_a_sign_of_life_of_the_switch_it_came_from() -> None:
     assert heard == ["S2", "S1"]
 
 
+def _embedded_switch(address: str, port: int, interface: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "dataplane", "switch", "--device-id", "1", "--grpc-addr",
+         address, "-i", f"{port}@{interface}", "--log-level", "warning"], cwd=ROOT)
+
+
 @pytest.mark.root
 def test_two_embedded_switches_link_dies_and_comes_back(veth: tuple[str, str]) -> None:
     network = _two_switches()
     ports = {"S1": network.graph.edges["S1", "S2"]["out_port"],
              "S2": network.graph.edges["S2", "S1"]["out_port"]}
     addresses = {name: f"127.0.0.1:{free_tcp_port()}" for name in ports}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "dataplane", "switch", "--device-id", "1", "--grpc-addr",
-         addresses[name], "-i", f"{ports[name]}@{end}", "--log-level", "warning"], cwd=ROOT)
-        for name, end in zip(ports, veth, strict=True)]
+    procs = [_embedded_switch(addresses[name], ports[name], end)
+             for name, end in zip(ports, veth, strict=True)]
     both = {("S1", "S2"), ("S2", "S1")}
 
     async def scenario() -> None:
@@ -306,4 +311,49 @@ def test_two_embedded_switches_link_dies_and_comes_back(veth: tuple[str, str]) -
     finally:
         for proc in procs:
             proc.terminate()
+            proc.wait(timeout=10)
+
+
+@pytest.mark.root
+def test_the_monitor_outlives_a_channel_closed_under_its_read(veth: tuple[str, str]) -> None:
+    """A hung switch (stopped) leaves the monitor's counter read pending; when finsy closes
+    that switch's channel (as on every reconnect; here the switch is taken out of the
+    controller), grpc.aio cancels the read under the monitor: a CancelledError in a task that
+    nobody cancelled. The monitor must go on judging. Before, its rounds ended there without
+    a word, and the next cut was never planned around (the bmv2 long-run hang)."""
+    network = _two_switches()
+    ports = {"S1": network.graph.edges["S1", "S2"]["out_port"],
+             "S2": network.graph.edges["S2", "S1"]["out_port"]}
+    addresses = {name: f"127.0.0.1:{free_tcp_port()}" for name in ports}
+    procs = {name: _embedded_switch(addresses[name], ports[name], end)
+             for name, end in zip(ports, veth, strict=True)}
+    both = {("S1", "S2"), ("S2", "S1")}
+
+    async def scenario() -> None:
+        switches = [Switch(name, address, SwitchOptions(p4info=P4INFO, p4blob=EMBEDDED_BLOB))
+                    for name, address in addresses.items()]
+        async with Controller(switches) as controller:
+            monitor = LinkMonitor(switches, network, interval=0.3, dead_after=3)
+            task = asyncio.create_task(monitor.run())
+            try:
+                await _until(monitor, lambda: monitor.judge.rounds >= 3
+                             and all(sw.is_up for sw in switches), 15)
+                procs["S1"].send_signal(signal.SIGSTOP)
+                await asyncio.sleep(0.3)  # a read of S1's counters is now pending
+                await controller.remove(switches[0]).wait()  # closes S1's channel
+                procs["S1"].send_signal(signal.SIGCONT)
+                controller.add(switches[0])
+                await _until(monitor, lambda: switches[0].is_up, 20)
+                rounds = monitor.judge.rounds
+                await _until(monitor, lambda: monitor.judge.rounds >= rounds + 5, 10)
+                _ip("link", "set", veth[0], "down")
+                await _until(monitor, lambda: monitor.dead_links() == both, 10)
+            finally:
+                task.cancel()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        for proc in procs.values():
+            proc.kill()
             proc.wait(timeout=10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 
 from conftest import EXAMPLES
 from finsy import Controller
@@ -14,6 +15,7 @@ from controller.southbound.p4runtime import (
     InaSwitchDriver,
     SwitchTarget,
     read_counters,
+    verify,
 )
 
 
@@ -41,3 +43,34 @@ def test_program_is_written_and_read_back_identically(embedded_switch):
     assert len(driver.pushes) == 1
     assert set(counters) >= {"aggregations_completed", "collisions", "malformed"}
     assert all(v == 0 for values in counters.values() for v in values)
+
+
+def test_a_plan_change_cut_off_by_a_closing_channel_is_finished_when_the_switch_is_back(
+        embedded_switch_process):
+    """A re-plan writes to a switch that hangs (stopped) and whose channel then closes: grpc.aio
+    cancels the write under the driver. `move_to` must return (the re-plan and the daemon go
+    on; before, the CancelledError ended the daemon's link watcher without a word), and the
+    switch, once back, gets the new plan."""
+    address, proc = embedded_switch_process
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    old, _ = compile_plan(network, _fig1_plan())
+    new, _ = compile_plan(network, _fig1_plan(), version=2)
+    driver = InaSwitchDriver(SwitchTarget("S1", address), old["S1"])
+
+    async def scenario() -> list[str]:
+        async with Controller([driver.switch]) as controller:
+            await asyncio.wait_for(driver.ready.wait(), 30)
+            proc.send_signal(signal.SIGSTOP)
+            moving = asyncio.create_task(driver.move_to(new["S1"]))
+            await asyncio.sleep(0.3)  # its insert now waits for the stopped switch
+            await controller.remove(driver.switch).wait()  # closes the channel
+            await asyncio.wait_for(moving, 10)
+            proc.send_signal(signal.SIGCONT)
+            controller.add(driver.switch)
+            async with asyncio.timeout(30):
+                while len(driver.pushes) < 2:
+                    await asyncio.sleep(0.1)
+            return await verify(driver.switch, new["S1"])
+
+    assert asyncio.run(scenario()) == []
+    assert driver.problems == []

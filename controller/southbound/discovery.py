@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from finsy import P4ClientError, P4CounterEntry, P4PacketOut, Switch
 
 from controller.network import Network
+from controller.southbound.cancelled import CallCancelled, call_cancelled_as_error
 
 LOG = logging.getLogger(__name__)
 Edge = tuple[str, str]  # a directed link (u, v) of `Network.graph`
@@ -325,24 +326,36 @@ class LinkMonitor:
                         "topology", *key)
 
     async def _rounds(self) -> None:
+        """Rounds until cancelled. A round that fails is no evidence and the next one
+        starts afresh: the monitor must outlive any one switch's trouble."""
         loop = asyncio.get_running_loop()
         pending: tuple | None = None
         while True:
             started = loop.time()
-            answered = await self._read_all()
-            if pending is not None:
-                sent, senders, before, arrived, current = pending
-                self.decide(RoundEvidence(sent, senders, before, dict(self.known),
-                                          answered, frozenset(arrived), frozenset(current)))
-            before = dict(self.known)
-            arrived = self._arrived = set()
-            current = self._current = set()
-            self._round += 1
-            sent = await self._send_probes()
-            await asyncio.sleep(self.settle)
-            senders = await self._read_all()
-            pending = (sent, senders, before, arrived, current)
+            try:
+                with call_cancelled_as_error():
+                    pending = await self._one_round(pending)
+            except Exception:  # logged: a dead monitor would hide every cut
+                LOG.exception("link monitor round %d failed; it proves nothing", self._round)
+                pending = None
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
+
+    async def _one_round(self, pending: tuple | None) -> tuple:
+        """Judge the previous round (`pending`, with this round's first reading as its
+        *after*), send this round's probes; this round's evidence so far."""
+        answered = await self._read_all()
+        if pending is not None:
+            sent, senders, before, arrived, current = pending
+            self.decide(RoundEvidence(sent, senders, before, dict(self.known),
+                                      answered, frozenset(arrived), frozenset(current)))
+        before = dict(self.known)
+        arrived = self._arrived = set()
+        current = self._current = set()
+        self._round += 1
+        sent = await self._send_probes()
+        await asyncio.sleep(self.settle)
+        senders = await self._read_all()
+        return sent, senders, before, arrived, current
 
     def decide(self, seen: RoundEvidence) -> None:
         """Judge one round and report a change of the dead links."""
@@ -377,10 +390,11 @@ class LinkMonitor:
         counts = {}
         try:
             async with asyncio.timeout(self.answer_within):
-                async for entry in sw.read([P4CounterEntry(PORT_COUNTER, index=p)
-                                            for p in self.ports[sw.name]]):
-                    counts[entry.index] = entry.data.packet_count if entry.data else 0
-        except (TimeoutError, P4ClientError):
+                with call_cancelled_as_error():
+                    async for entry in sw.read([P4CounterEntry(PORT_COUNTER, index=p)
+                                                for p in self.ports[sw.name]]):
+                        counts[entry.index] = entry.data.packet_count if entry.data else 0
+        except (TimeoutError, P4ClientError, CallCancelled):
             return False  # no answer now (a busy or restarting switch): no evidence
         except Exception as exc:  # noqa: BLE001 (no such counter: probes decide)
             if sw.is_up:
@@ -418,7 +432,8 @@ class LinkMonitor:
     @staticmethod
     async def _write(sw: Switch, probes: list[P4PacketOut]) -> bool:
         try:
-            await sw.write(probes)
+            with call_cancelled_as_error():
+                await sw.write(probes)
         except Exception as exc:  # noqa: BLE001 (a dropping connection: the round is undecided)
             LOG.debug("probes from %s not sent: %s", sw.name, exc)
             return False

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from finsy import switch as finsy_switch
 from finsy.grpcutil import GRPCStatusCode
 
 from controller.program import SwitchProgram
+from controller.southbound.cancelled import CallCancelled, call_cancelled_as_error
 
 LOG = logging.getLogger(__name__)
 
@@ -203,20 +204,54 @@ class InaSwitchDriver:
         modified); the current program's own entries stay until `retire_previous`. Without
         `write` (a failed switch, planned around) only the program changes: `reinstall`
         brings the switch to it."""
-        inserts, modifies, _ = diff_programs(self.program, program)
-        if write and self.switch.is_up and self.switch.is_primary:
-            await self.switch.insert(inserts)
-            await self.switch.modify(modifies)
-        self.previous, self.program = self.program, program
+        async with self._installing:  # never between a reconnect's read-back and its writes
+            inserts, modifies, _ = diff_programs(self.program, program)
+            self.previous, self.program = self.program, program
+
+            async def make() -> None:
+                await self.switch.insert(inserts)
+                await self.switch.modify(modifies)
+
+            failed = write and await self._failed_to("install the new plan's entries", make)
+        if failed:
+            await self._reinstall_if_up()
 
     async def retire_previous(self, *, write: bool = True) -> None:
         """Break: delete what only the previous program had (see `move_to` for `write`)."""
         if self.previous is None:
             return
-        _, _, deletes = diff_programs(self.previous, self.program)
-        if write and self.switch.is_up and self.switch.is_primary:
-            await self.switch.delete(reversed(deletes))  # tables before the groups they use
-        self.previous = None
+        async with self._installing:
+            _, _, deletes = diff_programs(self.previous, self.program)
+            self.previous = None
+
+            async def tear_down() -> None:
+                await self.switch.delete(reversed(deletes))  # tables before the groups they use
+
+            failed = write and await self._failed_to("delete the old plan's entries", tear_down)
+        if failed:
+            await self._reinstall_if_up()
+
+    async def _failed_to(self, what: str, write: Callable[[], Awaitable[None]]) -> bool:
+        """Run `write` if this controller can write to the switch now; True if it failed
+        (logged). A switch that restarts or drops its channel mid-write must stop neither the
+        re-plan nor the daemon that writes."""
+        if not (self.switch.is_up and self.switch.is_primary):
+            return False  # its reconnect as primary reconciles it with the program
+        try:
+            with call_cancelled_as_error():
+                await write()
+        except (P4ClientError, CallCancelled) as exc:
+            LOG.warning("%s: could not %s (%s); reconciling it with the plan", self.target.name,
+                        what, exc)
+            return True
+        return False
+
+    async def _reinstall_if_up(self) -> None:
+        """After a failed write: reconcile the switch with the program now if it is reachable
+        as primary; otherwise its reconnect does (`_on_ready`)."""
+        self.installed = False
+        if self.switch.is_up and self.switch.is_primary:
+            await self.reinstall()
 
     async def _on_ready(self, sw: Switch) -> None:
         if not sw.is_primary:
@@ -240,9 +275,11 @@ class InaSwitchDriver:
         async with self._installing:
             sw, started = self.switch, time.perf_counter()
             try:
-                self.writes.append(await reconcile(sw, self.program))
-            except P4ClientError as exc:
-                first = next(iter(exc.details.values()), None)
+                with call_cancelled_as_error():
+                    self.writes.append(await reconcile(sw, self.program))
+            except (P4ClientError, CallCancelled) as exc:
+                first = next(iter(exc.details.values()), None) if isinstance(
+                    exc, P4ClientError) else None
                 reason = first.message if first else str(exc)
                 self.problems = [f"{sw.name} refused the plan's entries: {reason}"]
                 self.installed = False
