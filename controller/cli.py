@@ -306,7 +306,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
                              p4info=Path(args.p4info) if args.p4info else None,
                              openflow_state=Path(args.openflow_state) if args.openflow_state
                              else None, election_id=args.election_id,
-                             switch_grace=args.switch_grace)
+                             switch_grace=args.switch_grace, watch_primary=args.watch_primary,
+                             primary_stale=args.primary_stale)
     try:
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
     except KeyboardInterrupt:
@@ -542,6 +543,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the OpenFlow controller's state file (plain switches on Open vSwitch "
                         "following this daemon): publish a new plan version to the hosts only "
                         "once they hold it")
+    p.add_argument("--watch-primary", type=Path, metavar="STATE.json",
+                   help="the primary controller's state file: while this one is a backup and "
+                        "that file says running but goes unwritten for --primary-stale "
+                        "seconds (a hung primary, whose stream a switch such as bmv2 keeps "
+                        "open), take over by advertising a higher election id")
+    p.add_argument("--primary-stale", type=_positive, default=5.0, metavar="S",
+                   help="seconds without a write that make the watched primary hung "
+                        "(default 5; it writes every second)")
     _add_channel_options(p)
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
     p.set_defaults(func=cmd_controller)

@@ -98,6 +98,12 @@ class Session:
     # the plan in force stays, and the file is read again whenever it changes.
     topology_problem: dict | None = None
     stopped: dict | None = None  # {"at": time, "reason": "SIGTERM"} once the daemon stops
+    # A backup's watch on the primary controller (its state file, `_watch_primary`): written
+    # every POLL_INTERVAL while it runs, so a file older than `primary_stale` seconds that
+    # still says "running" is a hung primary.
+    watch_primary: Path | None = None
+    primary_stale: float = 5.0
+    preemptions: list[dict] = field(default_factory=list)
     # The switches as last seen connected, kept once the daemon lets go of them (stopping):
     # they keep their entries, and a reader must not take the goodbye for a failure.
     last_seen: dict | None = None
@@ -141,6 +147,7 @@ class Session:
             "controller": {"pid": os.getpid(), "running": self.stopped is None,
                            **({"stopped": self.stopped} if self.stopped else {})},
             "topology_problem": self.topology_problem,
+            "preemptions": self.preemptions,
             "switches": self.last_seen or self.switches(),
         }
 
@@ -320,6 +327,50 @@ async def _program_and_watch(session: Session, connect_timeout: float, once: boo
         group.create_task(_watch_capacities(session))
         if probe_interval is not None:
             group.create_task(_watch_links(session, probe_interval))
+        if session.watch_primary is not None:
+            group.create_task(_watch_primary(session))
+
+
+async def _watch_primary(session: Session) -> None:
+    """Take over from a hung primary controller.
+
+    A primary that hangs without exiting keeps its TCP connection, and a switch that does not
+    ping its clients (bmv2) keeps it primary for hours (RELIABILITY.md section 3). Its state
+    file shows the hang: a running daemon rewrites it every POLL_INTERVAL. When it says
+    running but is older than `primary_stale`, this backup advertises an election id above
+    the primary's on every switch where it stands by (P4Runtime arbitration: the highest
+    live id is primary), then reconciles as any new primary does: a switch that holds the
+    plan gets no write. A primary that stopped cleanly says so (`running` false) and is not
+    preempted: its streams are closed, and the switch makes the backup primary by itself.
+    """
+    assert session.watch_primary is not None
+    while True:
+        await asyncio.sleep(POLL_INTERVAL)
+        age = primary_hung_for(session.watch_primary, session.primary_stale)
+        if age is None:
+            continue
+        backups = [d for d in session.drivers.values() if d.role == "backup"]
+        for driver in backups:
+            await driver.preempt()
+        if backups:
+            session.preemptions.append({"at": time.time(), "primary_silent_seconds": age,
+                                        "switches": sorted(d.target.name for d in backups)})
+            LOG.warning("the primary controller's state file is %.1f s old while it says "
+                        "running: taking over %s", age, ", ".join(d.target.name for d in backups))
+            session.publish()
+
+
+def primary_hung_for(state_file: Path, stale: float) -> float | None:
+    """Seconds since the primary controller last wrote `state_file`, if that is more than
+    `stale` while the file says it runs; None otherwise (fresh, stopped cleanly, or no
+    readable file: no evidence of a hang)."""
+    try:
+        state = json.loads(state_file.read_text())
+        written, running = state["written_at"], state["controller"]["running"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    age = time.time() - written
+    return age if running and age > stale else None
 
 
 async def _watch_capacities(session: Session, interval: float = 1.0) -> None:

@@ -140,8 +140,9 @@ def test_the_backup_writes_nothing_then_takes_over_writing_only_the_difference(s
 
 
 def _controller(tmp_path, name: str, address: str, election_id: int,
-                kind: str = "embedded") -> subprocess.Popen:
-    """`ina controller` (the default `shortest` plan) for S1 at `address`; logs in name.log."""
+                kind: str = "embedded", *options: str) -> subprocess.Popen:
+    """`ina controller` (the default `shortest` plan) for S1 at `address`, with `options`;
+    logs in name.log."""
     switches = tmp_path / "switches.json"
     switches.write_text(json.dumps({"S1": {"address": address}}))
     files = [arg for key, path in _program_files(kind).items()
@@ -149,7 +150,7 @@ def _controller(tmp_path, name: str, address: str, election_id: int,
     return subprocess.Popen(
         [sys.executable, "-m", "controller.cli", "controller", str(TOPOLOGY), "--switches",
          str(switches), "--state", str(tmp_path / f"{name}.json"), "--election-id",
-         str(election_id), "--log-level", "info", *files],
+         str(election_id), "--log-level", "info", *files, *options],
         stdout=(tmp_path / f"{name}.log").open("ab"), stderr=subprocess.STDOUT,
         env={**os.environ, "GRPC_VERBOSITY": "NONE"})
 
@@ -320,3 +321,53 @@ def test_on_bmv2_a_stopped_primary_is_replaced_only_by_a_higher_election_id(tmp_
         assert _holds_plan("bmv2", address)
     finally:
         _stop_all([*controllers, switch])
+
+
+def test_on_bmv2_a_backup_watching_the_primary_takes_over_from_a_hung_one(tmp_path):
+    """`--watch-primary` with the primary's state file: B (election id 10) watches A (20). A
+    is SIGSTOPped; bmv2 keeps A's stream, but A's file goes stale, and B, without a restart,
+    advertises an id above A's: within the staleness (2 s here) and a few polls it is primary
+    with 0 writes, and the switch holds the plan. Resumed, A is told it is a backup and
+    writes nothing."""
+    switch, address = _start_switch("bmv2")
+    controllers = []
+    try:
+        controllers.append(_controller(tmp_path, "a", address, 20, "bmv2"))
+        _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
+        writes_a = _switch_state(tmp_path, "a")["writes"]
+        controllers.append(_controller(tmp_path, "b", address, 10, "bmv2", "--watch-primary",
+                                       str(tmp_path / "a.json"), "--primary-stale", "2"))
+        _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
+        time.sleep(3.0)  # a primary that keeps writing its file is never preempted
+        assert _switch_state(tmp_path, "b")["role"] == "backup"
+        assert _state(tmp_path, "b")["preemptions"] == []
+        controllers[0].send_signal(signal.SIGSTOP)
+        took = _until(lambda: (_switch_state(tmp_path, "b") or {}).get("programmed"),
+                      timeout=HUNG_TAKEOVER_BOUND)
+        state = _switch_state(tmp_path, "b")
+        assert state["role"] == "primary" and state["writes"] == [0] and state["problems"] == []
+        assert [p["switches"] for p in _state(tmp_path, "b")["preemptions"]] == [["S1"]]
+        assert _holds_plan("bmv2", address)
+        print(f"bmv2: takeover by the watching backup {took:.3f} s after SIGSTOP of the primary")
+        controllers[0].send_signal(signal.SIGCONT)
+        _resumed_one_stands_by(tmp_path, "a", "b", writes_a)
+        assert _holds_plan("bmv2", address)
+    finally:
+        _stop_all([*controllers, switch])
+
+
+def test_only_a_primary_that_says_it_runs_and_stopped_writing_counts_as_hung(tmp_path):
+    from controller.daemon import primary_hung_for
+
+    state = tmp_path / "a.json"
+    assert primary_hung_for(state, 5.0) is None  # no file: no evidence
+    for written_ago, running, hung in ((1.0, True, False), (8.0, True, True),
+                                       (8.0, False, False)):
+        state.write_text(json.dumps({"written_at": time.time() - written_ago,
+                                     "controller": {"running": running}}))
+        age = primary_hung_for(state, 5.0)
+        assert (age is not None) == hung, (written_ago, running)
+        if hung:
+            assert 7.9 < age < 9.0
+    state.write_text("{half a file")
+    assert primary_hung_for(state, 5.0) is None

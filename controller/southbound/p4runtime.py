@@ -17,6 +17,7 @@ highest it has seen: finsy's backup, told NOT_FOUND, re-advertises that id and t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import time
@@ -252,6 +253,18 @@ class InaSwitchDriver:
         self.installed = False
         if self.switch.is_up and self.switch.is_primary:
             await self.reinstall()
+
+    async def preempt(self) -> None:
+        """Advertise an election id above the current primary's: the switch makes this
+        client primary, and finsy's ready handler then reconciles (`_on_ready`). For a hung
+        primary whose stream the switch keeps (`daemon._watch_primary`). finsy 0.30 has no
+        public call to bid again on an open stream; its arbitrator's is used."""
+        if not self.switch.is_up or self.switch.is_primary:
+            return
+        arbitrator = self.switch._arbitrator
+        arbitrator.election_id = self.switch.primary_id + 1
+        with contextlib.suppress(P4ClientError, CallCancelled), call_cancelled_as_error():
+            await arbitrator._send(self.switch)
 
     async def _on_ready(self, sw: Switch) -> None:
         if not sw.is_primary:
