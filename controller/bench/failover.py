@@ -10,10 +10,11 @@ controller comes back with a higher election id, takes the switches back (preemp
 timed) and the other one stands by again. Writes `failover.json` and `failover.png`.
 
 `--fault stop` hangs the primary (SIGSTOP) instead: its process answers nothing while its TCP
-connection stays open, and the backup takes over once the switch has closed the hung one's
-stream (the embedded target's HTTP/2 keepalive; bmv2 keeps it, so it is skipped). Then the
-stopped controller is resumed (SIGCONT) and timed until it stands by on every switch; the two
-swap roles each round.
+connection stays open. Each controller watches the other's state file (`--watch-primary`,
+`--primary-stale`), so the backup takes over either when the switch closes the hung one's
+stream (the embedded target's HTTP/2 keepalive) or when that file goes stale (bmv2 keeps the
+stream). Then the stopped controller is resumed (SIGCONT) and timed until it stands by on
+every switch; the two swap roles each round.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--fault", choices=["kill", "stop"], default="kill",
                    help="kill: SIGKILL the primary (default); stop: SIGSTOP it, then SIGCONT")
+    p.add_argument("--primary-stale", type=float, default=3.0, metavar="S",
+                   help="with --fault stop: each controller's --primary-stale (default 3)")
     p.add_argument("--target", choices=KINDS, action="append",
                    help="repeatable; default: every target installed")
     p.add_argument("--out", default="out/bench/failover")
@@ -60,11 +63,10 @@ def main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     report: dict = {"topology": network.name, "scheme": args.scheme, "switches":
                     len(network.switches), "rounds": args.rounds, "fault": args.fault,
+                    **({"primary_stale": args.primary_stale} if args.fault == "stop" else {}),
                     "targets": {}}
     for kind in args.target or KINDS:
         reason = missing(kind)
-        if not reason and args.fault == "stop" and kind == "bmv2":
-            reason = "bmv2 keeps a stopped controller's stream open (RELIABILITY.md section 3)"
         if reason:
             console.print(f"[yellow]{kind} skipped[/yellow]: {reason}")
             continue
@@ -108,11 +110,14 @@ def _rounds(network, kind: str, args, work: Path) -> dict:
     def start(name: str, election_id: int) -> subprocess.Popen:
         (work / f"{name}.json").unlink(missing_ok=True)  # a killed one's file stays as it was
         log = (work / f"{name}.log").open("ab")
+        other = "b" if name == "a" else "a"
+        watch = (["--watch-primary", str(work / f"{other}.json"), "--primary-stale",
+                  str(args.primary_stale)] if args.fault == "stop" else [])
         return subprocess.Popen(
             [sys.executable, "-m", "controller.cli", "controller", network.source, "--scheme",
              args.scheme, "--switches", str(work / "switches.json"), "--state",
              str(work / f"{name}.json"), "--election-id", str(election_id), "--log-level",
-             "warning", *extra], stdout=log, stderr=subprocess.STDOUT,
+             "warning", *extra, *watch], stdout=log, stderr=subprocess.STDOUT,
             env={**os.environ, "GRPC_VERBOSITY": "NONE"})
 
     def rows(name: str) -> dict:
