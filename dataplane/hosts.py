@@ -260,7 +260,8 @@ class Worker:
     # fragment whose peers' contributions wait in a slot must come back before that. Queued
     # behind the window alone, a worker at window 1-2 with a dozen lost fragments resent each
     # every 3-20 s after a re-plan under 2-packet queues: its peers' partial sums were
-    # abandoned between its resends and the fragments never completed.
+    # abandoned between its resends and the fragments never completed. Not while timeouts
+    # are found spurious (`timeouts_spurious`).
     _keepalive: list[tuple[float, int]] = field(default_factory=list)
     last_sent: dict[int, float] = field(default_factory=dict)  # fragment -> its last DATA
     first_sent: dict[int, float] = field(default_factory=dict)  # fragment -> its first DATA
@@ -291,6 +292,16 @@ class Worker:
     # fragments sent exactly once -> when: the only round trips sampled (Karn's rule)
     sent_once: dict[int, float] = field(default_factory=dict)
     rtt: RtoEstimator = field(init=False)
+    # The last result of a fragment that had timed out was completed by an original
+    # contribution (`aux` 0), not by a resend: timeouts come from a slow path, not losses, and
+    # the keepalive then waits for the window like any resend. Whatever the window, it made a
+    # storm behind slow switches (0.5 ms a frame, 4x4 leaf-spine): round trips past 1 s, every
+    # fragment timed out, 16 workers at window 1 kept 55 fragments each in flight, and 458 of
+    # 820 fragments were done after 60 virtual s. Under loss resends complete the fragments
+    # (`aux` 1) and the keepalive stays exempt (at window 1 alone, Fig. 1 at 5 % loss hung).
+    # While set, a first timeout is not resent but waits once more (`on_timeouts`); a loss
+    # found from later results clears it.
+    timeouts_spurious: bool = False
     _next_cut: float = 0.0  # timeouts halve the window at most once per round trip
     next_frag: int = 0
     epoch: int = 0  # the iteration, carried in every fragment id
@@ -545,13 +556,15 @@ class Worker:
         if self.plan:
             self.gap = self._follow_plan(now)
         while now >= self.next_send:
-            due = self._due_keepalive(now)
+            due = None if self.timeouts_spurious else self._due_keepalive(now)
             if due is None:
                 due = self._next_detected()
             if due is not None:
                 self._resend_lost(due, self.lost.pop(due), now)
             elif not (self._has_more() and self._window_open()):
                 break
+            elif (due := self._due_keepalive(now)) is not None:
+                self._resend_lost(due, self.lost.pop(due), now)
             elif (lost := self._next_lost()) is not None:
                 self._resend_lost(*lost, now)  # resends first, lowest first, like every peer
             else:
@@ -565,7 +578,7 @@ class Worker:
         wait = min(self.outstanding.values(), default=now + self.rto) - now
         if self._probe_due is not None:
             wait = min(wait, self._probe_due - now)
-        if (due := self._next_keepalive()) is not None:
+        if not self.timeouts_spurious and (due := self._next_keepalive()) is not None:
             wait = min(wait, max(due, self.next_send) - now)
         if self._detected:
             wait = min(wait, self.next_send - now)
@@ -590,11 +603,17 @@ class Worker:
         for frag, deadline in list(self.outstanding.items()):
             if deadline > now:
                 continue
-            del self.outstanding[frag]
             self.sent_once.pop(frag, None)  # its result may now come from the peers' resends
             self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
-            self._lose(frag)
             self._cut(now)
+            if self.timeouts_spurious and self.timeouts[frag] == 1:
+                # Spurious timeouts so far: its original is likely still queued, so it stays
+                # in flight for a backed-off RTO more (as F-RTO, RFC 5682, waits to see
+                # whether the original is answered) instead of adding a duplicate to the queue.
+                self.outstanding[frag] = now + self.rtt.backed_off(1)
+                continue
+            del self.outstanding[frag]
+            self._lose(frag)
         if self._probe_due is not None and now >= self._probe_due:
             pto = self._pto()
             self._probes_unanswered += 1
@@ -613,6 +632,7 @@ class Worker:
         later results, or by the tail probe), to be resent at once."""
         del self.outstanding[frag]
         self.sent_once.pop(frag, None)
+        self.timeouts_spurious = False  # losses happen: timeouts are resent at once again
         self.detected.add(frag)
         self._lose(frag, DETECTED)
         self._detected.append(frag)
@@ -627,13 +647,19 @@ class Worker:
             self.result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
             self.have[frag] = True
             self.done += 1
-            self.outstanding.pop(frag, None)
+            in_flight = self.outstanding.pop(frag, None) is not None
             waiting = self.lost.pop(frag, None)
             self.ahead.discard(frag)
             sent = self.sent_once.pop(frag, None)
             # Karn's rule across workers: a result that a retransmission completed (`aux`,
             # README Flags) waited for a peer's recovery, not for this worker's round trip.
             recovered = INA_HEADER.unpack_from(frame, OFF_INA)[8] == RETRANSMITTED
+            if self.timeouts.get(frag):  # was its timeout a loss or a slow path?
+                self.timeouts_spurious = not recovered
+            # Held after its timeout (`on_timeouts`), its one copy came back, and no recovery
+            # held it up.
+            slow = (in_flight and bool(self.timeouts.get(frag)) and frag not in self.resent
+                    and not recovered)
             if sent is not None and not recovered:
                 self.rtt.sample(now - sent)
                 self.min_rtt = min(now - sent, self.min_rtt or float("inf"))
@@ -647,7 +673,13 @@ class Worker:
                 self._detect_losses(first - self.reo_wnd, now)
             self._probe_due = now + self._pto() if self.outstanding else None
             self._probes_unanswered = 0
-            self.window = min(self.max_window, self.window + 1)
+            if not slow:
+                # A result later than its timeout and not held up by a recovery shows a full
+                # path, not room for one more fragment: grown on those too, the windows of
+                # 16 workers behind slow switches regrew while the queues were still long,
+                # and timed out again (2694 resends on timeout instead of 195, 4x4, 0.5 ms
+                # a frame, no loss).
+                self.window = min(self.max_window, self.window + 1)
             if frag in self.resent and self.timeouts.get(frag):
                 # A resend on a timeout may come late enough to find its slot reused or
                 # abandoned and leave a partial sum there. Fast resends (RACK, the tail probe)

@@ -150,3 +150,25 @@ def test_sixteen_workers_under_loss_finish_with_a_timeout_of_their_round_trip():
     _exactly_once(it)
     assert max(it.rto) <= 2 * MIN_RTO, f"RTOs {sorted(it.rto)}"
     assert it.seconds <= 15, f"{it.seconds:.1f} virtual s"
+
+
+SLOW_SERVICE = 0.0005  # seconds a switch spends per frame: CPU-starved Python switches
+
+
+def test_slow_switches_slow_the_workers_down_without_a_resend_storm():
+    """No loss, but every switch takes 0.5 ms per frame: round trips grow past the RTO and
+    past BACKOFF_CEILING, every fragment times out and Karn's rule samples none; the lost
+    fragments' keepalives (a resend every BACKOFF_CEILING whatever the window) and the
+    timeouts' resends lengthened the queues further: 458 of 820 fragments after 60 virtual s,
+    59 588 resends on timeout. Bound from the topology alone: L1 aggregates nothing and
+    forwards each fragment's contribution and result of each of its workers, so no plan beats
+    that many frames per fragment x 0.5 ms (4.1 s here)."""
+    network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
+    plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
+    it = Emulation(network, plan=plan, service=SLOW_SERVICE).iteration(0, 0.1, timeout=60)
+    _exactly_once(it)
+    workers_on_l1 = sum(network.role(h) == "worker" for h in network.graph.predecessors("L1")
+                        if not network.is_switch(h))
+    service_bound = 2 * workers_on_l1 * it.fragments * SLOW_SERVICE
+    assert it.seconds <= 2 * service_bound, f"{it.seconds:.1f} virtual s"
+    assert it.resent_on_timeout <= it.fragments, f"{it.resent_on_timeout} resends"
