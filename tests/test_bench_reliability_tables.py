@@ -26,3 +26,16 @@ def test_a_wide_table_on_a_narrow_console_keeps_every_header_and_cell_whole():
     widths = {len(line) for line in text.splitlines() if line.startswith(("┃", "│"))}
     assert len(widths) == 1, "rows of different widths: a line was wrapped"
 
+
+
+def test_a_row_without_a_finished_iteration_shows_no_counts_rather_than_zeros():
+    """A row whose iteration hung has no retransmission or fragment counts: "–" in the table
+    and a gap in the plot, not 0, which reads as "nothing resent". Reports written before
+    such counts were null say 0 there: the finished-iteration count decides."""
+    from controller.bench.reliability import _counted, _summary
+
+    empty = _summary([])
+    assert empty["retransmissions"] is None and empty["fragments_finished"] is None
+    assert _counted(empty, "retransmissions") == "–"
+    assert _counted({"iterations_completed": 0, "retransmissions": 0}, "retransmissions") == "–"
+    assert _counted({"iterations_completed": 1, "retransmissions": 0}, "retransmissions") == 0

@@ -145,11 +145,20 @@ def _iterations(emu: Emulation, args: argparse.Namespace, label: str) -> list[It
     return results
 
 
+# Counts that exist only for a finished iteration: a row without one has none (null in the
+# JSON, "–" in the table, a gap in the plot), not 0, which would read as a measurement.
+_PER_ITERATION = ("retransmissions", "resent_on_timeout", "resent_on_control", "resent_on_loss",
+                  "fragments", "fragments_finished", "miscounted", "duplicates_ignored_at_ps")
+
+
 def _summary(results: list[IterationResult]) -> dict:
+    if not results:
+        return {"iterations_completed": 0, "exact": False, "mean_seconds": None,
+                **dict.fromkeys(_PER_ITERATION), "rto_ms": [], "seconds": []}
     return {
         "iterations_completed": len(results),
-        "exact": bool(results) and all(it.exact for it in results),
-        "mean_seconds": statistics.mean(it.seconds for it in results) if results else None,
+        "exact": all(it.exact for it in results),
+        "mean_seconds": statistics.mean(it.seconds for it in results),
         "retransmissions": sum(it.retransmissions for it in results),
         "resent_on_timeout": sum(r["resent_on_timeout"] for it in results
                                  for r in it.worker_reports.values()),
@@ -224,16 +233,24 @@ def _impaired_runs(path: str, args: argparse.Namespace) -> dict:
     for run in runs.values():
         run["slowdown"] = run["mean_seconds"] / base if base and run["mean_seconds"] else None
     _table(f"{Path(path).stem}: {args.iterations} × {args.gradient_mb:g} MB",
-           [{"impairment": k, **{f: v[f] for f in ("exact", "fragments", "fragments_finished",
-                                                    "miscounted", "retransmissions",
-                                                    "resent_on_timeout", "resent_on_loss",
-                                                    "duplicates_ignored_at_ps",
-                                                    "switch_duplicates", "plan_versions")},
+           [{"impairment": k, **{f: _counted(v, f) if f in _PER_ITERATION else v[f]
+                                 for f in ("exact", "fragments", "fragments_finished",
+                                           "miscounted", "retransmissions",
+                                           "resent_on_timeout", "resent_on_loss",
+                                           "duplicates_ignored_at_ps",
+                                           "switch_duplicates", "plan_versions")},
              "mean_s": _rounded(v["mean_seconds"]), "slowdown": _rounded(v["slowdown"]),
              "hit_%": v["measured"].get("hit_percent", 0.0),
              "rx/offered": v["measured"].get("received_per_offered", 1.0)}
             for k, v in runs.items()])
     return {"topology": Path(path).stem, "runs": runs}
+
+
+def _counted(run: dict, key: str) -> int | str:
+    """A per-iteration count of `run`, or "–" when no iteration finished (reports written
+    before such counts were null say 0 there)."""
+    value = run.get(key)
+    return "–" if value is None or not run["iterations_completed"] else value
 
 
 def _rounded(value: float | None) -> float | str:
@@ -433,7 +450,8 @@ def _plot(report: dict, path: Path) -> None:
             axes[0].plot(labels, [run["runs"][k]["slowdown"] or float("nan") for k in labels],
                          marker="o",
                          label=run["topology"])
-            axes[1].plot(labels, [run["runs"][k]["retransmissions"] for k in labels],
+            resent = [_counted(run["runs"][k], "retransmissions") for k in labels]
+            axes[1].plot(labels, [float("nan") if n == "–" else n for n in resent],
                          marker="o", label=run["topology"])
         axes[0].set_ylabel("mean iteration time / no impairment")
         axes[1].set_ylabel("retransmissions (all iterations)")
