@@ -215,7 +215,7 @@ class InaSwitchDriver:
 
             failed = write and await self._failed_to("install the new plan's entries", make)
         if failed:
-            await self._reinstall_if_up()
+            await self._reconcile_after_failed_write()
 
     async def retire_previous(self, *, write: bool = True) -> None:
         """Break: delete what only the previous program had (see `move_to` for `write`)."""
@@ -230,14 +230,20 @@ class InaSwitchDriver:
 
             failed = write and await self._failed_to("delete the old plan's entries", tear_down)
         if failed:
-            await self._reinstall_if_up()
+            await self._reconcile_after_failed_write()
 
     async def _failed_to(self, what: str, write: Callable[[], Awaitable[None]]) -> bool:
-        """Run `write` if this controller can write to the switch now; True if it failed
-        (logged). A switch that restarts or drops its channel mid-write must stop neither the
-        re-plan nor the daemon that writes."""
-        if not (self.switch.is_up and self.switch.is_primary):
-            return False  # its reconnect as primary reconciles it with the program
+        """Run `write` if the switch holds the plan as this primary installed it; True if it
+        failed (logged). A switch that restarts or drops its channel mid-write must stop
+        neither the re-plan nor the daemon that writes.
+
+        A switch that is not `installed` (down, a backup's, or reconnecting: finsy reports the
+        channel up while it still pushes the pipeline) gets nothing now: its ready handler
+        reconciles it with the program. Writing there raced the pipeline push: a bmv2 that
+        restarted as a re-plan retired the old plan's entries refused the delete (no pipeline
+        yet) and then never came back (the bmv2 long-run test, 2026-11-27)."""
+        if not (self.installed and self.switch.is_up and self.switch.is_primary):
+            return False
         try:
             with call_cancelled_as_error():
                 await write()
@@ -247,11 +253,11 @@ class InaSwitchDriver:
             return True
         return False
 
-    async def _reinstall_if_up(self) -> None:
-        """After a failed write: reconcile the switch with the program now if it is reachable
-        as primary; otherwise its reconnect does (`_on_ready`)."""
-        self.installed = False
-        if self.switch.is_up and self.switch.is_primary:
+    async def _reconcile_after_failed_write(self) -> None:
+        """A write to an installed switch failed. If its channel went down meanwhile
+        (`_on_down` cleared `installed`), its reconnect reconciles; if the channel stayed up
+        (a refused or lost write), reconcile now."""
+        if self.installed and self.switch.is_up and self.switch.is_primary:
             await self.reinstall()
 
     async def preempt(self) -> None:
@@ -263,6 +269,7 @@ class InaSwitchDriver:
             return
         arbitrator = self.switch._arbitrator
         arbitrator.election_id = self.switch.primary_id + 1
+        # A channel that drops meanwhile arbitrates anew when it reconnects.
         with contextlib.suppress(P4ClientError, CallCancelled), call_cancelled_as_error():
             await arbitrator._send(self.switch)
 
