@@ -248,9 +248,8 @@ def _impaired_runs(path: str, args: argparse.Namespace) -> dict:
 
 def _counted(run: dict, key: str) -> int | str:
     """A per-iteration count of `run`, or "–" when no iteration finished (reports written
-    before such counts were null say 0 there)."""
-    value = run.get(key)
-    return "–" if value is None or not run["iterations_completed"] else value
+    before such counts were null say 0 there, so the finished count decides)."""
+    return run[key] if run["iterations_completed"] else "–"
 
 
 def _rounded(value: float | None) -> float | str:

@@ -242,7 +242,7 @@ class InaSwitchDriver:
         reconciles it with the program. Writing there raced the pipeline push: a bmv2 that
         restarted as a re-plan retired the old plan's entries refused the delete (no pipeline
         yet) and then never came back (the bmv2 long-run test, 2026-11-27)."""
-        if not (self.installed and self.switch.is_up and self.switch.is_primary):
+        if not self._holds_our_plan:
             return False
         try:
             with call_cancelled_as_error():
@@ -257,8 +257,14 @@ class InaSwitchDriver:
         """A write to an installed switch failed. If its channel went down meanwhile
         (`_on_down` cleared `installed`), its reconnect reconciles; if the channel stayed up
         (a refused or lost write), reconcile now."""
-        if self.installed and self.switch.is_up and self.switch.is_primary:
+        if self._holds_our_plan:
             await self.reinstall()
+
+    @property
+    def _holds_our_plan(self) -> bool:
+        """Up, this controller primary, and the plan installed by it since the channel came
+        up (`installed` is cleared when it drops): the only state in which a re-plan writes."""
+        return self.installed and self.switch.is_up and self.switch.is_primary
 
     async def preempt(self) -> None:
         """Advertise an election id above the current primary's: the switch makes this
