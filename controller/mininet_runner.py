@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import select
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Self
@@ -141,9 +143,11 @@ class Emulation:
         self.logs: list = []
         self.addresses: dict[str, str] = {}
         self.node: dict = {}  # model name -> Mininet node
+        self._sigterm_before = None
 
     # -- lifecycle
     def __enter__(self) -> Self:
+        self._unwind_on_sigterm()
         try:
             self._build()
             self._start_switches()
@@ -155,6 +159,21 @@ class Emulation:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def _unwind_on_sigterm(self) -> None:
+        """Make SIGTERM (`kill`, a CI job's timeout) unwind the run like Ctrl-C does, so that
+        `close` and the impairments' own exits run: killed outright, a run left its nft tables
+        hooked on interface names the next emulation reuses, and its agents and switches
+        running. The second SIGTERM is ignored, so it cannot cut the clean-up short. Python
+        delivers signals to the main thread only; elsewhere the default stays."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def unwind(signum, frame):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise SystemExit(128 + signum)
+
+        self._sigterm_before = signal.signal(signal.SIGTERM, unwind)
 
     def close(self) -> None:
         for proc in self.procs.values():
@@ -178,6 +197,9 @@ class Emulation:
         if self.net is not None:
             self.net.stop()
             self.net = None
+        if self._sigterm_before is not None:
+            signal.signal(signal.SIGTERM, self._sigterm_before)
+            self._sigterm_before = None
 
     # -- building
     def _build(self) -> None:
@@ -372,30 +394,31 @@ class Emulation:
                  "--verify"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         ps_names = {task: f"PS {tp.ps}" for task, tp in zip(pss, tps, strict=True)}
-        # Every agent imports for seconds on a loaded machine: release them together, the PSs
-        # first, so the iteration times the network rather than process start-up.
-        _release_when_ready({ps_names[t]: proc for t, proc in pss.items()} | workers,
-                            time.monotonic() + AGENT_START_SECONDS)
-        started = time.monotonic()
-        disturbance = threading.Thread(target=during) if during else None
-        if disturbance:
-            disturbance.start()
-        sampling = threading.Event()
-        samples: dict[str, list[tuple[float, int]]] = {task: [] for task in pss}
-        samplers = [threading.Thread(target=_sample, args=(ports[t], before[t], started,
-                                                           samples[t], sampling))
-                    for t in pss]
-        for sampler in samplers:
-            sampler.start()
-        try:
-            reports = _collect(workers, {ps_names[t]: proc for t, proc in pss.items()},
-                               started + timeout, iteration)
-        finally:
+        with _no_agent_outlives([*workers.values(), *pss.values()]):
+            # Every agent imports for seconds on a loaded machine: release them together, the PSs
+            # first, so the iteration times the network rather than process start-up.
+            _release_when_ready({ps_names[t]: proc for t, proc in pss.items()} | workers,
+                                time.monotonic() + AGENT_START_SECONDS)
+            started = time.monotonic()
+            disturbance = threading.Thread(target=during) if during else None
             if disturbance:
-                disturbance.join()
-            sampling.set()
+                disturbance.start()
+            sampling = threading.Event()
+            samples: dict[str, list[tuple[float, int]]] = {task: [] for task in pss}
+            samplers = [threading.Thread(target=_sample, args=(ports[t], before[t], started,
+                                                               samples[t], sampling))
+                        for t in pss]
             for sampler in samplers:
-                sampler.join()
+                sampler.start()
+            try:
+                reports = _collect(workers, {ps_names[t]: proc for t, proc in pss.items()},
+                                   started + timeout, iteration)
+            finally:
+                if disturbance:
+                    disturbance.join()
+                sampling.set()
+                for sampler in samplers:
+                    sampler.join()
         wall = time.monotonic() - started
         exact = all(r.get("exact") for r in reports.values())
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
@@ -455,6 +478,19 @@ def _collect(workers: dict[str, subprocess.Popen], pss: dict[str, subprocess.Pop
             raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
         reports[worker] = json.loads(lines[-1])
     return reports
+
+
+@contextmanager
+def _no_agent_outlives(agents: list[subprocess.Popen]) -> Iterator[None]:
+    """Kill the iteration's agents if it ends by an exception (a hang, a failed agent, the
+    run stopped): they run in Mininet's namespaces, and nothing else would stop them."""
+    try:
+        yield
+    except BaseException:
+        for proc in agents:
+            if proc.poll() is None:
+                proc.kill()
+        raise
 
 
 def _release_when_ready(agents: dict[str, subprocess.Popen], deadline: float) -> None:

@@ -3,7 +3,10 @@ duplication and reordering on every link leave every result exact (root)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -172,3 +175,50 @@ def test_an_interrupted_runs_impairment_does_not_outlive_it(fig1):
         assert it.exact
     finally:
         remove_leftover_tables()
+
+
+def _left_running() -> list[str]:
+    """Command lines of an emulation's processes: switches (their `-i PORT@INTERFACE`),
+    controller and agents (files in the emulation's work directory), and no one else's."""
+    pattern = r"(controller\.cli|simple_switch).*(ina-mininet-|[0-9]@[^ ]+-eth[0-9])"
+    found = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True,
+                           check=False).stdout
+    return found.splitlines()
+
+
+def _impairment_tables() -> list[str]:
+    listed = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True,
+                            check=True).stdout
+    return [line for line in listed.splitlines() if TABLE_PREFIX in line]
+
+
+def test_a_run_stopped_by_sigterm_leaves_nothing_behind(tmp_path):
+    """`kill` on a run with impaired links (a CI job's timeout does the same): its nft
+    tables, switches, controller and agents go with it (Emulation._unwind_on_sigterm).
+    Killed outright, a run left its tables hooked on the interface names the next emulation
+    reuses, and its processes running."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",
+         "--impairment", "loss:5", "--iterations", "1", "--gradient-mb", "4",
+         "--timeout", "300", "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 180
+        while not (_impairment_tables() and any(" worker " in p for p in _left_running())):
+            assert run.poll() is None, run.stderr.read().decode()[-800:]
+            assert time.monotonic() < deadline, "the run never started its impaired iteration"
+            time.sleep(0.5)
+        time.sleep(2)  # in the middle of the iteration
+        run.send_signal(signal.SIGTERM)
+        code = run.wait(timeout=120)
+        left_tables, left_running = _impairment_tables(), _left_running()
+    finally:
+        if run.poll() is None:
+            run.kill()
+        if _left_running() or remove_leftover_tables():  # the next tests start clean
+            for line in _left_running():
+                os.kill(int(line.split()[0]), signal.SIGKILL)
+            subprocess.run(["mn", "-c"], capture_output=True, check=False)
+    assert code == 128 + signal.SIGTERM
+    assert left_tables == []
+    assert left_running == []
