@@ -28,9 +28,12 @@ INA_UDP_LEN = 8 + INA_HEADER_LEN + 4 * K
 FRAME_LEN = 14 + 20 + INA_UDP_LEN
 
 DATA, RESULT, CONTROL, ACK, PROBE = 0x01, 0x02, 0x04, 0x08, 0x10
-# `aux` of DATA and RESULT (p4src/README.md): a retransmitted contribution, and a result that
-# such a contribution completed (or one sent again): its round trip includes a recovery.
+# `aux` of DATA and RESULT (p4src/README.md): bit 0 marks a retransmitted contribution, and a
+# result that such a contribution completed (or one sent again): its round trip includes a
+# recovery. The bits above it name the DATA's sender (its worker index, `contributor`); a
+# RESULT carries the `aux` of the contribution that completed the fragment.
 RETRANSMITTED = 1
+CONTRIBUTOR_SHIFT = 1
 FLAGS = frozenset((DATA, RESULT, CONTROL, ACK, PROBE))
 
 OFF_IP = 14
@@ -41,6 +44,16 @@ ECN_CE = 3
 
 INA_HEADER = struct.Struct("!HBBHHIHHI")
 _ETH_IP_UDP = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")
+
+
+def data_aux(contributor: int, retransmitted: bool) -> int:
+    """The `aux` of a DATA: its sender, and whether this is a retransmission."""
+    return contributor << CONTRIBUTOR_SHIFT | (RETRANSMITTED if retransmitted else 0)
+
+
+def completed_by(aux: int) -> int:
+    """The contributor a RESULT's `aux` names: the one whose DATA completed the fragment."""
+    return aux >> CONTRIBUTOR_SHIFT
 
 
 @dataclass(slots=True)

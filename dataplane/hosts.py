@@ -9,18 +9,19 @@ three ways: from later results (RACK, RFC 8985: a fragment sent a reordering win
 whose result came is lost, and is resent at once whatever the window, like TCP's fast
 retransmit), by a tail loss probe when nothing comes back for two round trips, and by the
 retransmission timeout, which adapts to the round trips the worker measures (dataplane/rto.py,
-RFC 6298; a resent DATA carries `aux` = RETRANSMITTED, the PS marks a RESULT that one completed,
-and such results are not sampled) and is backed off per fragment; what timed out is resent
-within the window and the pacing, lowest fragment first (with a PROBE from the second timeout of
-a fragment on, in case its copy of the result was lost). After receiving the result of a
-fragment it resent on a timeout it sends an ACK so that no switch keeps a stale partial sum of
-it (p4src/README.md, Flags). A CONTROL names the fragment occupying the slot; the worker helps
-it leave (an ACK if its result is already out, else its own contribution to it, sent out of
-order, or sent again if it was sent a round trip ago), so that neither a lost ACK, a lost
-contribution nor diverged windows can block a slot for good. Fragments sent ahead of order that
-way take no place in the window: a window full of them would wait for fragments that only its
-own in-order sending can provide (a deadlock seen after re-plans). Optionally paced at the
-task's published rate.
+RFC 6298; every DATA names its sender in `aux` and marks a resend, a RESULT carries the `aux` of
+the contribution that completed it: no one samples a result a resend completed, and one a peer
+completed counts as at most PEER_WAIT_CAP of the worker's own round trips) and is backed off per
+fragment; what timed out is resent within the window and the pacing, lowest fragment first (with
+a PROBE from the second timeout of a fragment on, in case its copy of the result was lost).
+After receiving the result of a fragment it resent on a timeout it sends an ACK so that no
+switch keeps a stale partial sum of it (p4src/README.md, Flags). A CONTROL names the fragment
+occupying the slot; the worker helps it leave (an ACK if its result is already out, else its own
+contribution to it, sent out of order, or sent again if it was sent a round trip ago), so that
+neither a lost ACK, a lost contribution nor diverged windows can block a slot for good.
+Fragments sent ahead of order that way take no place in the window: a window full of them would
+wait for fragments that only its own in-order sending can provide (a deadlock seen after
+re-plans). Optionally paced at the task's published rate.
 
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
@@ -94,6 +95,8 @@ from dataplane.frame import (
     InaHeader,
     K,
     build_frame,
+    completed_by,
+    data_aux,
     ip_bytes,
     mac_bytes,
 )
@@ -111,6 +114,15 @@ CONTROL_RESEND_GAP = 0.02
 # results, or a re-plan (its ids changed).
 TIMED_OUT, DETECTED, REPLANNED = "timed out", "detected", "replanned"
 TLP_FLOOR = 0.01  # least tail-probe timeout (s): a few packets' time on an emulated link
+# A result that a peer's DATA completed (`aux`, p4src/README.md) waited for that peer to send
+# it: under loss a peer whose window stalls sends seconds late. Such a round trip is sampled
+# as at most PEER_WAIT_CAP times the worker's own (`Worker.own_rtt`, the results its own DATA
+# completed). Some wait for peers is real and steady: under congestion every peer is behind
+# its queue, and without that wait timeouts came before the peers' contributions (0.1 MB on
+# Fig. 1 through 2-packet queues: 28 virtual s, where its test allows 3.1). But a stalled
+# peer's seconds are not this worker's round trip: taken whole, they grew the RTOs to MAX_RTO
+# with 16 workers at 5 % loss, and every recovery waited that long (dataplane/rto.py).
+PEER_WAIT_CAP = 2
 # Least seconds between two window cuts (`Worker._cut`): once per round trip, but never more
 # often than this. Every worker sees every loss in the tree (a later result shows the fragment
 # missing, whoever lost it), and the contributor that lost it repairs it within its own round
@@ -245,6 +257,10 @@ class Worker:
     plan: PlanWatcher | None = None
     # wire Gbps per planned Gbps, when the rate comes from the plan (emulations scale links)
     rate_scale: float = 1.0
+    # This worker's index in its task, named in the `aux` of every DATA it sends: a RESULT
+    # names the contributor whose DATA completed the fragment, so each worker knows which
+    # round trips were its own (`own_rtt`, PEER_WAIT_CAP).
+    contributor: int = 0
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
     _blocking: dict[int, float] = field(default_factory=dict)  # occupant -> first named (shards)
@@ -292,6 +308,9 @@ class Worker:
     # fragments sent exactly once -> when: the only round trips sampled (Karn's rule)
     sent_once: dict[int, float] = field(default_factory=dict)
     rtt: RtoEstimator = field(init=False)
+    # The round trips of the fragments this worker's own DATA completed: the network's, with
+    # no peer to wait for (PEER_WAIT_CAP).
+    own_rtt: RtoEstimator = field(init=False)
     # The last result of a fragment that had timed out was completed by an original
     # contribution (`aux` 0), not by a resend: timeouts come from a slow path, not losses, and
     # the keepalive then waits for the window like any resend. Whatever the window, it made a
@@ -324,6 +343,7 @@ class Worker:
         self.result = np.zeros((len(self.rows), K), dtype=np.int32)
         self.have = np.zeros(len(self.rows), dtype=bool)
         self.rtt = RtoEstimator(initial=self.timeout)
+        self.own_rtt = RtoEstimator()
 
     @property
     def rto(self) -> float:
@@ -382,10 +402,10 @@ class Worker:
         """Send fragment `frag` (an index into this worker's rows) or a DATA-less packet."""
         count = 1 if flags == DATA else 0
         flow, node = self.ids(frag)
-        again = RETRANSMITTED if flags == DATA and frag in self.first_sent else 0
+        aux = data_aux(self.contributor, frag in self.first_sent) if flags == DATA else 0
         header = InaHeader(self.task.job, self.task.task, flags, flow, node,
                            frag_id(self.epoch if epoch is None else epoch, self.offset + frag),
-                           count, aux=again)
+                           count, aux=aux)
         payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
@@ -651,9 +671,12 @@ class Worker:
             waiting = self.lost.pop(frag, None)
             self.ahead.discard(frag)
             sent = self.sent_once.pop(frag, None)
-            # Karn's rule across workers: a result that a retransmission completed (`aux`,
-            # README Flags) waited for a peer's recovery, not for this worker's round trip.
-            recovered = INA_HEADER.unpack_from(frame, OFF_INA)[8] == RETRANSMITTED
+            # Karn's rule across workers (`aux`, p4src/README.md): a result that a
+            # retransmission completed waited for a recovery, and one that a peer's DATA
+            # completed waited for that peer to send it (PEER_WAIT_CAP).
+            aux = INA_HEADER.unpack_from(frame, OFF_INA)[8]
+            recovered = bool(aux & RETRANSMITTED)
+            own = not recovered and completed_by(aux) == self.contributor
             if self.timeouts.get(frag):  # was its timeout a loss or a slow path?
                 self.timeouts_spurious = not recovered
             # Held after its timeout (`on_timeouts`), its one copy came back, and no recovery
@@ -661,8 +684,13 @@ class Worker:
             slow = (in_flight and bool(self.timeouts.get(frag)) and frag not in self.resent
                     and not recovered)
             if sent is not None and not recovered:
-                self.rtt.sample(now - sent)
-                self.min_rtt = min(now - sent, self.min_rtt or float("inf"))
+                rtt = now - sent
+                if own:
+                    self.own_rtt.sample(rtt)
+                elif self.own_rtt.srtt is not None:
+                    rtt = min(rtt, PEER_WAIT_CAP * self.own_rtt.srtt)
+                self.rtt.sample(rtt)
+                self.min_rtt = min(rtt, self.min_rtt or float("inf"))
             if frag in self.detected:
                 self.detected.discard(frag)
                 if waiting == DETECTED or (self.min_rtt is not None
@@ -817,12 +845,11 @@ class ParameterServer:
             self.counts[gen] = np.zeros(self.fragments, dtype=np.int64)
         return self.sums[gen], self.counts[gen]
 
-    def _send_result(self, frag: int, recovered: bool = True) -> None:
-        """`recovered`: a retransmission completed the fragment, or this result is a repeat
-        (the workers do not take its round trip as a sample, dataplane/rto.py)."""
+    def _send_result(self, frag: int, aux: int = RETRANSMITTED) -> None:
+        """`aux`: that of the contribution that completed the fragment; a repeated result is
+        marked RETRANSMITTED (no worker takes its round trip as a sample, dataplane/rto.py)."""
         header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0,
-                           frag_id(self.epoch, self.offset + frag), self.workers,
-                           aux=RETRANSMITTED if recovered else 0)
+                           frag_id(self.epoch, self.offset + frag), self.workers, aux=aux)
         send(self.sock, build_frame(self.me, BROADCAST, header,
                                     self.result[frag].astype(">i4").tobytes()))
         self.results_sent += 1
@@ -855,7 +882,7 @@ class ParameterServer:
             self.finished += 1
             # Aggregation forwards the `aux` of the contribution that completed a slot, so this
             # is the last contribution to arrive along the fragment's slowest path.
-            self._send_result(frag, recovered=aux == RETRANSMITTED)
+            self._send_result(frag, aux)
 
     def flows_per_fragment(self) -> float:
         """Distinct (flow, fragment) contributions that reached the PS per fragment: how many
@@ -957,7 +984,7 @@ def _worker_shards(args: argparse.Namespace, sock: socket.socket, me: Endpoint,
         return [Worker(sock, me, Endpoint(BROADCAST.mac, ip_bytes(args.ps_ip)),
                        Task(args.job, args.task), args.flow_id or args.index + 1,
                        args.next_node, rows, rate_gbps=args.rate_gbps, plan=watcher(args.task),
-                       **common)]
+                       contributor=args.index, **common)]
     mine = {r["task_id"]: r for r in json.loads(Path(args.state).read_text())["workers"]
             if r["job_id"] == args.job and r["worker"] == args.name}
     if set(mine) != set(shares):
@@ -968,7 +995,8 @@ def _worker_shards(args: argparse.Namespace, sock: socket.socket, me: Endpoint,
     ranges = shard_ranges(len(rows), list(shares.values()))
     return [Worker(sock, me, Endpoint(BROADCAST.mac, ip_bytes(mine[task]["ps_ip"])),
                    Task(args.job, task), mine[task]["flow_id"], mine[task]["next_node"],
-                   rows[lo:hi], plan=watcher(task), offset=lo, **common)
+                   rows[lo:hi], plan=watcher(task), offset=lo, contributor=args.index,
+                   **common)
             for task, (lo, hi) in zip(shares, ranges, strict=True)]
 
 

@@ -379,7 +379,7 @@ class Emulation:
                        Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
                        a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
                        plan=watcher, rate_scale=MBPS_PER_GBPS / 1000 * PACING_HEADROOM,
-                       epoch=epoch)
+                       epoch=epoch, contributor=index)
             sim = SimWorker(self.clock, w)
             self.receivers[a.worker] = sim.receive
             workers.append((a.worker, sim))

@@ -23,7 +23,20 @@ so (`aux`, p4src/README.md), since every switch forwards the `aux` of the contri
 completed its slot. With 16 workers and 5 % loss on every link nearly every fragment waits for
 someone's recovery; sampled, those waits grew the RTOs from 0.5 s to 3.5 s within 20 simulated
 seconds (`dataplane.lossy_sim`; 2.6-10 s on Mininet), each stuck window then waited that
-long, and iterations hung. A fragment that times out again waits twice as long each time
+long, and iterations hung. A result that a peer's first DATA completed waited for that peer
+to send it, which under loss a stalled window does seconds late: the `aux` also names the
+contributor whose DATA came last, and a worker samples such a result at most at
+PEER_WAIT_CAP times its own round trip, the one it measures on the results its own DATA
+completed (dataplane/hosts.py). In a quarter megabyte at 16 workers and 5 % loss (lossy_sim,
+seed 0), sampled whole, every sample over 0.5 s was such a wait (the last peer had sent a
+median 0.7-2.5 s, at most 5.1 s, after this worker; the result came at most 0.3 s after
+that), the RTOs reached MAX_RTO and 59 of 2048 fragments were still missing after 60 virtual
+s; capped, the largest RTO was 0.61 s and it finished in 22.0 s. Sampling the completer
+alone went too far: the peers' wait is real under congestion, and timeouts without it came
+before the peers' contributions (0.1 MB on Fig. 1 through 2-packet queues: 28 virtual s,
+where its test allows 3.1 s).
+
+A fragment that times out again waits twice as long each time
 (section 5.5, per fragment here); its backoff ends with its result, and a fresh sample
 recomputes the RTO (section 5.7).
 

@@ -54,6 +54,13 @@ def unimpaired(fig1) -> float:
     return it.seconds
 
 
+@pytest.fixture(scope="module")
+def leaf_spine_16():
+    network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
+    return network, solve(network, "aro", SolveOptions(time_limit=20, seed=0,
+                                                       params={"num_workers": 1}))
+
+
 @pytest.mark.parametrize(("impair", "bound"), [
     (Impairments(loss=0.01), 6.0),
     (Impairments(loss=0.05), 15.0),
@@ -134,7 +141,7 @@ def test_two_packet_queues_and_a_cut_two_sums_into_the_ps_link_recover_promptly(
         f"{it.seconds:.1f} virtual s against {_link_seconds(2):.1f} s of PS-link time")
 
 
-def test_sixteen_workers_under_loss_finish_with_a_timeout_of_their_round_trip():
+def test_sixteen_workers_under_loss_finish_with_a_timeout_of_their_round_trip(leaf_spine_16):
     """4 leaves, 4 spines, 16 workers, 5 % loss on every link: nearly every fragment needs
     some contributor's recovery, so a fragment sent once is often answered only after a peer
     timed out. Sampled, those answers grew the RTOs (0.5 s to 3.5 s within 20 virtual s, round
@@ -144,18 +151,37 @@ def test_sixteen_workers_under_loss_finish_with_a_timeout_of_their_round_trip():
     the workers do not sample it: 44-58 virtual s for seeds 0-2. Those 44 s (seed 0) were the
     windows drifting apart (see the megabyte test above); halving at most every CUT_FLOOR:
     5.5 s."""
-    network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
-    plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
+    network, plan = leaf_spine_16
     it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, 0.05, timeout=120)
     _exactly_once(it)
     assert max(it.rto) <= 2 * MIN_RTO, f"RTOs {sorted(it.rto)}"
     assert it.seconds <= 15, f"{it.seconds:.1f} virtual s"
 
 
+def test_sixteen_workers_at_five_percent_loss_take_no_stalled_peer_for_a_round_trip(
+        leaf_spine_16):
+    """A quarter megabyte, 16 workers, 5 % loss on every link. A result that a peer's DATA
+    completed waited for that peer to send it, seconds late when the peer's window had
+    stalled. Sampled whole, those waits grew the RTOs to MAX_RTO, each recovery waited that
+    long, and more windows stalled: 59 of 2048 fragments were missing after 60 virtual s (seed
+    1: 893). Sampled at most at PEER_WAIT_CAP times the worker's own round trip (the results
+    its own DATA completed): 22.0 virtual s, largest RTO 0.61 s (seeds 1 and 2: 18.7 and
+    22.9 s)."""
+    network, plan = leaf_spine_16
+    clean = Emulation(network, plan=plan).iteration(0, GRADIENT_MB, timeout=60)
+    _exactly_once(clean)
+    it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, GRADIENT_MB,
+                                                                         timeout=60)
+    _exactly_once(it)
+    assert it.seconds <= 6 * clean.seconds, (
+        f"{it.seconds:.1f} virtual s against {clean.seconds:.1f} s without loss")
+    assert max(it.rto) <= 2 * MIN_RTO, f"RTOs {sorted(it.rto)}"
+
+
 SLOW_SERVICE = 0.0005  # seconds a switch spends per frame: CPU-starved Python switches
 
 
-def test_slow_switches_slow_the_workers_down_without_a_resend_storm():
+def test_slow_switches_slow_the_workers_down_without_a_resend_storm(leaf_spine_16):
     """No loss, but every switch takes 0.5 ms per frame: round trips grow past the RTO and
     past BACKOFF_CEILING, every fragment times out and Karn's rule samples none; the lost
     fragments' keepalives (a resend every BACKOFF_CEILING whatever the window) and the
@@ -163,8 +189,7 @@ def test_slow_switches_slow_the_workers_down_without_a_resend_storm():
     59 588 resends on timeout. Bound from the topology alone: L1 aggregates nothing and
     forwards each fragment's contribution and result of each of its workers, so no plan beats
     that many frames per fragment x 0.5 ms (4.1 s here)."""
-    network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
-    plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
+    network, plan = leaf_spine_16
     it = Emulation(network, plan=plan, service=SLOW_SERVICE).iteration(0, 0.1, timeout=60)
     _exactly_once(it)
     workers_on_l1 = sum(network.role(h) == "worker" for h in network.graph.predecessors("L1")

@@ -25,7 +25,15 @@ from dataplane.frame import (
     K,
     build_frame,
 )
-from dataplane.hosts import CUT_FLOOR, ParameterServer, PlanWatcher, Task, Worker, frag_id
+from dataplane.hosts import (
+    CUT_FLOOR,
+    PEER_WAIT_CAP,
+    ParameterServer,
+    PlanWatcher,
+    Task,
+    Worker,
+    frag_id,
+)
 from dataplane.rto import BACKOFF_CEILING, MAX_RTO, MIN_RTO, RtoEstimator
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
@@ -177,17 +185,20 @@ def test_after_a_re_plan_what_was_in_flight_is_resent_under_the_new_ids_within_t
 
 
 def test_a_retransmission_is_marked_and_so_is_the_result_it_completes():
-    """p4src/README.md, `aux`: a worker marks the DATA it sends again; aggregation forwards the
-    `aux` of the contribution that completed a slot, so the PS learns whether the last piece of
-    a fragment was a recovery, and says so in the RESULT, as in every repeated RESULT."""
+    """p4src/README.md, `aux`: a worker names itself in every DATA (its index above bit 0)
+    and marks the DATA it sends again (bit 0); aggregation forwards the `aux` of the
+    contribution that completed a slot, so the PS learns who sent the last piece of a fragment
+    and whether it was a recovery, and passes that on in the RESULT; a repeated RESULT is
+    marked as a recovery and names no one."""
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=2.0)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=2.0,
+                    contributor=3)
     worker.pump(0.0)
     worker.on_timeouts(0.5)  # both time out, the halved window resends fragment 0
     worker.pump(0.5)
     assert [(h.flags, h.frag_id, h.aux) for h in _headers(observer)] == [
-        (DATA, 0, 0), (DATA, 1, 0), (DATA, 0, RETRANSMITTED)]
+        (DATA, 0, 6), (DATA, 1, 6), (DATA, 0, 7)]
 
     ps_sock, ps_observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     ps_observer.setblocking(False)
@@ -197,27 +208,32 @@ def test_a_retransmission_is_marked_and_so_is_the_result_it_completes():
         header = InaHeader(1, 0, flags, flow, 0, frag_id(0, frag), 1, aux=aux)
         return build_frame(ME, ME, header, bytes(4 * K))
 
-    ps.handle(contribution(1, 0, RETRANSMITTED))  # a recovered piece that did not complete
-    ps.handle(contribution(2, 0, 0))
-    ps.handle(contribution(1, 1, 0))
-    ps.handle(contribution(2, 1, RETRANSMITTED))
+    ps.handle(contribution(1, 0, 2 | RETRANSMITTED))  # a recovered piece that did not complete
+    ps.handle(contribution(2, 0, 4))
+    ps.handle(contribution(1, 1, 2))
+    ps.handle(contribution(2, 1, 4 | RETRANSMITTED))
     ps.handle(contribution(1, 0, 0, flags=PROBE))  # a worker lost fragment 0's result
     assert [(h.flags, h.frag_id, h.aux) for h in _headers(ps_observer)] == [
-        (RESULT, 0, 0), (RESULT, 1, RETRANSMITTED), (RESULT, 0, RETRANSMITTED)]
+        (RESULT, 0, 4), (RESULT, 1, 5), (RESULT, 0, RETRANSMITTED)]
 
 
-def test_a_result_completed_by_a_retransmission_is_not_a_round_trip_sample():
-    """Karn's rule across workers: this worker sent fragment 0 once, but its result waited for
-    a peer's recovery (seconds of timeouts); fragment 1's did not."""
+def test_a_result_a_peer_completed_counts_as_at_most_twice_the_workers_own_round_trip():
+    """Karn's rule across workers: this worker (index 3) sent fragments 0-2 once. Its own DATA
+    completed fragment 2 (a 0.1 s round trip). Fragment 1's result waited for a peer's
+    recovery (seconds of timeouts): not sampled. Fragment 0's waited 2.55 s for worker 5's
+    DATA, sent late by a stalled window: sampled as PEER_WAIT_CAP x 0.1 s."""
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=2.0,
-                    timeout=3.0)
+    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((3, K), ">i4"), window=3.0,
+                    timeout=3.0, contributor=3)
     worker.pump(0.0)
-    _result(worker, 0, 2.5, aux=RETRANSMITTED)
-    assert worker.rtt.samples == 0 and worker.min_rtt is None
-    _result(worker, 1, 2.6)
-    assert worker.rtt.samples == 1 and worker.rtt.srtt == pytest.approx(2.6)
+    _result(worker, 2, 0.1, aux=3 << 1)  # SRTT 0.1, RTTVAR 0.05
+    _result(worker, 1, 2.5, aux=5 << 1 | RETRANSMITTED)
+    assert worker.rtt.samples == 1
+    _result(worker, 0, 2.55, aux=5 << 1)  # R' = 0.2: RTTVAR 3/4 0.05 + 1/4 0.1, SRTT 7/8 0.1 + 1/8 0.2
+    assert PEER_WAIT_CAP == 2
+    assert worker.rtt.samples == 2
+    assert (worker.rtt.srtt, worker.rtt.rttvar) == pytest.approx((0.1125, 0.0625))
 
 
 def test_a_worker_with_millisecond_round_trips_halves_its_window_at_most_every_cut_floor():

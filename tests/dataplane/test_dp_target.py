@@ -183,10 +183,12 @@ def test_contributions_are_summed_exactly(target: Target, sw: Client, fan_in: in
 
 def test_a_completion_carries_the_aux_of_the_contribution_that_completed_it(
         target: Target, sw: Client) -> None:
-    """README, `aux`: a switch never changes it on DATA, so the PS learns whether the last
-    piece of a fragment was a retransmission (RETRANSMITTED), whichever member sent it."""
+    """README, `aux`: a switch never changes it on DATA, so the PS learns which worker sent
+    the last piece of a fragment (the bits above bit 0) and whether it was a retransmission
+    (RETRANSMITTED), whichever member sent it."""
     _install_aggregation(sw, {1: 0, 2: 0})
-    for frag, first, last in ((20, 0, RETRANSMITTED), (21, RETRANSMITTED, 0)):
+    for frag, first, last in ((20, 4 << 1, 9 << 1 | RETRANSMITTED),
+                              (21, 4 << 1 | RETRANSMITTED, 2**31 - 2)):
         target.sockets[1].send(_frame(1, frag, 1, _elements(1), aux=first))
         assert _receive(target.sockets[4], wait=0.2) == []
         target.sockets[2].send(_frame(2, frag, 2, _elements(2), aux=last))
