@@ -197,15 +197,17 @@ def test_a_run_stopped_by_sigterm_leaves_nothing_behind(tmp_path):
     tables, switches, controller and agents go with it (Emulation._unwind_on_sigterm).
     Killed outright, a run left its tables hooked on the interface names the next emulation
     reuses, and its processes running."""
-    run = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",
-         "--impairment", "loss:5", "--iterations", "1", "--gradient-mb", "4",
-         "--timeout", "300", "--out", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    errors = tmp_path / "stderr"
+    with errors.open("w") as stderr:  # a file, not a pipe nobody reads while it runs
+        run = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",
+             "--impairment", "loss:5", "--iterations", "1", "--gradient-mb", "4",
+             "--timeout", "300", "--out", str(tmp_path)],
+            stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         deadline = time.monotonic() + 180
         while not (_impairment_tables() and any(" worker " in p for p in _left_running())):
-            assert run.poll() is None, run.stderr.read().decode()[-800:]
+            assert run.poll() is None, errors.read_text()[-800:]
             assert time.monotonic() < deadline, "the run never started its impaired iteration"
             time.sleep(0.5)
         time.sleep(2)  # in the middle of the iteration
