@@ -676,7 +676,7 @@ class Worker:
             # completed waited for that peer to send it (PEER_WAIT_CAP).
             aux = INA_HEADER.unpack_from(frame, OFF_INA)[8]
             recovered = bool(aux & RETRANSMITTED)
-            own = not recovered and completed_by(aux) == self.contributor
+            own = completed_by(aux) == self.contributor
             if self.timeouts.get(frag):  # was its timeout a loss or a slow path?
                 self.timeouts_spurious = not recovered
             # Held after its timeout (`on_timeouts`), its one copy came back, and no recovery
