@@ -39,3 +39,22 @@ def test_a_row_without_a_finished_iteration_shows_no_counts_rather_than_zeros():
     assert _counted(empty, "retransmissions") == "–"
     assert _counted({"iterations_completed": 0, "retransmissions": 0}, "retransmissions") == "–"
     assert _counted({"iterations_completed": 1, "retransmissions": 0}, "retransmissions") == 0
+
+
+def test_a_row_that_did_not_finish_is_marked_in_the_plot_not_left_out():
+    """The 4x4 plot at 4 MB once showed only "none": its loss 5 % row had hung. A hung row
+    sits at the least slowdown its timeout proves; a partly finished one at its own."""
+    from controller.bench.reliability import _unfinished_marks
+
+    rows = {"none": {"iterations_completed": 2, "mean_seconds": 100.0, "slowdown": 1.0,
+                     "error": ""},
+            "loss 1 %": {"iterations_completed": 2, "mean_seconds": 150.0, "slowdown": 1.5,
+                         "error": None},
+            "loss 5 %": {"iterations_completed": 0, "mean_seconds": None, "slowdown": None,
+                         "error": "worker h0_1 did not finish iteration 1 in time (hang)"},
+            "reorder 10 %": {"iterations_completed": 1, "mean_seconds": 300.0,
+                             "slowdown": 3.0, "error": "hang in iteration 2"}}
+    assert _unfinished_marks(rows, 2, 900.0) == [
+        ("loss 5 %", 9.0, "not finished in 900 s: > this"),
+        ("reorder 10 %", 3.0, "1 of 2 finished")]
+    assert _unfinished_marks(rows, 2, None) == [("reorder 10 %", 3.0, "1 of 2 finished")]

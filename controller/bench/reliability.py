@@ -106,7 +106,8 @@ def main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     topologies = args.topology or [str(EXAMPLES / "aro-fig1.yaml")]
     report = {"item": args.item, "target": args.target, "iterations": args.iterations,
-              "gradient_mb": args.gradient_mb, "measured_at": time.strftime("%Y-%m-%d %H:%M")}
+              "gradient_mb": args.gradient_mb, "timeout_seconds": args.timeout,
+              "measured_at": time.strftime("%Y-%m-%d %H:%M")}
     if args.item == "calibrate":
         from controller.faults.calibrate import calibrate
 
@@ -452,9 +453,15 @@ def _plot(report: dict, path: Path) -> None:
             resent = [_counted(run["runs"][k], "retransmissions") for k in labels]
             axes[1].plot(labels, [float("nan") if n == "–" else n for n in resent],
                          marker="o", label=run["topology"])
+            for label, slowdown, text in _unfinished_marks(run["runs"], report["iterations"],
+                                                           report.get("timeout_seconds")):
+                axes[0].plot([label], [slowdown], marker="x", color="tab:red", markersize=10)
+                axes[0].annotate(text, (label, slowdown), textcoords="offset points",
+                                 xytext=(-8, -4), ha="right", va="top", color="tab:red")
         axes[0].set_ylabel("mean iteration time / no impairment")
         axes[1].set_ylabel("retransmissions (all iterations)")
         for ax in axes:
+            ax.margins(x=0.15, y=0.1)
             ax.legend()
     elif item == "congestion":
         fig, ax = plt.subplots(figsize=(8, 4))
@@ -500,6 +507,25 @@ def _plot(report: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _unfinished_marks(rows: dict, iterations: int,
+                      timeout: float | None) -> list[tuple[str, float, str]]:
+    """(row, slowdown, note) for each row of a loss run that did not finish every iteration,
+    so that the plot shows it instead of leaving it out: a row with no finished iteration
+    sits at the least slowdown its timeout proves (timeout / the unimpaired mean); one with
+    some at the slowdown of those it finished."""
+    base = rows.get("none", {}).get("mean_seconds")
+    marks = []
+    for label, row in rows.items():
+        done = row["iterations_completed"]
+        if done == iterations and not row.get("error"):
+            continue
+        if done and row.get("slowdown"):
+            marks.append((label, row["slowdown"], f"{done} of {iterations} finished"))
+        elif base and timeout:
+            marks.append((label, timeout / base, f"not finished in {timeout:g} s: > this"))
+    return marks
 
 
 def _plot_long_run(run: dict, plt) -> None:
