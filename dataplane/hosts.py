@@ -117,11 +117,13 @@ TLP_FLOOR = 0.01  # least tail-probe timeout (s): a few packets' time on an emul
 # A result that a peer's DATA completed (`aux`, p4src/README.md) waited for that peer to send
 # it: under loss a peer whose window stalls sends seconds late. Such a round trip is sampled
 # as at most PEER_WAIT_CAP times the worker's own (`Worker.own_rtt`, the results its own DATA
-# completed). Some wait for peers is real and steady: under congestion every peer is behind
-# its queue, and without that wait timeouts came before the peers' contributions (0.1 MB on
-# Fig. 1 through 2-packet queues: 28 virtual s, where its test allows 3.1). But a stalled
-# peer's seconds are not this worker's round trip: taken whole, they grew the RTOs to MAX_RTO
-# with 16 workers at 5 % loss, and every recovery waited that long (dataplane/rto.py).
+# completed; until it has one, its least round trip: a worker whose DATA never came last took
+# every wait whole, and its RTO reached 5 s on the 4x4 at 5 % loss). Some wait for peers is
+# real and steady: under congestion every peer is behind its queue, and without that wait
+# timeouts came before the peers' contributions (0.1 MB on Fig. 1 through 2-packet queues:
+# 28 virtual s, where its test allows 3.1). But a stalled peer's seconds are not this
+# worker's round trip: taken whole, they grew the RTOs to MAX_RTO with 16 workers at 5 %
+# loss, and every recovery waited that long (dataplane/rto.py).
 PEER_WAIT_CAP = 2
 # Least seconds between two window cuts (`Worker._cut`): once per round trip, but never more
 # often than this. Every worker sees every loss in the tree (a later result shows the fragment
@@ -687,8 +689,8 @@ class Worker:
                 rtt = now - sent
                 if own:
                     self.own_rtt.sample(rtt)
-                elif self.own_rtt.srtt is not None:
-                    rtt = min(rtt, PEER_WAIT_CAP * self.own_rtt.srtt)
+                elif (own_rtt := self.own_rtt.srtt or self.min_rtt) is not None:
+                    rtt = min(rtt, PEER_WAIT_CAP * own_rtt)
                 self.rtt.sample(rtt)
                 self.min_rtt = min(rtt, self.min_rtt or float("inf"))
             if frag in self.detected:
