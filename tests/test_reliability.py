@@ -3,6 +3,7 @@ duplication and reordering on every link leave every result exact (root)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -224,3 +225,44 @@ def test_a_run_stopped_by_sigterm_leaves_nothing_behind(tmp_path):
     assert code == 128 + signal.SIGTERM
     assert left_tables == []
     assert left_running == []
+
+
+def test_a_row_stopped_mid_way_is_resumed_with_only_the_iterations_it_lacks(tmp_path):
+    """One row of the issue's 20 × 4 MB on the 4-leaf/4-spine takes hours: stopped after an
+    iteration, `--resume` keeps what the journal holds and runs only the rest, on a fresh
+    emulation (controller.bench.loss_journal)."""
+    argv = [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",
+            "--impairment", "none", "--iterations", "3", "--gradient-mb", "0.5",
+            "--timeout", "120", "--out", str(tmp_path)]
+    journal = tmp_path / "loss.jsonl"
+
+    def iterations() -> list[dict]:
+        lines = journal.read_text().splitlines() if journal.exists() else []
+        return [json.loads(line)["iteration"] for line in lines if '"iteration"' in line]
+
+    with (tmp_path / "stderr").open("w") as stderr:
+        run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 180
+        while not iterations():
+            assert run.poll() is None, (tmp_path / "stderr").read_text()[-800:]
+            assert time.monotonic() < deadline, "no iteration ended"
+            time.sleep(0.1)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=120) == 128 + signal.SIGTERM
+    finally:
+        if run.poll() is None:
+            run.kill()
+    before = iterations()
+    assert 1 <= len(before) < 3 and not (tmp_path / "loss.json").exists()
+
+    resumed = subprocess.run([*argv, "--resume"], capture_output=True, text=True, check=False)
+    assert resumed.returncode == 0, resumed.stderr[-800:]
+    assert f"from iteration {len(before) + 1}" in resumed.stdout
+    ran = [line for line in resumed.stdout.splitlines() if "none: iteration" in line]
+    assert len(ran) == 3 - len(before), resumed.stdout
+    row = json.loads((tmp_path / "loss.json").read_text())["runs"][0]["runs"]["none"]
+    assert row["iterations_completed"] == 3 and row["exact"]
+    assert row["seconds"][:len(before)] == [r["seconds"] for r in before]
+    assert row["fragments_finished"] == row["fragments"] and row["miscounted"] == 0
+    assert row["emulations"] == 2 and row["emulations_cut_short"] == 1

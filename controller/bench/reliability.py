@@ -5,7 +5,8 @@
 - `--item loss`: loss 1 % and 5 %, duplication 2 %, reordering 10 % on every link
   (controller.faults.impair, nftables: this kernel has no netem), against a run without
   impairment: every result exact, every fragment finished once (the PS's counts),
-  retransmissions and slowdown.
+  retransmissions and slowdown. Every iteration is journaled as it ends (`loss.jsonl`,
+  controller.bench.loss_journal): `--resume` goes on from there.
 - `--item congestion`: every link at 30 % of the workers' pace with 2-packet queues: plan
   versions without a failure, then the time from a real cut to the new plan.
 - `--item longrun`: many iterations with one switch restart (at `--every`/2, then every
@@ -27,11 +28,20 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from controller.bench.loss_journal import (
+    PER_ITERATION,
+    Journal,
+    JournalMismatch,
+    iteration_record,
+    summary,
+)
 from controller.faults.impair import (
     Impairment,
     LinkImpairments,
@@ -78,6 +88,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "--impairment loss:1; default: none, loss:1, loss:5, duplicate:2, "
                    "reorder:10. At the issue's 20 x 4 MB one row takes tens of minutes, so "
                    "rows can be measured one at a time")
+    p.add_argument("--resume", action="store_true",
+                   help="loss: go on from <out>/loss.jsonl, running only the iterations each "
+                   "row still lacks (a row whose iteration hung stays as it is); the same "
+                   "--gradient-mb, --timeout, --target, --scheme and --scale-mbps")
     p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
     p.add_argument("--restart", default="S1", help="longrun: switch restarted")
     p.add_argument("--out", default="docs/benchmarks/reliability")
@@ -93,10 +107,11 @@ def main(args: argparse.Namespace) -> int:
     if args.target == "bmv2" and (reason := missing("bmv2")):
         print(f"error: ina bench reliability: --target bmv2: {reason}", file=sys.stderr)
         return 2
-    if args.impairment and args.item != "loss":
-        print(f"error: ina bench reliability: --impairment chooses the rows of --item loss, "
-              f"not of --item {args.item}", file=sys.stderr)
-        return 2
+    for option, given in (("--impairment", args.impairment), ("--resume", args.resume)):
+        if given and args.item != "loss":
+            print(f"error: ina bench reliability: {option} belongs to --item loss, not to "
+                  f"--item {args.item}", file=sys.stderr)
+            return 2
     try:
         args.rows = _rows(args.impairment)
     except ValueError as exc:
@@ -114,7 +129,12 @@ def main(args: argparse.Namespace) -> int:
         report["links"] = [calibrate(imp) for imp in IMPAIRMENTS]
         _table("one impaired link, 3000 numbered frames", report["links"])
     elif args.item == "loss":
-        report["runs"] = [_impaired_runs(path, args) for path in topologies]
+        try:
+            journal = Journal(out / "loss.jsonl", _journal_settings(args), args.resume)
+        except JournalMismatch as exc:
+            print(f"error: ina bench reliability --resume: {exc}", file=sys.stderr)
+            return 2
+        report["runs"] = [_impaired_runs(path, args, journal) for path in topologies]
     elif args.item == "congestion":
         report["runs"] = [_congestion_run(path, args) for path in topologies]
     elif args.item == "replan-memory":
@@ -135,48 +155,19 @@ def _emulation(path: str, args: argparse.Namespace) -> Emulation:
                      scale_mbps=args.scale_mbps)
 
 
-def _iterations(emu: Emulation, args: argparse.Namespace, label: str) -> list[IterationResult]:
-    results = []
-    for k in range(1, args.iterations + 1):
+def _iterations(emu: Emulation, args: argparse.Namespace, label: str,
+                first: int = 1) -> Iterator[IterationResult]:
+    """Iterations `first`..`args.iterations`, each yielded as it ends."""
+    for k in range(first, args.iterations + 1):
         (it,) = emu.iterate(args.gradient_mb, k, args.timeout)
-        results.append(it)
         rto = statistics.median(r.get("rto_ms", 0) for r in it.worker_reports.values())
         console.print(f"  {label}: iteration {k}: {it.seconds:.2f} s, exact {it.exact}, "
                       f"{it.retransmissions} resent, RTO {rto:g} ms", highlight=False)
-    return results
-
-
-# Counts that exist only for a finished iteration: a row without one has none (null in the
-# JSON, "–" in the table, a gap in the plot), not 0, which would read as a measurement.
-_PER_ITERATION = ("retransmissions", "resent_on_timeout", "resent_on_control", "resent_on_loss",
-                  "fragments", "fragments_finished", "miscounted", "duplicates_ignored_at_ps")
+        yield it
 
 
 def _summary(results: list[IterationResult]) -> dict:
-    if not results:
-        return {"iterations_completed": 0, "exact": False, "mean_seconds": None,
-                **dict.fromkeys(_PER_ITERATION), "rto_ms": [], "seconds": []}
-    return {
-        "iterations_completed": len(results),
-        "exact": all(it.exact for it in results),
-        "mean_seconds": statistics.mean(it.seconds for it in results),
-        "retransmissions": sum(it.retransmissions for it in results),
-        "resent_on_timeout": sum(r["resent_on_timeout"] for it in results
-                                 for r in it.worker_reports.values()),
-        "resent_on_control": sum(r["resent_on_control"] for it in results
-                                 for r in it.worker_reports.values()),
-        # found lost from later results or by the tail probe (dataplane/hosts.py, RACK)
-        "resent_on_loss": sum(r.get("resent_on_loss", 0) for it in results
-                              for r in it.worker_reports.values()),
-        # the workers' retransmission timeout at the end of each iteration (median, ms)
-        "rto_ms": [statistics.median(r.get("rto_ms", 0) for r in it.worker_reports.values())
-                   for it in results],
-        "fragments": sum(it.ps_report.get("fragments", 0) for it in results),
-        "fragments_finished": sum(it.ps_report.get("finished", 0) for it in results),
-        "miscounted": sum(it.ps_report.get("miscounted", 0) for it in results),
-        "duplicates_ignored_at_ps": sum(it.ps_report.get("duplicates_ignored", 0) for it in results),
-        "seconds": [it.seconds for it in results],
-    }
+    return summary([iteration_record(it) for it in results])
 
 
 def _rows(asked: list[str] | None) -> tuple[Impairment | None, ...]:
@@ -200,41 +191,51 @@ def _rows(asked: list[str] | None) -> tuple[Impairment | None, ...]:
     return tuple(rows)
 
 
-def _impaired_runs(path: str, args: argparse.Namespace) -> dict:
+def _journal_settings(args: argparse.Namespace) -> dict:
+    """What every iteration of a journal must share to be one measurement."""
+    return {"item": "loss", "target": args.target, "scheme": args.scheme,
+            "gradient_mb": args.gradient_mb, "timeout_seconds": args.timeout,
+            "scale_mbps": args.scale_mbps}
+
+
+def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dict:
     """A run without impairment, then one per impairment (or the rows `--impairment` asks
-    for), each on a fresh emulation."""
-    runs = {}
+    for), each on a fresh emulation; rows the journal already holds run only the iterations
+    they lack (`--resume`)."""
+    topology = Path(path).stem
     for imp in args.rows:
         label = imp.label() if imp else "none"
-        console.print(f"[bold]{Path(path).stem}[/bold]: {label}")
+        row = journal.row(topology, label)
+        done = len(row.records)
+        if row.error or done >= args.iterations:
+            console.print(f"[bold]{topology}[/bold]: {label}: kept from {journal.path} "
+                          f"({done} iterations" + (", then a hang" if row.error else "") + ")")
+            continue
+        console.print(f"[bold]{topology}[/bold]: {label}"
+                      + (f", from iteration {done + 1}" if done else ""))
+        journal.started(topology, label)
         error = None
         with _emulation(path, args) as emu:
             before = interface_packets(emu)
-            results: list[IterationResult] = []
-            if imp is None:
+            with (LinkImpairments(emu, imp) if imp else nullcontext()) as faults:
                 try:
-                    results = _iterations(emu, args, label)
+                    for it in _iterations(emu, args, label, first=done + 1):
+                        journal.iteration(topology, label, iteration_record(it))
                 except RunnerError as exc:
                     error = str(exc)[:2000]
-                rates = {}
-            else:
-                with LinkImpairments(emu, imp) as faults:
-                    try:
-                        results = _iterations(emu, args, label)
-                    except RunnerError as exc:
-                        error = str(exc)[:2000]
-                    chains = faults.counters()
-                rates = measured(emu, chains, before, interface_packets(emu))
+                chains = faults.counters() if faults else {}
+            rates = measured(emu, chains, before, interface_packets(emu)) if faults else {}
             switch_dups = sum(sum(s["counters"].get("duplicates", []))
                               for s in emu.state()["switches"].values())
-            runs[label] = {**_summary(results), "measured": rates, "error": error,
-                           "plan_versions": emu.state()["version"],
-                           "switch_duplicates": switch_dups}
+            journal.ended(topology, label, {"measured": rates, "error": error,
+                                            "plan_versions": emu.state()["version"],
+                                            "switch_duplicates": switch_dups})
+    runs = {label: journal.row(topology, label).report() for label in journal.labels(topology)}
     base = runs["none"]["mean_seconds"] if "none" in runs else None
     for run in runs.values():
         run["slowdown"] = run["mean_seconds"] / base if base and run["mean_seconds"] else None
     _table(f"{Path(path).stem}: {args.iterations} × {args.gradient_mb:g} MB",
-           [{"impairment": k, **{f: _counted(v, f) if f in _PER_ITERATION else v[f]
+           [{"impairment": k, **{f: _counted(v, f) if f in PER_ITERATION else v[f]
                                  for f in ("exact", "fragments", "fragments_finished",
                                            "miscounted", "retransmissions",
                                            "resent_on_timeout", "resent_on_loss",
@@ -280,7 +281,7 @@ def _congested(path: str, args: argparse.Namespace, queue: int | None) -> dict:
     with _emulation(path, args) as emu:
         congest(emu, 0.3, queue)
         try:
-            results = _iterations(emu, args, f"congested, queue {queue or 'default'}")
+            results = list(_iterations(emu, args, f"congested, queue {queue or 'default'}"))
         except RunnerError as exc:  # recorded: the plan versions up to then still count
             events["error"] = str(exc)[:2000]
             results = []

@@ -1,0 +1,163 @@
+"""The loss item's journal (`ina bench reliability --item loss`): every iteration is kept the
+moment it ends, so a row can be measured over several sittings.
+
+At the issue's 20 × 4 MB one row of the 4-leaf/4-spine takes one to five hours (100-850 s
+per iteration), longer than a machine may stay up. `<out>/loss.jsonl` holds a header naming
+what the rows were measured with, then one line per event: an emulation started for a row, an
+iteration ended, an emulation ended (its nft counters, plan versions, error). `--resume`
+reads it back and runs only the iterations a row still lacks, on a fresh emulation; a row
+whose iteration hung is final (its hang is the measurement). An emulation that started but
+never ended (the machine went down) lost its counters: the row says how many did.
+
+A hand-written JSON-lines file, like `compare.py`'s records journal: append-only, so a line
+cut short by a kill is the only loss, and it is skipped on reading.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.mininet_runner import IterationResult
+
+# Counts summed over a row's iterations; a row without a finished iteration has none (null in
+# the JSON, "–" in the table, a gap in the plot), not 0, which would read as a measurement.
+PER_ITERATION = ("retransmissions", "resent_on_timeout", "resent_on_control", "resent_on_loss",
+                 "fragments", "fragments_finished", "miscounted", "duplicates_ignored_at_ps")
+# nft and interface counters summed over a row's emulations; the ratios are taken again
+_FRAME_COUNTS = ("frames_offered", "frames_hit", "frames_received_by_far_ends")
+
+
+class JournalMismatch(ValueError):
+    """`--resume` from a journal measured with other settings: two experiments, not one."""
+
+
+def iteration_record(it: IterationResult) -> dict:
+    """What a row keeps of one iteration: the PS's exactly-once counts and the workers'
+    resends by cause."""
+    reports = it.worker_reports.values()
+    return {
+        "seconds": it.seconds,
+        "exact": it.exact,
+        "retransmissions": it.retransmissions,
+        "resent_on_timeout": sum(r["resent_on_timeout"] for r in reports),
+        "resent_on_control": sum(r["resent_on_control"] for r in reports),
+        # found lost from later results or by the tail probe (dataplane/hosts.py, RACK)
+        "resent_on_loss": sum(r.get("resent_on_loss", 0) for r in reports),
+        # the workers' retransmission timeout at the end of the iteration (median, ms)
+        "rto_ms": statistics.median(r.get("rto_ms", 0) for r in reports),
+        "fragments": it.ps_report.get("fragments", 0),
+        "fragments_finished": it.ps_report.get("finished", 0),
+        "miscounted": it.ps_report.get("miscounted", 0),
+        "duplicates_ignored_at_ps": it.ps_report.get("duplicates_ignored", 0),
+    }
+
+
+def summary(records: list[dict]) -> dict:
+    """A row's figures from its iteration records."""
+    if not records:
+        return {"iterations_completed": 0, "exact": False, "mean_seconds": None,
+                **dict.fromkeys(PER_ITERATION), "rto_ms": [], "seconds": []}
+    return {"iterations_completed": len(records),
+            "exact": all(r["exact"] for r in records),
+            "mean_seconds": statistics.mean(r["seconds"] for r in records),
+            **{key: sum(r[key] for r in records) for key in PER_ITERATION},
+            "rto_ms": [r["rto_ms"] for r in records],
+            "seconds": [r["seconds"] for r in records]}
+
+
+@dataclass
+class Row:
+    """What the journal holds of one (topology, row)."""
+
+    records: list[dict] = field(default_factory=list)
+    sessions: list[dict] = field(default_factory=list)  # emulations that ended
+    started: int = 0  # emulations started
+
+    @property
+    def error(self) -> str | None:
+        return next((s["error"] for s in self.sessions if s.get("error")), None)
+
+    def report(self) -> dict:
+        """The row as the report gives it: its iterations' figures, and its emulations'
+        counters summed (plan versions: the most any one emulation made)."""
+        frames = {key: sum(s["measured"].get(key, 0) for s in self.sessions)
+                  for key in _FRAME_COUNTS}
+        measured = {}
+        if frames["frames_offered"]:
+            measured = {**frames,
+                        "hit_percent": round(100 * frames["frames_hit"]
+                                             / frames["frames_offered"], 3),
+                        "received_per_offered": round(frames["frames_received_by_far_ends"]
+                                                      / frames["frames_offered"], 4)}
+        return {**summary(self.records), "measured": measured, "error": self.error,
+                "plan_versions": max((s["plan_versions"] for s in self.sessions), default=None),
+                "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),
+                "emulations": self.started,
+                "emulations_cut_short": self.started - len(self.sessions)}
+
+
+class Journal:
+    """`<out>/loss.jsonl`: opened afresh, or read back to resume when `resume` is set."""
+
+    def __init__(self, path: Path, settings: dict, resume: bool) -> None:
+        self.path = path
+        self.rows: dict[tuple[str, str], Row] = {}
+        if resume and path.exists():
+            self._read(settings)
+        else:
+            self._write({"journal": settings}, mode="w")
+
+    def row(self, topology: str, label: str) -> Row:
+        return self.rows.setdefault((topology, label), Row())
+
+    def labels(self, topology: str) -> list[str]:
+        """The rows of `topology` the journal holds, in the order they were first measured."""
+        return [label for (t, label) in self.rows if t == topology]
+
+    def started(self, topology: str, label: str) -> None:
+        self.row(topology, label).started += 1
+        self._write({"topology": topology, "row": label, "started": True})
+
+    def iteration(self, topology: str, label: str, record: dict) -> None:
+        self.row(topology, label).records.append(record)
+        self._write({"topology": topology, "row": label, "iteration": record})
+
+    def ended(self, topology: str, label: str, session: dict) -> None:
+        self.row(topology, label).sessions.append(session)
+        self._write({"topology": topology, "row": label, "ended": session})
+
+    def _write(self, entry: dict, mode: str = "a") -> None:
+        with self.path.open(mode) as f:
+            f.write(json.dumps(entry, separators=(",", ":")) + "\n")
+            f.flush()
+
+    def _read(self, settings: dict) -> None:
+        text = self.path.read_text()
+        if text and not text.endswith("\n"):  # cut short: the next entry starts a new line
+            with self.path.open("a") as f:
+                f.write("\n")
+        lines = text.splitlines()
+        try:
+            header = json.loads(lines[0]).get("journal") if lines else None
+        except (ValueError, AttributeError):
+            header = None
+        if header != settings:
+            raise JournalMismatch(
+                f"{self.path} holds rows measured with {header}, not with {settings}; run "
+                "again without --resume (a fresh journal) or with the same --gradient-mb, "
+                "--timeout, --target, --scheme and --scale-mbps")
+        for line in lines[1:]:
+            try:
+                entry = json.loads(line)
+            except ValueError:  # the last line, cut short by a kill
+                continue
+            row = self.row(entry["topology"], entry["row"])
+            if "started" in entry:
+                row.started += 1
+            elif "iteration" in entry:
+                row.records.append(entry["iteration"])
+            else:
+                row.sessions.append(entry["ended"])

@@ -1,0 +1,102 @@
+"""The loss item's journal (controller.bench.loss_journal): what a row keeps across sittings,
+read back after a kill, and a resume from other settings refused (no root)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from controller.bench.loss_journal import Journal, JournalMismatch
+
+SETTINGS = {"item": "loss", "target": "embedded", "scheme": "aro", "gradient_mb": 4.0,
+            "timeout_seconds": 600.0, "scale_mbps": None}
+
+
+def _record(seconds: float, resent: int, exact: bool = True) -> dict:
+    return {"seconds": seconds, "exact": exact, "retransmissions": resent,
+            "resent_on_timeout": resent, "resent_on_control": 0, "resent_on_loss": 0,
+            "rto_ms": 500.0, "fragments": 100, "fragments_finished": 100, "miscounted": 0,
+            "duplicates_ignored_at_ps": 1}
+
+
+def _session(offered: int, hit: int, received: int, versions: int, error=None) -> dict:
+    return {"measured": {"frames_offered": offered, "frames_hit": hit,
+                         "frames_received_by_far_ends": received},
+            "error": error, "plan_versions": versions, "switch_duplicates": 3}
+
+
+def test_a_row_measured_over_two_sittings_and_a_kill_reads_back_whole(tmp_path):
+    path = tmp_path / "loss.jsonl"
+    first = Journal(path, SETTINGS, resume=False)
+    first.started("fig1", "loss 5 %")
+    first.iteration("fig1", "loss 5 %", _record(10.0, 7))
+    first.ended("fig1", "loss 5 %", _session(1000, 50, 950, 1))
+    first.started("fig1", "loss 5 %")  # this sitting is killed after one iteration ...
+    first.iteration("fig1", "loss 5 %", _record(20.0, 9))
+    with path.open("a") as f:
+        f.write('{"topology":"fig1","row":"loss 5 %","itera')  # ... mid-line
+
+    second = Journal(path, SETTINGS, resume=True)
+    row = second.row("fig1", "loss 5 %")
+    assert [r["seconds"] for r in row.records] == [10.0, 20.0]
+    second.started("fig1", "loss 5 %")
+    second.iteration("fig1", "loss 5 %", _record(30.0, 2, exact=False))
+    second.ended("fig1", "loss 5 %", _session(3000, 150, 2850, 2))
+
+    report = Journal(path, SETTINGS, resume=True).row("fig1", "loss 5 %").report()
+    assert report["iterations_completed"] == 3
+    assert report["seconds"] == [10.0, 20.0, 30.0]
+    assert report["mean_seconds"] == 20.0
+    assert report["exact"] is False  # one wrong result makes the row wrong
+    assert report["retransmissions"] == 18 and report["fragments_finished"] == 300
+    assert report["measured"] == {"frames_offered": 4000, "frames_hit": 200,
+                                  "frames_received_by_far_ends": 3800,
+                                  "hit_percent": 5.0, "received_per_offered": 0.95}
+    assert report["plan_versions"] == 2 and report["switch_duplicates"] == 6
+    assert report["emulations"] == 3 and report["emulations_cut_short"] == 1
+    assert report["error"] is None
+
+
+def test_a_hang_is_the_rows_error_and_a_row_never_measured_has_no_counts(tmp_path):
+    journal = Journal(tmp_path / "loss.jsonl", SETTINGS, resume=False)
+    journal.started("fig1", "loss 1 %")
+    journal.ended("fig1", "loss 1 %", _session(10, 0, 10, 1, error="hang at fragment 7"))
+    assert journal.row("fig1", "loss 1 %").error == "hang at fragment 7"
+    report = journal.row("fig1", "loss 1 %").report()
+    assert report["iterations_completed"] == 0 and report["retransmissions"] is None
+    assert journal.labels("fig1") == ["loss 1 %"] and journal.labels("other") == []
+
+
+def test_without_resume_the_journal_starts_afresh(tmp_path):
+    path = tmp_path / "loss.jsonl"
+    Journal(path, SETTINGS, resume=False).iteration("fig1", "none", _record(1.0, 0))
+    assert Journal(path, SETTINGS, resume=False).row("fig1", "none").records == []
+    assert len(path.read_text().splitlines()) == 1
+
+
+@pytest.mark.parametrize("header", [{**SETTINGS, "gradient_mb": 0.25}, None])
+def test_resuming_from_other_settings_is_refused(tmp_path, header):
+    path = tmp_path / "loss.jsonl"
+    path.write_text((json.dumps({"journal": header}) if header else "not json") + "\n")
+    with pytest.raises(JournalMismatch, match="--gradient-mb"):
+        Journal(path, SETTINGS, resume=True)
+
+
+def test_the_command_refuses_such_a_resume_with_exit_2(tmp_path):
+    (tmp_path / "loss.jsonl").write_text(json.dumps({"journal": {**SETTINGS,
+                                                                 "gradient_mb": 0.25}}) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
+                           "--item", "loss", "--resume", "--out", str(tmp_path)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "--resume" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_resume_belongs_to_the_loss_item_only():
+    proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
+                           "--item", "congestion", "--resume"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and "--item loss" in proc.stderr
