@@ -100,3 +100,16 @@ def test_resume_belongs_to_the_loss_item_only():
                            "--item", "congestion", "--resume"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "--item loss" in proc.stderr
+
+
+def test_a_damaged_line_inside_the_journal_is_refused_not_skipped(tmp_path):
+    """Only the last line can be cut short by a kill; a bad line before it means the file
+    was edited or mixed, and skipping it would drop an iteration silently."""
+    path = tmp_path / "loss.jsonl"
+    journal = Journal(path, SETTINGS, resume=False)
+    journal.iteration("fig1", "none", _record(1.0, 0))
+    journal.iteration("fig1", "none", _record(2.0, 0))
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([lines[0], '{"row": "none"}', lines[2]]) + "\n")
+    with pytest.raises(JournalMismatch, match="line 2"):
+        Journal(path, SETTINGS, resume=True)

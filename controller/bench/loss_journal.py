@@ -10,7 +10,8 @@ whose iteration hung is final (its hang is the measurement). An emulation that s
 never ended (the machine went down) lost its counters: the row says how many did.
 
 A hand-written JSON-lines file, like `compare.py`'s records journal: append-only, so a line
-cut short by a kill is the only loss, and it is skipped on reading.
+cut short by a kill is the only loss; resuming drops it. Any other bad line is refused, not
+skipped: an iteration would go missing without a word.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ _FRAME_COUNTS = ("frames_offered", "frames_hit", "frames_received_by_far_ends")
 
 
 class JournalMismatch(ValueError):
-    """`--resume` from a journal measured with other settings: two experiments, not one."""
+    """A journal `--resume` cannot go on from: measured with other settings (two
+    experiments, not one), or a line inside it that is no entry of ours."""
 
 
 def iteration_record(it: IterationResult) -> dict:
@@ -135,11 +137,11 @@ class Journal:
             f.flush()
 
     def _read(self, settings: dict) -> None:
-        text = self.path.read_text()
-        if text and not text.endswith("\n"):  # cut short: the next entry starts a new line
-            with self.path.open("a") as f:
-                f.write("\n")
-        lines = text.splitlines()
+        lines = self.path.read_text().splitlines()
+        if len(lines) > 1 and not _is_json(lines[-1]):
+            # cut short by a kill: dropped, so that the entries written next start whole
+            lines.pop()
+            self.path.write_text("".join(line + "\n" for line in lines))
         try:
             header = json.loads(lines[0]).get("journal") if lines else None
         except (ValueError, AttributeError):
@@ -149,15 +151,27 @@ class Journal:
                 f"{self.path} holds rows measured with {header}, not with {settings}; run "
                 "again without --resume (a fresh journal) or with the same --gradient-mb, "
                 "--timeout, --target, --scheme and --scale-mbps")
-        for line in lines[1:]:
+        for number, line in enumerate(lines[1:], start=2):
             try:
                 entry = json.loads(line)
-            except ValueError:  # the last line, cut short by a kill
-                continue
-            row = self.row(entry["topology"], entry["row"])
-            if "started" in entry:
-                row.started += 1
-            elif "iteration" in entry:
-                row.records.append(entry["iteration"])
-            else:
-                row.sessions.append(entry["ended"])
+                row = self.row(entry["topology"], entry["row"])
+                if "started" in entry:
+                    row.started += 1
+                elif "iteration" in entry:
+                    row.records.append(entry["iteration"])
+                else:
+                    row.sessions.append(entry["ended"])
+            except (ValueError, KeyError, TypeError):
+                raise JournalMismatch(
+                    f"{self.path} line {number} is not an entry of this journal "
+                    f"({line[:80]!r}); only its last line may be cut short. Run again "
+                    "without --resume (a fresh journal), or remove that line if you edited "
+                    "the file") from None
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
