@@ -21,13 +21,14 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.faults.impair import frame_rates
 from controller.mininet_runner import IterationResult
 
 # Counts summed over a row's iterations; a row without a finished iteration has none (null in
 # the JSON, "–" in the table, a gap in the plot), not 0, which would read as a measurement.
 PER_ITERATION = ("retransmissions", "resent_on_timeout", "resent_on_control", "resent_on_loss",
                  "fragments", "fragments_finished", "miscounted", "duplicates_ignored_at_ps")
-# nft and interface counters summed over a row's emulations; the ratios are taken again
+# nft and interface counters summed over a row's emulations, in `frame_rates`' order
 _FRAME_COUNTS = ("frames_offered", "frames_hit", "frames_received_by_far_ends")
 
 
@@ -85,15 +86,9 @@ class Row:
     def report(self) -> dict:
         """The row as the report gives it: its iterations' figures, and its emulations'
         counters summed (plan versions: the most any one emulation made)."""
-        frames = {key: sum(s["measured"].get(key, 0) for s in self.sessions)
-                  for key in _FRAME_COUNTS}
-        measured = {}
-        if frames["frames_offered"]:
-            measured = {**frames,
-                        "hit_percent": round(100 * frames["frames_hit"]
-                                             / frames["frames_offered"], 3),
-                        "received_per_offered": round(frames["frames_received_by_far_ends"]
-                                                      / frames["frames_offered"], 4)}
+        frames = [sum(s["measured"].get(key, 0) for s in self.sessions)
+                  for key in _FRAME_COUNTS]
+        measured = frame_rates(*frames) if frames[0] else {}
         return {**summary(self.records), "measured": measured, "error": self.error,
                 "plan_versions": max((s["plan_versions"] for s in self.sessions), default=None),
                 "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),

@@ -234,7 +234,7 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
     base = runs["none"]["mean_seconds"] if "none" in runs else None
     for run in runs.values():
         run["slowdown"] = run["mean_seconds"] / base if base and run["mean_seconds"] else None
-    _table(f"{Path(path).stem}: {args.iterations} × {args.gradient_mb:g} MB",
+    _table(f"{topology}: {args.iterations} × {args.gradient_mb:g} MB",
            [{"impairment": k, **{f: _counted(v, f) if f in PER_ITERATION else v[f]
                                  for f in ("exact", "fragments", "fragments_finished",
                                            "miscounted", "retransmissions",

@@ -216,10 +216,16 @@ def measured(emu, chains: dict[str, dict[str, int]], before: dict[str, tuple[int
     seen = sum(c["seen"] for c in chains.values())
     hit = sum(c["hit"] for c in chains.values())
     received = sum(after[peer[i]][1] - before[peer[i]][1] for i in chains if i in peer)
-    return {"frames_offered": seen, "frames_hit": hit,
-            "hit_percent": round(100 * hit / max(1, seen), 3),
+    return frame_rates(seen, hit, received)
+
+
+def frame_rates(offered: int, hit: int, received: int) -> dict[str, float]:
+    """The counts and the rates they make: the share of offered frames the rules hit, and
+    of those the far ends received (also for counts summed over several emulations)."""
+    return {"frames_offered": offered, "frames_hit": hit,
+            "hit_percent": round(100 * hit / max(1, offered), 3),
             "frames_received_by_far_ends": received,
-            "received_per_offered": round(received / max(1, seen), 4)}
+            "received_per_offered": round(received / max(1, offered), 4)}
 
 
 def _delete_root_table(table: str) -> None:
