@@ -58,3 +58,18 @@ def test_a_row_that_did_not_finish_is_marked_in_the_plot_not_left_out():
         ("loss 5 %", 9.0, "not finished in 900 s: > this"),
         ("reorder 10 %", 3.0, "1 of 2 finished")]
     assert _unfinished_marks(rows, 2, None) == [("reorder 10 %", 3.0, "1 of 2 finished")]
+
+
+def test_iterations_that_ended_before_a_hang_are_kept_with_the_hang_error():
+    """The congestion item lost every finished iteration when a later one hung."""
+    from controller.bench.reliability import _until_hang
+    from controller.mininet_runner import RunnerError
+
+    def two_then_a_hang():
+        yield "iteration 1"
+        yield "iteration 2"
+        raise RunnerError("iteration 3: no result within 90 s")
+
+    assert _until_hang(two_then_a_hang()) == (["iteration 1", "iteration 2"],
+                                              "iteration 3: no result within 90 s")
+    assert _until_hang(iter(["iteration 1"])) == (["iteration 1"], None)

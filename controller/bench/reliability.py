@@ -166,6 +166,19 @@ def _iterations(emu: Emulation, args: argparse.Namespace, label: str,
         yield it
 
 
+def _until_hang(iterations: Iterator[IterationResult]
+                ) -> tuple[list[IterationResult], str | None]:
+    """The iterations that ended and, if one hung, its error: the ones before a hang were
+    measured and still count."""
+    ended: list[IterationResult] = []
+    try:
+        for it in iterations:
+            ended.append(it)  # noqa: PERF402 (list() would lose them at the raise)
+    except RunnerError as exc:
+        return ended, str(exc)[:2000]
+    return ended, None
+
+
 def _summary(results: list[IterationResult]) -> dict:
     return summary([iteration_record(it) for it in results])
 
@@ -265,7 +278,8 @@ def _congestion_run(path: str, args: argparse.Namespace) -> dict:
     runs = {label: _congested(path, args, queue)
             for label, queue in (("1000-packet queues", None), ("2-packet queues", 2))}
     _table("congestion: every link at 30 % of the workers' pace", [
-        {"queues": label, "iterations": args.iterations,
+        {"queues": label,
+         "iterations ended": f"{r['congested']['iterations_completed']} of {args.iterations}",
          "plan versions, no failure": r["congested"]["plan_versions"],
          "exact": r["congested"]["exact"] and r["after_cut"]["exact"],
          "link-rounds saved by counters": r["congested"]["link_monitor"]["saved_by_traffic"],
@@ -280,13 +294,14 @@ def _congested(path: str, args: argparse.Namespace, queue: int | None) -> dict:
     events: dict = {}
     with _emulation(path, args) as emu:
         congest(emu, 0.3, queue)
-        try:
-            results = list(_iterations(emu, args, f"congested, queue {queue or 'default'}"))
-        except RunnerError as exc:  # recorded: the plan versions up to then still count
-            events["error"] = str(exc)[:2000]
-            results = []
+        results, error = _until_hang(_iterations(emu, args,
+                                                 f"congested, queue {queue or 'default'}"))
+        if error:  # recorded: the iterations and plan versions up to then still count
+            events["error"] = error
         state = emu.state()
-        events["congested"] = {**_summary(results), "plan_versions": state["version"],
+        congested = _summary(results)
+        events["congested"] = {**congested, "exact": congested["exact"] and not error,
+                               "plan_versions": state["version"],
                                "replans": state["replans"],
                                "link_monitor": state["link_monitor"]}
 
