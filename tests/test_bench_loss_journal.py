@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,20 @@ def test_a_damaged_line_inside_the_journal_is_refused_not_skipped(tmp_path):
     path.write_text("\n".join([lines[0], '{"row": "none"}', lines[2]]) + "\n")
     with pytest.raises(JournalMismatch, match="line 2"):
         Journal(path, SETTINGS, resume=True)
+
+
+def test_each_sitting_records_the_code_it_ran_and_the_row_lists_them_once(tmp_path):
+    """A row measured over several sittings may span commits: the report names each."""
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).parent,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    path = tmp_path / "loss.jsonl"
+    with path.open("w") as f:  # a journal written before revisions were recorded
+        f.write(json.dumps({"journal": SETTINGS}) + "\n")
+        f.write(json.dumps({"topology": "fig1", "row": "none", "started": True}) + "\n")
+    journal = Journal(path, SETTINGS, resume=True)
+    journal.started("fig1", "none")
+    journal.started("fig1", "none")
+    revisions = Journal(path, SETTINGS, resume=True).row("fig1", "none").report()[
+        "code_revisions"]
+    assert revisions[0] == "not recorded" and len(revisions) == 2
+    assert revisions[1].removesuffix("+changes") == head

@@ -7,7 +7,9 @@ what the rows were measured with, then one line per event: an emulation started 
 iteration ended, an emulation ended (its nft counters, plan versions, error). `--resume`
 reads it back and runs only the iterations a row still lacks, on a fresh emulation; a row
 whose iteration hung is final (its hang is the measurement). An emulation that started but
-never ended (the machine went down) lost its counters: the row says how many did.
+never ended (the machine went down) lost its counters: the row says how many did. Each
+emulation's start records the code it ran (`code_revision`), so a row whose sittings ran
+different commits says so.
 
 A hand-written JSON-lines file, like `compare.py`'s records journal: append-only, so a line
 cut short by a kill is the only loss; resuming drops it. Any other bad line is refused, not
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +81,7 @@ class Row:
     records: list[dict] = field(default_factory=list)
     sessions: list[dict] = field(default_factory=list)  # emulations that ended
     started: int = 0  # emulations started
+    revisions: list[str] = field(default_factory=list)  # code they ran, each named once
 
     @property
     def error(self) -> str | None:
@@ -92,7 +96,7 @@ class Row:
         return {**summary(self.records), "measured": measured, "error": self.error,
                 "plan_versions": max((s["plan_versions"] for s in self.sessions), default=None),
                 "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),
-                "emulations": self.started,
+                "emulations": self.started, "code_revisions": self.revisions,
                 "emulations_cut_short": self.started - len(self.sessions)}
 
 
@@ -115,8 +119,17 @@ class Journal:
         return [label for (t, label) in self.rows if t == topology]
 
     def started(self, topology: str, label: str) -> None:
-        self.row(topology, label).started += 1
-        self._write({"topology": topology, "row": label, "started": True})
+        revision = code_revision()
+        self._started(self.row(topology, label), revision)
+        self._write({"topology": topology, "row": label, "started": True,
+                     "revision": revision})
+
+    @staticmethod
+    def _started(row: Row, revision: str | None) -> None:
+        row.started += 1
+        revision = revision or "not recorded"  # journals written before revisions were
+        if revision not in row.revisions:
+            row.revisions.append(revision)
 
     def iteration(self, topology: str, label: str, record: dict) -> None:
         self.row(topology, label).records.append(record)
@@ -151,7 +164,7 @@ class Journal:
                 entry = json.loads(line)
                 row = self.row(entry["topology"], entry["row"])
                 if "started" in entry:
-                    row.started += 1
+                    self._started(row, entry.get("revision"))
                 elif "iteration" in entry:
                     row.records.append(entry["iteration"])
                 else:
@@ -162,6 +175,20 @@ class Journal:
                     f"({line[:80]!r}); only its last line may be cut short. Run again "
                     "without --resume (a fresh journal), or remove that line if you edited "
                     "the file") from None
+
+
+def code_revision() -> str:
+    """The commit this code was checked out at, `+changes` when its code differs from it
+    (the journal and other files outside the code do not count), or "not a git checkout"."""
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here,
+                              capture_output=True, text=True, timeout=30, check=True)
+        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ":/controller",
+                                  ":/dataplane", ":/p4src"], cwd=here, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return "not a git checkout"
+    return head.stdout.strip() + ("+changes" if changed.returncode else "")
 
 
 def _is_json(line: str) -> bool:

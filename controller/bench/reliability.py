@@ -258,6 +258,10 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
              "hit_%": v["measured"].get("hit_percent", 0.0),
              "rx/offered": v["measured"].get("received_per_offered", 1.0)}
             for k, v in runs.items()])
+    for label, run in runs.items():
+        if len(run["code_revisions"]) > 1:
+            console.print(f"{topology}: {label}: measured over sittings that ran different "
+                          f"code: {', '.join(run['code_revisions'])}", highlight=False)
     return {"topology": Path(path).stem, "runs": runs}
 
 
