@@ -33,10 +33,7 @@ def fig1():
     return network, solve(network, "aro")
 
 
-@pytest.mark.parametrize("queue", [None, pytest.param(2, marks=pytest.mark.xfail(reason=(
-    "open (issue 15): with the adaptive timeout it passed 6 of 6 helper runs, but in the "
-    "lead's merged run every worker hung after the re-plan (plan version 2) with fragments "
-    "733-769 lost at window 1 and RTO 0.5 s")))], ids=["default-queue", "2-packet-queue"])
+@pytest.mark.parametrize("queue", [None, 2], ids=["default-queue", "2-packet-queue"])
 def test_congestion_is_not_a_failure_but_a_cut_under_it_is(fig1, queue):
     """Every link at 30 % of what the workers pace at: with the default 1000-packet queues
     probes wait seconds (probes alone re-planned 22 times in 4 iterations, issue 15), with
