@@ -127,8 +127,8 @@ class Journal:
     @staticmethod
     def _started(row: Row, revision: str | None) -> None:
         row.started += 1
-        revision = revision or "not recorded"  # journals written before revisions were
-        if revision not in row.revisions:
+        revision = revision or "not recorded"  # None: a line written before revisions were
+        if revision not in row.revisions:  # recorded (7f58bdf)
             row.revisions.append(revision)
 
     def iteration(self, topology: str, label: str, record: dict) -> None:
