@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.bench.loss_journal import Journal, JournalMismatch
+from controller.bench.loss_journal import Journal, JournalMismatch, code_revision
 
 SETTINGS = {"item": "loss", "target": "embedded", "scheme": "aro", "gradient_mb": 4.0,
             "timeout_seconds": 600.0, "scale_mbps": None}
@@ -131,3 +131,18 @@ def test_each_sitting_records_the_code_it_ran_and_the_row_lists_them_once(tmp_pa
         "code_revisions"]
     assert revisions[0] == "not recorded" and len(revisions) == 2
     assert revisions[1].removesuffix("+changes") == head
+
+
+def test_code_inside_another_repository_names_no_commit(tmp_path):
+    """An installed copy in a virtualenv inside some other checkout is not that checkout's code."""
+    def git(*argv):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
+                              cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    git("init", "-q")
+    (tmp_path / "README").write_text("another project\n")
+    git("add", "README")
+    git("commit", "-qm", "another project")
+    installed = tmp_path / "venv" / "site-packages"
+    installed.mkdir(parents=True)
+    assert code_revision(installed) == "not a git checkout"
+    assert code_revision(tmp_path) == git("rev-parse", "--short=12", "HEAD").strip()

@@ -177,18 +177,25 @@ class Journal:
                     "the file") from None
 
 
-def code_revision() -> str:
-    """The commit this code was checked out at, `+changes` when its code differs from it
-    (the journal and other files outside the code do not count), or "not a git checkout"."""
-    here = Path(__file__).resolve().parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def code_revision(root: Path = PROJECT_ROOT) -> str:
+    """The commit the code under `root` was checked out at, `+changes` when its code differs
+    from it (the journal and other files outside the code do not count), or "not a git
+    checkout" (also when `root` is only somewhere inside another repository, as an installed
+    copy in a virtualenv inside one would be: that repository's commit says nothing here)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here,
-                              capture_output=True, text=True, timeout=30, check=True)
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
+                             cwd=root, capture_output=True, text=True, timeout=30, check=True)
         changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ":/controller",
-                                  ":/dataplane", ":/p4src"], cwd=here, timeout=30, check=False)
+                                  ":/dataplane", ":/p4src"], cwd=root, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return "not a git checkout"
-    return head.stdout.strip() + ("+changes" if changed.returncode else "")
+    toplevel, head = top.stdout.split()
+    if Path(toplevel).resolve() != root.resolve():
+        return "not a git checkout"
+    return head + ("+changes" if changed.returncode else "")
 
 
 def _is_json(line: str) -> bool:
