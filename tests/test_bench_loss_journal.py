@@ -146,3 +146,20 @@ def test_code_inside_another_repository_names_no_commit(tmp_path):
     installed.mkdir(parents=True)
     assert code_revision(installed) == "not a git checkout"
     assert code_revision(tmp_path) == git("rev-parse", "--short=12", "HEAD").strip()
+
+
+def test_a_row_measured_over_sittings_gives_each_sittings_own_figures(tmp_path):
+    """Sittings on a shared machine may differ (load, the machine itself): the row's mean
+    blends them, so each sitting's mean and resends are reported beside it."""
+    path = tmp_path / "loss.jsonl"
+    journal = Journal(path, SETTINGS, resume=False)
+    journal.started("fig1", "loss 1 %")
+    journal.iteration("fig1", "loss 1 %", _record(100.0, 10))
+    journal.iteration("fig1", "loss 1 %", _record(110.0, 30))
+    journal.started("fig1", "loss 1 %")  # a sitting cut short before its first iteration
+    journal.started("fig1", "loss 1 %")
+    journal.iteration("fig1", "loss 1 %", _record(190.0, 90))
+    report = Journal(path, SETTINGS, resume=True).row("fig1", "loss 1 %").report()
+    assert report["mean_seconds"] == pytest.approx(400.0 / 3)
+    assert [(s["iterations"], s["mean_seconds"], s["retransmissions"])
+            for s in report["sittings"]] == [(2, 105.0, 40), (1, 190.0, 90)]

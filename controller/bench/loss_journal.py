@@ -9,7 +9,8 @@ reads it back and runs only the iterations a row still lacks, on a fresh emulati
 whose iteration hung is final (its hang is the measurement). An emulation that started but
 never ended (the machine went down) lost its counters: the row says how many did. Each
 emulation's start records the code it ran (`code_revision`), so a row whose sittings ran
-different commits says so.
+different commits says so, and the report gives each sitting's own mean and resends: on a
+shared machine sittings hours apart need not run alike even on the same code.
 
 A hand-written JSON-lines file, like `compare.py`'s records journal: append-only, so a line
 cut short by a kill is the only loss; resuming drops it. Any other bad line is refused, not
@@ -82,6 +83,10 @@ class Row:
     sessions: list[dict] = field(default_factory=list)  # emulations that ended
     started: int = 0  # emulations started
     revisions: list[str] = field(default_factory=list)  # code they ran, each named once
+    # per emulation started: the code it ran and the iterations it measured, so that a row
+    # measured over sittings shows each one's own figures (a shared machine's load, or the
+    # machine itself, may differ between them)
+    sittings: list[dict] = field(default_factory=list)
 
     @property
     def error(self) -> str | None:
@@ -97,7 +102,19 @@ class Row:
                 "plan_versions": max((s["plan_versions"] for s in self.sessions), default=None),
                 "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),
                 "emulations": self.started, "code_revisions": self.revisions,
-                "emulations_cut_short": self.started - len(self.sessions)}
+                "emulations_cut_short": self.started - len(self.sessions),
+                "sittings": [{"code_revision": sitting["revision"],
+                              "iterations": len(sitting["records"]),
+                              "mean_seconds": summary(sitting["records"])["mean_seconds"],
+                              "retransmissions": summary(sitting["records"])["retransmissions"]}
+                             for sitting in self.sittings if sitting["records"]]}
+
+    def add(self, record: dict) -> None:
+        """An iteration, counted in the row and in the sitting that measured it."""
+        self.records.append(record)
+        if not self.sittings:  # not written by this journal: it starts each emulation
+            self.sittings.append({"revision": "not recorded", "records": []})
+        self.sittings[-1]["records"].append(record)
 
 
 class Journal:
@@ -130,9 +147,10 @@ class Journal:
         revision = revision or "not recorded"  # None: a line written before revisions were
         if revision not in row.revisions:  # recorded (7f58bdf)
             row.revisions.append(revision)
+        row.sittings.append({"revision": revision, "records": []})
 
     def iteration(self, topology: str, label: str, record: dict) -> None:
-        self.row(topology, label).records.append(record)
+        self.row(topology, label).add(record)
         self._write({"topology": topology, "row": label, "iteration": record})
 
     def ended(self, topology: str, label: str, session: dict) -> None:
@@ -166,7 +184,7 @@ class Journal:
                 if "started" in entry:
                     self._started(row, entry.get("revision"))
                 elif "iteration" in entry:
-                    row.records.append(entry["iteration"])
+                    row.add(entry["iteration"])
                 else:
                     row.sessions.append(entry["ended"])
             except (ValueError, KeyError, TypeError):

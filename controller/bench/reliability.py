@@ -283,9 +283,14 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
              "rx/offered": v["measured"].get("received_per_offered", 1.0)}
             for k, v in runs.items()])
     for label, run in runs.items():
-        if len(run["code_revisions"]) > 1:
-            console.print(f"{topology}: {label}: measured over sittings that ran different "
-                          f"code: {', '.join(run['code_revisions'])}", highlight=False)
+        if len(run["sittings"]) > 1:
+            _table(f"{topology}: {label}, measured over {len(run['sittings'])} sittings",
+                   [{"sitting": n, "code": sitting["code_revision"],
+                     "iterations": sitting["iterations"],
+                     "mean_s": _rounded(sitting["mean_seconds"]),
+                     "resent per iteration": round(sitting["retransmissions"]
+                                                   / sitting["iterations"])}
+                    for n, sitting in enumerate(run["sittings"], start=1)])
     return {"topology": Path(path).stem, "runs": runs}
 
 
