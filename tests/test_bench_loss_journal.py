@@ -163,3 +163,34 @@ def test_a_row_measured_over_sittings_gives_each_sittings_own_figures(tmp_path):
     assert report["mean_seconds"] == pytest.approx(400.0 / 3)
     assert [(s["iterations"], s["mean_seconds"], s["retransmissions"])
             for s in report["sittings"]] == [(2, 105.0, 40), (1, 190.0, 90)]
+
+
+def test_each_sitting_is_compared_with_its_own_reference_iterations(tmp_path):
+    """Two sittings on machines of different speed: the row's slowdown against its own
+    references is the mean of each iteration over its sitting's reference mean."""
+    path = tmp_path / "loss.jsonl"
+    journal = Journal(path, SETTINGS, resume=False)
+    journal.started("fig1", "loss 1 %")  # no reference: written before references existed
+    journal.iteration("fig1", "loss 1 %", _record(300.0, 5))
+    journal.started("fig1", "loss 1 %")
+    journal.reference("fig1", "loss 1 %", _record(100.0, 0))
+    journal.reference("fig1", "loss 1 %", _record(140.0, 0))
+    journal.iteration("fig1", "loss 1 %", _record(240.0, 5))
+    journal.iteration("fig1", "loss 1 %", _record(360.0, 5))
+    journal.started("fig1", "loss 1 %")
+    journal.reference("fig1", "loss 1 %", _record(50.0, 0))
+    journal.iteration("fig1", "loss 1 %", _record(100.0, 5))
+    report = Journal(path, SETTINGS, resume=True).row("fig1", "loss 1 %").report()
+    assert [(s["reference_mean_seconds"], s["slowdown"]) for s in report["sittings"]] == [
+        (None, None), (120.0, 2.5), (50.0, 2.0)]
+    assert report["slowdown_against_own_references"] == pytest.approx((2 + 3 + 2) / 3)
+    assert report["iterations_completed"] == 4  # references are not the row's iterations
+    assert report["mean_seconds"] == pytest.approx(250.0)
+
+
+def test_reference_iterations_belong_to_the_loss_item_and_are_not_negative():
+    for argv, says in ((["--item", "congestion", "--reference-iterations", "1"], "--item loss"),
+                       (["--item", "loss", "--reference-iterations", "-1"], "0 or more")):
+        proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
+                               *argv], capture_output=True, text=True, check=False)
+        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr

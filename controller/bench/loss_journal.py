@@ -10,7 +10,10 @@ whose iteration hung is final (its hang is the measurement). An emulation that s
 never ended (the machine went down) lost its counters: the row says how many did. Each
 emulation's start records the code it ran (`code_revision`), so a row whose sittings ran
 different commits says so, and the report gives each sitting's own mean and resends: on a
-shared machine sittings hours apart need not run alike even on the same code.
+shared machine sittings hours apart need not run alike even on the same code (on 2026-11-28
+the unimpaired 4x4 took 138.5 s an iteration in one session and 87.7 s in the next). A sitting
+may therefore open with unimpaired reference iterations on its own emulation, just before the
+impairment goes on (`reference` lines): its slowdown is then a ratio within one run.
 
 A hand-written JSON-lines file, like `compare.py`'s records journal: append-only, so a line
 cut short by a kill is the only loss; resuming drops it. Any other bad line is refused, not
@@ -103,18 +106,48 @@ class Row:
                 "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),
                 "emulations": self.started, "code_revisions": self.revisions,
                 "emulations_cut_short": self.started - len(self.sessions),
-                "sittings": [{"code_revision": sitting["revision"],
-                              "iterations": len(sitting["records"]),
-                              "mean_seconds": summary(sitting["records"])["mean_seconds"],
-                              "retransmissions": summary(sitting["records"])["retransmissions"]}
-                             for sitting in self.sittings if sitting["records"]]}
+                "sittings": [_sitting_report(sitting) for sitting in self.sittings
+                             if sitting["records"]],
+                "slowdown_against_own_references": self._slowdown_against_references()}
+
+    def _slowdown_against_references(self) -> float | None:
+        """Each iteration's seconds over its own sitting's reference mean, averaged over the
+        iterations whose sitting has a reference (None if none has)."""
+        ratios = [r["seconds"] / statistics.mean(x["seconds"] for x in sitting["references"])
+                  for sitting in self.sittings if sitting["references"]
+                  for r in sitting["records"]]
+        return statistics.mean(ratios) if ratios else None
 
     def add(self, record: dict) -> None:
         """An iteration, counted in the row and in the sitting that measured it."""
         self.records.append(record)
+        self._sitting()["records"].append(record)
+
+    def add_reference(self, record: dict) -> None:
+        """An unimpaired iteration that opened the current sitting."""
+        self._sitting()["references"].append(record)
+
+    def _sitting(self) -> dict:
         if not self.sittings:  # not written by this journal: it starts each emulation
-            self.sittings.append({"revision": "not recorded", "records": []})
-        self.sittings[-1]["records"].append(record)
+            self.sittings.append(_new_sitting("not recorded"))
+        return self.sittings[-1]
+
+
+def _new_sitting(revision: str) -> dict:
+    return {"revision": revision, "records": [], "references": []}
+
+
+def _sitting_report(sitting: dict) -> dict:
+    mean = summary(sitting["records"])["mean_seconds"]
+    reference = (statistics.mean(r["seconds"] for r in sitting["references"])
+                 if sitting["references"] else None)
+    return {"code_revision": sitting["revision"], "iterations": len(sitting["records"]),
+            "mean_seconds": mean, "retransmissions": summary(sitting["records"])[
+                "retransmissions"],
+            "reference_iterations": len(sitting["references"]),
+            "reference_mean_seconds": reference,
+            "reference_exact": all(r["exact"] for r in sitting["references"]),
+            "slowdown": mean / reference if reference else None}
 
 
 class Journal:
@@ -147,11 +180,15 @@ class Journal:
         revision = revision or "not recorded"  # None: a line written before revisions were
         if revision not in row.revisions:  # recorded (7f58bdf)
             row.revisions.append(revision)
-        row.sittings.append({"revision": revision, "records": []})
+        row.sittings.append(_new_sitting(revision))
 
     def iteration(self, topology: str, label: str, record: dict) -> None:
         self.row(topology, label).add(record)
         self._write({"topology": topology, "row": label, "iteration": record})
+
+    def reference(self, topology: str, label: str, record: dict) -> None:
+        self.row(topology, label).add_reference(record)
+        self._write({"topology": topology, "row": label, "reference": record})
 
     def ended(self, topology: str, label: str, session: dict) -> None:
         self.row(topology, label).sessions.append(session)
@@ -185,6 +222,8 @@ class Journal:
                     self._started(row, entry.get("revision"))
                 elif "iteration" in entry:
                     row.add(entry["iteration"])
+                elif "reference" in entry:
+                    row.add_reference(entry["reference"])
                 else:
                     row.sessions.append(entry["ended"])
             except (ValueError, KeyError, TypeError):

@@ -101,6 +101,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="loss: go on from <out>/loss.jsonl, running only the iterations each "
                    "row still lacks (a row whose iteration hung stays as it is); the same "
                    "--gradient-mb, --timeout, --target, --scheme and --scale-mbps")
+    p.add_argument("--reference-iterations", type=int, metavar="N",
+                   help="loss: unimpaired iterations that open each impaired row's sitting on "
+                   "its own emulation, before the impairment goes on, so that a row measured "
+                   "over sittings has a slowdown within each (default 1 with --resume, else 0)")
     p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
     p.add_argument("--restart", default="S1", help="longrun: switch restarted")
     p.add_argument("--out", default="docs/benchmarks/reliability")
@@ -131,7 +135,14 @@ def main(args: argparse.Namespace) -> int:
     if args.target == "bmv2" and (reason := missing("bmv2")):
         print(f"error: ina bench reliability: --target bmv2: {reason}", file=sys.stderr)
         return 2
-    for option, given in (("--impairment", args.impairment), ("--resume", args.resume)):
+    if args.reference_iterations is None:
+        args.reference_iterations = 1 if args.resume else 0
+    if args.reference_iterations < 0:
+        print(f"error: ina bench reliability: --reference-iterations "
+              f"{args.reference_iterations}: a count of iterations, 0 or more", file=sys.stderr)
+        return 2
+    for option, given in (("--impairment", args.impairment), ("--resume", args.resume),
+                          ("--reference-iterations", args.reference_iterations)):
         if given and args.item != "loss":
             print(f"error: ina bench reliability: {option} belongs to --item loss, not to "
                   f"--item {args.item}", file=sys.stderr)
@@ -253,6 +264,8 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
         journal.started(topology, label)
         error = None
         with _emulation(path, args) as emu:
+            if imp:
+                _reference_iterations(emu, args, journal, topology, label)
             before = interface_packets(emu)
             with (LinkImpairments(emu, imp) if imp else nullcontext()) as faults:
                 try:
@@ -279,6 +292,7 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                                            "duplicates_ignored_at_ps",
                                            "switch_duplicates", "plan_versions")},
              "mean_s": _rounded(v["mean_seconds"]), "slowdown": _rounded(v["slowdown"]),
+             "slowdown_own_ref": _rounded(v["slowdown_against_own_references"]),
              "hit_%": v["measured"].get("hit_percent", 0.0),
              "rx/offered": v["measured"].get("received_per_offered", 1.0)}
             for k, v in runs.items()])
@@ -289,9 +303,27 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                      "iterations": sitting["iterations"],
                      "mean_s": _rounded(sitting["mean_seconds"]),
                      "resent per iteration": round(sitting["retransmissions"]
-                                                   / sitting["iterations"])}
+                                                   / sitting["iterations"]),
+                     "reference_s": _rounded(sitting["reference_mean_seconds"]),
+                     "slowdown": _rounded(sitting["slowdown"])}
                     for n, sitting in enumerate(run["sittings"], start=1)])
     return {"topology": Path(path).stem, "runs": runs}
+
+
+def _reference_iterations(emu: Emulation, args: argparse.Namespace, journal: Journal,
+                          topology: str, label: str) -> None:
+    """`--reference-iterations` unimpaired iterations on the row's own emulation, numbered
+    past the row's (the iteration number is the epoch: neighbours must differ)."""
+    first = args.iterations + 1
+    try:
+        for k in range(first, first + args.reference_iterations):
+            (it,) = emu.iterate(args.gradient_mb, k, args.timeout)
+            console.print(f"  {label}: reference without impairment: {it.seconds:.2f} s, "
+                          f"exact {it.exact}, {it.retransmissions} resent", highlight=False)
+            journal.reference(topology, label, iteration_record(it))
+    except RunnerError as exc:  # the sitting has no (further) reference; the row goes on
+        console.print(f"  {label}: a reference iteration did not end ({str(exc)[:300]}); "
+                      "this sitting's slowdown has no reference of its own", highlight=False)
 
 
 def _counted(run: dict, key: str) -> int | str:
