@@ -194,3 +194,19 @@ def test_reference_iterations_belong_to_the_loss_item_and_are_not_negative():
         proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
                                *argv], capture_output=True, text=True, check=False)
         assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_delay_lines_counts_are_summed_over_a_rows_emulations(tmp_path):
+    path = tmp_path / "loss.jsonl"
+    journal = Journal(path, SETTINGS, resume=False)
+    journal.ended("fig1", "reorder 10 %", _session(10, 1, 10, 1))  # before they were recorded
+    assert journal.row("fig1", "reorder 10 %").report()["delay_lines"] == {}
+    for held, refused in ((100, 2), (50, 0)):
+        journal.ended("fig1", "reorder 10 %", {
+            **_session(10, 1, 10, 1), "delay_lines": {
+                "held": held, "sent": held - refused - 1, "refused_by_link": refused,
+                "held_at_stop": 1, "dropped_before_read": 3}})
+    lines = Journal(path, SETTINGS, resume=True).row("fig1", "reorder 10 %").report()[
+        "delay_lines"]
+    assert lines == {"held": 150, "sent": 146, "refused_by_link": 2, "held_at_stop": 2,
+                     "dropped_before_read": 6}

@@ -128,8 +128,10 @@ def check_impaired_run(impairment, results, chains, faults, state) -> float:
         switch_dups = sum(sum(s["counters"].get("duplicates", [])) for s in
                           state["switches"].values())
         assert switch_dups + sum(it.ps_report["duplicates_ignored"] for it in results) > 0
-    else:
+    else:  # frames held back and sent later; every frame a delay line read accounted for
         assert sum(s["sent"] for s in faults.delayline_stats.values()) > 0
+        for link in faults.delayline_stats.values():
+            assert link["held"] == link["sent"] + link["refused_by_link"] + link["held_at_stop"]
     assert state["version"] == 1, "an impaired link is not a dead one"
     return 100 * hit / seen
 

@@ -28,6 +28,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.faults.delayline import COUNTS as DELAY_LINE_COUNTS
 from controller.faults.impair import frame_rates
 from controller.mininet_runner import IterationResult
 
@@ -104,6 +105,11 @@ class Row:
         return {**summary(self.records), "measured": measured, "error": self.error,
                 "plan_versions": max((s["plan_versions"] for s in self.sessions), default=None),
                 "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),
+                # reorder rows: what the delay lines did with the frames they held (empty for
+                # emulations that ended before the journal recorded it)
+                "delay_lines": ({key: sum(s.get("delay_lines", {}).get(key, 0)
+                                          for s in self.sessions) for key in DELAY_LINE_COUNTS}
+                                if any(s.get("delay_lines") for s in self.sessions) else {}),
                 "emulations": self.started, "code_revisions": self.revisions,
                 "emulations_cut_short": self.started - len(self.sessions),
                 "sittings": [_sitting_report(sitting) for sitting in self.sittings

@@ -42,6 +42,7 @@ from controller.bench.loss_journal import (
     iteration_record,
     summary,
 )
+from controller.faults.delayline import COUNTS as DELAY_LINE_COUNTS
 from controller.faults.impair import (
     Impairment,
     LinkImpairments,
@@ -275,10 +276,14 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                     error = str(exc)[:2000]
                 chains = faults.counters() if faults else {}
             rates = measured(emu, chains, before, interface_packets(emu)) if faults else {}
+            delay_lines = ({key: sum(link[key] for link in faults.delayline_stats.values())
+                            for key in DELAY_LINE_COUNTS} if faults and faults.delayline_stats
+                           else {})
             switch_dups = sum(sum(s["counters"].get("duplicates", []))
                               for s in emu.state()["switches"].values())
             journal.ended(topology, label, {"measured": rates, "error": error,
                                             "plan_versions": emu.state()["version"],
+                                            "delay_lines": delay_lines,
                                             "switch_duplicates": switch_dups})
     runs = {label: journal.row(topology, label).report() for label in journal.labels(topology)}
     base = runs["none"]["mean_seconds"] if "none" in runs else None
@@ -297,6 +302,11 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
              "rx/offered": v["measured"].get("received_per_offered", 1.0)}
             for k, v in runs.items()])
     for label, run in runs.items():
+        if run["delay_lines"]:
+            console.print(f"{topology}: {label}: the delay lines held "
+                          + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in
+                                      run["delay_lines"].items() if k != "held")
+                          + f" of {run['delay_lines']['held']} frames", highlight=False)
         if len(run["sittings"]) > 1:
             _table(f"{topology}: {label}, measured over {len(run['sittings'])} sittings",
                    [{"sitting": n, "code": sitting["code_revision"],
