@@ -303,10 +303,11 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
             for k, v in runs.items()])
     for label, run in runs.items():
         if run["delay_lines"]:
-            console.print(f"{topology}: {label}: the delay lines held "
+            held = run["delay_lines"]["held"]
+            console.print(f"{topology}: {label}: the delay lines held {held} frames: "
                           + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in
-                                      run["delay_lines"].items() if k != "held")
-                          + f" of {run['delay_lines']['held']} frames", highlight=False)
+                                      run["delay_lines"].items() if k != "held"),
+                          highlight=False)
         if len(run["sittings"]) > 1:
             _table(f"{topology}: {label}, measured over {len(run['sittings'])} sittings",
                    [{"sitting": n, "code": sitting["code_revision"],

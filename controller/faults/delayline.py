@@ -45,7 +45,7 @@ def _socket(interface: str, mark: bool) -> socket.socket:
 
 
 def run(pairs: list[tuple[str, str]], delay: float) -> dict[str, dict[str, int]]:
-    """Hold and resend until SIGTERM; returns per link interface the frames held and sent."""
+    """Hold and resend until SIGTERM; returns per link interface the frames counted by COUNTS."""
     inputs = {_socket(divert, False): link for divert, link in pairs}
     outputs = {link: _socket(link, True) for _, link in pairs}
     stats = {link: dict.fromkeys(COUNTS, 0) for _, link in pairs}
@@ -63,8 +63,8 @@ def run(pairs: list[tuple[str, str]], delay: float) -> dict[str, dict[str, int]]
                 stats[link]["sent"] += 1
             except OSError:  # a full queue or a cut: the frame is lost, as on a wire
                 stats[link]["refused_by_link"] += 1
-        wait = min(0.5, pending[0][0] - now) if pending else 0.5  # SIGTERM seen within 0.5 s
-        wait = max(0.0, wait)
+        # at most 0.5 s, so that SIGTERM is seen soon (select resumes after a signal)
+        wait = max(0.0, min(0.5, pending[0][0] - now)) if pending else 0.5
         try:
             ready, _, _ = select.select(list(inputs), [], [], wait)
         except InterruptedError:
