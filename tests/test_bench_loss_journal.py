@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.bench.loss_journal import Journal, JournalMismatch
+from controller.bench.loss_journal import Journal, JournalMismatch, code_revision
 
 SETTINGS = {"item": "loss", "target": "embedded", "scheme": "aro", "gradient_mb": 4.0,
             "timeout_seconds": 600.0, "scale_mbps": None}
@@ -131,3 +131,82 @@ def test_each_sitting_records_the_code_it_ran_and_the_row_lists_them_once(tmp_pa
         "code_revisions"]
     assert revisions[0] == "not recorded" and len(revisions) == 2
     assert revisions[1].removesuffix("+changes") == head
+
+
+def test_code_inside_another_repository_names_no_commit(tmp_path):
+    """An installed copy in a virtualenv inside some other checkout is not that checkout's code."""
+    def git(*argv):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
+                              cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    git("init", "-q")
+    (tmp_path / "README").write_text("another project\n")
+    git("add", "README")
+    git("commit", "-qm", "another project")
+    installed = tmp_path / "venv" / "site-packages"
+    installed.mkdir(parents=True)
+    assert code_revision(installed) == "not a git checkout"
+    assert code_revision(tmp_path) == git("rev-parse", "--short=12", "HEAD").strip()
+
+
+def test_a_row_measured_over_sittings_gives_each_sittings_own_figures(tmp_path):
+    """Sittings on a shared machine may differ (load, the machine itself): the row's mean
+    blends them, so each sitting's mean and resends are reported beside it."""
+    path = tmp_path / "loss.jsonl"
+    journal = Journal(path, SETTINGS, resume=False)
+    journal.started("fig1", "loss 1 %")
+    journal.iteration("fig1", "loss 1 %", _record(100.0, 10))
+    journal.iteration("fig1", "loss 1 %", _record(110.0, 30))
+    journal.started("fig1", "loss 1 %")  # a sitting cut short before its first iteration
+    journal.started("fig1", "loss 1 %")
+    journal.iteration("fig1", "loss 1 %", _record(190.0, 90))
+    report = Journal(path, SETTINGS, resume=True).row("fig1", "loss 1 %").report()
+    assert report["mean_seconds"] == pytest.approx(400.0 / 3)
+    assert [(s["iterations"], s["mean_seconds"], s["retransmissions"])
+            for s in report["sittings"]] == [(2, 105.0, 40), (1, 190.0, 90)]
+
+
+def test_each_sitting_is_compared_with_its_own_reference_iterations(tmp_path):
+    """Two sittings on machines of different speed: the row's slowdown against its own
+    references is the mean of each iteration over its sitting's reference mean."""
+    path = tmp_path / "loss.jsonl"
+    journal = Journal(path, SETTINGS, resume=False)
+    journal.started("fig1", "loss 1 %")  # no reference: written before references existed
+    journal.iteration("fig1", "loss 1 %", _record(300.0, 5))
+    journal.started("fig1", "loss 1 %")
+    journal.reference("fig1", "loss 1 %", _record(100.0, 0))
+    journal.reference("fig1", "loss 1 %", _record(140.0, 0))
+    journal.iteration("fig1", "loss 1 %", _record(240.0, 5))
+    journal.iteration("fig1", "loss 1 %", _record(360.0, 5))
+    journal.started("fig1", "loss 1 %")
+    journal.reference("fig1", "loss 1 %", _record(50.0, 0))
+    journal.iteration("fig1", "loss 1 %", _record(100.0, 5))
+    report = Journal(path, SETTINGS, resume=True).row("fig1", "loss 1 %").report()
+    assert [(s["reference_mean_seconds"], s["slowdown"]) for s in report["sittings"]] == [
+        (None, None), (120.0, 2.5), (50.0, 2.0)]
+    assert report["slowdown_against_own_references"] == pytest.approx((2 + 3 + 2) / 3)
+    assert report["iterations_completed"] == 4  # references are not the row's iterations
+    assert report["mean_seconds"] == pytest.approx(250.0)
+
+
+def test_reference_iterations_belong_to_the_loss_item_and_are_not_negative():
+    for argv, says in ((["--item", "congestion", "--reference-iterations", "1"], "--item loss"),
+                       (["--item", "loss", "--reference-iterations", "-1"], "0 or more")):
+        proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
+                               *argv], capture_output=True, text=True, check=False)
+        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_delay_lines_counts_are_summed_over_a_rows_emulations(tmp_path):
+    path = tmp_path / "loss.jsonl"
+    journal = Journal(path, SETTINGS, resume=False)
+    journal.ended("fig1", "reorder 10 %", _session(10, 1, 10, 1))  # before they were recorded
+    assert journal.row("fig1", "reorder 10 %").report()["delay_lines"] == {}
+    for held, refused in ((100, 2), (50, 0)):
+        journal.ended("fig1", "reorder 10 %", {
+            **_session(10, 1, 10, 1), "delay_lines": {
+                "held": held, "sent": held - refused - 1, "refused_by_link": refused,
+                "held_at_stop": 1, "dropped_before_read": 3}})
+    lines = Journal(path, SETTINGS, resume=True).row("fig1", "reorder 10 %").report()[
+        "delay_lines"]
+    assert lines == {"held": 150, "sent": 146, "refused_by_link": 2, "held_at_stop": 2,
+                     "dropped_before_read": 6}

@@ -1,13 +1,14 @@
-"""`ina bench reliability --item loss --impairment`: which rows run, and bad input (no root)."""
+"""`ina bench reliability`: which loss rows run, each item's default size, bad input (no root)."""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 
 import pytest
 
-from controller.bench.reliability import IMPAIRMENTS, _rows
+from controller.bench.reliability import IMPAIRMENTS, _rows, add_parser, with_item_defaults
 from controller.faults.impair import Impairment
 
 
@@ -44,3 +45,28 @@ def test_the_option_belongs_to_the_loss_item_only():
                            "--item", "longrun", "--impairment", "loss:1"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2 and "--item loss" in proc.stderr
+
+
+@pytest.mark.parametrize("item, iterations, gradient_mb, timeout", [
+    ("loss", 20, 4.0, 600.0),        # the issue's 20 x 4 MB
+    ("congestion", 3, 0.1, 120.0),   # at 30 % of the pace 4 MB would take minutes an iteration
+    ("longrun", 200, 0.05, 120.0),   # the issue's 200 iterations
+])
+def test_each_item_has_the_size_its_figures_were_measured_with(item, iterations, gradient_mb,
+                                                               timeout):
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    args = with_item_defaults(parser.parse_args(["reliability", "--item", item]))
+    assert (args.iterations, args.gradient_mb, args.timeout) == (iterations, gradient_mb, timeout)
+    given = with_item_defaults(parser.parse_args(["reliability", "--item", item,
+                                                  "--gradient-mb", "2", "--iterations", "7"]))
+    assert (given.iterations, given.gradient_mb) == (7, 2.0)
+
+
+@pytest.mark.parametrize("option, value", [("--iterations", "0"), ("--gradient-mb", "-1"),
+                                           ("--timeout", "0"), ("--seconds", "0")])
+def test_a_count_or_size_of_zero_or_less_is_refused_with_exit_2(option, value):
+    proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
+                           "--item", "loss", option, value],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2 and option in proc.stderr and "Traceback" not in proc.stderr

@@ -9,7 +9,11 @@ reads it back and runs only the iterations a row still lacks, on a fresh emulati
 whose iteration hung is final (its hang is the measurement). An emulation that started but
 never ended (the machine went down) lost its counters: the row says how many did. Each
 emulation's start records the code it ran (`code_revision`), so a row whose sittings ran
-different commits says so.
+different commits says so, and the report gives each sitting's own mean and resends: on a
+shared machine sittings hours apart need not run alike even on the same code (on 2026-11-28
+the unimpaired 4x4 took 138.5 s an iteration in one session and 87.7 s in the next). A sitting
+may therefore open with unimpaired reference iterations on its own emulation, just before the
+impairment goes on (`reference` lines): its slowdown is then a ratio within one run.
 
 A hand-written JSON-lines file, like `compare.py`'s records journal: append-only, so a line
 cut short by a kill is the only loss; resuming drops it. Any other bad line is refused, not
@@ -24,6 +28,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from controller.faults.delayline import COUNTS as DELAY_LINE_COUNTS
 from controller.faults.impair import frame_rates
 from controller.mininet_runner import IterationResult
 
@@ -82,6 +87,10 @@ class Row:
     sessions: list[dict] = field(default_factory=list)  # emulations that ended
     started: int = 0  # emulations started
     revisions: list[str] = field(default_factory=list)  # code they ran, each named once
+    # per emulation started: the code it ran and the iterations it measured, so that a row
+    # measured over sittings shows each one's own figures (a shared machine's load, or the
+    # machine itself, may differ between them)
+    sittings: list[dict] = field(default_factory=list)
 
     @property
     def error(self) -> str | None:
@@ -96,8 +105,55 @@ class Row:
         return {**summary(self.records), "measured": measured, "error": self.error,
                 "plan_versions": max((s["plan_versions"] for s in self.sessions), default=None),
                 "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),
+                # reorder rows: what the delay lines did with the frames they held (empty for
+                # emulations that ended before the journal recorded it)
+                "delay_lines": ({key: sum(s.get("delay_lines", {}).get(key, 0)
+                                          for s in self.sessions) for key in DELAY_LINE_COUNTS}
+                                if any(s.get("delay_lines") for s in self.sessions) else {}),
                 "emulations": self.started, "code_revisions": self.revisions,
-                "emulations_cut_short": self.started - len(self.sessions)}
+                "emulations_cut_short": self.started - len(self.sessions),
+                "sittings": [_sitting_report(sitting) for sitting in self.sittings
+                             if sitting["records"]],
+                "slowdown_against_own_references": self._slowdown_against_references()}
+
+    def _slowdown_against_references(self) -> float | None:
+        """Each iteration's seconds over its own sitting's reference mean, averaged over the
+        iterations whose sitting has a reference (None if none has)."""
+        ratios = [r["seconds"] / statistics.mean(x["seconds"] for x in sitting["references"])
+                  for sitting in self.sittings if sitting["references"]
+                  for r in sitting["records"]]
+        return statistics.mean(ratios) if ratios else None
+
+    def add(self, record: dict) -> None:
+        """An iteration, counted in the row and in the sitting that measured it."""
+        self.records.append(record)
+        self._sitting()["records"].append(record)
+
+    def add_reference(self, record: dict) -> None:
+        """An unimpaired iteration that opened the current sitting."""
+        self._sitting()["references"].append(record)
+
+    def _sitting(self) -> dict:
+        if not self.sittings:  # not written by this journal: it starts each emulation
+            self.sittings.append(_new_sitting("not recorded"))
+        return self.sittings[-1]
+
+
+def _new_sitting(revision: str) -> dict:
+    return {"revision": revision, "records": [], "references": []}
+
+
+def _sitting_report(sitting: dict) -> dict:
+    mean = summary(sitting["records"])["mean_seconds"]
+    reference = (statistics.mean(r["seconds"] for r in sitting["references"])
+                 if sitting["references"] else None)
+    return {"code_revision": sitting["revision"], "iterations": len(sitting["records"]),
+            "mean_seconds": mean, "retransmissions": summary(sitting["records"])[
+                "retransmissions"],
+            "reference_iterations": len(sitting["references"]),
+            "reference_mean_seconds": reference,
+            "reference_exact": all(r["exact"] for r in sitting["references"]),
+            "slowdown": mean / reference if reference else None}
 
 
 class Journal:
@@ -130,10 +186,15 @@ class Journal:
         revision = revision or "not recorded"  # None: a line written before revisions were
         if revision not in row.revisions:  # recorded (7f58bdf)
             row.revisions.append(revision)
+        row.sittings.append(_new_sitting(revision))
 
     def iteration(self, topology: str, label: str, record: dict) -> None:
-        self.row(topology, label).records.append(record)
+        self.row(topology, label).add(record)
         self._write({"topology": topology, "row": label, "iteration": record})
+
+    def reference(self, topology: str, label: str, record: dict) -> None:
+        self.row(topology, label).add_reference(record)
+        self._write({"topology": topology, "row": label, "reference": record})
 
     def ended(self, topology: str, label: str, session: dict) -> None:
         self.row(topology, label).sessions.append(session)
@@ -166,7 +227,9 @@ class Journal:
                 if "started" in entry:
                     self._started(row, entry.get("revision"))
                 elif "iteration" in entry:
-                    row.records.append(entry["iteration"])
+                    row.add(entry["iteration"])
+                elif "reference" in entry:
+                    row.add_reference(entry["reference"])
                 else:
                     row.sessions.append(entry["ended"])
             except (ValueError, KeyError, TypeError):
@@ -177,18 +240,25 @@ class Journal:
                     "the file") from None
 
 
-def code_revision() -> str:
-    """The commit this code was checked out at, `+changes` when its code differs from it
-    (the journal and other files outside the code do not count), or "not a git checkout"."""
-    here = Path(__file__).resolve().parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def code_revision(root: Path = PROJECT_ROOT) -> str:
+    """The commit the code under `root` was checked out at, `+changes` when its code differs
+    from it (the journal and other files outside the code do not count), or "not a git
+    checkout" (also when `root` is only somewhere inside another repository, as an installed
+    copy in a virtualenv inside one would be: that repository's commit says nothing here)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here,
-                              capture_output=True, text=True, timeout=30, check=True)
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
+                             cwd=root, capture_output=True, text=True, timeout=30, check=True)
         changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ":/controller",
-                                  ":/dataplane", ":/p4src"], cwd=here, timeout=30, check=False)
+                                  ":/dataplane", ":/p4src"], cwd=root, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError):
         return "not a git checkout"
-    return head.stdout.strip() + ("+changes" if changed.returncode else "")
+    toplevel, head = top.stdout.split()
+    if Path(toplevel).resolve() != root.resolve():
+        return "not a git checkout"
+    return head + ("+changes" if changed.returncode else "")
 
 
 def _is_json(line: str) -> bool:

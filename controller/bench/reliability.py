@@ -42,6 +42,7 @@ from controller.bench.loss_journal import (
     iteration_record,
     summary,
 )
+from controller.faults.delayline import COUNTS as DELAY_LINE_COUNTS
 from controller.faults.impair import (
     Impairment,
     LinkImpairments,
@@ -59,6 +60,12 @@ from dataplane.targets import missing
 EXAMPLES = Path(__file__).resolve().parents[2] / "topologies" / "examples"
 IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplicate", 2),
                Impairment("reorder", 10))
+# Per item, what RELIABILITY.md measures with: the issue's 20 x 4 MB for loss; congestion at 30 %
+# of the pace, where 4 MB would take minutes an iteration; the long run's 200 short iterations.
+ITEM_DEFAULTS = {"loss": {"iterations": 20, "gradient_mb": 4.0, "timeout": 600.0},
+                 "congestion": {"iterations": 3, "gradient_mb": 0.1, "timeout": 120.0},
+                 "longrun": {"iterations": 200, "gradient_mb": 0.05, "timeout": 120.0},
+                 "replan-memory": {"iterations": 1000}}
 console = Console(width=160)  # progress lines; tables take the width they need (`_table`)
 
 
@@ -71,13 +78,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topology", action="append", metavar="FILE.yaml",
                    help="topology (repeatable; default ARO Fig. 1)")
     p.add_argument("--scheme", default="aro")
-    p.add_argument("--iterations", type=int, default=20)
-    p.add_argument("--gradient-mb", type=float, default=4.0)
+    p.add_argument("--iterations", type=int,
+                   help="default per item: loss 20, congestion 3, longrun 200, replan-memory 1000")
+    p.add_argument("--gradient-mb", type=float,
+                   help="default per item: loss 4, congestion 0.1, longrun 0.05")
     p.add_argument("--target", choices=("embedded", "bmv2"), default="embedded",
                    help="switch target (bmv2: simple_switch_grpc running p4c's build of ina.p4)")
     p.add_argument("--scale-mbps", type=float, default=None,
                    help="Mbps of emulated link per model Gbps (default: the runner's)")
-    p.add_argument("--timeout", type=float, default=600.0, help="per iteration (s)")
+    p.add_argument("--timeout", type=float,
+                   help="per iteration (s); default per item: loss 600, congestion and longrun 120")
     p.add_argument("--every", type=int, default=50,
                    help="longrun: one switch restart and one link cut in every EVERY iterations "
                    "(restart at EVERY/2 + n·EVERY, cut at n·EVERY; at least 2)")
@@ -92,13 +102,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="loss: go on from <out>/loss.jsonl, running only the iterations each "
                    "row still lacks (a row whose iteration hung stays as it is); the same "
                    "--gradient-mb, --timeout, --target, --scheme and --scale-mbps")
+    p.add_argument("--reference-iterations", type=int, metavar="N",
+                   help="loss: unimpaired iterations that open each impaired row's sitting on "
+                   "its own emulation, before the impairment goes on, so that a row measured "
+                   "over sittings has a slowdown within each (default 1 with --resume, else 0)")
     p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
     p.add_argument("--restart", default="S1", help="longrun: switch restarted")
     p.add_argument("--out", default="docs/benchmarks/reliability")
     p.set_defaults(func=main)
 
 
+def with_item_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Fills --iterations, --gradient-mb and --timeout the user left out with the item's own."""
+    for name, value in ITEM_DEFAULTS.get(args.item, {}).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
 def main(args: argparse.Namespace) -> int:
+    args = with_item_defaults(args)
+    for option, value in (("--iterations", args.iterations), ("--gradient-mb", args.gradient_mb),
+                          ("--timeout", args.timeout), ("--seconds", args.seconds)):
+        if value is not None and value <= 0:
+            print(f"error: ina bench reliability: {option} {value:g}: it counts or measures "
+                  "something, so it must be above 0", file=sys.stderr)
+            return 2
     if args.item == "longrun" and args.every < 2:
         print(f"error: ina bench reliability: --every {args.every}: the long run puts one "
               "switch restart and one link cut in every EVERY iterations, so EVERY must be "
@@ -107,7 +136,14 @@ def main(args: argparse.Namespace) -> int:
     if args.target == "bmv2" and (reason := missing("bmv2")):
         print(f"error: ina bench reliability: --target bmv2: {reason}", file=sys.stderr)
         return 2
-    for option, given in (("--impairment", args.impairment), ("--resume", args.resume)):
+    if args.reference_iterations is None:
+        args.reference_iterations = 1 if args.resume else 0
+    if args.reference_iterations < 0:
+        print(f"error: ina bench reliability: --reference-iterations "
+              f"{args.reference_iterations}: a count of iterations, 0 or more", file=sys.stderr)
+        return 2
+    for option, given in (("--impairment", args.impairment), ("--resume", args.resume),
+                          ("--reference-iterations", args.reference_iterations)):
         if given and args.item != "loss":
             print(f"error: ina bench reliability: {option} belongs to --item loss, not to "
                   f"--item {args.item}", file=sys.stderr)
@@ -229,6 +265,8 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
         journal.started(topology, label)
         error = None
         with _emulation(path, args) as emu:
+            if imp:
+                _reference_iterations(emu, args, journal, topology, label)
             before = interface_packets(emu)
             with (LinkImpairments(emu, imp) if imp else nullcontext()) as faults:
                 try:
@@ -238,10 +276,14 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                     error = str(exc)[:2000]
                 chains = faults.counters() if faults else {}
             rates = measured(emu, chains, before, interface_packets(emu)) if faults else {}
+            delay_lines = ({key: sum(link[key] for link in faults.delayline_stats.values())
+                            for key in DELAY_LINE_COUNTS} if faults and faults.delayline_stats
+                           else {})
             switch_dups = sum(sum(s["counters"].get("duplicates", []))
                               for s in emu.state()["switches"].values())
             journal.ended(topology, label, {"measured": rates, "error": error,
                                             "plan_versions": emu.state()["version"],
+                                            "delay_lines": delay_lines,
                                             "switch_duplicates": switch_dups})
     runs = {label: journal.row(topology, label).report() for label in journal.labels(topology)}
     base = runs["none"]["mean_seconds"] if "none" in runs else None
@@ -255,14 +297,44 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                                            "duplicates_ignored_at_ps",
                                            "switch_duplicates", "plan_versions")},
              "mean_s": _rounded(v["mean_seconds"]), "slowdown": _rounded(v["slowdown"]),
+             "slowdown_own_ref": _rounded(v["slowdown_against_own_references"]),
              "hit_%": v["measured"].get("hit_percent", 0.0),
              "rx/offered": v["measured"].get("received_per_offered", 1.0)}
             for k, v in runs.items()])
     for label, run in runs.items():
-        if len(run["code_revisions"]) > 1:
-            console.print(f"{topology}: {label}: measured over sittings that ran different "
-                          f"code: {', '.join(run['code_revisions'])}", highlight=False)
+        if run["delay_lines"]:
+            held = run["delay_lines"]["held"]
+            console.print(f"{topology}: {label}: the delay lines held {held} frames: "
+                          + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in
+                                      run["delay_lines"].items() if k != "held"),
+                          highlight=False)
+        if len(run["sittings"]) > 1:
+            _table(f"{topology}: {label}, measured over {len(run['sittings'])} sittings",
+                   [{"sitting": n, "code": sitting["code_revision"],
+                     "iterations": sitting["iterations"],
+                     "mean_s": _rounded(sitting["mean_seconds"]),
+                     "resent per iteration": round(sitting["retransmissions"]
+                                                   / sitting["iterations"]),
+                     "reference_s": _rounded(sitting["reference_mean_seconds"]),
+                     "slowdown": _rounded(sitting["slowdown"])}
+                    for n, sitting in enumerate(run["sittings"], start=1)])
     return {"topology": Path(path).stem, "runs": runs}
+
+
+def _reference_iterations(emu: Emulation, args: argparse.Namespace, journal: Journal,
+                          topology: str, label: str) -> None:
+    """`--reference-iterations` unimpaired iterations on the row's own emulation, numbered
+    past the row's (the iteration number is the epoch: neighbours must differ)."""
+    first = args.iterations + 1
+    try:
+        for k in range(first, first + args.reference_iterations):
+            (it,) = emu.iterate(args.gradient_mb, k, args.timeout)
+            console.print(f"  {label}: reference without impairment: {it.seconds:.2f} s, "
+                          f"exact {it.exact}, {it.retransmissions} resent", highlight=False)
+            journal.reference(topology, label, iteration_record(it))
+    except RunnerError as exc:  # the sitting has no (further) reference; the row goes on
+        console.print(f"  {label}: a reference iteration did not end ({str(exc)[:300]}); "
+                      "this sitting's slowdown has no reference of its own", highlight=False)
 
 
 def _counted(run: dict, key: str) -> int | str:

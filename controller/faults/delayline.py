@@ -7,7 +7,10 @@ the link's interface again, marked (SO_MARK) so that the egress hook lets it thr
 Frames sent meanwhile overtake it: the link delivers them out of order.
 
 Run as `python -m controller.faults.delayline --delay-ms 20 DIVERT:LINK ...` in the namespace
-of the interfaces; on SIGTERM it prints one JSON line: frames held and sent per link interface.
+of the interfaces; on SIGTERM it prints one JSON line per link interface: frames held, sent,
+refused by the link (a full queue answers ENOBUFS, a cut link ENETDOWN: lost as on a wire),
+still held when it stopped, and dropped before it read them (the kernel's count for the
+socket): so that a "reorder" row can show it lost nothing of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import select
 import signal
 import socket
+import struct
 import sys
 import time
 
@@ -27,6 +31,8 @@ PASS_MARK = 0x1  # the egress hook's rule lets frames with this mark through (im
 # be injected into the link.
 FORWARDED_TYPES = (b"\x08\x00", b"\x88\xcc")
 PACKET_OUTGOING = 4
+COUNTS = ("held", "sent", "refused_by_link", "held_at_stop", "dropped_before_read")
+SOL_PACKET, PACKET_STATISTICS = 263, 6  # linux/socket.h, linux/if_packet.h (not in `socket`)
 
 
 def _socket(interface: str, mark: bool) -> socket.socket:
@@ -39,10 +45,10 @@ def _socket(interface: str, mark: bool) -> socket.socket:
 
 
 def run(pairs: list[tuple[str, str]], delay: float) -> dict[str, dict[str, int]]:
-    """Hold and resend until SIGTERM; returns per link interface the frames held and sent."""
+    """Hold and resend until SIGTERM; returns per link interface the frames counted by COUNTS."""
     inputs = {_socket(divert, False): link for divert, link in pairs}
     outputs = {link: _socket(link, True) for _, link in pairs}
-    stats = {link: {"held": 0, "sent": 0} for _, link in pairs}
+    stats = {link: dict.fromkeys(COUNTS, 0) for _, link in pairs}
     pending: list[tuple[float, int, str, bytes]] = []  # (due, order, link, frame)
     order = 0
     stopping = []
@@ -55,9 +61,10 @@ def run(pairs: list[tuple[str, str]], delay: float) -> dict[str, dict[str, int]]
             try:
                 outputs[link].send(frame)
                 stats[link]["sent"] += 1
-            except OSError:  # the link is down or gone (a cut): the frame is lost, as on a wire
-                pass
-        wait = max(0.0, pending[0][0] - now) if pending else 0.5
+            except OSError:  # a full queue or a cut: the frame is lost, as on a wire
+                stats[link]["refused_by_link"] += 1
+        # at most 0.5 s, so that SIGTERM is seen soon (select resumes after a signal)
+        wait = max(0.0, min(0.5, pending[0][0] - now)) if pending else 0.5
         try:
             ready, _, _ = select.select(list(inputs), [], [], wait)
         except InterruptedError:
@@ -74,7 +81,17 @@ def run(pairs: list[tuple[str, str]], delay: float) -> dict[str, dict[str, int]]
                 stats[link]["held"] += 1
                 order += 1
                 heapq.heappush(pending, (time.monotonic() + delay, order, link, frame))
+    for _, _, link, _ in pending:
+        stats[link]["held_at_stop"] += 1
+    for sock, link in inputs.items():
+        stats[link]["dropped_before_read"] += _drops(sock)
     return stats
+
+
+def _drops(sock: socket.socket) -> int:
+    """Frames the kernel dropped for `sock` (its receive buffer full) since the last call."""
+    _packets, drops = struct.unpack("II", sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+    return drops
 
 
 def main(argv: list[str] | None = None) -> int:
