@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 from dataplane.netns import VethNet, ip
 
 pytestmark = pytest.mark.root
+SO_RCVBUFFORCE = 33  # asm-generic/socket.h (root): not in `socket`
 DIVERT, LINK = 1, 2  # VethNet ports: frames diverted into port 1, sent out of port 2
 
 
@@ -60,6 +62,8 @@ def _received(sock, count: int, within: float = 5.0) -> list[int]:
 def test_every_frame_read_is_sent_once_after_its_delay():
     with VethNet(2) as net:
         inject, far_end = net.host_socket(DIVERT), net.host_socket(LINK)
+        # room for the whole burst: by default the receiving socket holds about 256 frames
+        far_end.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 1 << 23)
         got = []
 
         def send():

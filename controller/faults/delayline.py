@@ -32,12 +32,16 @@ PASS_MARK = 0x1  # the egress hook's rule lets frames with this mark through (im
 FORWARDED_TYPES = (b"\x08\x00", b"\x88\xcc")
 PACKET_OUTGOING = 4
 COUNTS = ("held", "sent", "refused_by_link", "held_at_stop", "dropped_before_read")
-SOL_PACKET, PACKET_STATISTICS = 263, 6  # linux/socket.h, linux/if_packet.h (not in `socket`)
+SOL_PACKET, PACKET_STATISTICS = 263, 6
+SO_RCVBUFFORCE, RECEIVE_BUFFER = 33, 1 << 23  # asm-generic/socket.h (root; not in `socket`)  # linux/socket.h, linux/if_packet.h (not in `socket`)
 
 
 def _socket(interface: str, mark: bool) -> socket.socket:
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     sock.bind((interface, 0))
+    # A link's burst must not overflow it: by default a packet socket holds about 256 frames
+    # (tests/test_delayline.py lost the rest of a 300-frame burst).
+    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
     if mark:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, PASS_MARK)
     sock.setblocking(False)
