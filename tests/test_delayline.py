@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from controller.faults.delayline import SO_RCVBUFFORCE
 from dataplane.netns import VethNet, ip
 
 pytestmark = pytest.mark.root
-SO_RCVBUFFORCE = 33  # asm-generic/socket.h (root): not in `socket`
 DIVERT, LINK = 1, 2  # VethNet ports: frames diverted into port 1, sent out of port 2
 
 

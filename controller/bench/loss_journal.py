@@ -119,7 +119,7 @@ class Row:
     def _slowdown_against_references(self) -> float | None:
         """Each iteration's seconds over its own sitting's reference mean, averaged over the
         iterations whose sitting has a reference (None if none has)."""
-        ratios = [r["seconds"] / statistics.mean(x["seconds"] for x in sitting["references"])
+        ratios = [r["seconds"] / _reference_mean(sitting)
                   for sitting in self.sittings if sitting["references"]
                   for r in sitting["records"]]
         return statistics.mean(ratios) if ratios else None
@@ -143,17 +143,20 @@ def _new_sitting(revision: str) -> dict:
     return {"revision": revision, "records": [], "references": []}
 
 
+def _reference_mean(sitting: dict) -> float | None:
+    references = sitting["references"]
+    return statistics.mean(r["seconds"] for r in references) if references else None
+
+
 def _sitting_report(sitting: dict) -> dict:
-    mean = summary(sitting["records"])["mean_seconds"]
-    reference = (statistics.mean(r["seconds"] for r in sitting["references"])
-                 if sitting["references"] else None)
+    figures, reference = summary(sitting["records"]), _reference_mean(sitting)
     return {"code_revision": sitting["revision"], "iterations": len(sitting["records"]),
-            "mean_seconds": mean, "retransmissions": summary(sitting["records"])[
-                "retransmissions"],
+            "mean_seconds": figures["mean_seconds"],
+            "retransmissions": figures["retransmissions"],
             "reference_iterations": len(sitting["references"]),
             "reference_mean_seconds": reference,
             "reference_exact": all(r["exact"] for r in sitting["references"]),
-            "slowdown": mean / reference if reference else None}
+            "slowdown": figures["mean_seconds"] / reference if reference else None}
 
 
 class Journal:

@@ -32,8 +32,9 @@ PASS_MARK = 0x1  # the egress hook's rule lets frames with this mark through (im
 FORWARDED_TYPES = (b"\x08\x00", b"\x88\xcc")
 PACKET_OUTGOING = 4
 COUNTS = ("held", "sent", "refused_by_link", "held_at_stop", "dropped_before_read")
+# Not in `socket`: linux/socket.h and linux/if_packet.h, asm-generic/socket.h (needs root)
 SOL_PACKET, PACKET_STATISTICS = 263, 6
-SO_RCVBUFFORCE, RECEIVE_BUFFER = 33, 1 << 23  # asm-generic/socket.h (root; not in `socket`)  # linux/socket.h, linux/if_packet.h (not in `socket`)
+SO_RCVBUFFORCE, RECEIVE_BUFFER = 33, 1 << 23
 
 
 def _socket(interface: str, mark: bool) -> socket.socket:
