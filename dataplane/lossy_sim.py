@@ -29,12 +29,12 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from finsy import P4Schema
 from finsy.proto import p4r
 
+from controller.inputs import InputError
 from controller.mininet_runner import DEFAULT_SCALE_MBPS, PACING_HEADROOM
 from controller.network import Network, load_topology
 from controller.plan import Plan
@@ -459,12 +459,6 @@ def _ignore(frame: bytes) -> None:
     return None
 
 
-def load(path: str | Path, **kwargs) -> Emulation:
-    """`Emulation` of the topology file `path` (keywords as Emulation's)."""
-    return Emulation(load_topology(path), **kwargs)
-
-
-
 def _fraction(text: str) -> float:
     value = float(text)
     if not 0 <= value <= 1:
@@ -509,11 +503,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cut-after", type=_positive(float), default=0.5,
                         help="virtual seconds into the last iteration the cut happens")
     args = parser.parse_args(argv)
-    if not Path(args.topology).is_file():
-        parser.error(f"no topology file {args.topology}")
-    emulation = load(args.topology, seed=args.seed, service=args.service,
-                     impair=Impairments(args.loss, args.duplicate, args.reorder),
-                     mbps_per_gbps=args.link_scale * MBPS_PER_GBPS, queue=args.queue)
+    try:
+        network = load_topology(args.topology)
+    except (OSError, InputError) as error:
+        parser.error(str(error))
+    emulation = Emulation(network, seed=args.seed, service=args.service,
+                          impair=Impairments(args.loss, args.duplicate, args.reorder),
+                          mbps_per_gbps=args.link_scale * MBPS_PER_GBPS, queue=args.queue)
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:
         parser.error(f"--cut {args.cut}: the topology has no link {cut[0]}-{cut[1]}")

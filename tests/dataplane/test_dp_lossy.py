@@ -163,7 +163,8 @@ def test_the_simulator_command_cuts_a_link_and_refuses_one_the_topology_lacks(ca
     assert main([*args, "--cut", "L1-S1", "--cut-after", "0.2"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert '"plan_version": 2' in last and '"exact": true' in last
-    for wrong in (["--cut", "L1-S9"], ["--loss", "5"], ["--queue", "0"]):
+    for wrong in (["--cut", "L1-S9"], ["--loss", "5"], ["--queue", "0"],
+                  ["--topology", str(ROOT / "README.md")]):
         with pytest.raises(SystemExit) as exit_:
             main([*args, *wrong])
         assert exit_.value.code == 2
