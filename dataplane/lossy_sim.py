@@ -29,12 +29,12 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from finsy import P4Schema
 from finsy.proto import p4r
 
+from controller.inputs import InputError
 from controller.mininet_runner import DEFAULT_SCALE_MBPS, PACING_HEADROOM
 from controller.network import Network, load_topology
 from controller.plan import Plan
@@ -42,7 +42,19 @@ from controller.program import Numbering, WorkerAssignment, compile_plan
 from controller.solvers import SolveOptions, solve
 from controller.southbound.p4runtime import diff_programs
 from dataplane.entities import DELETE, INSERT, MODIFY, Entities
-from dataplane.frame import CPU_PORT, FRAME_LEN, INA_UDP_PORT, OFF_UDP, Endpoint, ip_bytes
+from dataplane.frame import (
+    ACK,
+    CPU_PORT,
+    DATA,
+    FRAME_LEN,
+    INA_HEADER,
+    INA_UDP_PORT,
+    OFF_INA,
+    OFF_UDP,
+    PROBE,
+    Endpoint,
+    ip_bytes,
+)
 from dataplane.hosts import (
     BROADCAST,
     ParameterServer,
@@ -50,6 +62,7 @@ from dataplane.hosts import (
     Worker,
     dispatch,
     fragments,
+    split_frag_id,
     synthetic_gradient,
 )
 from dataplane.pipeline import Pipeline
@@ -243,6 +256,10 @@ class Iteration:
     spurious: int
     waiting: dict[str, object]
     rto: list[float]  # each worker's retransmission timeout at the end
+    # Frames the PS received, by what they were to it (`PsIntake`), and the frames its
+    # link dropped from a full queue: what the link into the PS spent its time on.
+    ps_intake: dict[str, int] = field(default_factory=dict)
+    tail_drops_into_ps: int = 0
 
 
 class SimPlan:
@@ -356,9 +373,11 @@ class Emulation:
         return Endpoint(bytes([2, 0, 0, 0, 0, index]), ip_bytes(self.ips[host]))
 
     def iteration(self, epoch: int, gradient_mb: float, timeout: float = 600.0,
-                  window: float = 16.0, rto: float = 0.5) -> Iteration:
+                  window: float = 16.0, rto: float = 0.5,
+                  pacing_headroom: float = PACING_HEADROOM) -> Iteration:
         """One iteration as the Mininet runner starts it: PS and workers released together,
-        synthetic gradients of seed `epoch`; runs until done or `timeout` virtual seconds."""
+        synthetic gradients of seed `epoch`; runs until done or `timeout` virtual seconds.
+        Workers pace at `pacing_headroom` of their planned rate (the runner's by default)."""
         by_task: dict[tuple[int, int], list[WorkerAssignment]] = {}
         for a in self.assignments:
             by_task.setdefault((a.job_id, a.task_id), []).append(a)
@@ -368,7 +387,10 @@ class Emulation:
         first = rows[0]
         ps = ParameterServer(self.sockets[first.ps], self.endpoint(first.ps), Task(job, task),
                              len(rows), count, first.result_flow_id, epoch=epoch)
-        self.receivers[first.ps] = lambda frame: _ps_receive(ps, frame)
+        intake = PsIntake(ps)
+        self.receivers[first.ps] = intake.receive
+        into_ps = [link for (_, v), link in self.links.items() if v == first.ps]
+        drops_before = sum(link.counts["tail_drops"] for link in into_ps)
         self._ps, self.watchers = ps, []
         workers = []
         for index, a in enumerate(rows):
@@ -378,7 +400,7 @@ class Emulation:
             w = Worker(self.sockets[a.worker], self.endpoint(a.worker),
                        Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
                        a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
-                       plan=watcher, rate_scale=MBPS_PER_GBPS / 1000 * PACING_HEADROOM,
+                       plan=watcher, rate_scale=MBPS_PER_GBPS / 1000 * pacing_headroom,
                        epoch=epoch, contributor=index)
             sim = SimWorker(self.clock, w)
             self.receivers[a.worker] = sim.receive
@@ -401,11 +423,35 @@ class Emulation:
                          sum(s.worker.stats.resent_on_control for _, s in workers),
                          sum(s.worker.stats.resent_on_loss for _, s in workers),
                          sum(s.worker.stats.spurious for _, s in workers), waiting,
-                         [s.worker.rto for _, s in workers])
+                         [s.worker.rto for _, s in workers], intake.counts,
+                         sum(link.counts["tail_drops"] for link in into_ps) - drops_before)
 
 
-def _ps_receive(ps: ParameterServer, frame: bytes) -> None:
-    if frame[OFF_UDP + 2:OFF_UDP + 4] == _INA_PORT and len(frame) >= FRAME_LEN:
+class PsIntake:
+    """Counts what reaches the PS by what it is to the PS when it arrives: a sum it has not
+    counted yet, one it has (a repeat), one of a fragment already finished, an ACK or a PROBE.
+    Read before `ParameterServer.handle` changes the state it is judged by."""
+
+    KINDS = ("new_sums", "repeated_sums", "sums_of_finished", "acks", "probes")
+
+    def __init__(self, ps: ParameterServer) -> None:
+        self.ps = ps
+        self.counts = dict.fromkeys(self.KINDS, 0)
+
+    def receive(self, frame: bytes) -> None:
+        if frame[OFF_UDP + 2:OFF_UDP + 4] != _INA_PORT or len(frame) < FRAME_LEN:
+            return
+        job, task, flags, flow, _, raw, *_ = INA_HEADER.unpack_from(frame, OFF_INA)
+        epoch, wire = split_frag_id(raw)
+        ps, frag = self.ps, wire - self.ps.offset
+        if ((job, task) == (ps.task.job, ps.task.task) and epoch == ps.epoch
+                and 0 <= frag < ps.fragments):
+            kind = {ACK: "acks", PROBE: "probes"}.get(flags)
+            if flags == DATA:
+                kind = ("sums_of_finished" if ps.done[frag] else
+                        "repeated_sums" if (flow, frag) in ps.seen else "new_sums")
+            if kind:
+                self.counts[kind] += 1
         ps.handle(frame)
 
 
@@ -413,32 +459,68 @@ def _ignore(frame: bytes) -> None:
     return None
 
 
-def load(path: str | Path, **kwargs) -> Emulation:
-    """`Emulation` of the topology file `path` (keywords as Emulation's)."""
-    return Emulation(load_topology(path), **kwargs)
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a probability between 0 and 1")
+    return value
 
+
+def _positive(kind: type) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} is not above 0")
+        return value
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m dataplane.lossy_sim`: one line per iteration (virtual seconds, exactly-once
-    evidence, resends) for an impairment on every link of a topology."""
+    evidence, resends, what reached the PS) for an impairment on every link of a topology,
+    optionally every link slowed and its queue shortened (as `controller.faults.impair.congest`
+    does on Mininet) and one link cut during the last iteration."""
     parser = argparse.ArgumentParser(prog="python -m dataplane.lossy_sim", description=main.__doc__)
     parser.add_argument("--topology", default="topologies/examples/aro-fig1.yaml")
-    parser.add_argument("--loss", type=float, default=0.0, help="per frame and link (0..1)")
-    parser.add_argument("--duplicate", type=float, default=0.0)
-    parser.add_argument("--reorder", type=float, default=0.0)
-    parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--gradient-mb", type=float, default=0.25)
+    parser.add_argument("--loss", type=_fraction, default=0.0, help="per frame and link (0..1)")
+    parser.add_argument("--duplicate", type=_fraction, default=0.0)
+    parser.add_argument("--reorder", type=_fraction, default=0.0)
+    parser.add_argument("--iterations", type=_positive(int), default=3)
+    parser.add_argument("--gradient-mb", type=_positive(float), default=0.25)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--service", type=float, default=30e-6,
+    parser.add_argument("--service", type=_positive(float), default=30e-6,
                         help="seconds a switch takes per frame (slow Python switches: 0.0005)")
+    parser.add_argument("--link-scale", type=_positive(float), default=1.0,
+                        help="every link's rate as a fraction of what the workers pace at "
+                             "(0.3: the congestion case of issue 15)")
+    parser.add_argument("--queue", type=_positive(int), default=1000,
+                        help="frames a link's queue holds")
+    parser.add_argument("--pacing-headroom", type=_positive(float), default=PACING_HEADROOM,
+                        help="workers pace at this fraction of their planned rate")
+    parser.add_argument("--cut", metavar="U-V",
+                        help="cut link U-V during the last iteration; the plan is recomputed "
+                             "without it 1.5 virtual s later, as the controller does")
+    parser.add_argument("--cut-after", type=_positive(float), default=0.5,
+                        help="virtual seconds into the last iteration the cut happens")
     args = parser.parse_args(argv)
-    emulation = load(args.topology, seed=args.seed, service=args.service,
-                     impair=Impairments(args.loss, args.duplicate, args.reorder))
+    try:
+        network = load_topology(args.topology)
+    except (OSError, InputError) as error:
+        parser.error(str(error))
+    emulation = Emulation(network, seed=args.seed, service=args.service,
+                          impair=Impairments(args.loss, args.duplicate, args.reorder),
+                          mbps_per_gbps=args.link_scale * MBPS_PER_GBPS, queue=args.queue)
+    cut = tuple(args.cut.split("-", 1)) if args.cut else None
+    if cut and cut not in emulation.links:
+        parser.error(f"--cut {args.cut}: the topology has no link {cut[0]}-{cut[1]}")
     for epoch in range(args.iterations):
-        it = emulation.iteration(epoch, args.gradient_mb, timeout=600)
+        if cut and epoch == args.iterations - 1:
+            emulation.cut(*cut, after=args.cut_after)
+        it = emulation.iteration(epoch, args.gradient_mb, timeout=600,
+                                 pacing_headroom=args.pacing_headroom)
         row = {k: v for k, v in it.__dict__.items() if k != "waiting"}
         row["exact"] = all(it.exact)
+        row["plan_version"] = emulation.version
         print(json.dumps(row if it.seconds is not None else {**row, "waiting": it.waiting}),
               flush=True)
         if it.seconds is None:
