@@ -542,6 +542,13 @@ def _plot(report: dict, path: Path) -> None:
             axes[0].plot(labels, [run["runs"][k]["slowdown"] or float("nan") for k in labels],
                          marker="o",
                          label=run["topology"])
+            # Rows measured in sittings with their own references (`--reference-iterations`):
+            # that ratio too, since a none row from another machine can read very differently.
+            own = [run["runs"][k].get("slowdown_against_own_references") for k in labels]
+            if any(own):
+                axes[0].plot(labels, [s or float("nan") for s in own], marker="o",
+                             linestyle="none", fillstyle="none", markersize=9,
+                             label=f"{run['topology']}, against each sitting's own reference")
             resent = [_counted(run["runs"][k], "retransmissions") for k in labels]
             axes[1].plot(labels, [float("nan") if n == "–" else n for n in resent],
                          marker="o", label=run["topology"])
