@@ -122,7 +122,8 @@ def test_two_packet_queues_at_a_third_of_the_pace_cost_little_before_a_cut(fig1)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "open (issue 15, RELIABILITY.md section 1): after the re-plan two sums per fragment share "
+    "a known limit, stricter than issue 15 asks (RELIABILITY.md section 1, item 2's open "
+    "cell): after the re-plan two sums per fragment share "
     "the 2-packet PS link, which the workers outpace 3.2 times: bursts overflow it while it "
     "idles two thirds of the time, and all five workers resend each loss; 35-40 virtual s "
     "against 4.2 s of link time (paced by hand at the link's rate: 10.2-11.2 s)"))
