@@ -8,10 +8,13 @@ only what they leave open and users hit:
   UnicodeDecodeError);
 * a key repeated in one mapping is an error (PyYAML and `json` silently keep the last one);
 * nesting is bounded: libyaml's own composer recurses in C and crashes the interpreter on a
-  document nested ~100 000 deep, so a first pass over libyaml's events measures the depth and
-  only a document within `MAX_DEPTH` reaches libyaml's composer (without libyaml, PyYAML's
-  Python composer runs with a depth counter). The two passes cost about 9 s on a 10 MB file
-  where composing in Python cost about 28 s;
+  document nested ~100 000 deep, so a first pass over the parser's events measures the depth and
+  only a document within `MAX_DEPTH` reaches the composer. The two passes cost about 9 s on a
+  10 MB file where composing in Python cost about 28 s;
+* aliases are bounded: PyYAML shares an aliased node instead of copying it, so a "billion
+  laughs" document (anchors that repeat anchors) loads fast, then hangs whatever walks or prints
+  it. The same first pass counts the nodes the document holds once every alias is expanded and
+  refuses one that expands past `MAX_EXPANDED_NODES` and `MAX_EXPANSION` times its own size;
 * the garbage collector is paused while a document is built (it otherwise rescans the growing
   object graph over and over: a 10 MB topology took 4x longer with it running).
 
@@ -42,6 +45,10 @@ except ImportError:  # PyYAML built without libyaml: the pure-Python loader, slo
     CParser = None
 
 MAX_DEPTH = 64  # topology and plan files nest about 6 levels; anything deeper is not ours
+# Aliases may repeat a block (`<<: *defaults`), but not multiply the document: refuse one that
+# expands beyond both bounds.
+MAX_EXPANDED_NODES = 1_000_000
+MAX_EXPANSION = 10
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -129,13 +136,17 @@ class _UniqueKeys(SafeConstructor, Resolver):
             seen.add(key)
 
 
+class _Refused(yaml.composer.ComposerError):
+    """Well-formed YAML that we refuse to compose (too deep, too many aliases)."""
+
+
 def _too_deep(mark: Any) -> yaml.composer.ComposerError:
-    return yaml.composer.ComposerError(
+    return _Refused(
         None, None, f"the document is nested more than {MAX_DEPTH} levels deep", mark)
 
 
 class _PythonLoader(Reader, Scanner, Parser, Composer, _UniqueKeys):  # type: ignore[misc]
-    """PyYAML's pure-Python reader, parser and composer, with a depth counter."""
+    """PyYAML's pure-Python reader, parser and composer."""
 
     def __init__(self, stream: str):
         Reader.__init__(self, stream)
@@ -143,51 +154,78 @@ class _PythonLoader(Reader, Scanner, Parser, Composer, _UniqueKeys):  # type: ig
         Parser.__init__(self)
         Composer.__init__(self)
         _UniqueKeys.__init__(self)
-        self.depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        self.depth += 1
-        try:
-            if self.depth > MAX_DEPTH:
-                raise _too_deep(self.peek_event().start_mark)
-            return Composer.compose_node(self, parent, index)
-        finally:
-            self.depth -= 1
 
 
 if CParser is not None:
 
     class _LibyamlLoader(CParser, _UniqueKeys):  # type: ignore[misc, valid-type]
-        """libyaml's parser and composer; only for documents `_check_depth` let through."""
+        """libyaml's parser and composer; only for documents `_check_shape` let through."""
 
         def __init__(self, stream: str):
             CParser.__init__(self, stream)
             _UniqueKeys.__init__(self)
 
 
-def _check_depth(text: str) -> None:
-    """Walk libyaml's events once, before its recursive composer sees the document."""
-    parser = CParser(text)
+class _EventParser(Reader, Scanner, Parser):
+    """PyYAML's pure-Python parser alone, for the first pass when libyaml is missing."""
+
+    def __init__(self, stream: str):
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+
+
+def _check_shape(text: str) -> None:
+    """Walk the parser's events once, before the composer sees the document: bounded depth
+    (libyaml's composer recurses in C) and bounded alias expansion."""
+    parser = CParser(text) if CParser is not None else _EventParser(text)
     opening = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
     closing = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
-    depth = 0
+    # Per open collection: [anchor, nodes it holds with aliases expanded]; `anchored` keeps
+    # the expanded size of every anchored node seen so far.
+    open_: list[list] = [[None, 0]]
+    anchored: dict[str, int] = {}
+    written = 0
     try:
         while (event := _next_event(parser)) is not None:
             kind = event.__class__
             if kind in opening:
-                depth += 1
-                if depth > MAX_DEPTH:
+                if len(open_) > MAX_DEPTH:
                     raise _too_deep(event.start_mark)
-            elif kind in closing:
-                depth -= 1
+                open_.append([event.anchor, 1])
+                written += 1
+                continue
+            if kind in closing:
+                anchor, size = open_.pop()
+            elif kind is yaml.ScalarEvent:
+                anchor, size = event.anchor, 1
+                written += 1
+            elif kind is yaml.AliasEvent:
+                anchor, size = None, anchored.get(event.anchor, 1)
+            else:
+                continue
+            if anchor is not None:
+                anchored[anchor] = size
+            open_[-1][1] += size
+            if open_[-1][1] > MAX_EXPANDED_NODES and open_[-1][1] > MAX_EXPANSION * written:
+                raise _expands_too_much(event.start_mark, written)
     finally:
-        parser.dispose()
+        if CParser is not None:
+            parser.dispose()
+
+
+def _expands_too_much(mark: Any, written: int) -> yaml.composer.ComposerError:
+    return _Refused(
+        None, None, f"aliases expand the document past {MAX_EXPANDED_NODES:,} nodes, more than "
+        f"{MAX_EXPANSION} times the {written:,} it writes out; repeat fewer aliased blocks", mark)
 
 
 def _next_event(parser: Any) -> Any:
-    """libyaml's next event. The libyaml in newer PyYAML wheels (6.0.4 here) has a nesting
+    """The parser's next event. The libyaml in newer PyYAML wheels (6.0.4 here) has a nesting
     limit of its own that it hits while scanning ahead of the first event: it reads as ours."""
     try:
+        if CParser is None:
+            return parser.get_event() if parser.check_event() else None
         return parser.get_event()
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "")):
@@ -196,10 +234,8 @@ def _next_event(parser: Any) -> Any:
 
 
 def _loader(text: str) -> Any:
-    if CParser is None:
-        return _PythonLoader(text)
-    _check_depth(text)
-    return _LibyamlLoader(text)
+    _check_shape(text)
+    return _PythonLoader(text) if CParser is None else _LibyamlLoader(text)
 
 
 def parse_yaml(text: str, source: str, error: type[InputError] = InputError) -> Any:
@@ -216,7 +252,8 @@ def parse_yaml(text: str, source: str, error: type[InputError] = InputError) -> 
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise error(source, where, f"YAML syntax error: {problem}") from None
+        kind = "YAML refused" if isinstance(exc, _Refused) else "YAML syntax error"
+        raise error(source, where, f"{kind}: {problem}") from None
     finally:
         if loader is not None:
             loader.dispose()

@@ -17,6 +17,7 @@ and exit with code 2. Items of the long lists are validated one by one so that a
 from __future__ import annotations
 
 import math
+import reprlib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,12 +68,17 @@ def _bounded_map(value: Any) -> Any:
     return value
 
 
+# A bounded repr: a value may be a huge (aliased) structure, which `str` would walk whole.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring = 2, 3, 3, 20
+
+
 def _scalar(value: Any) -> Any:
     finite = not isinstance(value, float) or math.isfinite(value)
     if not isinstance(value, (bool, int, float, str)) or not finite:
         raise ValueError(f"a scheme parameter is a finite number, a boolean or a text, "
                          f"as `ina solve --param` gives it (got {type(value).__name__} "
-                         f"{str(value)[:20]})")
+                         f"{_SHORT.repr(value)})")
     return value
 
 

@@ -15,8 +15,9 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 
+from controller import inputs
 from controller.evaluate import evaluate
-from controller.inputs import _loader, parse_yaml
+from controller.inputs import MAX_EXPANDED_NODES, InputError, _loader, parse_yaml
 from controller.network import Network, TopologyError, build_network, load_topology
 from controller.plan import Plan
 
@@ -363,6 +364,46 @@ def test_hostile_files_are_rejected_naming_the_file(tmp_path, name):
 def test_yaml_merge_keys_may_override_without_being_duplicates():
     merged = "base: &d {capacity_gbps: 1, a: PS}\nlink: {<<: *d, capacity_gbps: 2}\n"
     assert parse_yaml(merged, "m.yaml")["link"] == {"capacity_gbps": 2, "a": "PS"}
+
+
+def _laughs(levels: int, where: str = "schemes:\n  aro:\n") -> str:
+    """A "billion laughs" document: each anchored list repeats the previous one 9 times."""
+    lines = [f"    x0: &a0 [{', '.join(['lol'] * 9)}]"]
+    lines += [f"    x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return where + "\n".join(lines) + "\n"
+
+
+def _expanded(value) -> int:
+    return 1 + sum(_expanded(v) for v in value) if isinstance(value, list) else 1
+
+
+@pytest.mark.parametrize("libyaml", [True, False], ids=["libyaml", "pure-python"])
+@pytest.mark.parametrize("levels", range(2, 12))
+def test_aliases_that_multiply_the_document_are_refused_before_anything_walks_it(
+        monkeypatch, libyaml, levels):
+    if not libyaml:
+        monkeypatch.setattr(inputs, "CParser", None)
+    text = _laughs(levels)
+    nodes = sum(9 ** k for k in range(1, levels + 1)) + levels  # what a full walk would visit
+    if nodes <= MAX_EXPANDED_NODES:
+        doc = parse_yaml(text, "laughs.yaml")  # repeating blocks is allowed while it is small
+        assert _expanded(doc["schemes"]["aro"][f"x{levels - 1}"]) == sum(
+            9 ** k for k in range(levels + 1))
+        return
+    with pytest.raises(InputError) as info:
+        parse_yaml(text, "laughs.yaml")
+    assert "aliases expand the document past" in str(info.value)
+
+
+def test_a_scheme_parameter_that_is_a_large_aliased_list_is_named_in_a_short_message(tmp_path):
+    doc = _mutated(lambda d: None)
+    text = yaml.safe_dump(doc) + _laughs(5)  # 66 000 nodes once expanded: under the bound
+    (tmp_path / "topo.yaml").write_text(text)
+    with pytest.raises(TopologyError) as info:
+        load_topology(tmp_path / "topo.yaml")
+    message = str(info.value)
+    assert "schemes.aro.x4" in message and "finite number, a boolean" in message
+    assert len(message) < 3000, len(message)
 
 
 def test_the_loader_runs_on_libyaml():
