@@ -87,6 +87,57 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schemes(args: argparse.Namespace) -> int:
+    from controller.solvers import SchemeInputError, scheme
+    from controller.solvers.catalog import SCHEMES
+
+    if args.name is None:
+        for entry in SCHEMES.values():
+            print(_wrapped(f"{entry.name:<13} {entry.summary}", indent=14))
+        print(_wrapped("`ina schemes NAME` gives a scheme's paper, default time limit and "
+                       "parameters (set with --param KEY=VALUE or in the topology's "
+                       "`schemes.NAME` section)."))
+        return 0
+    try:
+        entry = scheme(args.name)
+    except SchemeInputError as exc:
+        raise UserError(str(exc)) from None
+    limit = "none (runs to its end)" if entry.time_limit is None else f"{entry.time_limit:g} s"
+    print(_wrapped(f"{entry.name}: {entry.summary}"))
+    print(_wrapped(f"paper: {entry.paper}", indent=7))
+    print(f"default time limit: {limit}")
+    if entry.shares:
+        print(_wrapped(f"also reads the topology's `schemes.{entry.shares}` section"))
+    if not entry.params:
+        print("parameters: none")
+    else:
+        print("parameters (--param KEY=VALUE):")
+    for param in entry.params:
+        print(_wrapped(f"  {param.name} ({param.wanted()}, default {param.shown_default()}): "
+                       f"{param.meaning}", indent=4))
+    return 0
+
+
+def _wrapped(text: str, indent: int = 0) -> str:
+    """A paragraph folded to 80 columns, continuation lines indented."""
+    import textwrap
+
+    return textwrap.fill(text, width=80, subsequent_indent=" " * indent,
+                         break_on_hyphens=False)
+
+
+def _time_limits() -> str:
+    """Each scheme's default time limit, for --help."""
+    from controller.solvers.catalog import SCHEMES
+
+    groups: dict[float, list[str]] = {}
+    for entry in SCHEMES.values():
+        if entry.time_limit is not None:
+            groups.setdefault(entry.time_limit, []).append(entry.name)
+    limits = "; ".join(f"{', '.join(names)}: {limit:g} s" for limit, names in groups.items())
+    return f"{limits}; the others run to their end"
+
+
 def _write_chosen(network, plan: Plan, path: str) -> None:
     """`--topology-out`: the network a topology-choosing scheme built (controller.patch_panel)."""
     from controller import patch_panel
@@ -494,17 +545,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("solve", help="compute a routing plan for a topology's jobs")
     p.add_argument("topology", help="topology YAML file")
-    p.add_argument("--scheme", default="shortest", help="routing scheme (default: shortest)")
+    p.add_argument("--scheme", default="shortest",
+                   help="routing scheme (default: shortest); `ina schemes` lists them")
     p.add_argument("--json", metavar="OUT", help="write the plan as JSON")
     p.add_argument("--time-limit", type=_positive, metavar="S",
-                   help="solver time limit in seconds")
+                   help=f"solver time limit in seconds (default: {_time_limits()})")
     p.add_argument("--seed", type=_seed, default=0, help="seed for randomised schemes (default 0)")
     p.add_argument("--warm-start", metavar="PLAN.json", help="previous plan to start from")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
-                   help="scheme parameter, repeatable (e.g. quantization=100)")
+                   help="scheme parameter, repeatable (e.g. quantization=100); `ina schemes "
+                        "NAME` lists a scheme's parameters")
     p.add_argument("--topology-out", metavar="FILE.yaml",
                    help="write the network a topology-choosing scheme (atro) built")
     p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("schemes", help="list the schemes, or one scheme's paper, default time "
+                                       "limit and parameters")
+    p.add_argument("name", nargs="?", metavar="NAME", help="a scheme (default: list them all)")
+    p.set_defaults(func=cmd_schemes)
 
     p = sub.add_parser("evaluate", help="score a plan independently of the scheme that made it")
     p.add_argument("topology")

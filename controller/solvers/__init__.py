@@ -1,18 +1,20 @@
 """Scheme registry: `--scheme NAME` → the function that turns a Network into a Plan.
 
-Schemes are imported lazily so that `ina --help` stays fast and a scheme with heavy
-dependencies costs nothing until it is used.
+The schemes, their parameters and defaults are defined once in `catalog`; `solve` checks a
+scheme's parameters against it before the scheme runs. Schemes are imported lazily so that
+`ina --help` stays fast and a scheme with heavy dependencies costs nothing until it is used.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from controller.network import Network
 from controller.plan import Plan
+from controller.solvers.catalog import SCHEMES, Scheme
 
 
 @dataclass(frozen=True)
@@ -27,45 +29,9 @@ class SolveOptions:
 
 Solver = Callable[[Network, SolveOptions], Plan]
 
-# scheme name → "module:function"
-_SCHEMES: dict[str, str] = {
-    "shortest": "controller.solvers.shortest:solve",
-    "grid": "controller.solvers.grid.rgria:solve",
-    "grid-opt": "controller.solvers.grid.opt:solve",
-    "atp": "controller.solvers.atp:solve_atp",
-    "random": "controller.solvers.atp:solve_random",
-    "switchml": "controller.solvers.atp:solve_switchml",
-    "geryon": "controller.solvers.geryon:solve",
-    "aro": "controller.solvers.aro.solver:solve_aro",
-    "aro-acc": "controller.solvers.aro.solver:solve_acc",
-    "aro-sro": "controller.solvers.aro.solver:solve_sro",
-    "aro-app": "controller.solvers.aro.solver:solve_app",
-    "aro-qsr": "controller.solvers.aro.solver:solve_qsr",
-    "aro-raw": "controller.solvers.aro.solver:solve_raw",
-    "aggtree": "controller.solvers.aggtree:solve",
-    "rr": "controller.solvers.rr:solve",
-    "deepsys": "controller.solvers.paring_baselines:solve_deepsys",
-    "deepsys-atp": "controller.solvers.paring_baselines:solve_deepsys_atp",
-    "deepsys-soar": "controller.solvers.paring_baselines:solve_deepsys_soar",
-    "marina": "controller.solvers.paring_baselines:solve_marina",
-    "panama": "controller.solvers.paring_baselines:solve_panama",
-    "spar": "controller.solvers.spar:solve",
-    "eina": "controller.solvers.eina.solver:solve_eina",
-    "eina-iqcp": "controller.solvers.eina.solver:solve_iqcp",
-    "paring": "controller.solvers.paring.solver:solve_paring",
-    "paring-opt": "controller.solvers.paring.solver:solve_paring_opt",
-    "atro": "controller.solvers.atro.solver:solve_atro",
-    "eina-plus": "controller.solvers.eina_plus.solver:solve_plus",
-    "eina-fast": "controller.solvers.eina_fast.solver:solve_fast",
-}
-
-
-def register(name: str, target: str) -> None:
-    _SCHEMES[name] = target
-
 
 def scheme_names() -> list[str]:
-    return sorted(_SCHEMES)
+    return sorted(SCHEMES)
 
 
 class SchemeInputError(ValueError):
@@ -77,11 +43,40 @@ class UnknownScheme(SchemeInputError):
     pass
 
 
-def get_solver(name: str) -> Solver:
-    if name not in _SCHEMES:
+def scheme(name: str) -> Scheme:
+    if name not in SCHEMES:
         raise UnknownScheme(f"unknown scheme {name!r}; choose one of: {', '.join(scheme_names())}")
-    module, func = _SCHEMES[name].split(":")
+    return SCHEMES[name]
+
+
+def get_solver(name: str) -> Solver:
+    module, func = scheme(name).target.split(":")
     return getattr(importlib.import_module(module), func)
+
+
+def check_params(name: str, params: Mapping[str, Any], where: str) -> None:
+    """Every key a parameter of scheme `name`, every value of its type and range."""
+    known = {p.name: p for p in scheme(name).params}
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        reads = ", ".join(sorted(known)) or "no parameters"
+        raise SchemeInputError(f"{name}: unknown parameter(s) {', '.join(unknown)} {where}; "
+                               f"it reads: {reads} (`ina schemes {name}` describes them)")
+    for key, value in params.items():
+        if not known[key].accepts(value):
+            raise SchemeInputError(f"{name}: parameter {key}={value!r} {where}: must be "
+                                   f"{known[key].wanted()}")
+
+
+def _check_sections(network: Network, name: str, given: Mapping[str, Any]) -> None:
+    """The topology's `schemes:` sections (each against its own scheme) and --param."""
+    for section, params in network.schemes.items():
+        if section not in SCHEMES:
+            raise SchemeInputError(
+                f"{network.source}: schemes.{section}: there is no scheme {section!r}; "
+                f"sections are named after schemes: {', '.join(scheme_names())}")
+        check_params(section, params, f"(from the topology's schemes.{section})")
+    check_params(name, given, "(from --param)")
 
 
 # Schemes whose models give each direction of a link its own capacity: on a link with
@@ -105,10 +100,12 @@ def _refuse_shared_capacity(network: Network, scheme: str) -> None:
 
 def solve(network: Network, scheme: str, options: SolveOptions | None = None) -> Plan:
     options = options or SolveOptions()
+    _check_sections(network, scheme, options.params)
     _refuse_shared_capacity(network, scheme)
     params = {**network.schemes.get(scheme, {}), **options.params}
+    limit = options.time_limit if options.time_limit is not None else SCHEMES[scheme].time_limit
     plan = get_solver(scheme)(network, SolveOptions(
-        options.time_limit, options.seed, options.warm_start, params))
+        limit, options.seed, options.warm_start, params))
     if options.params:  # a re-plan (controller.daemon) solves again with the same settings
         plan.details.setdefault("params", dict(options.params))
     return plan
