@@ -19,6 +19,9 @@ are never merged. That yields the number of flows of each task on each directed 
   and workers must then be free servers of the task, as many workers as it lists; a placed job
   of several sharded tasks (PARING's several PSs) has distinct PSs and the same workers, and
   its rate cap R bounds the sum of its tasks' rates (a worker sends every shard at once);
+* a plan with a `patch_panel` (ATRO on a reconfigurable pool) runs on the links it builds,
+  which the pool must allow (candidates, port budgets, one link per host:
+  `controller.patch_panel.judged`); a plan without one on a pool builds every candidate;
 * the plan's claimed rates are checked against every link and aggregator capacity;
 * achievable rates are the max-min fair allocation (progressive filling) in which task i
   consumes `flows(i, e) * r[i]` of resource e. When the claimed rates are feasible they are
@@ -37,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from controller import sharding
+from controller import patch_panel, sharding
 from controller.edge_aggregation import aggregator_charges
 from controller.network import Network, Task
 from controller.plan import MAX_FAN_IN, LinkLoad, Plan, TaskPlan
@@ -272,7 +275,8 @@ def _path_is_valid(
         return False
     missing = [(u, v) for u, v in pairwise(path) if not network.graph.has_edge(u, v)]
     if missing:
-        problems.append(f"{label}: path of {worker} uses link(s) absent from the topology: "
+        where = network.graph.graph.get("links", "the topology")
+        problems.append(f"{label}: path of {worker} uses link(s) absent from {where}: "
                         f"{', '.join(f'{u}->{v}' for u, v in missing)}")
         return False
     return True
@@ -311,8 +315,10 @@ def max_min_fair(
 
 
 def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> Evaluation:
-    """Score `plan` on `network`; `gradient_mb` adds traffic volume and communication time."""
-    problems: list[str] = []
+    """Score `plan` on `network`; `gradient_mb` adds traffic volume and communication time.
+    A plan with a patch panel (ATRO) is scored on the network the panel builds from the
+    topology's candidate links, and must be buildable there (`patch_panel.judged`)."""
+    network, problems = patch_panel.judged(network, plan)
     known = {t.key: t for t in network.tasks}
     flows: dict[str, TaskFlows] = {}
     plans: dict[str, TaskPlan] = {}

@@ -21,8 +21,9 @@ fragments cross raw toward the same next hop (the evaluator counts fractional fl
 
 `load_plan` reads a plan file strictly (pydantic models of the schema, in strict mode: no
 `2.9` truncated to a fan-in of 2, no NaN rate, no repeated task or aggregation point, no
-unknown key), so that a careless file is refused with the field it got wrong. Whether the plan
-fits a topology is the evaluator's question, not the loader's.
+patch-panel connection twice or to itself, no port of a node used twice, no unknown key), so
+that a careless file is refused with the field it got wrong. Whether the plan fits a topology
+is the evaluator's question, not the loader's.
 """
 
 from __future__ import annotations
@@ -215,7 +216,32 @@ def parse_plan(data: Any, source: str = "<memory>") -> Plan:
             if point in points[:j]:
                 raise PlanFormatError(source, f"{where}.aggregation[{j}]",
                                       f"{point[0]} pipeline {point[1]} is listed twice")
-    return Plan.from_dict(doc.model_dump(by_alias=True))
+    plan = Plan.from_dict(doc.model_dump(by_alias=True))
+    for j, problem in panel_problems(plan.patch_panel or []):
+        raise PlanFormatError(source, f"patch_panel[{j}]", problem)
+    return plan
+
+
+def panel_problems(panel: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(index, problem) of what makes a patch panel wrong on any topology: a node linked to
+    itself, a pair linked twice (ATRO's (6): one link per pair), a port used twice."""
+    problems: list[tuple[int, str]] = []
+    pairs: dict[frozenset[str], int] = {}
+    ports: dict[tuple[str, int], int] = {}
+    for j, c in enumerate(panel):
+        link = f"connection {c['a']}-{c['b']}"
+        pair = frozenset((c["a"], c["b"]))
+        if len(pair) == 1:
+            problems.append((j, f"{link} links {c['a']} to itself"))
+        elif pair in pairs:
+            problems.append((j, f"{link} is listed twice (also patch_panel[{pairs[pair]}])"))
+        else:
+            pairs[pair] = j
+            for node, port in ((c["a"], c["a_port"]), (c["b"], c["b_port"])):
+                if port is not None and ports.setdefault((node, port), j) != j:
+                    used = f"port {port} of {node} is already used by patch_panel"
+                    problems.append((j, f"{link}: {used}[{ports[node, port]}]"))
+    return problems
 
 
 # The plan file's schema for validation; PLAN_JSON_SCHEMA below states the same for readers.

@@ -44,6 +44,7 @@ from finsy import (
     P4TableMatch,
 )
 
+from controller import patch_panel
 from controller.evaluate import FlowId, TaskFlows, task_flows
 from controller.network import Network, hosts_do_not_forward
 from controller.plan import MAX_FAN_IN, Plan, TaskPlan
@@ -144,6 +145,7 @@ def compile_plan(
 ) -> tuple[dict[str, SwitchProgram], list[WorkerAssignment]]:
     """Compile `plan` as plan `version`; raises CompileError if the plan is inconsistent or
     exceeds the target."""
+    network = built_network(network, plan)
     ids = Numbering(network)
     gen = generation(version)
     programs = {s: SwitchProgram(s) for s in network.switches}
@@ -179,6 +181,15 @@ def compile_plan(
                     base=base, count=share))
         assignments += _assignments(ids, task, version)
     return programs, assignments
+
+
+def built_network(network: Network, plan: Plan) -> Network:
+    """The network `plan` runs on: on a pool, the links its patch panel builds, with the
+    panel's ports (`patch_panel.judged`); CompileError if the pool cannot build it."""
+    built, problems = patch_panel.judged(network, plan)
+    if problems:
+        raise CompileError(f"plan is inconsistent: {problems[0]}")
+    return built
 
 
 def _entry(table: str, match: dict[str, object], action: str, **params: int) -> P4TableEntry:

@@ -22,6 +22,7 @@ from controller.network import Network
 from controller.plan import Plan
 from controller.program import (
     Numbering,
+    built_network,
     flow_routes,
     host_routes,
     number_tasks,
@@ -95,6 +96,7 @@ def _ina(**extra: int) -> dict[str, int | str]:
 def compile_openflow(network: Network, plan: Plan, version: int = 1) -> dict[str, SwitchTables]:
     """The OpenFlow rules of every plain switch for `plan` as plan `version`; raises
     CompileError where `controller.program` would."""
+    network = built_network(network, plan)
     ids = Numbering(network)
     tables = {s: SwitchTables(s, datapath_id(network, s))
               for s in network.switches if not network.is_ina(s)}
