@@ -1,0 +1,133 @@
+"""What the EINA schemes print holds on the evaluator's terms, on the inputs that sit at the edge
+of EINA's model: a PS that aggregates (its host's or its task's capacity), aggregators that
+cannot aggregate (capacity 0), and DCN fields (b^I, b^E) that would disagree with the links.
+
+Every plan a scheme returns is scored by `controller.evaluate` (the one judge): it must be
+consistent, carry at least the rate it claims and merge nowhere without capacity. `optimal`
+and `bound` are checked against the brute force over EINA's trees in `test_eina.py`, which
+shares no code with the solvers; a PS capacity enters it as a thinner PS link (in an EINA
+tree exactly one flow per task reaches the PS, so the two limits are the same row).
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import EXAMPLES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_eina import edge_doc, reference
+
+from controller.cli import main
+from controller.evaluate import evaluate
+from controller.network import Network, TopologyError, build_network
+from controller.plan import Plan
+from controller.solvers import SolveOptions, solve
+
+SCHEMES = ("eina", "eina-iqcp", "eina-fast", "eina-plus")
+# Schemes whose every worker's flow is merged at its own aggregator (constraint (10)).
+TREE_SCHEMES = ("eina", "eina-iqcp", "eina-fast")
+TOL = 1e-6
+PROPERTY = settings(max_examples=25, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+# a capacity in Gbps: 0 (none) or 0.01 .. 3
+capacities = st.integers(0, 300).map(lambda k: k / 100)
+
+
+def scored(network: Network, plan: Plan) -> float:
+    """Check the plan on the evaluator's terms; return what the evaluator says it carries."""
+    result = evaluate(network, plan)
+    assert result.consistent, result.problems
+    for te, tp in zip(result.tasks, plan.tasks):
+        assert te.rate_gbps >= tp.rate_gbps * (1 - TOL) - 1e-9, (te, tp.rate_gbps)
+    zero = {s for s in network.switches if network.spec(s).aggregation_capacity_gbps == 0}
+    assert not [pt for tp in plan.tasks for pt in tp.aggregation if pt.switch in zero]
+    return sum(te.rate_gbps for te in result.tasks)
+
+
+def solved(network: Network, scheme: str) -> Plan:
+    return solve(network, scheme, SolveOptions(seed=0, time_limit=5))
+
+
+def against_reference(plan: Plan, scheme: str, ref: float) -> None:
+    """A plan is a routing of the problem the reference solves exactly (eina-plus's include
+    EINA's trees, so its plan and bound are never below the tree optimum)."""
+    assert plan.bound >= ref - TOL, (scheme, plan.bound, ref)
+    if scheme in TREE_SCHEMES:
+        assert plan.objective <= ref + TOL, (scheme, plan.objective, ref)
+        if plan.status == "optimal":
+            assert plan.objective == pytest.approx(ref, abs=TOL)
+    elif plan.status == "optimal":
+        assert plan.objective >= ref - TOL
+
+
+@st.composite
+def edge_docs(draw, zero_weight: int = 0) -> dict:
+    """2-3 aggregators, 1-2 PSs at A0 / A1, 0-2 workers per aggregator (at least one)."""
+    caps = st.sampled_from([0.0] * zero_weight + [0.3, 0.5, 0.8, 1.0, 2.0])
+    dcn = st.sampled_from([0.3, 0.5, 1.0, 2.0])
+    n = draw(st.integers(2, 3))
+    counts = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n).filter(any))
+    aggs = {f"A{i}": (draw(caps), draw(dcn), draw(dcn), counts[i]) for i in range(n)}
+    ps = draw(st.integers(1, 2))
+    return edge_doc(aggs, ["A0", "A1"][:ps], host_cap=draw(st.sampled_from([1.5, 100.0])))
+
+
+# ------------------------------------------------------------------ DCN fields and links
+
+
+def _fig1_with(field: str, value: float) -> dict:
+    doc = yaml.safe_load((EXAMPLES / "eina-fig1.yaml").read_text())
+    doc["switches"][1][field] = value  # A0
+    return doc
+
+
+@pytest.mark.parametrize(("field", "value", "links"), [
+    ("egress_capacity_gbps", 0, "0.8"), ("ingress_capacity_gbps", 2, "1")])
+def test_a_dcn_field_that_disagrees_with_the_links_is_refused(field, value, links, tmp_path,
+                                                              capsys):
+    topo = tmp_path / "fig1.yaml"
+    topo.write_text(yaml.safe_dump(_fig1_with(field, value)))
+    with pytest.raises(TopologyError) as err:
+        build_network(_fig1_with(field, value), str(topo))
+    text = str(err.value)
+    assert str(topo) in text and f"(A0).{field}" in text and links in text and "DCN" in text
+    assert main(["solve", str(topo), "--scheme", "eina"]) == 2
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and field in out
+
+
+def test_dcn_fields_sum_the_links_to_every_other_switch():
+    """A switch's b^I is all it may send to other switches: with two uplinks, their sum."""
+    from conftest import leaf_spine_doc
+    doc = leaf_spine_doc(2, 2, [1, 1], ina={"L1"})
+    leaf = next(s for s in doc["switches"] if s["name"] == "L1")
+    leaf["ingress_capacity_gbps"] = leaf["egress_capacity_gbps"] = 2.0  # 2 x 1 Gbps
+    build_network(doc)
+    leaf["egress_capacity_gbps"] = 1.0
+    with pytest.raises(TopologyError, match=r"L1\)\.egress_capacity_gbps.*2"):
+        build_network(doc)
+
+
+@PROPERTY
+@given(capacities, capacities, st.sampled_from(["ingress", "egress"]))
+def test_dcn_fields_are_accepted_only_as_the_links_give_them(field, link, which):
+    """Accepted iff the field equals the link; an accepted file is one every EINA scheme and
+    the evaluator read alike."""
+    doc = edge_doc({"A0": (1.0, 1.0, 1.0, 1), "A1": (1.0, 1.0, 1.0, 2),
+                    "A2": (1.0, 1.0, 1.0, 0)}, ["A0"], host_cap=10)
+    link = max(link, 0.01)  # a worker must reach its PS over links of positive capacity
+    a1 = next(ln for ln in doc["links"] if ln["a"] == "A1")
+    a1["capacity_gbps" if which == "ingress" else "reverse_capacity_gbps"] = link
+    doc["switches"][2][f"{which}_capacity_gbps"] = field
+    if field != link:
+        with pytest.raises(TopologyError, match=f"{which}_capacity_gbps"):
+            build_network(doc)
+        return
+    network = build_network(doc)
+    ref = float(reference(doc))
+    for scheme in SCHEMES:
+        plan = solved(network, scheme)
+        scored(network, plan)
+        against_reference(plan, scheme, ref)
