@@ -11,6 +11,8 @@ tree exactly one flow per task reaches the PS, so the two limits are the same ro
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import yaml
 from conftest import EXAMPLES
@@ -72,6 +74,57 @@ def edge_docs(draw, zero_weight: int = 0) -> dict:
     aggs = {f"A{i}": (draw(caps), draw(dcn), draw(dcn), counts[i]) for i in range(n)}
     ps = draw(st.integers(1, 2))
     return edge_doc(aggs, ["A0", "A1"][:ps], host_cap=draw(st.sampled_from([1.5, 100.0])))
+
+
+# ------------------------------------------------------------------ a PS that aggregates
+
+
+@PROPERTY
+@given(edge_docs(), st.lists(capacities, min_size=2, max_size=2),
+       st.sampled_from(["host", "task"]))
+def test_a_ps_aggregation_capacity_is_charged_by_every_scheme(doc, ps_caps, where):
+    """The evaluator charges every flow entering a PS to its aggregation capacity (its host's
+    `aggregation_capacity_gbps`, else its task's `ps_aggregation_capacity_gbps`)."""
+    tasks = doc["jobs"][0]["tasks"]
+    hosts = {h["name"]: h for h in doc["hosts"]}
+    ref_doc = copy.deepcopy(doc)
+    for task, cap in zip(tasks, ps_caps):
+        if where == "host":
+            hosts[task["ps"]]["aggregation_capacity_gbps"] = cap
+        else:
+            task["ps_aggregation_capacity_gbps"] = cap
+        link = next(ln for ln in ref_doc["links"] if ln["a"] == task["ps"])
+        link["capacity_gbps"] = min(link["capacity_gbps"], cap)
+    network = build_network(doc)
+    ref = float(reference(ref_doc))
+    for scheme in SCHEMES:
+        plan = solved(network, scheme)
+        scored(network, plan)
+        against_reference(plan, scheme, ref)
+
+
+def test_fig1_with_a_ps_aggregating_0_1_gbps_is_0_1_optimal():
+    """By hand: every EINA tree brings one merged flow to the PS, so r ≤ 0.1."""
+    doc = yaml.safe_load((EXAMPLES / "eina-fig1.yaml").read_text())
+    doc["hosts"][0]["aggregation_capacity_gbps"] = 0.1
+    network = build_network(doc)
+    for scheme in ("eina", "eina-fast", "eina-plus"):
+        plan = solved(network, scheme)
+        assert scored(network, plan) == pytest.approx(0.1)
+        assert plan.objective == pytest.approx(0.1)
+        assert plan.status == "optimal" and plan.bound == pytest.approx(0.1), scheme
+
+
+def test_two_tasks_on_one_ps_are_refused():
+    """EINA's P has one task (one model shard) per PS; two tasks sharing a PS would share its
+    link, which the model charges per PS."""
+    doc = edge_doc({"A0": (10, 10, 10, 1), "A1": (10, 10, 10, 2)}, ["A0"])
+    task = doc["jobs"][0]["tasks"][0]
+    doc["jobs"][0]["tasks"].append({**task, "name": "t1"})
+    network = build_network(doc)
+    for scheme in SCHEMES:
+        with pytest.raises(TopologyError, match="ps0"):
+            solved(network, scheme)
 
 
 # ------------------------------------------------------------------ DCN fields and links
