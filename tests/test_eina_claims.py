@@ -12,19 +12,24 @@ tree exactly one flow per task reaches the PS, so the two limits are the same ro
 from __future__ import annotations
 
 import copy
+from fractions import Fraction
 
 import pytest
 import yaml
 from conftest import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ortools.sat.python import cp_model
 from test_eina import edge_doc, reference
 
 from controller.cli import main
 from controller.evaluate import evaluate
 from controller.network import Network, TopologyError, build_network
 from controller.plan import Plan
-from controller.solvers import SolveOptions, solve
+from controller.solvers import SchemeInputError, SolveOptions, solve
+from controller.solvers.eina import model as eina_model
+from controller.solvers.eina.instance import read
+from controller.solvers.eina_plus import model as plus_model
 
 SCHEMES = ("eina", "eina-iqcp", "eina-fast", "eina-plus")
 # Schemes whose every worker's flow is merged at its own aggregator (constraint (10)).
@@ -125,6 +130,98 @@ def test_two_tasks_on_one_ps_are_refused():
     for scheme in SCHEMES:
         with pytest.raises(TopologyError, match="ps0"):
             solved(network, scheme)
+
+
+# ------------------------------------------------------------------ no aggregation capacity
+
+
+def _zero_fig1(aggregates: str) -> dict:
+    doc = yaml.safe_load((EXAMPLES / "eina-fig1.yaml").read_text())
+    for sw in doc["switches"]:
+        if sw.get("ina"):
+            sw["aggregation_capacity_gbps"] = 0
+            sw["aggregates"] = aggregates
+    return doc
+
+
+@pytest.mark.parametrize("scheme", TREE_SCHEMES)
+def test_tree_schemes_refuse_a_network_that_cannot_merge(scheme, tmp_path, capsys):
+    """EINA merges every worker's flow at its own aggregator: with nothing able to merge it has
+    no plan, and says so in one paragraph (exit 2) instead of an `optimal 0` it cannot route."""
+    network = build_network(_zero_fig1("all"))
+    with pytest.raises(SchemeInputError, match=r"A0.*aggregation_capacity_gbps.*0"):
+        solved(network, scheme)
+    topo = tmp_path / "zero.yaml"
+    topo.write_text(yaml.safe_dump(_zero_fig1("all")))
+    assert main(["solve", str(topo), "--scheme", scheme]) == 2
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "aggregation_capacity_gbps" in out and "eina-plus" in out
+
+
+@pytest.mark.parametrize(("aggregates", "rate"), [("all", 0.0), ("addressed", 0.2)])
+def test_eina_plus_routes_a_network_that_cannot_merge_without_merging(aggregates, rate):
+    """eina-plus passes flows through unmerged: no merge point, and its true rate. `all`
+    charges every entering flow to c_j = 0, so 0; `addressed` lets them cross free: the four
+    remote workers' flows share A0's 0.8 Gbps egress, 0.2 each, and no routing avoids it."""
+    network = build_network(_zero_fig1(aggregates))
+    plan = solved(network, "eina-plus")
+    assert scored(network, plan) == pytest.approx(rate)
+    assert plan.objective == pytest.approx(rate)
+    assert not [pt for tp in plan.tasks for pt in tp.aggregation]
+    assert plan.status == "optimal" and plan.bound == pytest.approx(rate)
+
+
+@PROPERTY
+@given(edge_docs(zero_weight=3), st.sampled_from(["all", "addressed"]))
+def test_no_scheme_merges_where_nothing_can_be_merged(doc, aggregates):
+    """Aggregators of capacity 0 (often): a tree scheme refuses exactly when EINA would have
+    to merge at one (it holds workers or a PS); otherwise, and always for eina-plus, the plan
+    merges nowhere without capacity and the evaluator carries what it claims."""
+    for sw in doc["switches"]:
+        if sw.get("ina"):
+            sw["aggregates"] = aggregates
+    network = build_network(doc)
+    ref = float(reference(doc))
+    homes = {ln["a"]: ln["b"] for ln in doc["links"] if ln["b"] != "DCN"}
+    zero = {s["name"] for s in doc["switches"] if s.get("aggregation_capacity_gbps") == 0}
+    must_merge = {homes[h["name"]] for h in doc["hosts"]}
+    for scheme in SCHEMES:
+        if scheme in TREE_SCHEMES and zero & must_merge:
+            with pytest.raises(SchemeInputError, match="aggregation_capacity_gbps"):
+                solved(network, scheme)
+            continue
+        plan = solved(network, scheme)
+        scored(network, plan)
+        against_reference(plan, scheme, ref)
+
+
+def test_a_relay_without_capacity_is_never_used():
+    """A3 (no worker, c = 0) is fig. 1's relay: without it the best tree is the star, 1/3."""
+    doc = yaml.safe_load((EXAMPLES / "eina-fig1.yaml").read_text())
+    doc["switches"][4]["aggregation_capacity_gbps"] = 0
+    network = build_network(doc)
+    for scheme in SCHEMES:
+        plan = solved(network, scheme)
+        assert scored(network, plan) == pytest.approx(1 / 3), scheme
+        assert "A3" not in {n for tp in plan.tasks for path in tp.paths.values() for n in path}
+
+
+def test_a_relay_without_capacity_adopts_nothing_even_at_rate_0():
+    """The PS aggregates nothing, so r = 0 and (10) alone would let A2 (c = 0) relay A1's
+    flow at no cost: both models forbid it, so no plan names A2 a merge point."""
+    doc = edge_doc({"A0": (1.0, 1.0, 1.0, 0), "A1": (1.0, 1.0, 1.0, 1),
+                    "A2": (0.0, 1.0, 1.0, 0)}, ["A0"])
+    next(h for h in doc["hosts"] if h["name"] == "ps0")["aggregation_capacity_gbps"] = 0
+    inst = read(build_network(doc), {})
+    step = Fraction(1, 100)
+    tree = eina_model.build(inst, step)
+    tree.model.add(tree.x[0, "A1", "A2"] == 1)
+    assert cp_model.CpSolver().solve(tree.model) == cp_model.INFEASIBLE
+    for merges_all in (True, False):
+        plus = plus_model.build(inst, step, dict.fromkeys(inst.aggregators, merges_all),
+                                inst.ps_cap)
+        plus.model.add(plus.vars["m", 0, "A2"] == 1)
+        assert cp_model.CpSolver().solve(plus.model) == cp_model.INFEASIBLE
 
 
 # ------------------------------------------------------------------ DCN fields and links

@@ -37,4 +37,6 @@ How the printed constraints are read where the text is garbled or silent:
   link to PS p carries r_p, which PS p also aggregates when it has an aggregation capacity
   (its host's, else its task's); the paper assumes none of these binds, the model keeps them
   all so a plan never exceeds a capacity the evaluator checks. Each task has its own PS.
+  An aggregator with c_j = 0 merges nothing: it adopts no child even at r_p = 0, and one that
+  (10) would make merge (it holds workers, or a PS) is refused before solving.
 """

@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import Any
 
 from controller.network import Network, Task, TopologyError
+from controller.solvers import SchemeInputError
 
 
 def exact(value: float) -> Fraction:
@@ -134,6 +135,24 @@ def ps_limit(network: Network, task: Task, root: str) -> Fraction:
     entering the PS; in an EINA tree that is the one flow π[p] merges."""
     cap = network.ps_capacity(task, task.ps)
     return _tighter(network.capacity(root, task.ps), cap)
+
+
+def refuse_unmergeable(inst: Instance, network: Network, scheme: str) -> None:
+    """EINA merges every worker's flow at its own aggregator and every tree at π[p]
+    (constraint (10)): where such an aggregator cannot aggregate, EINA has no plan (with
+    rate 0 it would still name it a merge point), so the input is refused."""
+    must = {inst.home[h] for ws in inst.workers for h in ws} | {inst.home[h] for h in inst.ps}
+    zero = [a for a in inst.aggregators if a in must and inst.c[a] == 0]
+    if zero:
+        names = ", ".join(zero[:5]) + (f" and {len(zero) - 5} more" if len(zero) > 5 else "")
+        one = len(zero) == 1
+        raise SchemeInputError(
+            f"{network.source}: {scheme} merges every worker's flow at its own aggregator and "
+            f"each PS's tree at the PS's aggregator (EINA's constraint (10)), but "
+            f"{'switch' if one else 'switches'} {names} {'holds' if one else 'hold'} workers or "
+            f"a PS and {'has' if one else 'have'} aggregation_capacity_gbps 0, so no EINA tree "
+            "exists. Give them aggregation capacity, or use eina-plus, which may pass flows "
+            "through an aggregator unmerged")
 
 
 def _tighter(link: float, field: float | None) -> Fraction:
