@@ -442,6 +442,7 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
 
     for i, sw in enumerate(spec.switches):
         graph.nodes[sw.name]["pipeline_map"] = _pipeline_map(sw, used_ports[sw.name], i, source)
+        _check_dcn_fields(sw, graph, f"switches[{i}] ({sw.name})", source)
 
     tasks = _tasks(spec, graph, source)
     return Network(
@@ -452,6 +453,27 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
         schemes=dict(spec.schemes),
         jobs_beta={job.name: job.beta for job in spec.jobs},
     )
+
+
+def _check_dcn_fields(sw: SwitchSpec, graph: nx.DiGraph, where: str, source: str) -> None:
+    """`ingress_capacity_gbps` / `egress_capacity_gbps` (EINA's b^I / b^E, "the link capacity
+    of the corresponding ingress / egress of the DCN") restate the switch's links to and from
+    other switches, which the evaluator charges: a field the links do not give is refused, so
+    that every scheme and the evaluator read the same capacity."""
+    for name, value, edges, way in (
+            ("ingress_capacity_gbps", sw.ingress_capacity_gbps, graph.out_edges(sw.name), "to"),
+            ("egress_capacity_gbps", sw.egress_capacity_gbps, graph.in_edges(sw.name), "from")):
+        links = [(u, v) for u, v in edges
+                 if graph.nodes[v if u == sw.name else u]["kind"] == "switch"]
+        caps = [graph.edges[e]["capacity_gbps"] for e in links]
+        if value is None or math.isclose(value, math.fsum(caps), rel_tol=1e-9, abs_tol=1e-12):
+            continue
+        given = ", ".join(f"{u}->{v} {c:g}" for (u, v), c in zip(links, caps))
+        raise TopologyError(
+            source, f"{where}.{name}",
+            f"{value:g} Gbps, but the links {way} other switches give "
+            f"{math.fsum(caps):g} Gbps ({given or 'it has none'}); the field restates them (the "
+            "evaluator charges the links), so make it their sum or leave it out")
 
 
 def _pipeline_map(sw: SwitchSpec, used: dict[int, str], index: int, source: str) -> dict[int, int]:

@@ -8,7 +8,8 @@ paths and aggregation points, `solver` is the two schemes.
 
 Parameters (`schemes.eina` in the topology, shared by both schemes, or `--param KEY=VALUE`):
   r_min       r_p^L of (1), Gbps, default 0 (a whole number of steps)
-  r_max       r_p^U of (1), Gbps, default none; the PS's own link always caps r_p
+  r_max       r_p^U of (1), Gbps, default none; the PS's link and aggregation capacity
+              always cap r_p
   depth_limit d* of (4), default |A|, so d̂ = min(d*, |A|) − 1
   step        the rate grid in Gbps (eina 0.01, eina-iqcp 1)
   num_workers CP-SAT threads, default 2
@@ -33,6 +34,9 @@ How the printed constraints are read where the text is garbled or silent:
   (12) printed "∀ i ∈ A" for a constraint on j; read Σ_p Σ_{i≠j} x_{p,i,j} r_p ≤ b_j^E ∀ j ∈ A:
        what j receives from the fabric.
   Beyond the paper, each worker's own link carries Σ_p r_p (one flow per PS) and the root's
-  link to PS p carries r_p; the paper assumes neither binds, the model keeps both so a plan
-  never exceeds a link the evaluator checks.
+  link to PS p carries r_p, which PS p also aggregates when it has an aggregation capacity
+  (its host's, else its task's); the paper assumes none of these binds, the model keeps them
+  all so a plan never exceeds a capacity the evaluator checks. Each task has its own PS.
+  An aggregator with c_j = 0 merges nothing: it adopts no child even at r_p = 0, and one that
+  (10) would make merge (it holds workers, or a PS) is refused before solving.
 """

@@ -1,5 +1,8 @@
 """EINA's inputs (Sec. III-A) read off a Network: A, A_W, π[k], a_j, c_j, b_j^I, b_j^E, r^L, r^U, d*.
 
+r^U also holds what reaches the PS: one merged flow per task, which its link from π[p] and the
+PS's own aggregation capacity (the host's, else the task's) both limit.
+
 EINA's cluster is edge aggregators (INA switches, one per rack or SmartNIC) joined by one
 non-blocking DCN switch; every host hangs off exactly one aggregator. Anything else is refused
 with a TopologyError naming the field, so the CLI prints one paragraph and exits 2.
@@ -15,7 +18,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from controller.network import Network, TopologyError
+from controller.network import Network, Task, TopologyError
+from controller.solvers import SchemeInputError
 
 
 def exact(value: float) -> Fraction:
@@ -39,6 +43,7 @@ class Instance:
     r_high: list[Fraction]  # r_p^U (1), per PS
     host_cap: dict[str, Fraction]  # a worker's own link: it carries one flow per PS, Σ_p r_p
     depth_limit: int  # d*
+    ps_cap: list[Fraction]  # per PS: its link from π[p] and its own aggregation capacity
 
     @property
     def d_hat(self) -> int:
@@ -94,12 +99,18 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
             raise TopologyError(src, f"switches ({a}).aggregation_capacity_gbps",
                                 "EINA needs every aggregator's aggregation capacity c_j")
         c[a] = exact(spec.aggregation_capacity_gbps)
-        # The link and the switch field both limit; the tighter one is b^I / b^E.
+        # b^I / b^E are the link's (a switch field, when set, sums the switch's links to
+        # other switches, checked at load; the tighter of the two is the fabric link's).
         b_in[a] = _tighter(network.capacity(a, fabric), spec.ingress_capacity_gbps)
         b_out[a] = _tighter(network.capacity(fabric, a), spec.egress_capacity_gbps)
 
     tasks = network.tasks
     ps = [t.ps for t in tasks]
+    shared = sorted({h for h in ps if ps.count(h) > 1})
+    if shared:
+        raise TopologyError(src, "jobs", "EINA gives every task (model shard) its own PS, whose "
+                            f"link it charges to that task alone; {', '.join(shared)} is the PS "
+                            "of several tasks")
     local = [{a: 0 for a in aggs} for _ in tasks]
     for p, t in enumerate(tasks):
         for w in t.workers:
@@ -108,16 +119,40 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
                 for w in dict.fromkeys(w for t in tasks for w in t.workers)}
     r_low = _param(params, "r_min", src, Fraction(0))
     r_max = _param(params, "r_max", src, None)
-    r_high = []
-    for t in tasks:
-        ps_link = exact(network.capacity(home[t.ps], t.ps))  # the root's link to its PS
-        r_high.append(ps_link if r_max is None else min(r_max, ps_link))
+    ps_cap = [ps_limit(network, t, home[t.ps]) for t in tasks]
+    r_high = [cap if r_max is None else min(r_max, cap) for cap in ps_cap]
     depth = params.get("depth_limit", len(aggs))
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
         raise TopologyError(src, "schemes.eina.depth_limit (or --param depth_limit)",
                             f"d* must be a whole number of aggregators ≥ 1, got {depth!r}")
     return Instance(aggs, fabric, ps, [t.key for t in tasks], [t.workers for t in tasks], home,
-                    local, c, b_in, b_out, r_low, r_high, host_cap, depth)
+                    local, c, b_in, b_out, r_low, r_high, host_cap, depth, ps_cap)
+
+
+def ps_limit(network: Network, task: Task, root: str) -> Fraction:
+    """What one flow of `task` reaching its PS may carry: the root's link to the PS and what
+    the PS aggregates (`Network.ps_capacity`), which the evaluator charges for every flow
+    entering the PS; in an EINA tree that is the one flow π[p] merges."""
+    cap = network.ps_capacity(task, task.ps)
+    return _tighter(network.capacity(root, task.ps), cap)
+
+
+def refuse_unmergeable(inst: Instance, network: Network, scheme: str) -> None:
+    """EINA merges every worker's flow at its own aggregator and every tree at π[p]
+    (constraint (10)): where such an aggregator cannot aggregate, EINA has no plan (with
+    rate 0 it would still name it a merge point), so the input is refused."""
+    must = {inst.home[h] for ws in inst.workers for h in ws} | {inst.home[h] for h in inst.ps}
+    zero = [a for a in inst.aggregators if a in must and inst.c[a] == 0]
+    if zero:
+        names = ", ".join(zero[:5]) + (f" and {len(zero) - 5} more" if len(zero) > 5 else "")
+        one = len(zero) == 1
+        raise SchemeInputError(
+            f"{network.source}: {scheme} merges every worker's flow at its own aggregator and "
+            f"each PS's tree at the PS's aggregator (EINA's constraint (10)), but "
+            f"{'switch' if one else 'switches'} {names} {'holds' if one else 'hold'} workers or "
+            f"a PS and {'has' if one else 'have'} aggregation_capacity_gbps 0, so no EINA tree "
+            "exists. Give them aggregation capacity, or use eina-plus, which may pass flows "
+            "through an aggregator unmerged")
 
 
 def _tighter(link: float, field: float | None) -> Fraction:

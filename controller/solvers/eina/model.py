@@ -80,6 +80,8 @@ def build(inst: Instance, step: Fraction) -> EinaModel:
                 m.model.add(m.d[p, i] == m.d[p, j] + 1).only_enforce_if(x)  # (5) and (6)
                 m.model.add(z == m.r[p]).only_enforce_if(x)  # z = x · r
                 m.model.add(z == 0).only_enforce_if(~x)
+                if inst.c[j] == 0:  # (10) at r_p = 0 too: j merges nothing, so adopts nothing
+                    m.model.add(x == 0)
 
     def z_into(j: str) -> list:
         return [z for (p, i, k), z in m.z.items() if k == j]

@@ -27,7 +27,7 @@ from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina import search
 from controller.solvers.eina.bound import rack_bound, real_bound
-from controller.solvers.eina.instance import exact, read
+from controller.solvers.eina.instance import exact, read, refuse_unmergeable
 from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
 
@@ -49,6 +49,7 @@ def run(network: Network, options: SolveOptions, scheme: str, default_step: Frac
     started = time.perf_counter()
     params = {**network.schemes.get("eina", {}), **options.params}  # eina-iqcp shares them
     inst = read(network, params)
+    refuse_unmergeable(inst, network, scheme)
     step = _step(network, params, default_step)
     if max(inst.r_high) / step > MAX_STEPS:
         raise TopologyError(network.source, "schemes.eina.step (or --param step)",

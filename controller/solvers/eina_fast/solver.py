@@ -18,7 +18,7 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina.bound import rack_bound
-from controller.solvers.eina.instance import read
+from controller.solvers.eina.instance import read, refuse_unmergeable
 from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
 from controller.solvers.eina.solver import DEFAULT_TIME_LIMIT
@@ -33,6 +33,7 @@ def solve_fast(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     params = {**network.schemes.get("eina", {}), **options.params}
     inst = read(network, params)
+    refuse_unmergeable(inst, network, SCHEME)
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     bound = rack_bound(inst)
     n = len(inst.ps)

@@ -138,6 +138,9 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
         mdl.add(v["M", p] <= arrivals)
         mdl.add(v["M", p] >= v["mr", p])
         mdl.add(v["M", p] <= (total[p] + len(A)) * v["mr", p])
+        for j in A:  # (10) at r_p = 0 too: an aggregator without capacity merges nothing
+            if inst.c[j] == 0:
+                mdl.add(v["mr", p] == 0 if j == root else v["m", p, j] == 0)
         rows = {("ps",): arrivals - v["M", p] + v["mr", p]}
         for j in A:
             rows["in", j], rows["out", j] = sum(into[j]), sum(out[j])
@@ -160,7 +163,7 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
         mdl.add(sum(load["out", j]) <= units(inst.b_in[j], step))  # (11)
         mdl.add(sum(load["in", j]) <= units(inst.b_out[j], step))  # (12)
     for p in P:
-        mdl.add(sum(load["ps", p]) <= units(ps_link[p], step))  # π[p] → PS link
+        mdl.add(sum(load["ps", p]) <= units(ps_link[p], step))  # π[p] → PS: link, PS's capacity
     for w, cap in inst.host_cap.items():  # a worker's own link: one flow per PS
         mdl.add(sum(pm.r[p] for p in inst.tasks_of[w]) <= units(cap, step))
     # Implied (`solver.merge_budget`), stated so CP-SAT's bound sees it.

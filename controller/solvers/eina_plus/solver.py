@@ -57,7 +57,7 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
     seed, workers = options.seed or 0, int(params.get("num_workers", 2))
     merges_all = {a: network.spec(a).aggregates == "all" for a in inst.aggregators}
-    ps_link = [exact(network.capacity(inst.home[ps], ps)) for ps in inst.ps]
+    ps_link = inst.ps_cap  # every flow reaching the PS loads its link and its aggregation
     r_low, r_high = float(inst.r_low), [float(v) for v in inst.r_high]
 
     def rated(plan_tasks) -> Plan | None:
@@ -173,6 +173,7 @@ def tree_free_bound(inst: Instance, merges_all: dict[str, bool],
 
 def merge_budget(inst: Instance, ps_link: list[Fraction]) -> Fraction:
     """Σ_p |W_p| r_p ≤ Σ_j c_j + Σ_p (π[p]'s PS link), whatever the routing: the |W_p| flows of
-    p reach its PS as S_p flows, S_p r_p ≤ the PS link, so merges remove |W_p| − S_p of them;
-    a merge of F flows removes F − 1 and charges F r_p ≥ (F − 1) r_p to some c_j."""
+    p reach its PS as S_p flows, S_p r_p ≤ the PS link (and the PS's aggregation capacity),
+    so merges remove |W_p| − S_p of them; a merge of F flows removes F − 1 and charges
+    F r_p ≥ (F − 1) r_p to some c_j."""
     return sum(inst.c.values()) + sum(ps_link)
