@@ -455,8 +455,11 @@ def resources(
         ps_limit = network.ps_capacity(task, ps) if task and ps in network.graph else None
         into_ps = sum(n for (_u, v), n in tf.link_flows.items() if v == ps)
         if ps_limit is not None and into_ps:
-            uses[("aggregator", ps)] = into_ps
-            capacity[("aggregator", ps)] = ps_limit
+            # The host's own capacity serves every task it is PS of; a task's is its own.
+            own = network.spec(ps).aggregation_capacity_gbps is not None
+            key = ("aggregator", ps) if own else ("aggregator", ps, label)
+            uses[key] = into_ps
+            capacity[key] = ps_limit
         if task and task.rate_cap_gbps is not None:
             # A sharded job's workers send every shard at once: R caps the sum of its rates.
             cap = ("rate cap", task.job if plans[label].model_share is not None else label)

@@ -16,12 +16,11 @@ from controller.cli import main
 from controller.evaluate import evaluate
 from controller.network import Network, build_network, load_topology
 from controller.plan import Plan
-from controller.solvers import SolveOptions, solve
+from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.solvers.aro.accel import app_select
 from controller.solvers.aro.qsr import Scale, quantize, rate_ceiling, resources, task_ceiling
 from controller.solvers.aro.routes import greedy_flows
 from controller.solvers.aro.search import Search, SolverSettings
-from controller.solvers.aro.solver import AroParamError
 from controller.solvers.aro.unfold import LINK_TYPES, build_task_graph, ina_switches
 
 RANK = {"leaf": 0, "edge": 0, "tor": 0, "spine": 1, "aggregation": 1, "core": 2}
@@ -306,7 +305,7 @@ def test_joining_reroutes_a_task_whose_own_routes_collide():
 
 @pytest.mark.parametrize("value", [-7, 0, -1, 1.5, True, 10**12, "abc", float("nan")])
 def test_bad_quantization_is_refused_by_name(fig1, value):
-    with pytest.raises(AroParamError, match="quantization"):
+    with pytest.raises(SchemeInputError, match="quantization"):
         solve(fig1, "aro", SolveOptions(time_limit=5, params={"quantization": value}))
 
 

@@ -54,17 +54,24 @@ def get_solver(name: str) -> Solver:
     return getattr(importlib.import_module(module), func)
 
 
-def check_params(name: str, params: Mapping[str, Any], where: str) -> None:
-    """Every key a parameter of scheme `name`, every value of its type and range."""
+def check_params(name: str, params: Mapping[str, Any], section: str | None = None) -> None:
+    """Every key a parameter of scheme `name`, every value of its type and range; `section`
+    names where the values come from ("FILE, schemes.NAME"), else they are --param's."""
+
+    def origin(key: str | None = None) -> str:
+        if section is None:
+            return "(from --param)"
+        return f"(from {section}{'' if key is None else '.' + key})"
+
     known = {p.name: p for p in scheme(name).params}
     unknown = sorted(set(params) - set(known))
     if unknown:
         reads = ", ".join(sorted(known)) or "no parameters"
-        raise SchemeInputError(f"{name}: unknown parameter(s) {', '.join(unknown)} {where}; "
+        raise SchemeInputError(f"{name}: unknown parameter(s) {', '.join(unknown)} {origin()}; "
                                f"it reads: {reads} (`ina schemes {name}` describes them)")
     for key, value in params.items():
         if not known[key].accepts(value):
-            raise SchemeInputError(f"{name}: parameter {key}={value!r} {where}: must be "
+            raise SchemeInputError(f"{name}: parameter {key}={value!r} {origin(key)}: must be "
                                    f"{known[key].wanted()}")
 
 
@@ -75,8 +82,8 @@ def _check_sections(network: Network, name: str, given: Mapping[str, Any]) -> No
             raise SchemeInputError(
                 f"{network.source}: schemes.{section}: there is no scheme {section!r}; "
                 f"sections are named after schemes: {', '.join(scheme_names())}")
-        check_params(section, params, f"(from the topology's schemes.{section})")
-    check_params(name, given, "(from --param)")
+        check_params(section, params, f"{network.source}, schemes.{section}")
+    check_params(name, given)
 
 
 # Schemes whose models give each direction of a link its own capacity: on a link with

@@ -66,12 +66,14 @@ def rate_ceiling(graphs: list[TaskGraph], network: Network) -> float:
 
 
 def task_ceiling(tg: TaskGraph, network: Network) -> float:
-    """An upper bound on r[i] valid for every routing (see `rate_ceiling`)."""
+    """An upper bound on r[i] valid for every routing (see `rate_ceiling`); a PS that
+    aggregates receives at least one flow, and a task's rate cap R caps r[i] itself."""
     ps_in = max((network.capacity(*ab) for (u, v), ab in tg.physical.items() if v == tg.ps),
                 default=0.0)
     workers = [max(network.capacity(*tg.physical[(w, v)]) for v in tg.succ[w])
                for w in tg.workers]
-    return min([ps_in, *workers])
+    caps = [network.ps_capacity(tg.task, tg.task.ps), tg.task.rate_cap_gbps]
+    return min([ps_in, *workers, *(c for c in caps if c is not None)])
 
 
 def exact_rates(res: list[Resource], most_load: dict[int, int]) -> list[float]:
@@ -121,7 +123,22 @@ def resources(
             if limit is not None:
                 res = aggs.setdefault(inp[1], Resource(("aggregator", inp[1]), limit, {}))
                 res.terms.setdefault(tg.index, []).append(edge)
+            if b == tg.task.ps:  # every flow entering a PS that aggregates costs its capacity
+                _charge_ps(network, tg, edge, aggs)
     return list(links.values()) + list(aggs.values())
+
+
+def _charge_ps(network: Network, tg: TaskGraph, edge: Edge, aggs: dict) -> None:
+    """A PS's aggregation capacity, as the evaluator charges it: the host's own is one
+    resource for every task it serves, a task's `ps_aggregation_capacity_gbps` its own."""
+    ps = tg.task.ps
+    limit = network.ps_capacity(tg.task, ps)
+    if limit is None:
+        return
+    own = network.spec(ps).aggregation_capacity_gbps is not None
+    key = ps if own else (ps, tg.index)
+    res = aggs.setdefault(key, Resource(("aggregator", ps), limit, {}))
+    res.terms.setdefault(tg.index, []).append(edge)
 
 
 def quantize(res: list[Resource], scale: Scale) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from controller.evaluate import Resource as EvalResource
 from controller.evaluate import max_min_fair, task_flows
+from controller.evaluate import resources as evaluator_resources
 from controller.network import Network
 from controller.plan import Plan, TaskPlan
 from controller.solvers import SchemeInputError, SolveOptions
@@ -217,7 +218,8 @@ def _new_search(
 ) -> Search:
     res = resources(network, graphs, bidirectional)
     top = bbar(graphs, network) if variant.qsr else rate_ceiling(graphs, network)
-    scale = Scale(levels, top)
+    # A ceiling of 0 (a PS that aggregates nothing) leaves every rate 0: any grid serves.
+    scale = Scale(levels, top or 1.0)
     quantize(res, scale)
     jobs = {i: (t.job, t.beta) for i, t in enumerate(network.tasks)}
     ceiling = {tg.index: task_ceiling(tg, network) for tg in graphs}
@@ -318,29 +320,32 @@ def _plan(
 
 
 def _fill_rates(network: Network, plan: Plan, bidirectional: bool) -> None:
-    """Raise the model's rates by progressive filling on the routes (evaluator's semantics).
+    """Raise the model's rates by progressive filling on the routes, on the evaluator's own
+    resources (links, aggregators, a PS's aggregation capacity, a task's rate cap).
 
     With `bidirectional` each link also carries the reversed multicast of its reverse
     direction, which the evaluator does not model, so it will find at least these rates.
     """
-    demand: dict[str, dict[EvalResource, int]] = {}
-    capacity: dict[EvalResource, float] = {}
-    for tp in plan.tasks:
-        uses: dict[EvalResource, int] = {}
-        tf = task_flows(network, tp)
-        for (u, v), n in tf.link_flows.items():
-            directions = [(u, v), (v, u)] if bidirectional else [(u, v)]
-            for a, b in directions:
-                key = ("link", *network.link_key(a, b))
-                uses[key] = uses.get(key, 0) + n
-                capacity[key] = network.capacity(a, b)
-        for (sw, _pipe), n in tf.aggregator_inflows.items():
-            limit = network.spec(sw).aggregation_capacity_gbps
-            if limit is not None:
-                uses[("aggregator", sw)] = uses.get(("aggregator", sw), 0) + n
-                capacity[("aggregator", sw)] = limit
-        demand[f"{tp.job}/{tp.task}"] = uses
-    claimed = {f"{tp.job}/{tp.task}": tp.rate_gbps for tp in plan.tasks}
-    rates = max_min_fair(demand, capacity, start=claimed)
-    for tp in plan.tasks:
-        tp.rate_gbps = rates[f"{tp.job}/{tp.task}"]
+    plans = {f"{tp.job}/{tp.task}": tp for tp in plan.tasks}
+    flows = {label: task_flows(network, tp) for label, tp in plans.items()}
+    demand, capacity = evaluator_resources(network, plans, flows)
+    if bidirectional:
+        for label, tf in flows.items():
+            for (u, v), n in tf.link_flows.items():
+                key = ("link", *network.link_key(v, u))
+                demand[label][key] = demand[label].get(key, 0) + n
+                capacity[key] = network.capacity(v, u)
+    claimed = {label: tp.rate_gbps for label, tp in plans.items()}
+    rates = max_min_fair(demand, capacity, start=claimed if _fits(demand, capacity, claimed)
+                         else None)
+    for label, tp in plans.items():
+        tp.rate_gbps = rates[label]
+
+
+def _fits(demand: dict[str, dict[EvalResource, int]], capacity: dict[EvalResource, float],
+          rates: dict[str, float]) -> bool:
+    load: dict[EvalResource, float] = {}
+    for label, uses in demand.items():
+        for key, n in uses.items():
+            load[key] = load.get(key, 0.0) + n * rates[label]
+    return all(load[key] <= capacity[key] * (1 + 1e-9) + 1e-12 for key in load)

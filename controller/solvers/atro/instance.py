@@ -41,6 +41,10 @@ class Instance:
     # node standing for every common switch (no layer of its own).
     multiplicity: dict[Pair, int] = field(default_factory=dict)
     merged: str | None = None
+    # Beyond the paper, as the evaluator charges them: a PS that aggregates (tasks sharing
+    # one capacity → Gbps) and a task's rate cap R.
+    ps_limits: dict[tuple[int, ...], float] = field(default_factory=dict)
+    rate_caps: dict[int, float] = field(default_factory=dict)
 
     def hosts(self) -> list[str]:
         """Every worker and PS of the tasks, each once: N_n."""
@@ -95,4 +99,24 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
     layers = checked.integer("layers", min(DEFAULT_LAYERS, len(switches)), minimum=1,
                              maximum=len(switches))
     fan_in = checked.integer("max_fan_in", MAX_FAN_IN, minimum=0)
-    return Instance(tasks, switches, common, aggs, ports, links, agg_capacity, layers, fan_in or None)
+    return Instance(tasks, switches, common, aggs, ports, links, agg_capacity, layers,
+                    fan_in or None, ps_limits=_ps_limits(network),
+                    rate_caps={i: t.rate_cap_gbps for i, t in enumerate(tasks)
+                               if t.rate_cap_gbps is not None})
+
+
+def _ps_limits(network: Network) -> dict[tuple[int, ...], float]:
+    """The PS capacities: a host's own serves every task it is PS of, a task's only it."""
+    limits: dict[tuple[int, ...], float] = {}
+    shared: dict[str, list[int]] = {}
+    for i, t in enumerate(network.tasks):
+        limit = network.ps_capacity(t, t.ps)
+        if limit is None:
+            continue
+        if network.spec(t.ps).aggregation_capacity_gbps is not None:
+            shared.setdefault(t.ps, []).append(i)
+        else:
+            limits[(i,)] = limit
+    for ps, group in shared.items():
+        limits[tuple(group)] = network.spec(ps).aggregation_capacity_gbps
+    return limits

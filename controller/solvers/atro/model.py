@@ -191,12 +191,18 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
     for s in inst.common:
         for i in tasks:
             md.add(sum(into[i, s]) == sum(out[i, s]))  # (13)
+    received_by: dict[int, list] = {}
     for i, ps in ps_of.items():
-        received = [m.y[i, s, ps] for s in inst.switches if (i, s, ps) in m.y]
+        received = received_by[i] = [m.y[i, s, ps] for s in inst.switches if (i, s, ps) in m.y]
         md.add(sum(received) >= 1)  # the PS receives
         for s in inst.switches:
             if s != inst.merged:
                 m.l[i, s] = md.new_int_var(1, L, f"l{i}_{s}")  # (18)
+    for group, limit in inst.ps_limits.items():  # beyond the paper: a PS that aggregates
+        inside = [i for i in group if i in received_by]
+        if inside:
+            md.add(sum(unit[i] * y for i in inside for y in received_by[i])
+                   <= math.floor(exact(limit) * scale))
     for (i, u, v), a in m.a.items():
         if inst.merged in (u, v):  # what (19)-(21) say through any one common switch
             if v != ps_of[i]:

@@ -53,14 +53,18 @@ def ceiling(inst: Instance, i: int) -> Fraction:
 
     def best(h: str) -> Fraction:
         return max((exact(b) for (u, _v), b in inst.links.items() if u == h), default=Fraction(0))
-    return min(best(h) for h in (*t.workers, t.ps))
+    limits = [exact(c) for group, c in inst.ps_limits.items() if i in group]
+    if i in inst.rate_caps:
+        limits.append(exact(inst.rate_caps[i]))
+    return min([best(h) for h in (*t.workers, t.ps)] + limits)
 
 
 def candidates(inst: Instance, tasks: list[int]) -> list[Fraction]:
     """Common rates of `tasks` where feasibility can change: capacity / flow count."""
     top = min(ceiling(inst, i) for i in tasks)
     most = sum(len(inst.tasks[i].workers) + len(inst.aggregators) for i in tasks)
-    caps = {exact(c) for c in (*inst.links.values(), *inst.agg_capacity.values()) if c > 0}
+    caps = {exact(c) for c in (*inst.links.values(), *inst.agg_capacity.values(),
+                               *inst.ps_limits.values(), *inst.rate_caps.values()) if c > 0}
     return sorted({c / k for c in caps for k in range(1, most + 1) if c / k <= top})
 
 
@@ -81,6 +85,14 @@ def carried(inst: Instance, sol: Solution, tasks: list[int]) -> Fraction:
         inflow += sum(1 for i in tasks for w in inst.tasks[i].workers if sol.attach[w] == s)
         if inflow:
             rate = min(rate, exact(c) / inflow)
+    for group, c in inst.ps_limits.items():
+        inflow = sum(n for (i, _u, v), n in sol.flows.items()
+                     if i in group and i in tasks and v == inst.tasks[i].ps)
+        if inflow:
+            rate = min(rate, exact(c) / inflow)
+    for i in tasks:
+        if i in inst.rate_caps:
+            rate = min(rate, exact(inst.rate_caps[i]))
     return rate
 
 

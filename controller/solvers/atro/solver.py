@@ -137,6 +137,11 @@ def _bound(network: Network, inst: Instance, maxmin: Fraction,
 
 
 def _why_infeasible(inst: Instance, network: Network) -> str:
+    zero = [inst.tasks[i].name for i in range(len(inst.tasks)) if search.ceiling(inst, i) == 0]
+    if zero:
+        return (f"atro: in {network.source}, task(s) {', '.join(zero)} can send nothing: a "
+                f"zero rate cap, PS aggregation capacity or link leaves every rate 0, and "
+                f"ATRO builds a network only for a positive rate")
     return (f"atro: no network of the pool {network.source} connects all "
             f"{len(inst.senders())} workers to their PS at any rate; check the switches' "
             f"max_ports (Σ η_u = {sum(inst.ports.values())} for {len(inst.hosts())} hosts), the "
