@@ -502,18 +502,18 @@ def _lenient(message_type: type[Message]) -> Callable[[bytes], Message | Undecod
         try:
             return message_type.FromString(data)
         except DecodeError:
-            name = message_type.DESCRIPTOR.full_name
-            return Undecodable(f"the {name} does not parse: {_undecodable(message_type, data)}")
+            return Undecodable(f"{message_type.DESCRIPTOR.full_name} does not parse: "
+                               f"{_undecodable(message_type, data)}")
     return parse
 
 
 def _undecodable(message_type: type[Message], data: bytes, path: str = "") -> str:
-    """The innermost field of `data` that does not parse as `message_type` (dotted path)."""
-    where = path or "the message"
+    """Why `data` does not parse as `message_type`, naming the innermost field at fault."""
+    where = f"field {path} is " if path else ""
     try:
         fields = UnknownFieldSet(empty_pb2.Empty.FromString(data))
     except DecodeError:
-        return f"{where} does not parse (cut short or not protobuf)"
+        return f"{where}cut short or not protobuf"
     for raw in fields:
         spec = message_type.DESCRIPTOR.fields_by_number.get(raw.field_number)
         if spec is None or raw.wire_type != WIRETYPE_LENGTH_DELIMITED:
@@ -529,8 +529,8 @@ def _undecodable(message_type: type[Message], data: bytes, path: str = "") -> st
             try:
                 raw.data.decode()
             except UnicodeDecodeError:
-                return f"{name} does not parse: not UTF-8"
-    return f"{where} does not parse"
+                return f"field {name} is not UTF-8"
+    return f"{where}not valid protobuf"
 
 
 def _handler(service: P4RuntimeService) -> grpc.GenericRpcHandler:

@@ -358,8 +358,34 @@ def test_an_undecodable_pipeline_config_is_invalid_argument(primary, embedded_sw
     primary.write(_slots(primary, 1))
     failure = _raw_set_config(embedded_switch, config)
     assert failure is not None and failure.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert f"{where} does not parse" in failure.details()
+    assert "SetForwardingPipelineConfigRequest does not parse: " in failure.details()
+    assert f"field {where} is " in failure.details()
     assert primary.read(_all_of(primary, "job_slots")) == [_slots(primary, 1)]
+
+
+def test_an_undecodable_write_or_stream_message_is_invalid_argument(primary, embedded_switch):
+    """"Write RPC": "If the entity is malformed, an `INVALID_ARGUMENT` error is usually
+    returned"; bytes that do not parse are the most malformed kind, in a Write as on the
+    stream, where an invalid message ends the stream with INVALID_ARGUMENT."""
+    head = p4r.WriteRequest(device_id=DEVICE_ID)
+    head.election_id.low = 10
+    with grpc.insecure_channel(embedded_switch) as channel:
+        write = channel.unary_unary("/p4.v1.P4Runtime/Write", request_serializer=bytes,
+                                    response_deserializer=bytes)
+        with pytest.raises(grpc.RpcError) as failure:  # an update whose entity is cut short
+            write(head.SerializeToString() + _field(4, _field(2, b"\x0a\x09ab")), timeout=10)
+        assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "field updates.entity is cut short" in failure.value.details()
+        stream = channel.stream_stream("/p4.v1.P4Runtime/StreamChannel",
+                                       request_serializer=bytes,
+                                       response_deserializer=p4r.StreamMessageResponse.FromString)
+        arbitration = p4r.StreamMessageRequest()
+        arbitration.arbitration.device_id = DEVICE_ID
+        arbitration.arbitration.election_id.low = 3
+        with pytest.raises(grpc.RpcError) as failure:
+            list(stream(iter([arbitration.SerializeToString(), b"\x0a\x05ab"]), timeout=10))
+        assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert primary.read(_all_of(primary, "job_slots")) == []
 
 
 def test_get_pipeline_config_before_any_is_set_leaves_config_unset(embedded_switch):
