@@ -14,13 +14,16 @@ import grpc
 import pytest
 from conftest import free_port
 from finsy.proto import p4i, p4r, p4r_grpc, rpc_status
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
+from dataplane.entities import Entities, P4Error
 from dataplane.frame import INA_UDP_PORT, MAX_PIPES
 from dataplane.p4rt_client import Client, WriteFailed
 from dataplane.pipeline import Pipeline
-from dataplane.schema import load_p4info
+from dataplane.schema import Schema, load_p4info
 from dataplane.server import P4RuntimeService, serve
 
 DEVICE_ID = 1
@@ -677,3 +680,33 @@ def test_a_default_action_takes_effect_where_the_program_applies_it(in_process):
         assert pipeline.counters["malformed"] == [2, 0, 1, 0]
     finally:
         client.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(pipe=st.integers(0, 255), port=st.integers(1, 509))
+def test_any_default_pipe_is_applied_or_refused_as_an_entry_would_be(pipe, port):
+    """"Default Entry": "Apart from the above restrictions, the default entry is treated like a
+    regular entry": a default `set_pipeline(pipe)` is refused exactly when an entry with that
+    pipe is (INVALID_ARGUMENT past MAX_PIPES) and, when taken, puts every port without an entry
+    in that pipe (the pipe a malformed frame is counted in)."""
+    def taken(entity: p4r.Entity) -> bool:
+        entities = Entities(Schema(load_p4info()), Pipeline())
+        try:
+            entities.write(p4r.Update(type=p4r.Update.MODIFY if entity.table_entry
+                                      .is_default_action else p4r.Update.INSERT, entity=entity))
+        except P4Error as exc:
+            assert exc.code == grpc.StatusCode.INVALID_ARGUMENT
+            return False
+        return True
+
+    client = Client.__new__(Client)  # only its by-name entity builders
+    client.p4info = load_p4info()
+    default = _default_of(client, "port_pipeline", "set_pipeline", pipe=pipe)
+    entry = client.table_entry("port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe)
+    assert taken(default) == taken(entry) == (pipe < MAX_PIPES)
+    if pipe < MAX_PIPES:
+        pipeline = Pipeline()
+        Entities(Schema(load_p4info()), pipeline).write(
+            p4r.Update(type=p4r.Update.MODIFY, entity=default))
+        pipeline.process(port, bytes(Ether() / IP() / UDP(dport=INA_UDP_PORT) / (b"\0" * 20)))
+        assert pipeline.counters["malformed"] == [int(i == pipe) for i in range(MAX_PIPES)]
