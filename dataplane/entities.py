@@ -4,14 +4,19 @@ Each accepted update is stored in canonical form (so Read returns exactly what w
 "Read-Write Symmetry") and translated into the `Forwarding` dictionaries the pipeline uses.
 Errors are `P4Error`s carrying the canonical gRPC code the spec (v1.4) asks for, section by
 section: "Write RPC" (update types), "TableEntry" (`is_const`), "Constant Tables",
-"Bytestrings" (OUT_OF_RANGE), "CounterEntry" (index), "Wildcard Reads".
+"Bytestrings" (OUT_OF_RANGE), "CounterEntry" (index), "Wildcard Reads", "Default Entry".
+
+Every table has a default entry, read and modified with `is_default_action` set; it starts as
+the P4Info's `initial_default_action`. Its action takes effect where the program runs a
+table's action on a miss (`port_pipeline`, `ina_aggregate`); the other tables act only on a hit
+(`.apply().hit` in p4src/ina.p4), so their default entries are stored and read back only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from finsy.proto import p4r
+from finsy.proto import p4i, p4r
 from grpc import StatusCode
 
 from dataplane.frame import MAX_PIPES, SLOTS_PER_PIPE
@@ -68,6 +73,17 @@ class Entities:
                           if c.name.removeprefix(COUNTER_PREFIX) in COUNTERS}
         # "Constant Tables": a P4Info may declare any table `is_const_table`.
         self._const_tables = {t.preamble.id for t in schema.p4info.tables if t.is_const_table}
+        self._const_defaults = {t.preamble.id for t in schema.p4info.tables
+                                if t.const_default_action_id}
+        self._default_effect = {schema.table_named("InaIngress.port_pipeline").id:
+                                self._default_pipe,
+                                schema.table_named("InaIngress.ina_aggregate").id:
+                                self._default_aggregate}
+        self._initial_defaults = {t.preamble.id: self._initial_default(t)
+                                  for t in schema.p4info.tables}
+        self.defaults: dict[int, p4r.TableEntry] = {}
+        for table_id, entry in self._initial_defaults.items():
+            self._set_default(table_id, entry)
 
     # *** Write
 
@@ -95,15 +111,16 @@ class Entities:
 
     def _write_table(self, kind: int, entry: p4r.TableEntry) -> None:
         table = self.schema.tables.get(entry.table_id)
-        if table is None:
-            raise P4Error(StatusCode.NOT_FOUND, f"unknown table id {entry.table_id}")
+        if table is None:  # "Write RPC": a malformed entity is INVALID_ARGUMENT
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"unknown table id {entry.table_id}")
         if entry.is_const:
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"{table.name}: is_const must be false "
                           "in a write")
+        if entry.is_default_action:  # allowed on a constant table too ("Constant Tables")
+            self._write_default(kind, table.id, entry)
+            return
         if table.id in self._const_tables:
             raise P4Error(StatusCode.PERMISSION_DENIED, f"{table.name} is a constant table")
-        if entry.is_default_action:
-            raise P4Error(StatusCode.UNIMPLEMENTED, "default actions are fixed by the program")
         if entry.priority:
             raise P4Error(StatusCode.INVALID_ARGUMENT,
                           f"{table.name} has no ternary/range field: priority must be 0")
@@ -137,6 +154,65 @@ class Entities:
         named = {action.params[i][0]: _int(v) for i, v in params.items()}
         self._translate[table.id](key, None if action.name == "NoAction" else named)
         rows[key] = stored
+
+    # *** Default entries ("Default Entry")
+
+    def _write_default(self, kind: int, table_id: int, entry: p4r.TableEntry) -> None:
+        """MODIFY sets the default action (an unset action resets it to the initial one);
+        INSERT and DELETE are INVALID_ARGUMENT, a constant default PERMISSION_DENIED."""
+        name = self.schema.tables[table_id].name
+        if kind != MODIFY:
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{name}: the default entry is always "
+                          "set: it can only be modified, not inserted or deleted")
+        _check_default_key(name, entry)
+        if table_id in self._const_defaults:
+            raise P4Error(StatusCode.PERMISSION_DENIED, f"{name}: the default action is const")
+        if not entry.HasField("action"):
+            self._set_default(table_id, self._initial_defaults[table_id])
+            return
+        stored = p4r.TableEntry(table_id=table_id, is_default_action=True,
+                                metadata=entry.metadata)
+        action_id, params = self._action(table_id, entry)
+        stored.action.action.action_id = action_id
+        for param_id, value in sorted(params.items()):
+            stored.action.action.params.add(param_id=param_id, value=value)
+        self._set_default(table_id, stored)
+
+    def _set_default(self, table_id: int, stored: p4r.TableEntry) -> None:
+        """Store a validated default entry, first giving its action to the pipeline."""
+        effect = self._default_effect.get(table_id)
+        if effect is not None:
+            action = self.schema.actions.get(stored.action.action.action_id)
+            effect(None if action is None or action.name == "NoAction" else
+                   {action.params[p.param_id][0]: _int(p.value)
+                    for p in stored.action.action.params})
+        self.defaults[table_id] = stored
+
+    def _initial_default(self, table: p4i.Table) -> p4r.TableEntry:
+        """The P4Info's `initial_default_action` as a default entry ("if no explicit default
+        action is set, the identifier of this field will default to the id of the `NoAction`
+        action")."""
+        call = table.initial_default_action
+        no_action = next((a.id for a in self.schema.actions.values() if a.name == "NoAction"
+                          and a.id in self.schema.tables[table.preamble.id].action_ids), 0)
+        action_id = call.action_id or table.const_default_action_id or no_action
+        entry = p4r.TableEntry(table_id=table.preamble.id, is_default_action=True)
+        if action_id:
+            entry.action.action.action_id = action_id
+            for argument in call.arguments:
+                entry.action.action.params.add(param_id=argument.param_id, value=argument.value)
+            # the same checks as a client's action: arguments canonical, all present
+            action_id, params = self._action(table.preamble.id, entry)
+            entry.action.action.ClearField("params")
+            for param_id, value in sorted(params.items()):
+                entry.action.action.params.add(param_id=param_id, value=value)
+        return entry
+
+    def _default_pipe(self, action: Params | None) -> None:
+        self.pipeline.fwd.default_pipe = 0 if action is None else _pipe(action)
+
+    def _default_aggregate(self, action: Params | None) -> None:
+        self.pipeline.fwd.default_aggregate = None if action is None else _aggregation(action)
 
     def _key(self, table_id: int, entry: p4r.TableEntry) -> Key:
         table = self.schema.tables[table_id]
@@ -176,6 +252,10 @@ class Entities:
         if action is None or action.id not in table.action_ids:
             raise P4Error(StatusCode.INVALID_ARGUMENT,
                           f"{table.name}: action id {entry.action.action.action_id} not allowed")
+        # "Action": an action used against its P4Info scope is PERMISSION_DENIED.
+        if action.id in (table.table_only if entry.is_default_action else table.default_only):
+            raise P4Error(StatusCode.PERMISSION_DENIED, f"{table.name}: {action.name} is "
+                          f"{'table' if entry.is_default_action else 'default'}-only here")
         params: dict[int, bytes] = {}
         for param in entry.action.action.params:
             spec = action.params.get(param.param_id)
@@ -222,9 +302,7 @@ class Entities:
             store[ident].CopyFrom(entry)
 
     def _write_counter(self, kind: int, entry: p4r.CounterEntry) -> None:
-        name = self._counters.get(entry.counter_id)
-        if name is None:
-            raise P4Error(StatusCode.NOT_FOUND, f"unknown counter id {entry.counter_id}")
+        name = self._counter_name(entry.counter_id)
         if kind != MODIFY:
             raise P4Error(StatusCode.INVALID_ARGUMENT, "counters can only be modified")
         cells = self.pipeline.counters[name]
@@ -237,15 +315,22 @@ class Entities:
 
     # *** Translation into the pipeline's dictionaries; `action` None means the entry is gone.
 
+    def _counter_name(self, counter_id: int) -> str:
+        """The pipeline's name of a counter; an id not in the P4Info is a malformed entity."""
+        name = self._counters.get(counter_id)
+        if name is None:
+            if counter_id in self.schema.counters:
+                raise P4Error(StatusCode.UNIMPLEMENTED, f"counter {counter_id} "
+                              f"({self.schema.counters[counter_id].name}) is not implemented")
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"unknown counter id {counter_id}")
+        return name
+
     def _port_pipeline(self, key: Key, action: Params | None) -> None:
         port = _int(key[0][1])
         if action is None:
             self.pipeline.fwd.port_pipe.pop(port, None)
-            return
-        pipe = action["pipe"]
-        if pipe >= MAX_PIPES:
-            raise P4Error(StatusCode.INVALID_ARGUMENT, f"pipe {pipe} >= MAX_PIPES {MAX_PIPES}")
-        self.pipeline.fwd.port_pipe[port] = pipe
+        else:
+            self.pipeline.fwd.port_pipe[port] = _pipe(action)
 
     def _host_port(self, key: Key, action: Params | None) -> None:
         port = _int(key[0][1])
@@ -276,13 +361,8 @@ class Entities:
         match = tuple(_int(v) for _, v, _ in key)
         if action is None:
             self.pipeline.fwd.aggregate.pop(match, None)  # type: ignore[arg-type]
-            return
-        tag, member, full = action["tag"], action["member"], action["full"]
-        if tag == 0 or member.bit_count() != 1 or not member & full:
-            raise P4Error(StatusCode.INVALID_ARGUMENT,
-                          "aggregate: tag must be non-zero, member one bit of full")
-        self.pipeline.fwd.aggregate[match] = Aggregate(  # type: ignore[index]
-            tag, member, full, action["out_flow"], action["next_node"])
+        else:
+            self.pipeline.fwd.aggregate[match] = _aggregation(action)  # type: ignore[index]
 
     def _forward(self, key: Key, action: Params | None) -> None:
         match = tuple(_int(v) for _, v, _ in key)
@@ -337,14 +417,18 @@ class Entities:
 
     def _read_tables(self, request: p4r.TableEntry) -> Iterator[p4r.Entity]:
         if request.table_id and request.table_id not in self.tables:
-            raise P4Error(StatusCode.NOT_FOUND, f"unknown table id {request.table_id}")
+            raise P4Error(StatusCode.INVALID_ARGUMENT, f"unknown table id {request.table_id}")
         if not request.table_id and (request.match or request.HasField("action")
                                      or request.priority or request.controller_metadata
-                                     or request.metadata):
+                                     or request.metadata or request.is_default_action):
             raise P4Error(StatusCode.INVALID_ARGUMENT, "a read of all tables (table_id 0) "
                           "takes no other filter")
-        if request.is_default_action:
-            raise P4Error(StatusCode.UNIMPLEMENTED, "reading default actions is not supported")
+        if request.is_default_action:  # "Wildcard Reads": only the default entry
+            _check_default_key(self.schema.tables[request.table_id].name, request)
+            out = p4r.Entity()
+            out.table_entry.CopyFrom(self.defaults[request.table_id])
+            yield out
+            return
         ids = [request.table_id] if request.table_id else sorted(self.tables)
         key = self._key(request.table_id, request) if request.match else None
         for table_id in ids:
@@ -355,8 +439,8 @@ class Entities:
                     yield out
 
     def _read_counters(self, request: p4r.CounterEntry) -> Iterator[p4r.Entity]:
-        if request.counter_id and request.counter_id not in self._counters:
-            raise P4Error(StatusCode.NOT_FOUND, f"unknown counter id {request.counter_id}")
+        if request.counter_id:
+            self._counter_name(request.counter_id)
         ids = [request.counter_id] if request.counter_id else sorted(self._counters)
         for counter_id in ids:
             cells = self.pipeline.counters[self._counters[counter_id]]
@@ -368,6 +452,29 @@ class Entities:
                 out.counter_entry.index.index = index
                 out.counter_entry.data.packet_count = cells[index]
                 yield out
+
+
+def _check_default_key(table: str, entry: p4r.TableEntry) -> None:
+    """"Default Entry": "the repeated `match` field must be empty and the `priority` field must
+    be set to zero, otherwise the P4Runtime server must return an `INVALID_ARGUMENT`"."""
+    if entry.match or entry.priority:
+        raise P4Error(StatusCode.INVALID_ARGUMENT,
+                      f"{table}: the default entry has no match key and priority 0")
+
+
+def _pipe(action: Params) -> int:
+    pipe = action["pipe"]
+    if pipe >= MAX_PIPES:
+        raise P4Error(StatusCode.INVALID_ARGUMENT, f"pipe {pipe} >= MAX_PIPES {MAX_PIPES}")
+    return pipe
+
+
+def _aggregation(action: Params) -> Aggregate:
+    tag, member, full = action["tag"], action["member"], action["full"]
+    if tag == 0 or member.bit_count() != 1 or not member & full:
+        raise P4Error(StatusCode.INVALID_ARGUMENT,
+                      "aggregate: tag must be non-zero, member one bit of full")
+    return Aggregate(tag, member, full, action["out_flow"], action["next_node"])
 
 
 def _check_index(counter: str, index: int, size: int) -> None:

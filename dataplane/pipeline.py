@@ -85,6 +85,10 @@ class Forwarding:
     lpm: dict[tuple[int, int], int] = field(default_factory=dict)
     mcast: dict[int, list[int]] = field(default_factory=dict)
     clone: dict[int, list[int]] = field(default_factory=dict)
+    # Default entries of the two tables whose action runs on a miss (the others act only on
+    # a hit): `port_pipeline`'s pipe and `ina_aggregate`'s parameters (None: NoAction).
+    default_pipe: int = 0
+    default_aggregate: Aggregate | None = None
 
 
 class Slots:
@@ -127,6 +131,12 @@ class Pipeline:
         self.counters = {name: [0] * cells for name, cells in COUNTERS.items()}
         self._lpm_order: list[tuple[int, int]] = []
 
+    def adopt(self, other: Pipeline) -> None:
+        """Forward from now on with the state `other` was programmed with (a committed
+        config: its forwarding state, fresh slots and counters)."""
+        self.fwd, self.slots, self.counters = other.fwd, other.slots, other.counters
+        self._lpm_order = other._lpm_order
+
     def lpm_changed(self) -> None:
         self._lpm_order = sorted(self.fwd.lpm, reverse=True)
 
@@ -142,7 +152,7 @@ class Pipeline:
         if ethertype == ETHERTYPE_LLDP:
             return [(CPU_PORT, frame)]  # step 0: link-discovery probe to the controller
         fwd = self.fwd
-        pipe = fwd.port_pipe.get(port, 0)  # step 1
+        pipe = fwd.port_pipe.get(port, fwd.default_pipe)  # step 1
         if length < OFF_UDP or ethertype != 0x0800:
             return []  # step 6 (or an IPv4 header cut short: parser error, not INA)
         if version != 0x45 or proto != 17:
@@ -187,7 +197,8 @@ class Pipeline:
                      flags: int) -> list[tuple[int, bytes]]:
         job, task, _, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         region = self.fwd.job_slots.get((job, flow >> 14))  # step 4.1: (job, generation)
-        action = self.fwd.aggregate.get((job, task, pipe, flow)) if region else None
+        action = (self.fwd.aggregate.get((job, task, pipe, flow), self.fwd.default_aggregate)
+                  if region else None)
         if action is not None:
             cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
             result = self._aggregate(action, cell, frame, flags, frag, count)

@@ -75,6 +75,9 @@ class Table:
     fields: dict[int, Field]
     action_ids: frozenset[int]
     size: int
+    # Action scopes of the P4Info's action refs (`@tableonly`, `@defaultonly`).
+    table_only: frozenset[int] = frozenset()
+    default_only: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,9 @@ class Schema:
                 t.preamble.id, t.preamble.name,
                 {f.id: Field(f.id, f.name, f.bitwidth, match_names(f.match_type))
                  for f in t.match_fields},
-                frozenset(a.id for a in t.action_refs), t.size)
+                frozenset(a.id for a in t.action_refs), t.size,
+                frozenset(a.id for a in t.action_refs if a.scope == p4i.ActionRef.TABLE_ONLY),
+                frozenset(a.id for a in t.action_refs if a.scope == p4i.ActionRef.DEFAULT_ONLY))
             for t in p4info.tables
         }
         self.actions = {

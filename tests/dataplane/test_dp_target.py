@@ -23,6 +23,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from finsy.proto import p4r
 
 from dataplane.bmv2 import free_tcp_port
 from dataplane.frame import (
@@ -565,6 +566,33 @@ def test_malformed_is_dropped_and_counted_and_the_target_keeps_serving(target: T
     target.sockets[2].send(_frame(2, 3, 2, b))
     out = _receive(target.sockets[4], expect=1)
     np.testing.assert_array_equal(_values(out[0]), a + b)
+
+
+def _default_entry(sw: Client, table: str, action: str, **params: int) -> p4r.Entity:
+    """The default entry of `table` set to `action(params)`."""
+    spec = next(t for t in sw.p4info.tables if t.preamble.name == f"InaIngress.{table}")
+    entity = sw.table_entry(table, {f.name: 0 for f in spec.match_fields}, action, **params)
+    entity.table_entry.ClearField("match")
+    entity.table_entry.is_default_action = True
+    return entity
+
+
+def test_a_default_action_acts_where_the_program_applies_it(target: Target,
+                                                            sw: Client) -> None:
+    """"Default Entry" (P4Runtime): a table's default entry can be modified; its action runs
+    when no entry matches. `ina_forward` acts only on a hit, so its default forwards nothing;
+    `port_pipeline` applies its default to every port without an entry."""
+    sw.write(_default_entry(sw, "ina_forward", "forward", port=4), kind=p4r.Update.MODIFY)
+    target.sockets[1].send(_frame(1, 1, 1, _elements(1)))  # no entry for the job anywhere
+    assert _receive(target.sockets[4], wait=0.3) == []
+    assert sw.counter("unknown_job") == [1, 0, 0, 0]
+    sw.write(_default_entry(sw, "port_pipeline", "set_pipeline", pipe=2),
+             kind=p4r.Update.MODIFY)
+    target.sockets[3].send(_malformed_frames()[0])
+    deadline = time.monotonic() + 2
+    while sw.counter("malformed") == [0, 0, 0, 0] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sw.counter("malformed") == [0, 0, 1, 0]
 
 
 # *** P4Runtime behaviour
