@@ -15,7 +15,7 @@ from controller.evaluate import evaluate
 from controller.network import Network, build_network, load_topology
 from controller.plan import Plan
 from controller.solvers import SolveOptions, solve
-from controller.solvers.grid.model import PARAMS, build
+from controller.solvers.grid.model import build
 from controller.solvers.grid.routes import fixed_routes
 from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
@@ -179,7 +179,7 @@ def test_grid_opt_matches_brute_force(seed):
     b_ps = sum(network.capacity(u, "PS") for u in network.graph.predecessors("PS"))
     workers = sorted(task.workers)
     for links in (False, True):
-        inst = build(network, task, SchemeParams("grid", {}, PARAMS), PathCache(network),
+        inst = build(network, task, SchemeParams("grid", {}), PathCache(network),
                      rng_for(seed))
         best = 0.0
         for nodes in itertools.product(ina + ["PS"], repeat=len(workers)):
@@ -211,7 +211,7 @@ def test_bound_is_exact_rational():
     floats 0.3 / 3 is 0.09999999999999999, just under B_α)."""
     network = star([0.3], 3, 0.1)
     plan = run(network, "grid-opt", links=False)
-    inst = build(network, network.tasks[0], SchemeParams("grid", {}, PARAMS),
+    inst = build(network, network.tasks[0], SchemeParams("grid", {}),
                  PathCache(network), None)
     assert inst.cap["A0"] == Fraction(3, 10) and 0.3 / 3 < 0.1
     assert plan.details["model_value_gbps"]["job0/t0"] == 0.1

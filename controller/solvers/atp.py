@@ -56,13 +56,13 @@ _TIER_RANK = {"core": 3, "spine": 2, "aggregation": 1}
 
 
 def solve_atp(network: Network, options: SolveOptions) -> Plan:
-    params = SchemeParams("atp", options.params, ("levels", "ps_side", "partial"))
-    ps_side = params.flag("ps_side", True)
-    if params.choice("levels", "first", ("first", "all")) == "all":
+    params = SchemeParams("atp", options.params)
+    ps_side = params["ps_side"]
+    if params["levels"] == "all":
         plan = _every_ina_plan(network, options)
     else:
         plan = atp_plan(network, options, "atp", ps_side)
-    if params.flag("partial", False):  # ATP's best effort per fragment (solvers/partial.py)
+    if params["partial"]:  # ATP's best effort per fragment (solvers/partial.py)
         from controller.solvers.partial import best_effort
         return best_effort(network, plan)
     return plan

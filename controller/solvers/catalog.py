@@ -106,8 +106,10 @@ THREADS = Param("num_workers", "integer", 2, "CP-SAT search threads", 1, 64)
 
 def _aro_params(levels: int, alpha: bool = False) -> tuple[Param, ...]:
     params = (
+        # beyond 10^6 levels the grid's integer domains only cost time
         Param("quantization", "integer", levels,
-              "N of QSR: rate levels of the variable-rate model's grid", 1, 1_000_000),
+              "N of QSR: rate levels of the variable-rate model's grid (aro-raw: 0.01 % of "
+              "the rate ceiling)", 1, 1_000_000),
         Param("bidirectional", "flag", False,
               "let a worker's path go down and up again (not only up-down)"),
         THREADS,
@@ -137,9 +139,8 @@ def _eina_params(step: float) -> tuple[Param, ...]:
     )
 
 
+_GRID_LINKS = "model link capacities as rows of the LP (true) or not"
 _GRID = (
-    Param("links", "flag", None, "model link capacities as rows of the LP (true) or not",
-          default_text="grid: both, the better plan kept; grid-opt: true"),
     Param("candidates", "choice", "all", "aggregation candidates: every INA switch on some "
           "path, or those on shortest paths", choices=("all", "shortest")),
     Param("draws", "integer", 16, "randomized-rounding draws", 1, 100_000),
@@ -185,10 +186,13 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
            "EINA's problem at 1,000 aggregators: greedy trees, LP rates, proven gap",
            _EINA_SHARED, 60.0, shares="eina"),
     Scheme("grid", "controller.solvers.grid.rgria:solve", GRID_PAPER,
-           "R-GRIA: LP relaxation and randomized rounding", _GRID),
+           "R-GRIA: LP relaxation and randomized rounding",
+           (Param("links", "flag", None, _GRID_LINKS,
+                  default_text="both, the better plan kept"),) + _GRID),
     Scheme("grid-opt", "controller.solvers.grid.opt:solve", GRID_PAPER,
            "GRID's problem (1) solved exactly",
-           _GRID + (Param("num_workers", "integer", 1, "CP-SAT search threads", 1, 64),),
+           (Param("links", "flag", True, _GRID_LINKS),) + _GRID
+           + (Param("num_workers", "integer", 1, "CP-SAT search threads", 1, 64),),
            60.0, shares="grid"),
     Scheme("paring", "controller.solvers.paring.solver:solve_paring", PARING_PAPER,
            "places a `placement: free` task and routes it on a degree-constrained Steiner tree",

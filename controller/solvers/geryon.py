@@ -25,7 +25,7 @@ from controller.solvers.params import SchemeParams
 def solve(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     rng = rng_for(options.seed)
-    slack = SchemeParams("geryon", options.params, ("slack",)).integer("slack", 1)
+    slack = SchemeParams("geryon", options.params)["slack"]
     load: dict[tuple[str, str], float] = {}
     paths = {}
     for task in network.tasks:

@@ -106,7 +106,7 @@ def deepsys_tree(network: Network, task: Task,
 
 
 def solve_deepsys_soar(network: Network, options: SolveOptions) -> Plan:
-    budget = SchemeParams("deepsys-soar", options.params, ("k",)).integer("k", None)
+    budget = SchemeParams("deepsys-soar", options.params)["k"]
     k = len(network.switches) if budget is None else budget
     chosen: dict[str, list[str]] = {}
 
@@ -187,9 +187,8 @@ def _knapsack(parts: list[tuple[tuple[float, ...], tuple]], k: int):
 
 def solve_marina(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    params = SchemeParams("marina", options.params, ("ina_weight", "rounds"))
-    weight_ina = params.number("ina_weight", 0.5, minimum=1e-6, maximum=1e6)
-    rounds = params.integer("rounds", 8, maximum=10_000)
+    params = SchemeParams("marina", options.params)
+    weight_ina, rounds = params["ina_weight"], params["rounds"]
     parents = {}
     for task in network.tasks:
         undirected = _marina_graph(network, task, weight_ina)

@@ -33,8 +33,8 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     routes = ecmp_routes(network, options.seed)
     tors = sorted({access_switch(network, h) for h in network.hosts}
                   & {s for s in network.switches if can_aggregate(network, s)})
-    budget = SchemeParams("spar", options.params, ("aggregators",)).integer(
-        "aggregators", len(tors))
+    budget = SchemeParams("spar", options.params)["aggregators"]
+    budget = len(tors) if budget is None else budget
     placed: set[str] = set()
     plan = _plan(network, routes, placed, options.seed)
     while len(placed) < budget:

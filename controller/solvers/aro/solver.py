@@ -14,10 +14,8 @@ bound says nothing about the full one, so those variants bound the full problem 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from controller.evaluate import Resource as EvalResource
 from controller.evaluate import max_min_fair, task_flows
@@ -31,11 +29,8 @@ from controller.solvers.aro.routes import generate, greedy_flows, replay
 from controller.solvers.aro.search import REL, Result, Search, SolverSettings
 from controller.solvers.aro.unfold import Edge, TaskGraph, build_task_graph, ina_switches
 from controller.solvers.common import weighted_objective
+from controller.solvers.params import SchemeParams
 
-DEFAULT_LEVELS = 100  # N of QSR (paper default)
-RAW_LEVELS = 10_000  # ARO-RAW: the variable-rate model at 0.01 % of the rate ceiling
-MAX_LEVELS = 1_000_000  # beyond this the grid's integer domains only cost time
-DEFAULT_TIME_LIMIT = 120.0
 SOLO_SHARE = 0.5  # of a stage's time: the tasks' own optima (per-task caps)
 JOINT_SHARE = 0.25  # of what is left then: joining the tasks' routes at their caps
 BOUND_SHARE = 0.1  # of the search time, for SRO/APP's bound on the full problem
@@ -64,10 +59,6 @@ class AroInputError(SchemeInputError):
     """The topology cannot be routed by ARO (e.g. a worker without a shortest path)."""
 
 
-class AroParamError(AroInputError):
-    """A scheme parameter ARO cannot use (from `--param` or the topology's `schemes:`)."""
-
-
 def solve_aro(network: Network, options: SolveOptions) -> Plan:
     return run(network, options, "aro")
 
@@ -92,32 +83,11 @@ def solve_raw(network: Network, options: SolveOptions) -> Plan:
     return run(network, options, "aro-raw")
 
 
-def _param(scheme: str, params: dict[str, Any], name: str, default: float, *,
-           integer: bool = False, low: float = 0.0, high: float = math.inf,
-           open_low: bool = False) -> Any:
-    """A numeric parameter checked against its range; AroParamError names it otherwise."""
-    value = params.get(name, default)
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and integer:
-        ok = float(value).is_integer()
-    if ok:
-        ok = (value > low if open_low else value >= low) and value <= high
-    if not ok:
-        kind = "a whole number" if integer else "a number"
-        span = f"{'above' if open_low else 'from'} {low:g} {'and at most' if open_low else 'to'}"
-        raise AroParamError(
-            f"{scheme}: parameter {name!r} (--param {name}=... or the topology's "
-            f"schemes.{scheme}.{name}) must be {kind} {span} {high:.12g}, not {value!r}")
-    return int(value) if integer else float(value)
-
-
 def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     started = time.perf_counter()
-    variant, params = VARIANTS[scheme], options.params
-    levels = _param(scheme, params, "quantization", RAW_LEVELS if variant.raw else DEFAULT_LEVELS,
-                    integer=True, low=1, high=MAX_LEVELS)
-    bidirectional = bool(params.get("bidirectional", False))
-    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    variant, params = VARIANTS[scheme], SchemeParams(scheme, options.params)
+    levels, bidirectional = params["quantization"], params["bidirectional"]
+    limit = options.time_limit
     search_limit = limit - min(ROUTE_RESERVE, 0.05 * limit)
     bound_deadline = started + search_limit
     ina = ina_switches(network)
@@ -126,15 +96,15 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
         search_limit *= 1 - BOUND_SHARE
     settings = SolverSettings(
         deadline=started + search_limit,
-        num_workers=_param(scheme, params, "num_workers", 2, integer=True, low=1, high=64),
+        num_workers=params["num_workers"],
         seed=options.seed or 0,
-        mu=_param(scheme, params, "mu", 0.001, low=0, high=0.5, open_low=True),
+        mu=params["mu"],
     )
     full = {i: set(ina) for i in range(len(network.tasks))}
     keep = full
     details: dict = {"quantization": levels, "bidirectional": bidirectional, "stages": []}
     if variant.app:
-        alpha = _param(scheme, params, "alpha", 0.6, low=0, high=1, open_low=True)
+        alpha = params["alpha"]
         keep = accel.app_select(network, alpha, ina)
         details["app_aggregators"] = {network.tasks[i].name: sorted(s) for i, s in keep.items()}
 

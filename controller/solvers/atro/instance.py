@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.network import Network, Task, TopologyError
-from controller.plan import MAX_FAN_IN
 from controller.solvers import SchemeInputError
 from controller.solvers.params import SchemeParams
 
 DEFAULT_LAYERS = 5  # L, the paper's evaluation setting (Sec. IV-A)
-PARAMS = ("formulation", "layers", "max_fan_in", "num_workers", "symmetry")
 
 Pair = tuple[str, str]  # (host, switch) or (switch, switch) in `Instance.switches` order
 
@@ -57,7 +55,7 @@ class Instance:
 
 def read(network: Network, params: dict[str, Any]) -> Instance:
     src = network.source
-    checked = SchemeParams("atro", params, PARAMS)
+    given = SchemeParams("atro", params)
     tasks = network.tasks
     jobs = {t.job for t in tasks}
     if len(jobs) > 1 and (len(jobs) != len(tasks) or len({t.beta for t in tasks}) > 1):
@@ -96,9 +94,12 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
         b = min(network.capacity(u, v), network.capacity(v, u))
         if b > 0:
             links[pair] = b
-    layers = checked.integer("layers", min(DEFAULT_LAYERS, len(switches)), minimum=1,
-                             maximum=len(switches))
-    fan_in = checked.integer("max_fan_in", MAX_FAN_IN, minimum=0)
+    layers = given["layers"] or min(DEFAULT_LAYERS, len(switches))
+    if layers > len(switches):
+        raise SchemeInputError(f"atro: parameter layers={layers} (from --param or the "
+                               f"topology's schemes.atro): must be at most the pool's "
+                               f"{len(switches)} switches")
+    fan_in = given["max_fan_in"]
     return Instance(tasks, switches, common, aggs, ports, links, agg_capacity, layers,
                     fan_in or None, ps_limits=_ps_limits(network),
                     rate_caps={i: t.rate_cap_gbps for i, t in enumerate(tasks)

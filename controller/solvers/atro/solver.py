@@ -28,13 +28,10 @@ from controller.network import Network
 from controller.plan import Plan, TaskPlan
 from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.atro import routes, search
-from controller.solvers.atro.instance import PARAMS, Instance, read
+from controller.solvers.atro.instance import Instance, read
 from controller.solvers.common import weighted_objective
 from controller.solvers.params import SchemeParams
 
-DEFAULT_TIME_LIMIT = 60.0
-SYMMETRY = ("none", "switches", "all")  # measured in the package docstring
-FORMULATIONS = ("aggregated", "classes", "workers")  # `search.probe`, measured in README
 SOLO_SHARE = 0.3  # of the time, for the tasks' own optima (several tasks)
 MAXMIN_SHARE = 0.5  # of what is left then, for the common rate
 MU = 0.001  # ARO's μ of Eq. (3), `common.weighted_objective`'s default
@@ -43,12 +40,10 @@ MU = 0.001  # ARO's μ of Eq. (3), `common.weighted_objective`'s default
 def solve_atro(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     inst = read(network, options.params)
-    checked = SchemeParams("atro", options.params, PARAMS)
-    settings = {"workers": checked.integer("num_workers", 2, minimum=1, maximum=64),
-                "seed": options.seed or 0,
-                "symmetry": checked.choice("symmetry", "none", SYMMETRY),
-                "formulation": checked.choice("formulation", "aggregated", FORMULATIONS)}
-    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    params = SchemeParams("atro", options.params)
+    settings = {"workers": params["num_workers"], "seed": options.seed or 0,
+                "symmetry": params["symmetry"], "formulation": params["formulation"]}
+    limit = options.time_limit
     deadline = started + limit
     details: dict = {"layers": inst.layers, "max_fan_in": inst.max_fan_in,
                      "symmetry": settings["symmetry"],

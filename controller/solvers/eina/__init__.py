@@ -6,13 +6,8 @@ constraints (1)-(13), `search` runs CP-SAT, `rates` re-rates the chosen trees wi
 `bound` turns the quantized bound into one valid for real rates, `routes` builds the Plan's
 paths and aggregation points, `solver` is the two schemes.
 
-Parameters (`schemes.eina` in the topology, shared by both schemes, or `--param KEY=VALUE`):
-  r_min       r_p^L of (1), Gbps, default 0 (a whole number of steps)
-  r_max       r_p^U of (1), Gbps, default none; the PS's link and aggregation capacity
-              always cap r_p
-  depth_limit d* of (4), default |A|, so d̂ = min(d*, |A|) − 1
-  step        the rate grid in Gbps (eina 0.01, eina-iqcp 1)
-  num_workers CP-SAT threads, default 2
+Parameters: `ina schemes eina` (defined in `controller/solvers/catalog.py`); `schemes.eina`
+in a topology serves every scheme of the family, `--param KEY=VALUE` one run.
 
 How the printed constraints are read where the text is garbled or silent:
   (2)  "Σ_j x_{p,i,j} = 1 ∀ i ∈ A_W" holds for every worker aggregator except the root π[p]:

@@ -13,6 +13,7 @@ quantized model and the real-problem bound in `bound.py` are computed without ro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -20,6 +21,7 @@ from typing import Any
 
 from controller.network import Network, Task, TopologyError
 from controller.solvers import SchemeInputError
+from controller.solvers.params import SchemeParams
 
 
 def exact(value: float) -> Fraction:
@@ -63,7 +65,10 @@ class Instance:
         return [w for w in self.workers[p] if self.home[w] == j]
 
 
-def read(network: Network, params: dict[str, Any]) -> Instance:
+def read(network: Network, given: Mapping[str, Any]) -> Instance:
+    """The paper's symbols; `given` holds the family's shared parameters (r_min, r_max,
+    depth_limit), defined alike for every EINA scheme."""
+    params = SchemeParams("eina", given)
     src = network.source
     aggs = [s for s in network.switches if network.is_ina(s)]
     plain = [s for s in network.switches if not network.is_ina(s)]
@@ -117,14 +122,11 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
             local[p][home[w]] += 1
     host_cap = {w: exact(network.capacity(w, home[w]))
                 for w in dict.fromkeys(w for t in tasks for w in t.workers)}
-    r_low = _param(params, "r_min", src, Fraction(0))
-    r_max = _param(params, "r_max", src, None)
+    r_low = exact(params["r_min"])
+    r_max = None if params["r_max"] is None else exact(params["r_max"])
     ps_cap = [ps_limit(network, t, home[t.ps]) for t in tasks]
     r_high = [cap if r_max is None else min(r_max, cap) for cap in ps_cap]
-    depth = params.get("depth_limit", len(aggs))
-    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-        raise TopologyError(src, "schemes.eina.depth_limit (or --param depth_limit)",
-                            f"d* must be a whole number of aggregators ≥ 1, got {depth!r}")
+    depth = params["depth_limit"] or len(aggs)
     return Instance(aggs, fabric, ps, [t.key for t in tasks], [t.workers for t in tasks], home,
                     local, c, b_in, b_out, r_low, r_high, host_cap, depth, ps_cap)
 
@@ -157,14 +159,3 @@ def refuse_unmergeable(inst: Instance, network: Network, scheme: str) -> None:
 
 def _tighter(link: float, field: float | None) -> Fraction:
     return exact(link) if field is None else min(exact(link), exact(field))
-
-
-def _param(params: dict[str, Any], key: str, src: str, default: Fraction | None) -> Fraction | None:
-    if key not in params:
-        return default
-    value = params[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 \
-            or value == float("inf"):
-        raise TopologyError(src, f"schemes.eina.{key} (or --param {key})",
-                            f"must be a finite number of Gbps ≥ 0, got {value!r}")
-    return exact(value)

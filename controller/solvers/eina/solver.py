@@ -30,27 +30,29 @@ from controller.solvers.eina.bound import rack_bound, real_bound
 from controller.solvers.eina.instance import exact, read, refuse_unmergeable
 from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
+from controller.solvers.params import SchemeParams
 
-DEFAULT_STEP = Fraction(1, 100)  # Gbps, the `eina` grid (why: module docstring)
-DEFAULT_TIME_LIMIT = 60.0
 PLAN_RESERVE = 1.0  # seconds (at most 5 % of the limit) for the LP re-rating and the plan
 MAX_STEPS = 10_000_000  # per rate: keeps every sum of (10)-(12) far from CP-SAT's int64 limits
 
 
 def solve_eina(network: Network, options: SolveOptions) -> Plan:
-    return run(network, options, "eina", DEFAULT_STEP)
+    return run(network, options, "eina")
 
 
 def solve_iqcp(network: Network, options: SolveOptions) -> Plan:
-    return run(network, options, "eina-iqcp", Fraction(1))
+    return run(network, options, "eina-iqcp")
 
 
-def run(network: Network, options: SolveOptions, scheme: str, default_step: Fraction) -> Plan:
+def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
+    """One of the two schemes; `solve` has set the time limit (the catalog's default)."""
     started = time.perf_counter()
-    params = {**network.schemes.get("eina", {}), **options.params}  # eina-iqcp shares them
-    inst = read(network, params)
+    # eina-iqcp reads eina's section too
+    given = {**network.schemes.get("eina", {}), **options.params}
+    params = SchemeParams(scheme, given)
+    inst = read(network, given)
     refuse_unmergeable(inst, network, scheme)
-    step = _step(network, params, default_step)
+    step = exact(params["step"])
     if max(inst.r_high) / step > MAX_STEPS:
         raise TopologyError(network.source, "schemes.eina.step (or --param step)",
                             f"a {float(step):g} Gbps step makes r_p up to {float(max(inst.r_high)):g} Gbps "
@@ -59,7 +61,7 @@ def run(network: Network, options: SolveOptions, scheme: str, default_step: Frac
         raise TopologyError(network.source, "schemes.eina.r_min (or --param r_min)",
                             f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) for the "
                             "bound to hold for real rates")
-    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    limit = options.time_limit
     details = {"step_gbps": float(step), "depth_limit": inst.depth_limit, "d_hat": inst.d_hat,
                "r_min_gbps": float(inst.r_low), "r_max_gbps": [float(v) for v in inst.r_high]}
     plan = Plan(scheme, "infeasible", 0.0, None, 0.0, options.seed, [], topology=network.name,
@@ -71,7 +73,7 @@ def run(network: Network, options: SolveOptions, scheme: str, default_step: Frac
         # Keep a little of the limit for the LP re-rating and the plan.
         deadline = started + limit - min(PLAN_RESERVE, 0.05 * limit)
         out = search.solve(inst, step, deadline, options.seed or 0,
-                           int(params.get("num_workers", 2)))
+                           params["num_workers"])
         if out.parents is None and out.cp_status != "INFEASIBLE" and inst.d_hat >= 1:
             out = _star(inst)  # CP-SAT found nothing in time: the star is a plan
         details["cp_sat_status"] = out.cp_status
@@ -108,13 +110,3 @@ def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fractio
         "model_bound_gbps": None if out.bound is None else float(out.bound * step),
         "trees": [dict(t) for t in out.parents],
     })
-
-
-def _step(network: Network, params: dict, default: Fraction) -> Fraction:
-    if "step" not in params:
-        return default
-    value = params["step"]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e6:
-        raise TopologyError(network.source, "schemes.eina.step (or --param step)",
-                            f"the rate step must be a positive number of Gbps, got {value!r}")
-    return exact(value)

@@ -21,7 +21,6 @@ from controller.solvers.eina.bound import rack_bound
 from controller.solvers.eina.instance import read, refuse_unmergeable
 from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
-from controller.solvers.eina.solver import DEFAULT_TIME_LIMIT
 from controller.solvers.eina_fast.greedy import trees
 
 SCHEME = "eina-fast"
@@ -31,10 +30,9 @@ ROUNDS = 5  # re-proportioning rounds at most
 
 def solve_fast(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    params = {**network.schemes.get("eina", {}), **options.params}
-    inst = read(network, params)
+    inst = read(network, {**network.schemes.get("eina", {}), **options.params})
     refuse_unmergeable(inst, network, SCHEME)
-    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    limit = options.time_limit
     bound = rack_bound(inst)
     n = len(inst.ps)
     weights = [1.0 / n] * n

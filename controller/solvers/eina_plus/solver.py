@@ -32,9 +32,9 @@ from controller.solvers import SolveOptions, solve
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina.instance import Instance, exact, read
 from controller.solvers.eina.model import units
-from controller.solvers.eina.solver import DEFAULT_STEP, DEFAULT_TIME_LIMIT, _step
 from controller.solvers.eina_plus import model, ratesearch, rerate, routes
 from controller.solvers.eina_plus.warmstart import choice_of_plan
+from controller.solvers.params import SchemeParams
 
 SCHEME = "eina-plus"
 BASELINES = "grid,atp,rr"
@@ -45,17 +45,18 @@ RESERVE = 0.1  # of the time limit, for re-rating and the plan
 
 def solve_plus(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    params = {**network.schemes.get("eina", {}), **options.params}
-    baselines = [s for s in str(params.pop("candidates", BASELINES)).split(",") if s]
+    given = {**network.schemes.get("eina", {}), **options.params}
+    params = SchemeParams(SCHEME, given)
+    baselines = [s for s in params["candidates"].split(",") if s]
     unknown = [s for s in baselines if s not in ("grid", "atp", "rr", "random", "aggtree")]
     if unknown:
         raise TopologyError(network.source, "schemes.eina-plus.candidates (or --param "
                             "candidates)", f"baselines to compare with are grid, atp, rr, "
                             f"random, aggtree (comma-separated); got {', '.join(unknown)}")
-    inst = read(network, params)
-    step = _step(network, params, DEFAULT_STEP)
-    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
-    seed, workers = options.seed or 0, int(params.get("num_workers", 2))
+    inst = read(network, given)
+    step = exact(params["step"])
+    limit = options.time_limit
+    seed, workers = options.seed or 0, params["num_workers"]
     merges_all = {a: network.spec(a).aggregates == "all" for a in inst.aggregators}
     ps_link = inst.ps_cap  # every flow reaching the PS loads its link and its aggregation
     r_low, r_high = float(inst.r_low), [float(v) for v in inst.r_high]
@@ -77,7 +78,7 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     candidates: dict[str, Plan] = {}
     failed: dict[str, str] = {}
     for name in ["eina", *baselines]:  # as they would run alone, so their plans are theirs
-        own = params if name == "eina" else {}
+        own = {k: v for k, v in given.items() if k != "candidates"} if name == "eina" else {}
         try:
             base = solve(network, name, SolveOptions(time_limit=options.time_limit,
                                                      seed=options.seed, params=own))

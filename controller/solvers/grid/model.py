@@ -23,9 +23,6 @@ from controller.solvers.inatree import PathCache
 from controller.solvers.params import SchemeParams
 
 PS = "@ps"  # the aggregation node "the PS itself" in assignments
-CANDIDATE_MODES = ("all", "shortest")
-# What both GRID schemes read, `grid-opt` adds its own; a topology's `schemes.grid` serves both.
-PARAMS = ("links", "candidates", "draws", "max_rate_gbps")
 
 Edge = tuple[str, str]
 Resource = tuple[str, ...]  # ("switch", s), ("ps",), ("link", u, v)
@@ -61,7 +58,8 @@ class GridTask:
 
 def max_rate(params: SchemeParams, b_ps: float) -> Fraction:
     """T: `max_rate_gbps` if given, else B_α (GRID Table 1: "the ingress bandwidth of the PS")."""
-    value = params.number("max_rate_gbps", b_ps, 1e-9, 1e9)
+    value = params["max_rate_gbps"]
+    value = b_ps if value is None else value
     return exact(value)
 
 
@@ -87,7 +85,7 @@ def build(network: Network, task: Task, params: SchemeParams, paths: PathCache,
           rng: random.Random | None) -> GridTask:
     """The task's instance; routes are drawn with `rng` (one shortest path per worker→node and
     per switch→PS, in a fixed order), or left out when `rng` is None (R-GRIA without links)."""
-    mode = params.choice("candidates", "all", CANDIDATE_MODES)
+    mode = params["candidates"]
     ina = [s for s in sorted(network.switches)
            if network.is_ina(s) and switch_capacity(network, s) > 0]
     cand = {}

@@ -39,13 +39,12 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import exact, lp
-from controller.solvers.grid.model import PARAMS, PS, GridTask, build
+from controller.solvers.grid.model import PS, GridTask, build
 from controller.solvers.grid.rgria import VARIANTS, best_model_draw, rate_plan
 from controller.solvers.grid.routes import fixed_routes, least_loaded_routes, merges
 from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
 
-DEFAULT_TIME_LIMIT = 60.0
 WARM_SHARE = 0.25  # of a task's time for R-GRIA's LP (GLOP took 24 s of 60 at 300 workers)
 
 
@@ -53,11 +52,9 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     # GRID's model, so a topology's `schemes.grid` (T, links, candidates) applies here too.
     given = {**network.schemes.get("grid", {}), **options.params}
-    params = SchemeParams("grid-opt", given, PARAMS + ("num_workers",))
-    links = params.flag("links", True)
-    draws = params.integer("draws", 16, minimum=1, maximum=100_000)
-    workers = params.integer("num_workers", 1, minimum=1, maximum=64)
-    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
+    params = SchemeParams("grid-opt", given)
+    links, draws, workers = params["links"], params["draws"], params["num_workers"]
+    limit = options.time_limit
     paths, rng = PathCache(network), rng_for(options.seed)
     # Routes only where the model charges them; without link rows the plan routes least-loaded.
     insts = {t.key: build(network, t, params, paths, rng if links else None)

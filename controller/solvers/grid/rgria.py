@@ -19,7 +19,7 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import lp
-from controller.solvers.grid.model import PARAMS, PS, GridTask, build, value
+from controller.solvers.grid.model import PS, GridTask, build, value
 from controller.solvers.grid.routes import least_loaded_routes, merges
 from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
@@ -29,9 +29,9 @@ VARIANTS = {True: "with link rows", False: "without link rows"}
 
 def solve(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    params = SchemeParams("grid", options.params, PARAMS)
-    draws = params.integer("draws", 16, minimum=1, maximum=100_000)
-    variants = [params.flag("links", True)] if "links" in params.params else [True, False]
+    params = SchemeParams("grid", options.params)
+    draws = params["draws"]
+    variants = [True, False] if params["links"] is None else [params["links"]]
     paths = PathCache(network)
     best: Plan | None = None
     outcome = {}
@@ -78,7 +78,7 @@ def run_variant(network: Network, params: SchemeParams, links: bool, draws: int,
                              for k in insts},
         "draws": draws,
         "links_in_lp": links,
-        "candidates": params.choice("candidates", "all", ("all", "shortest")),
+        "candidates": params["candidates"],
         "max_rate_gbps": {"/".join(k): float(inst.big_t) for k, inst in insts.items()},
         "merged_at": {tp.job + "/" + tp.task: merges(network, tp) for tp in best.tasks},
     })

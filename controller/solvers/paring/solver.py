@@ -25,9 +25,6 @@ from controller.solvers.paring.routes import task_plan, tree_of
 from controller.solvers.paring.steiner import Tree
 from controller.solvers.partial import best_effort
 
-PARAMS = ("gradient_gb", "as_printed", "fine")
-DEFAULT_TIME_LIMIT = 30.0  # seconds, paring-opt
-
 
 def placed_tasks(network: Network, scheme: str) -> list[Task]:
     """The tasks of the one job to place: one task, or one per PS (Sec. IV-C.3)."""
@@ -44,12 +41,11 @@ def placed_tasks(network: Network, scheme: str) -> list[Task]:
 
 def solve_paring(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    params = SchemeParams("paring", options.params, PARAMS)
-    gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
-    as_printed = params.flag("as_printed", False)
+    params = SchemeParams("paring", options.params)
+    gradient_gb, as_printed = params["gradient_gb"], params["as_printed"]
     tasks = placed_tasks(network, "paring")
     if len(tasks) > 1:  # Sec. IV-C.3: the model sharded over several PSs
-        fine = params.flag("fine", False)  # each shard fine on what the others left
+        fine = params["fine"]  # each shard fine on what the others left
         plan = several.plan_of(network, several.run_several(network, tasks, as_printed, fine),
                                "paring", "heuristic", options.seed)
         if fine:
@@ -62,7 +58,7 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     task = tasks[0]
     out = run_paring(network, task, as_printed)
     plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
-    if params.flag("fine", False):  # Sec. V-C's fine mode: switches merge a share, rest raw
+    if params["fine"]:  # Sec. V-C's fine mode: switches merge a share, rest raw
         plan = best_effort(network, plan)
     plan.details.update({"algorithm_rate_gbps": _num(out.rate),
                          "step2_rate_gbps": _num(out.step2_rate),
@@ -121,11 +117,10 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     two PSs the joint problem is then searched exactly (joint.py): its trees replace PARING's
     when they rate higher, and `bound` falls to the first candidate sum not refuted."""
     started = time.perf_counter()
-    params = SchemeParams("paring-opt", options.params, PARAMS + ("num_workers",))
-    gradient_gb = params.number("gradient_gb", 1.0, minimum=1e-9, maximum=1e9)
-    threads = params.integer("num_workers", 2, minimum=1, maximum=64)
-    limit = options.time_limit if options.time_limit is not None else DEFAULT_TIME_LIMIT
-    if params.flag("fine", False):
+    params = SchemeParams("paring-opt", options.params)
+    gradient_gb, threads = params["gradient_gb"], params["num_workers"]
+    limit = options.time_limit
+    if params["fine"]:
         raise SchemeInputError(
             f"{network.source}: paring-opt: `fine` is not modelled: paring-opt solves the "
             "coarse problem (1) (a switch merges all the gradients it takes or none), so its "
@@ -134,7 +129,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     tasks = placed_tasks(network, "paring-opt")
     if len(tasks) > 1:  # Sec. IV-C.3: PARING's shards, bounded by the exact single-PS rates
         plan = several.plan_of(network, several.run_several(
-            network, tasks, params.flag("as_printed", False)), "paring-opt", "feasible",
+            network, tasks, params["as_printed"]), "paring-opt", "feasible",
             options.seed)
         bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0)
         if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
@@ -152,7 +147,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
         plan.solve_seconds = time.perf_counter() - started
         return plan
     task = tasks[0]
-    heur = run_paring(network, task, params.flag("as_printed", False))
+    heur = run_paring(network, task, params["as_printed"])
     g, n = heur.logical, len(task.workers)
     hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)
     found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint)
