@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, leaf_spine_doc
+from finsy import P4Schema
 
-from controller.network import load_topology
+from controller.evaluate import evaluate
+from controller.network import build_network, load_topology
 from controller.plan import AggregationPoint, Plan, TaskPlan
 from controller.program import CompileError, compile_plan
+from dataplane.frame import MAX_FAN_IN
+from dataplane.schema import P4INFO_PATH
 
 
 def _fig1_plan(aggregation=True) -> Plan:
@@ -146,3 +150,30 @@ def test_every_host_port_is_bound_to_exactly_its_hosts_jobs():
     l1_ports = {network.graph.edges[h, "L1"]["in_port"]: h for h in ("W1_0", "W1_1", "IDLE")}
     bound = {e.match["ingress_port"] for e in _entries(programs["L1"], "host_job")}
     assert {l1_ports[p] for p in bound} == {"W1_0", "W1_1"}, "an idle host is bound to no job"
+
+
+def _one_leaf_merging(workers: int):
+    """`workers` workers under leaf L1, all merged there (one aggregation point)."""
+    network = build_network(leaf_spine_doc(2, 1, [0, workers], ina={"L1"}, capacity=100))
+    paths = {w: [w, "L1", "S0", "L0", "PS"] for w in network.tasks[0].workers}
+    task = TaskPlan("job0", "t0", "PS", 1.0, paths, [AggregationPoint("L1", 0, workers, "S0")])
+    return network, Plan("hand", "heuristic", 1.0, None, 0.0, 0, [task])
+
+
+def test_one_point_merging_64_flows_compiles_to_entries_the_p4info_accepts():
+    network, plan = _one_leaf_merging(64)
+    assert evaluate(network, plan).beyond_data_plane == []
+    programs, _ = compile_plan(network, plan)
+    entries = _entries(programs["L1"], "ina_aggregate")
+    assert sorted(e.action.args["member"] for e in entries) == [1 << i for i in range(64)]
+    assert {e.action.args["full"] for e in entries} == {(1 << 64) - 1}
+    schema = P4Schema(P4INFO_PATH)
+    for entry in entries:
+        entry.encode(schema)  # each value fits its P4Info width
+
+
+def test_a_point_merging_more_than_the_data_plane_can_is_refused():
+    network, plan = _one_leaf_merging(MAX_FAN_IN + 1)
+    with pytest.raises(CompileError, match=f"fan-in {MAX_FAN_IN + 1} at L1 exceeds the data "
+                                           f"plane's {MAX_FAN_IN}"):
+        compile_plan(network, plan)
