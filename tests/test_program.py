@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import EXAMPLES, leaf_spine_doc
 from finsy import P4Schema
+from finsy.proto import p4r
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.evaluate import evaluate
 from controller.network import build_network, load_topology
 from controller.plan import AggregationPoint, Plan, TaskPlan
 from controller.program import CompileError, compile_plan
-from dataplane.frame import MAX_FAN_IN
-from dataplane.schema import P4INFO_PATH
+from dataplane.entities import Entities
+from dataplane.frame import DATA, MAX_FAN_IN, OFF_ELEMS, Endpoint, InaHeader, K, build_frame
+from dataplane.pipeline import Pipeline
+from dataplane.schema import P4INFO_PATH, Schema, load_p4info
 
 
 def _fig1_plan(aggregation=True) -> Plan:
@@ -177,3 +183,35 @@ def test_a_point_merging_more_than_the_data_plane_can_is_refused():
     with pytest.raises(CompileError, match=f"fan-in {MAX_FAN_IN + 1} at L1 exceeds the data "
                                            f"plane's {MAX_FAN_IN}"):
         compile_plan(network, plan)
+
+
+@settings(max_examples=12, deadline=None)
+@given(workers=st.integers(1, 64), data=st.data())
+def test_a_compiled_point_sums_its_flows_exactly_once_on_the_embedded_pipeline(workers, data):
+    """Compiler → P4Runtime entities → the embedded target's pipeline: each worker's DATA,
+    in any order and some sent twice, leaves L1 as one packet with numpy's wrapping sum."""
+    network, plan = _one_leaf_merging(workers)
+    programs, assignments = compile_plan(network, plan)
+    pipeline = Pipeline()
+    entities, finsy_schema = Entities(Schema(load_p4info()), pipeline), P4Schema(P4INFO_PATH)
+    for entity in programs["L1"].entities():
+        entities.write(p4r.Update(type=p4r.Update.INSERT, entity=entity.encode(finsy_schema)))
+    graph = network.graph
+    rng = np.random.default_rng(workers)
+    elements = rng.integers(-2**31, 2**31, size=(workers, K), dtype=np.int64).astype(np.int32)
+    order = data.draw(st.permutations(range(workers)))
+    again = data.draw(st.lists(st.sampled_from(order[:-1]), max_size=3) if workers > 1
+                      else st.just([]))
+    out = []
+    for i in [*order[:-1], *again, order[-1]]:
+        a = assignments[i]
+        header = InaHeader(a.job_id, a.task_id, DATA, a.flow_id, a.next_node, frag_id=7)
+        frame = build_frame(Endpoint(b"\2" * 6, b"\12\0\0\1"), Endpoint(b"\2" * 6, b"\12\0\0\2"),
+                            header, elements[i].astype(">i4").tobytes())
+        out += pipeline.process(graph.edges[a.worker, "L1"]["in_port"], frame)
+    [(port, frame)] = out
+    assert port == graph.edges["L1", "S0"]["out_port"]
+    assert InaHeader.unpack(frame).count == workers
+    expected = elements.astype(np.int64).sum(axis=0).astype(np.int32)
+    np.testing.assert_array_equal(np.frombuffer(frame, ">i4", K, OFF_ELEMS), expected)
+    assert pipeline.counters["duplicates"][0] == len(again)
