@@ -4,7 +4,8 @@ The one module that holds the sizes of the packet and of the P4 program (K, slot
 fan-in, ports, header layout): the embedded target, the host agents and the controller
 (compiler, evaluator, OpenFlow rules) all import them from here, and
 tests/dataplane/test_dp_packet.py checks each against `p4src/ina.p4`. It imports nothing of
-ours, so both `dataplane/` (which never imports `controller/`) and `controller/` may use it.
+ours: the bottom layer, which the data plane and the controller may both import without
+either importing the other.
 
 The switch target and the host agents handle every packet through these helpers rather than
 scapy, because scapy costs tens of microseconds per packet; `dataplane.packet` offers the same

@@ -14,8 +14,8 @@
  *    port -> pipe table and separate register regions per pipe;
  *  - a slot's member bitmap is one register cell, one bit per merged flow, so its width is the
  *    fan-in limit (MAX_FAN_IN); bmv2 takes bit<64> registers and action parameters as they are
- *    (p4c's JSON and bmv2 use arbitrary-width integers), and P4Runtime refuses a value wider
- *    than its parameter, so no table entry can name a flow beyond the limit;
+ *    (p4c's JSON and bmv2 use arbitrary-width integers), and bmv2's P4Runtime server refuses a
+ *    value wider than its parameter (INVALID_ARGUMENT), so no entry names a flow beyond it;
  *  - packet-in/packet-out travel through CPU_PORT (simple_switch_grpc --cpu-port 510) with the
  *    @controller_header headers below; their fields are 16 bits wide so that the headers need
  *    no padding field (a padding field would appear in the P4Info and every PacketOut would
