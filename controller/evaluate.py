@@ -43,7 +43,8 @@ from typing import Any
 from controller import patch_panel, sharding
 from controller.edge_aggregation import aggregator_charges
 from controller.network import Network, Task
-from controller.plan import MAX_FAN_IN, LinkLoad, Plan, TaskPlan
+from controller.plan import LinkLoad, Plan, TaskPlan
+from dataplane.frame import MAX_FAN_IN
 
 _EPS = 1e-9
 
@@ -112,7 +113,7 @@ class Evaluation:
     aggregator_loads: list[AggregatorLoad]
     problems: list[str]
     gradient_mb: float | None = None
-    # What the plan asks of the INA data plane beyond its limits (e.g. fan-in over 32): the
+    # What the plan asks of the INA data plane beyond its limits (a fan-in over MAX_FAN_IN): the
     # routing may hold as the paper's model states it, yet the controller cannot install it.
     beyond_data_plane: list[str] = field(default_factory=list)
     # Per job: when its slowest task (or model shard) has arrived.

@@ -37,10 +37,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, FailFast, Field, Va
 
 from controller.inputs import InputError, parse_json, plain_error, read_text
 
+# Flows one aggregation point can merge (the data plane's member bitmap, p4src/README.md): the
+# schemes' default limit. The compiler refuses more; the evaluator reports them.
+from dataplane.frame import MAX_FAN_IN  # noqa: F401
+
 Status = Literal["optimal", "feasible", "timeout", "infeasible", "heuristic"]
-# Flows one aggregation point can merge: the width of the data plane's member bitmap
-# (p4src/README.md, `member` / `full`). The compiler refuses more; the evaluator reports them.
-MAX_FAN_IN = 32
 
 
 @dataclass(frozen=True)

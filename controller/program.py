@@ -47,22 +47,20 @@ from finsy import (
 from controller import patch_panel
 from controller.evaluate import FlowId, TaskFlows, task_flows
 from controller.network import Network, hosts_do_not_forward
-from controller.plan import MAX_FAN_IN, Plan, TaskPlan
+from controller.plan import Plan, TaskPlan
 from controller.segments import segment_plans
+from dataplane.frame import FLOW_IDS_PER_GENERATION, GENERATIONS, MAX_FAN_IN, SLOTS_PER_PIPE
 
-SLOTS_PER_PIPE = 4096  # p4src/README.md "Sizes"
-# Plan versions cycle through generations, each with its own flow ids, tags, slot region and
+# Plan versions cycle through GENERATIONS, each with its own flow ids, tags, slot region and
 # multicast groups, so that a new plan's entries can be installed beside the old one's
 # (make-before-break) and a new plan never meets partial sums an old one left in slots until
 # GENERATIONS re-plans later.
-GENERATIONS = 4
-FLOW_IDS_PER_GENERATION = (1 << 16) // GENERATIONS
 GROUPS_PER_GENERATION = 4096
 HOST_SUBNET = ipaddress.ip_network("10.0.0.0/16")
 
 
 class CompileError(ValueError):
-    """A plan that the data plane cannot realise (too many flows, a fan-in over 32, ...)."""
+    """A plan that the data plane cannot realise (too many flows, a fan-in over MAX_FAN_IN, ...)."""
 
 
 @dataclass

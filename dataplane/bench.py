@@ -40,6 +40,7 @@ from dataplane.frame import (
     DATA,
     INA_HEADER,
     OFF_INA,
+    SLOTS_PER_PIPE,
     Endpoint,
     InaHeader,
     K,
@@ -260,7 +261,7 @@ def run_row(row: Row, senders: int, fragments: int, window: int, build: Path) ->
                 result = measure(net, senders, fragments, window, frozenset({1}), switch.pid)
             else:
                 program_aggregation(client, list(range(1, senders + 1)), senders + 1,
-                                    slots=4096)
+                                    slots=SLOTS_PER_PIPE)
                 result = measure(net, senders, fragments, window, frozenset({AGG_FLOW}),
                                  switch.pid)
                 result["switch_counters"] = {

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from dataplane.bmv2 import free_tcp_port
+from dataplane.frame import SLOTS_PER_PIPE
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client
 from dataplane.targets import KINDS, missing, program_for, start_target
@@ -55,7 +56,7 @@ def run_demo(workers: int, size_mb: float, seed: int, window: float,
         try:
             client = Client(address, 1, 10, program.p4info)
             client.set_pipeline(program.device_config)
-            program_aggregation(client, list(range(1, workers + 1)), ps_port, slots=4096)
+            program_aggregation(client, list(range(1, workers + 1)), ps_port, slots=SLOTS_PER_PIPE)
             common = ["--workers", str(workers), "--size-mb", str(size_mb), "--job", str(JOB),
                       "--task", str(TASK)]
             exec_ns = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]

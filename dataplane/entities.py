@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from finsy.proto import p4i, p4r
 from grpc import StatusCode
 
-from dataplane.frame import MAX_PIPES, SLOTS_PER_PIPE
+from dataplane.frame import MAX_PIPES, PORTS, SLOTS_PER_PIPE
 from dataplane.pipeline import COUNTERS, Aggregate, Pipeline
 from dataplane.schema import COUNTER_PREFIX, Schema
 
@@ -289,7 +289,7 @@ class Entities:
         replicas = [(r.egress_port, r.instance) for r in entry.replicas]
         if len(set(replicas)) != len(replicas):
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what} {ident}: repeated replica")
-        if any(not 0 < port < 512 for port, _ in replicas):
+        if any(not 0 < port < PORTS for port, _ in replicas):
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what} {ident}: port out of range")
         if kind == INSERT and ident in store:
             raise P4Error(StatusCode.ALREADY_EXISTS, f"{what} {ident} already exists")

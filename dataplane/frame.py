@@ -1,5 +1,12 @@
 """The INA wire format of p4src/README.md as constants and struct codecs.
 
+The one module that holds the sizes of the packet and of the P4 program (K, slots, pipes,
+fan-in, ports, header layout): the embedded target, the host agents and the controller
+(compiler, evaluator, OpenFlow rules) all import them from here, and
+tests/dataplane/test_dp_packet.py checks each against `p4src/ina.p4`. It imports nothing of
+ours: the bottom layer, which the data plane and the controller may both import without
+either importing the other.
+
 The switch target and the host agents handle every packet through these helpers rather than
 scapy, because scapy costs tens of microseconds per packet; `dataplane.packet` offers the same
 format as a scapy layer for tests and inspection.
@@ -14,15 +21,23 @@ K = 32
 MAX_PIPES = 4
 MAX_JOBS = 32  # cells of the per-job `forged` counter
 SLOTS_PER_PIPE = 4096
+# Flows one aggregation point merges: a slot's member bitmap has one bit per merged flow
+# (README step 4.2); the compiler refuses a plan that merges more, the evaluator reports it.
+MAX_FAN_IN = 64
+PORTS = 512  # ingress_port is 9 bits: cells of the per-port `port_packets` counter
 # A partial sum nothing touched for this long is abandoned: the slot counts as free (README 4.2)
 STALE_AFTER_SECONDS = 2.0
 INA_UDP_PORT = 20033
-# Flow ids come in generations (plan versions cycle through 4): the PS keeps a fragment's sums
-# per generation so that a fragment resent under a new plan is never added to what the old
-# plan's path delivered (p4src/README.md, "Plan versions"). controller.program assigns them.
-FLOW_IDS_PER_GENERATION = 1 << 14
+# Flow ids come in generations (flow_id[15:14]; plan versions cycle through them): the PS keeps a
+# fragment's sums per generation so that a fragment resent under a new plan is never added to
+# what the old plan's path delivered (p4src/README.md, "Plan versions"). controller.program
+# assigns them.
+GENERATIONS = 4
+FLOW_IDS_PER_GENERATION = (1 << 16) // GENERATIONS
 CPU_PORT = 510  # the P4Runtime controller port (simple_switch_grpc --cpu-port 510)
+ETHERTYPE_IPV4 = 0x0800
 ETHERTYPE_LLDP = 0x88CC
+PROTO_UDP = 17
 INA_HEADER_LEN = 20
 INA_UDP_LEN = 8 + INA_HEADER_LEN + 4 * K
 FRAME_LEN = 14 + 20 + INA_UDP_LEN
@@ -111,8 +126,8 @@ def build_frame(src: Endpoint, dst: Endpoint, header: InaHeader, elements: bytes
     """
     total_len = 20 + INA_UDP_LEN
     eth_ip_udp = bytearray(_ETH_IP_UDP.pack(
-        dst.mac, src.mac, 0x0800, 0x45, ecn, total_len, 0, 0, 64, 17, 0, src.ip, dst.ip,
-        header.flow_id, INA_UDP_PORT, INA_UDP_LEN, 0))
+        dst.mac, src.mac, ETHERTYPE_IPV4, 0x45, ecn, total_len, 0, 0, 64, PROTO_UDP, 0,
+        src.ip, dst.ip, header.flow_id, INA_UDP_PORT, INA_UDP_LEN, 0))
     struct.pack_into("!H", eth_ip_udp, OFF_IP + 10, ipv4_checksum(eth_ip_udp[OFF_IP:OFF_UDP]))
     return bytes(eth_ip_udp) + header.pack() + elements
 

@@ -53,6 +53,7 @@ from dataplane.frame import (
     OFF_UDP,
     PROBE,
     Endpoint,
+    K,
     ip_bytes,
 )
 from dataplane.hosts import (
@@ -383,7 +384,7 @@ class Emulation:
             by_task.setdefault((a.job_id, a.task_id), []).append(a)
         (job, task), rows = next(iter(by_task.items()))
         elements = int(gradient_mb * 2**20) // 4
-        count = -(-elements // 32)
+        count = -(-elements // K)
         first = rows[0]
         ps = ParameterServer(self.sockets[first.ps], self.endpoint(first.ps), Task(job, task),
                              len(rows), count, first.result_flow_id, epoch=epoch)

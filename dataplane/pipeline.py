@@ -20,6 +20,7 @@ from dataplane.frame import (
     CPU_PORT,
     DATA,
     ECN_CE,
+    ETHERTYPE_IPV4,
     ETHERTYPE_LLDP,
     FLAGS,
     INA_HEADER,
@@ -31,7 +32,9 @@ from dataplane.frame import (
     OFF_INA,
     OFF_IP,
     OFF_UDP,
+    PORTS,
     PROBE,
+    PROTO_UDP,
     RESULT,
     SLOTS_PER_PIPE,
     STALE_AFTER_SECONDS,
@@ -40,7 +43,6 @@ from dataplane.frame import (
     set_ipv4_checksum,
 )
 
-PORTS = 512  # ingress_port is 9 bits
 # Counter name -> cells: the event counters are indexed by pipe, `forged` by the job a packet
 # claims (README "What the controller installs"), `port_packets` (frames received per
 # front-panel port, the link monitor's evidence of a live link) by port.
@@ -153,9 +155,9 @@ class Pipeline:
             return [(CPU_PORT, frame)]  # step 0: link-discovery probe to the controller
         fwd = self.fwd
         pipe = fwd.port_pipe.get(port, fwd.default_pipe)  # step 1
-        if length < OFF_UDP or ethertype != 0x0800:
+        if length < OFF_UDP or ethertype != ETHERTYPE_IPV4:
             return []  # step 6 (or an IPv4 header cut short: parser error, not INA)
-        if version != 0x45 or proto != 17:
+        if version != 0x45 or proto != PROTO_UDP:
             return self._ipv4(frame)
         if length < OFF_INA:
             return []

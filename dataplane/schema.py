@@ -13,6 +13,7 @@ from pathlib import Path
 from finsy.proto import p4i
 from google.protobuf import text_format
 
+from dataplane.frame import MAX_FAN_IN
 from dataplane.pipeline import COUNTERS
 
 P4INFO_PATH = Path(__file__).resolve().parent.parent / "p4src" / "ina.p4info.txtpb"
@@ -41,8 +42,9 @@ REQUIRED_TABLES: dict[str, tuple[tuple[tuple[str, int, str], ...], tuple[str, ..
 REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.set_pipeline": (("pipe", 8),),
     "InaIngress.set_job_slots": (("base", 32), ("count", 32)),
-    "InaIngress.aggregate": (("tag", 16), ("member", 32), ("full", 32), ("out_flow", 16),
-                             ("next_node", 16)),
+    # one `member` bit per merged flow
+    "InaIngress.aggregate": (("tag", 16), ("member", MAX_FAN_IN), ("full", MAX_FAN_IN),
+                             ("out_flow", 16), ("next_node", 16)),
     "InaIngress.forward": (("port", 9),),
     "InaIngress.set_result_group": (("group", 16),),
     "InaIngress.mark_host_port": (),

@@ -12,6 +12,10 @@
  *    mark_to_drop explicitly;
  *  - bmv2 has one pipeline: the ingress pipelines of a multi-pipeline ASIC are emulated by a
  *    port -> pipe table and separate register regions per pipe;
+ *  - a slot's member bitmap is one register cell, one bit per merged flow, so its width is the
+ *    fan-in limit (MAX_FAN_IN); bmv2 takes bit<64> registers and action parameters as they are
+ *    (p4c's JSON and bmv2 use arbitrary-width integers), and bmv2's P4Runtime server refuses a
+ *    value wider than its parameter (INVALID_ARGUMENT), so no entry names a flow beyond it;
  *  - packet-in/packet-out travel through CPU_PORT (simple_switch_grpc --cpu-port 510) with the
  *    @controller_header headers below; their fields are 16 bits wide so that the headers need
  *    no padding field (a padding field would appear in the P4Info and every PacketOut would
@@ -20,11 +24,13 @@
 #include <core.p4>
 #include <v1model.p4>
 
-// *** SIZES: the only place they are set (README "Sizes")
+// *** SIZES: the only place they are set in P4 (README "Sizes"). dataplane/frame.py holds the
+// same values for the controller and the hosts; tests/dataplane/test_dp_packet.py compares them.
 #define K 32
 #define MAX_PIPES 4
 #define MAX_JOBS 32              // cells of the per-job `forged` counter (job ids 1..31)
 #define SLOTS_PER_PIPE 4096
+#define MAX_FAN_IN 64            // flows one aggregation point merges: bits of a member bitmap
 #define CELLS 16384              // MAX_PIPES * SLOTS_PER_PIPE
 #define VALUE_CELLS 524288       // CELLS * K
 #define PORTS 512                // ingress_port is 9 bits
@@ -56,6 +62,9 @@ const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
 const bit<8> FL_CONTROL = 1;  // field list preserved into the collision clone
 
 error { InaBadLength, InaBadFlags }
+
+// The flows merged into a slot, one bit each (the `member` of an `ina_aggregate` entry).
+typedef bit<MAX_FAN_IN> bitmap_t;
 
 // *** HEADERS
 
@@ -212,7 +221,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     // A slot is free when its bitmap is 0. Internal only: the controller never touches them.
     @name("slot_frag") register<bit<32>>(CELLS) slot_frag;
     @name("slot_tag") register<bit<16>>(CELLS) slot_tag;
-    @name("slot_bitmap") register<bit<32>>(CELLS) slot_bitmap;
+    @name("slot_bitmap") register<bitmap_t>(CELLS) slot_bitmap;
     @name("slot_count") register<bit<16>>(CELLS) slot_count;
     @name("slot_values") register<bit<32>>(VALUE_CELLS) slot_values;
     @name("slot_time") register<bit<48>>(CELLS) slot_time;  // last contribution or duplicate
@@ -301,11 +310,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
 
     // The whole slot read-modify-write: one action, so bmv2 runs it atomically (README 4.2).
     @name("aggregate")
-    action aggregate(bit<16> tag, bit<32> member, bit<32> full, bit<16> out_flow,
+    action aggregate(bit<16> tag, bitmap_t member, bitmap_t full, bit<16> out_flow,
                      bit<16> next_node) {
         bit<32> frag;
         bit<16> owner;
-        bit<32> bitmap;
+        bitmap_t bitmap;
         bit<16> stored_count;
         bit<48> touched;
         bit<48> now = standard_metadata.ingress_global_timestamp;
@@ -326,7 +335,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bool dup = is_data && mine && (bitmap & member) != 0;
         bool collide = is_data && !free && !mine;
         bool take = is_data && ((free && !again) || (mine && !dup));
-        bit<32> new_bitmap = free ? member : (bitmap | member);
+        bitmap_t new_bitmap = free ? member : (bitmap | member);
         bool done = take && new_bitmap == full;
         bool freed = hdr.ina.flags == FLAG_ACK && mine;  // a PROBE frees nothing
         bool release = done || freed;
@@ -335,7 +344,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_frag.write(meta.cell, take ? hdr.ina.frag_id : frag);
         // An ACK forgets the owner too: a freed partial sum is not a completed one.
         slot_tag.write(meta.cell, take ? tag : (freed ? 16w0 : owner));
-        slot_bitmap.write(meta.cell, release ? 32w0 : (take ? new_bitmap : bitmap));
+        slot_bitmap.write(meta.cell, release ? (bitmap_t)0 : (take ? new_bitmap : bitmap));
         slot_count.write(meta.cell, take ? new_count : stored_count);
         slot_time.write(meta.cell, (take || dup) ? now : touched);
         hdr.ina.count = done ? new_count : (again ? stored_count : hdr.ina.count);

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, leaf_spine_doc
+from finsy import P4Schema
+from finsy.proto import p4r
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from controller.network import load_topology
+from controller.evaluate import evaluate
+from controller.network import build_network, load_topology
 from controller.plan import AggregationPoint, Plan, TaskPlan
 from controller.program import CompileError, compile_plan
+from dataplane.entities import Entities
+from dataplane.frame import DATA, MAX_FAN_IN, OFF_ELEMS, Endpoint, InaHeader, K, build_frame
+from dataplane.pipeline import Pipeline
+from dataplane.schema import P4INFO_PATH, Schema, load_p4info
 
 
 def _fig1_plan(aggregation=True) -> Plan:
@@ -146,3 +156,62 @@ def test_every_host_port_is_bound_to_exactly_its_hosts_jobs():
     l1_ports = {network.graph.edges[h, "L1"]["in_port"]: h for h in ("W1_0", "W1_1", "IDLE")}
     bound = {e.match["ingress_port"] for e in _entries(programs["L1"], "host_job")}
     assert {l1_ports[p] for p in bound} == {"W1_0", "W1_1"}, "an idle host is bound to no job"
+
+
+def _one_leaf_merging(workers: int):
+    """`workers` workers under leaf L1, all merged there (one aggregation point)."""
+    network = build_network(leaf_spine_doc(2, 1, [0, workers], ina={"L1"}, capacity=100))
+    paths = {w: [w, "L1", "S0", "L0", "PS"] for w in network.tasks[0].workers}
+    task = TaskPlan("job0", "t0", "PS", 1.0, paths, [AggregationPoint("L1", 0, workers, "S0")])
+    return network, Plan("hand", "heuristic", 1.0, None, 0.0, 0, [task])
+
+
+def test_one_point_merging_64_flows_compiles_to_entries_the_p4info_accepts():
+    network, plan = _one_leaf_merging(64)
+    assert evaluate(network, plan).beyond_data_plane == []
+    programs, _ = compile_plan(network, plan)
+    entries = _entries(programs["L1"], "ina_aggregate")
+    assert sorted(e.action.args["member"] for e in entries) == [1 << i for i in range(64)]
+    assert {e.action.args["full"] for e in entries} == {(1 << 64) - 1}
+    schema = P4Schema(P4INFO_PATH)
+    for entry in entries:
+        entry.encode(schema)  # each value fits its P4Info width
+
+
+def test_a_point_merging_more_than_the_data_plane_can_is_refused():
+    network, plan = _one_leaf_merging(MAX_FAN_IN + 1)
+    with pytest.raises(CompileError, match=f"fan-in {MAX_FAN_IN + 1} at L1 exceeds the data "
+                                           f"plane's {MAX_FAN_IN}"):
+        compile_plan(network, plan)
+
+
+@settings(max_examples=12, deadline=None)
+@given(workers=st.integers(1, 64), data=st.data())
+def test_a_compiled_point_sums_its_flows_exactly_once_on_the_embedded_pipeline(workers, data):
+    """Compiler → P4Runtime entities → the embedded target's pipeline: each worker's DATA,
+    in any order and some sent twice, leaves L1 as one packet with numpy's wrapping sum."""
+    network, plan = _one_leaf_merging(workers)
+    programs, assignments = compile_plan(network, plan)
+    pipeline = Pipeline()
+    entities, finsy_schema = Entities(Schema(load_p4info()), pipeline), P4Schema(P4INFO_PATH)
+    for entity in programs["L1"].entities():
+        entities.write(p4r.Update(type=p4r.Update.INSERT, entity=entity.encode(finsy_schema)))
+    graph = network.graph
+    rng = np.random.default_rng(workers)
+    elements = rng.integers(-2**31, 2**31, size=(workers, K), dtype=np.int64).astype(np.int32)
+    order = data.draw(st.permutations(range(workers)))
+    again = data.draw(st.lists(st.sampled_from(order[:-1]), max_size=3) if workers > 1
+                      else st.just([]))
+    out = []
+    for i in [*order[:-1], *again, order[-1]]:
+        a = assignments[i]
+        header = InaHeader(a.job_id, a.task_id, DATA, a.flow_id, a.next_node, frag_id=7)
+        frame = build_frame(Endpoint(b"\2" * 6, b"\12\0\0\1"), Endpoint(b"\2" * 6, b"\12\0\0\2"),
+                            header, elements[i].astype(">i4").tobytes())
+        out += pipeline.process(graph.edges[a.worker, "L1"]["in_port"], frame)
+    [(port, frame)] = out
+    assert port == graph.edges["L1", "S0"]["out_port"]
+    assert InaHeader.unpack(frame).count == workers
+    expected = elements.astype(np.int64).sum(axis=0).astype(np.int32)
+    np.testing.assert_array_equal(np.frombuffer(frame, ">i4", K, OFF_ELEMS), expected)
+    assert pipeline.counters["duplicates"][0] == len(again)

@@ -4,7 +4,7 @@ workers), Fig. 5 (1-6 INA switches): rate, proven bound and solve time.
 Setting (Sec. IV-A): 20 switches with 24 ports, 100 Gbps links, one PS, by default 4 INA
 switches and 90 workers. ATRO gets the pool (`ina topo gen pool`) with L = 5, once per point
 (nothing in it is random), in two forms: `atro` is the paper's model (`max_fan_in=0`) and
-`atro-dp` adds the data plane's limit of 32 flows merged per aggregator. The baselines cable
+`atro-dp` adds the data plane's limit of MAX_FAN_IN (64) flows merged per aggregator. The baselines cable
 the same 20 switches as a leaf-spine (10 leaves × 10 spines, 14 hosts per leaf) or a fat-tree
 variant (k = 4: 4 cores, 8 aggregation, 8 edge switches, 12 hosts per edge), place the workers
 and the PS at random (one seed per instance, the PS's leaf/edge INA, the other INA switches
@@ -38,6 +38,7 @@ from controller.network import build_network
 from controller.solvers import SolveOptions, solve
 from controller.tables import print_table
 from controller.topogen import InaOptions, Workload, fat_tree, leaf_spine, pool
+from dataplane.frame import MAX_FAN_IN
 
 console = Console()
 SWITCHES, PORTS, CAPACITY = 20, 24, 100.0
@@ -75,8 +76,9 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=5,
                    help="random placements per baseline point (default 5; the paper: 30)")
     p.add_argument("--schemes", default=None,
-                   help="atro (paper model), atro-dp (fan-in ≤ 32), atro-mono (atro, per-worker "
-                        "model alone), aro, spar, paring (one job); default: the figure's")
+                   help=f"atro (paper model), atro-dp (fan-in ≤ {MAX_FAN_IN}), atro-mono (atro, "
+                        "per-worker model alone), aro, spar, paring (one job); default: the "
+                        "figure's")
     p.add_argument("--time-limit", type=float, default=60.0, help="per solve (s)")
     p.add_argument("--out", default="out/bench/atro", help="output directory")
     p.set_defaults(func=run)

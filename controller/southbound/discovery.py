@@ -69,11 +69,11 @@ from finsy import P4ClientError, P4CounterEntry, P4PacketOut, Switch
 
 from controller.network import Network
 from controller.southbound.cancelled import CallCancelled, call_cancelled_as_error
+from dataplane.frame import ETHERTYPE_LLDP
 
 LOG = logging.getLogger(__name__)
 Edge = tuple[str, str]  # a directed link (u, v) of `Network.graph`
 
-ETHERTYPE_LLDP = 0x88CC
 LLDP_MULTICAST = bytes.fromhex("0180c200000e")  # nearest bridge: never forwarded by bridges
 _CHASSIS_ID, _PORT_ID, _TTL, _SYSTEM_DESCRIPTION = 1, 2, 3, 6
 _ROUND_PREFIX = b"ina probe round "

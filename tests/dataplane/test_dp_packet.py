@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
+import struct
 import zlib
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from controller.p4build import HOW_TO_GET_P4C, compile_for_bmv2, compiler_path
+from dataplane import frame as wire
 from dataplane.frame import (
     CONTROL,
     DATA,
@@ -27,7 +30,7 @@ from dataplane.frame import (
     mac_bytes,
 )
 from dataplane.packet import INA
-from dataplane.pipeline import slot_of
+from dataplane.pipeline import COUNTERS, slot_of
 from dataplane.schema import P4INFO_PATH, Schema, SchemaError, load_p4info
 
 P4SRC = Path(__file__).resolve().parents[2] / "p4src"
@@ -131,3 +134,123 @@ def test_checked_in_p4info_is_what_p4c_writes_for_ina_p4(tmp_path: Path) -> None
     assert load_p4info(P4INFO_PATH) == load_p4info(built.p4info), (
         "p4src/ina.p4info.txtpb differs from p4c's output: copy p4src/build/ina.p4info.txtpb "
         "over it after `make p4`")
+
+
+# *** sizes: ina.p4 and the one Python module that holds them
+
+ROOT = P4SRC.parent
+# ina.p4's names that are the program's own business (verdicts, clone plumbing): no Python twin.
+P4_INTERNAL = re.compile(r"V_\w+|PKT_INSTANCE_TYPE_\w+|FL_\w+")
+
+
+def _p4_sizes() -> dict[str, int]:
+    """Every `#define NAME number` and `const bit<N> NAME = number;` of ina.p4."""
+    program = (P4SRC / "ina.p4").read_text()
+    found = dict(re.findall(r"^#define (\w+) (\w+)", program, re.MULTILINE))
+    found |= dict(re.findall(r"^const bit<\d+> (\w+) = (\w+);", program, re.MULTILINE))
+    return {name: int(value, 0) for name, value in found.items() if not P4_INTERNAL.fullmatch(name)}
+
+
+def _p4_header_bits(name: str) -> list[int]:
+    """Field widths of `header NAME { ... }` in ina.p4, in order."""
+    program = (P4SRC / "ina.p4").read_text()
+    body = re.search(rf"header {name} \{{(.*?)\}}", program, re.DOTALL)
+    assert body, name
+    return [int(bits) for bits in re.findall(r"bit<(\d+)>", body.group(1))]
+
+
+def test_every_size_in_ina_p4_is_the_wire_modules() -> None:
+    """One value per size: what ina.p4 defines is what dataplane.frame says, name by name."""
+    expected = {
+        "K": wire.K, "MAX_PIPES": wire.MAX_PIPES, "MAX_JOBS": wire.MAX_JOBS,
+        "SLOTS_PER_PIPE": wire.SLOTS_PER_PIPE, "CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE,
+        "VALUE_CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE * wire.K, "PORTS": wire.PORTS,
+        "STALE_AFTER_US": round(wire.STALE_AFTER_SECONDS * 1_000_000),
+        "MAX_FAN_IN": wire.MAX_FAN_IN,
+        "ETHERTYPE_IPV4": wire.ETHERTYPE_IPV4, "ETHERTYPE_LLDP": wire.ETHERTYPE_LLDP,
+        "CPU_PORT": wire.CPU_PORT, "PROTO_UDP": wire.PROTO_UDP,
+        "INA_UDP_PORT": wire.INA_UDP_PORT, "INA_UDP_LEN": wire.INA_UDP_LEN,
+        "FLAG_DATA": wire.DATA, "FLAG_RESULT": wire.RESULT, "FLAG_CONTROL": wire.CONTROL,
+        "FLAG_ACK": wire.ACK, "FLAG_PROBE": wire.PROBE,
+    }
+    assert _p4_sizes() == expected
+
+
+def test_header_layouts_in_ina_p4_are_the_wire_modules() -> None:
+    assert sum(_p4_header_bits("ethernet_t")) == 8 * wire.OFF_IP
+    assert sum(_p4_header_bits("ipv4_t")) == 8 * (wire.OFF_UDP - wire.OFF_IP)
+    assert sum(_p4_header_bits("udp_t")) == 8 * (wire.OFF_INA - wire.OFF_UDP)
+    ina = _p4_header_bits("ina_t")
+    assert sum(ina) == 8 * wire.INA_HEADER_LEN == 8 * wire.INA_HEADER.size
+    # field by field, the struct codec reads what the parser extracts
+    codec = [8 * struct.calcsize("!" + code) for code in wire.INA_HEADER.format.lstrip("!")]
+    assert codec == ina
+    assert _p4_header_bits("ina_data_t") == [32] * wire.K
+    assert wire.FRAME_LEN == wire.OFF_ELEMS + 4 * wire.K
+
+
+def test_the_p4info_widths_are_the_wire_modules() -> None:
+    """The member bitmap is MAX_FAN_IN bits wide (one bit per merged flow), flow-id generations
+    are the `generation` match field's values, and every per-pipe or per-port array is sized
+    like the Python twin."""
+    p4info = load_p4info(P4INFO_PATH)
+    aggregate = next(a for a in p4info.actions if a.preamble.name == "InaIngress.aggregate")
+    widths = {p.name: p.bitwidth for p in aggregate.params}
+    assert widths["member"] == widths["full"] == wire.MAX_FAN_IN >= 64
+    bitmap = next(r for r in p4info.registers if r.preamble.name == "InaIngress.slot_bitmap")
+    assert bitmap.type_spec.bitstring.bit.bitwidth == wire.MAX_FAN_IN
+    assert bitmap.size == wire.MAX_PIPES * wire.SLOTS_PER_PIPE
+    slots = next(t for t in p4info.tables if t.preamble.name == "InaIngress.job_slots")
+    generation = next(f for f in slots.match_fields if f.name == "generation")
+    assert 1 << generation.bitwidth == wire.GENERATIONS
+    assert wire.FLOW_IDS_PER_GENERATION * wire.GENERATIONS == 1 << 16
+    sizes = {c.preamble.name.removeprefix("InaIngress."): c.size for c in p4info.counters}
+    assert sizes == COUNTERS
+    assert sizes["forged"] == wire.MAX_JOBS and sizes["port_packets"] == wire.PORTS
+
+
+# Names of the wire module that no other module may set: each has one value, in dataplane.frame.
+WIRE_NAMES = frozenset({
+    "K", "MAX_PIPES", "MAX_JOBS", "SLOTS_PER_PIPE", "MAX_FAN_IN", "PORTS", "CPU_PORT",
+    "INA_UDP_PORT", "INA_UDP_LEN", "INA_HEADER_LEN", "FRAME_LEN", "STALE_AFTER_SECONDS",
+    "GENERATIONS", "FLOW_IDS_PER_GENERATION", "ETHERTYPE_IPV4", "ETHERTYPE_LLDP", "ECN_CE",
+    "PROTO_UDP"})
+# Same names, other meanings: RFC 6298's variance factor, the ports of a generated pool switch.
+NOT_WIRE = {("dataplane/rto.py", "K"), ("controller/bench/atro.py", "PORTS")}
+
+
+def _module_sets(path: Path) -> set[str]:
+    """Names a module assigns at its top level."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    names.add(name.id)
+    return names
+
+
+def test_no_module_but_the_wire_module_sets_a_wire_size() -> None:
+    wire_path = Path(wire.__file__)
+    offenders = []
+    for package in ("controller", "dataplane", "mininet"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == wire_path:
+                continue
+            relative = path.relative_to(ROOT).as_posix()
+            offenders += [f"{relative}: {name}" for name in sorted(_module_sets(path) & WIRE_NAMES)
+                          if (relative, name) not in NOT_WIRE]
+    assert offenders == [], "import these from dataplane.frame instead"
+    assert WIRE_NAMES <= vars(wire).keys()
+
+
+def test_the_wire_module_imports_nothing_of_ours() -> None:
+    """The bottom layer: dataplane/ and controller/ both import it, it imports neither."""
+    tree = ast.parse(Path(wire.__file__).read_text())
+    imported = ({alias.name.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.Import) for alias in node.names}
+                | {node.module.split(".")[0] for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) and node.module})
+    assert not imported & {"controller", "dataplane", "mininet", "tests"}

@@ -32,6 +32,7 @@ from dataplane.frame import (
     DATA,
     ECN_CE,
     INA_UDP_PORT,
+    MAX_FAN_IN,
     OFF_ELEMS,
     OFF_IP,
     OFF_UDP,
@@ -55,6 +56,8 @@ DEVICE_ID = 1
 JOB, TASK, OUT_FLOW, NEXT_NODE, TAG = 3, 1, 100, 77, 5
 HOSTS = {p: Endpoint(bytes([2, 0, 0, 0, 0, p]), bytes([10, 0, 0, p])) for p in range(1, 6)}
 PS = HOSTS[5]
+# The code a target gives a table entry whose parameter is wider than the P4Info says.
+TOO_WIDE = {"embedded": grpc.StatusCode.OUT_OF_RANGE, "bmv2": grpc.StatusCode.INVALID_ARGUMENT}
 
 
 @dataclass
@@ -180,6 +183,43 @@ def test_contributions_are_summed_exactly(target: Target, sw: Client, fan_in: in
     assert header.frag_id == 9 and header.flags == DATA
     np.testing.assert_array_equal(_values(out[0]), sum(elems))
     assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
+
+
+def test_max_fan_in_flows_merge_into_one_exact_sum_and_one_more_has_no_member_bit(
+        target: Target, sw: Client) -> None:
+    """README 4.2: one aggregation point merges up to MAX_FAN_IN flows, one `member` bit each;
+    a further flow has no bit: an entry naming one does not fit the parameters and is refused
+    (OUT_OF_RANGE as P4Runtime's "Bytestrings" asks; bmv2's server says INVALID_ARGUMENT), so
+    its packets meet no aggregation entry and never enter the sum."""
+    flows = range(1, MAX_FAN_IN + 1)
+    _install_aggregation(sw, dict.fromkeys(flows, 0))
+    extra = MAX_FAN_IN + 1
+    refused = [sw.table_entry("ina_aggregate", {"job": JOB, "task": TASK, "pipe": 0,
+                                                "flow_id": extra}, "aggregate", tag=TAG,
+                              member=1 << (extra - 1), full=full, out_flow=OUT_FLOW,
+                              next_node=NEXT_NODE + 1)
+               for full in ((1 << MAX_FAN_IN) - 1, (1 << extra) - 1)]
+    for entry in refused:
+        with pytest.raises(WriteFailed) as failure:
+            sw.write(entry)
+        assert failure.value.codes == [TOO_WIDE[target.kind]]
+    elems = {f: _elements(f) for f in (*flows, extra)}
+    for f in flows[:-1]:  # from ports 1-3 in turn, a few at a time: no port queue overflows
+        target.sockets[1 + f % 3].send(_frame(1 + f % 3, 12, f, elems[f]))
+        if f % 6 == 0:
+            time.sleep(0.02)
+    target.sockets[1].send(_frame(1, 12, extra, elems[extra]))
+    _wait_for(lambda: sw.counter("unknown_job") == [1, 0, 0, 0])
+    assert sw.counter("unknown_job") == [1, 0, 0, 0], "the extra flow is not aggregated here"
+    assert _receive(target.sockets[4], wait=0.2) == [], "nothing leaves before the last member"
+    target.sockets[2].send(_frame(2, 12, flows[-1], elems[flows[-1]]))
+    out = _receive(target.sockets[4], expect=2)
+    assert len(out) == 1
+    header = InaHeader.unpack(out[0])
+    assert (header.flow_id, header.frag_id, header.count) == (OUT_FLOW, 12, MAX_FAN_IN)
+    np.testing.assert_array_equal(_values(out[0]), sum(elems[f] for f in flows))
+    assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
+    assert sw.counter("duplicates") == [0, 0, 0, 0] == sw.counter("collisions")
 
 
 def test_a_completion_carries_the_aux_of_the_contribution_that_completed_it(

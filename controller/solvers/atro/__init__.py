@@ -18,8 +18,8 @@ relaxation and the decomposition, `solver` is the scheme.
 
 Parameters (`schemes.atro` in the topology, or `--param KEY=VALUE`):
   layers      L of (18)-(20), 1..|N_s|, default min(5, |N_s|) (the paper's setting)
-  max_fan_in  flows one aggregator may merge, default 32 (the data plane's member bitmap,
-              `controller.plan.MAX_FAN_IN`); 0 = unlimited, the paper's model
+  max_fan_in  flows one aggregator may merge, default 64 (the data plane's member bitmap,
+              `dataplane.frame.MAX_FAN_IN`); 0 = unlimited, the paper's model
   symmetry    none (default) | switches | all: symmetry-breaking constraints (below)
   num_workers CP-SAT threads, default 2
   formulation aggregated (default) | classes | workers: how each probe is solved (`search`).

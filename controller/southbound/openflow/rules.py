@@ -7,9 +7,9 @@ task replicating the result flow down the result tree. The decisions themselves 
 hops, result trees, host routes) come from `controller.program`, so OVS and the P4 switches
 install the same plan. Two tables:
 
-* table 0, INA traffic (UDP destination port 20033): CONTROL packets (ECN CE; they keep the
-  data packet's source port but travel back to its sender) go to table 1; a known flow goes
-  out of its planned port, or to its result group; an unknown flow is dropped, as the P4
+* table 0, INA traffic (UDP destination port INA_UDP_PORT): CONTROL packets (ECN CE; they keep
+  the data packet's source port but travel back to its sender) go to table 1; a known flow
+  goes out of its planned port, or to its result group; an unknown flow is dropped, as the P4
   pipeline drops a miss in `ina_forward`; everything else goes to table 1;
 * table 1, IPv4: a /32 route per host, as `ipv4_lpm`; a miss (ARP, IPv6, ...) is dropped.
 """
@@ -28,11 +28,8 @@ from controller.program import (
     number_tasks,
     result_children,
 )
+from dataplane.frame import ECN_CE, ETHERTYPE_IPV4, INA_UDP_PORT, PROTO_UDP
 
-INA_UDP_PORT = 20033  # p4src/README.md "Packet format"
-ECN_CE = 3
-ETH_IPV4 = 0x0800
-IP_UDP = 17
 TABLE_INA, TABLE_IPV4 = 0, 1
 PRIO_CONTROL, PRIO_FLOW, PRIO_UNKNOWN_FLOW, PRIO_HOST, PRIO_MISS = 300, 200, 100, 100, 0
 
@@ -90,7 +87,7 @@ def by_dpid(tables: dict[str, SwitchTables]) -> dict[int, SwitchTables]:
 
 
 def _ina(**extra: int) -> dict[str, int | str]:
-    return {"eth_type": ETH_IPV4, "ip_proto": IP_UDP, "udp_dst": INA_UDP_PORT, **extra}
+    return {"eth_type": ETHERTYPE_IPV4, "ip_proto": PROTO_UDP, "udp_dst": INA_UDP_PORT, **extra}
 
 
 def compile_openflow(network: Network, plan: Plan, version: int = 1) -> dict[str, SwitchTables]:
@@ -105,7 +102,7 @@ def compile_openflow(network: Network, plan: Plan, version: int = 1) -> dict[str
             FlowRule(TABLE_INA, PRIO_CONTROL, _ina(ip_ecn=ECN_CE), goto_table=TABLE_IPV4),
             FlowRule(TABLE_INA, PRIO_UNKNOWN_FLOW, _ina()),
             FlowRule(TABLE_INA, PRIO_MISS, {}, goto_table=TABLE_IPV4),
-            *(FlowRule(TABLE_IPV4, PRIO_HOST, {"eth_type": ETH_IPV4, "ipv4_dst": ip}, output=port)
+            *(FlowRule(TABLE_IPV4, PRIO_HOST, {"eth_type": ETHERTYPE_IPV4, "ipv4_dst": ip}, output=port)
               for ip, port in host_routes(network, ids, switch).items()),
             FlowRule(TABLE_IPV4, PRIO_MISS, {}),
         ]
