@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 
 K = 32
 MAX_PIPES = 4
@@ -59,6 +60,7 @@ ECN_CE = 3
 
 INA_HEADER = struct.Struct("!HBBHHIHHI")
 _ETH_IP_UDP = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")
+_UDP = struct.Struct("!HHHH")
 
 
 def data_aux(contributor: int, retransmitted: bool) -> int:
@@ -124,12 +126,19 @@ def build_frame(src: Endpoint, dst: Endpoint, header: InaHeader, elements: bytes
 
     The UDP source port is the flow id, so plain OpenFlow switches can forward per flow.
     """
-    total_len = 20 + INA_UDP_LEN
-    eth_ip_udp = bytearray(_ETH_IP_UDP.pack(
-        dst.mac, src.mac, ETHERTYPE_IPV4, 0x45, ecn, total_len, 0, 0, 64, PROTO_UDP, 0,
-        src.ip, dst.ip, header.flow_id, INA_UDP_PORT, INA_UDP_LEN, 0))
-    struct.pack_into("!H", eth_ip_udp, OFF_IP + 10, ipv4_checksum(eth_ip_udp[OFF_IP:OFF_UDP]))
-    return bytes(eth_ip_udp) + header.pack() + elements
+    return (_eth_ip(src, dst, ecn) + _UDP.pack(header.flow_id, INA_UDP_PORT, INA_UDP_LEN, 0)
+            + header.pack() + elements)
+
+
+@lru_cache(maxsize=256)
+def _eth_ip(src: Endpoint, dst: Endpoint, ecn: int) -> bytes:
+    """The Ethernet and IPv4 headers of a frame from `src` to `dst`, checksum included: the
+    same for every frame between two ends, so an agent computes them once, not per packet."""
+    eth_ip = bytearray(_ETH_IP_UDP.pack(
+        dst.mac, src.mac, ETHERTYPE_IPV4, 0x45, ecn, 20 + INA_UDP_LEN, 0, 0, 64, PROTO_UDP, 0,
+        src.ip, dst.ip, 0, INA_UDP_PORT, INA_UDP_LEN, 0))[:OFF_UDP]
+    struct.pack_into("!H", eth_ip, OFF_IP + 10, ipv4_checksum(eth_ip[OFF_IP:OFF_UDP]))
+    return bytes(eth_ip)
 
 
 def set_ipv4_checksum(frame: bytearray) -> None:

@@ -83,6 +83,7 @@ from dataplane.frame import (
     CONTROL,
     DATA,
     FLOW_IDS_PER_GENERATION,
+    FRAME_LEN,
     INA_HEADER,
     INA_UDP_PORT,
     OFF_ELEMS,
@@ -137,6 +138,47 @@ PEER_WAIT_CAP = 2
 CUT_FLOOR = 0.25
 BROADCAST = Endpoint(b"\xff" * 6, b"\xff" * 4)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+
+
+class InFlight(dict[int, float]):
+    """Fragments in flight -> their deadlines, in order of last send (a dict), with a heap of
+    the deadlines beside it: the loop asks for the earliest deadline and for what expired on
+    every turn, and a scan of the whole window for that (256 fragments, once per packet) was
+    most of a worker's CPU (docs/loop-profile.md). Heap entries a later send, a result or a
+    deletion made stale are skipped when they come up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._heap: list[tuple[float, int]] = []
+
+    def __setitem__(self, frag: int, deadline: float) -> None:
+        super().__setitem__(frag, deadline)
+        heapq.heappush(self._heap, (deadline, frag))
+        if len(self._heap) > 4 * len(self) + 1024:  # mostly stale: rebuild
+            self._heap = [(d, f) for f, d in self.items()]
+            heapq.heapify(self._heap)
+
+    def earliest(self) -> float | None:
+        """The earliest deadline in flight (None when nothing is)."""
+        heap = self._heap
+        while heap:
+            deadline, frag = heap[0]
+            if self.get(frag) == deadline:
+                return deadline
+            heapq.heappop(heap)
+        return None
+
+    def expired(self, now: float) -> list[int]:
+        """The fragments whose deadline is at most `now`, each once, earliest first; they stay
+        in flight until the caller moves or removes them."""
+        heap, out = self._heap, {}
+        while heap and heap[0][0] <= now:
+            deadline, frag = heapq.heappop(heap)
+            if self.get(frag) == deadline:
+                out[frag] = deadline
+        for frag, deadline in out.items():  # still theirs until the caller decides
+            heapq.heappush(heap, (deadline, frag))
+        return list(out)
 
 
 @dataclass(frozen=True)
@@ -266,7 +308,7 @@ class Worker:
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
     _blocking: dict[int, float] = field(default_factory=dict)  # occupant -> first named (shards)
-    outstanding: dict[int, float] = field(default_factory=dict)  # in flight -> its deadline
+    outstanding: InFlight = field(default_factory=InFlight)  # in flight -> its deadline
     # Timed out, waiting for the window to resend them, lowest fragment first (a heap, entries
     # not in `lost` any more are skipped). Resending them all at once, whatever the window,
     # collapsed congested links: 5 workers at window 1 resent 20-30 fragments each per
@@ -381,8 +423,7 @@ class Worker:
         """Seconds between two fragments at the paced rate (0: unpaced)."""
         if not self.rate_gbps:
             return 0.0
-        size = len(build_frame(self.me, self.ps, InaHeader(0, 0, DATA, 0, 0, 0), bytes(4 * K)))
-        return size * 8 / (self.rate_gbps * 1e9)
+        return FRAME_LEN * 8 / (self.rate_gbps * 1e9)
 
     def _follow_plan(self, now: float) -> float:
         """Adopt a newer plan version's ids; resend what is outstanding under them."""
@@ -597,7 +638,8 @@ class Worker:
                     continue
                 self._first_send(frag, now)
             self.next_send = max(self.next_send, now) + self.gap
-        wait = min(self.outstanding.values(), default=now + self.rto) - now
+        earliest = self.outstanding.earliest()
+        wait = (now + self.rto if earliest is None else earliest) - now
         if self._probe_due is not None:
             wait = min(wait, self._probe_due - now)
         if not self.timeouts_spurious and (due := self._next_keepalive()) is not None:
@@ -622,9 +664,7 @@ class Worker:
         may have reached every peer but this worker, and then the retransmission waits in a
         slot for contributions that never come again (p4src/README.md, PROBE). The timeouts
         of one round trip are one loss event: they halve the window once."""
-        for frag, deadline in list(self.outstanding.items()):
-            if deadline > now:
-                continue
+        for frag in self.outstanding.expired(now):
             self.sent_once.pop(frag, None)  # its result may now come from the peers' resends
             self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
             self._cut(now)
