@@ -126,6 +126,11 @@ TLP_FLOOR = 0.01  # least tail-probe timeout (s): a few packets' time on an emul
 # worker's round trip: taken whole, they grew the RTOs to MAX_RTO with 16 workers at 5 %
 # loss, and every recovery waited that long (dataplane/rto.py).
 PEER_WAIT_CAP = 2
+# A paced worker sends this many seconds' worth of fragments per turn of its loop, then sleeps
+# as long: the same rate, but one select, drain and timer check per burst instead of per
+# fragment, which at tens of thousands of fragments per second was most of its CPU
+# (docs/loop-profile.md). Links queue far more than a burst (1000 frames).
+PACING_BURST = 0.002
 # Least seconds between two window cuts (`Worker._cut`): once per round trip, but never more
 # often than this. Every worker sees every loss in the tree (a later result shows the fragment
 # missing, whoever lost it), and the contributor that lost it repairs it within its own round
@@ -618,7 +623,9 @@ class Worker:
         returns how long the caller may wait before calling again."""
         if self.plan:
             self.gap = self._follow_plan(now)
-        while now >= self.next_send:
+        # a due turn sends ahead up to PACING_BURST; the schedule (`next_send`) keeps the rate
+        burst_end = now + PACING_BURST if now >= self.next_send else now
+        while burst_end >= self.next_send:
             due = None if self.timeouts_spurious else self._due_keepalive(now)
             if due is None:
                 due = self._next_detected()
