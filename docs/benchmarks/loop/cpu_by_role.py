@@ -1,0 +1,71 @@
+"""CPU seconds of every `controller.cli` process of a run, by role, and of the whole machine.
+
+Run as root beside `ina mininet` (docs/loop-profile.md): it samples /proc every 0.5 s until
+STOPFILE exists, keeps each process's last utime + stime (processes exit during the run) and
+writes the totals per role (switch by device id, worker by name, ps, controller, runner) and
+the machine's /proc/stat deltas to OUT.json.
+
+    python docs/benchmarks/loop/cpu_by_role.py OUT.json STOPFILE &
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+HZ = os.sysconf("SC_CLK_TCK")
+ROLES = (("switch", r" switch .*--device-id (\d+)"), ("worker", r" worker .*--name (\S+)"),
+         ("ps", r" ps ()"), ("controller", r" controller ()"), ("runner", r" mininet ()"))
+
+
+def role(cmdline: str) -> str | None:
+    for name, pattern in ROLES:
+        if match := re.search(pattern, cmdline):
+            return f"{name} {match.group(1)}".strip()
+    return None
+
+
+def machine() -> dict[str, float]:
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    values = [int(v) / HZ for v in fields]
+    return dict(zip(("user", "nice", "system", "idle", "iowait", "irq", "softirq"), values,
+                    strict=False))
+
+
+def sample(last: dict[tuple[str, str], tuple[float, float]]) -> None:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+            if "controller.cli" not in cmdline or (name := role(cmdline)) is None:
+                continue
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        last[(pid, name)] = (int(stat[11]) / HZ, int(stat[12]) / HZ)
+
+
+def main(out: str, stop: str) -> None:
+    last: dict[tuple[str, str], tuple[float, float]] = {}
+    before, started = machine(), time.time()
+    while not os.path.exists(stop):
+        sample(last)
+        time.sleep(0.5)
+    after = machine()
+    roles: dict[str, dict[str, float]] = {}
+    for (_, name), (user, system) in last.items():
+        total = roles.setdefault(name, {"cpu": 0.0, "user": 0.0, "system": 0.0})
+        total["cpu"] += user + system
+        total["user"] += user
+        total["system"] += system
+    Path(out).write_text(json.dumps({
+        "wall": time.time() - started,
+        "machine": {k: round(after[k] - before[k], 2) for k in before},
+        "roles": roles}, indent=1))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
