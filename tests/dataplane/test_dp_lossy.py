@@ -1,4 +1,4 @@
-"""Exactly-once and prompt recovery under loss, duplication and reordering (issue 15 item 1),
+"""Exactly-once and prompt recovery under loss, duplication and reordering (RELIABILITY.md section 1),
 without root: the real workers, PS and embedded switch pipelines of ARO Fig. 1 over simulated
 impaired links on a virtual clock (`dataplane.lossy_sim`), so bounds are on virtual seconds,
 deterministic for a seed.
@@ -98,7 +98,7 @@ def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
             f"iteration {it.epoch}: {it.seconds:.1f} virtual s against {unimpaired:.2f} s")
 
 
-# Issue 15's congestion case (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
+# The congestion case of RELIABILITY.md section 2 (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
 # what the workers pace at (`controller.faults.impair.congest(emu, 0.3, 2)`: links at 0.3 x
 # MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 0.1 MB iterations, then L1-S1 cut.
 CONGESTED_MBPS_PER_GBPS = 0.3 * MBPS_PER_GBPS
@@ -122,7 +122,7 @@ def test_two_packet_queues_at_a_third_of_the_pace_cost_little_before_a_cut(fig1)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "a known limit, stricter than issue 15 asks (RELIABILITY.md section 1, item 2's open "
+    "a known limit, stricter than RELIABILITY.md asks (section 1, item 2's open "
     "cell): after the re-plan two sums per fragment share "
     "the 2-packet PS link, which the workers outpace 3.2 times: bursts overflow it while it "
     "idles two thirds of the time, and all five workers resend each loss; 35-40 virtual s "
