@@ -1,6 +1,6 @@
 """The real workers, PS and switch pipelines over simulated lossy links, on a virtual clock.
 
-Why hand-written: the recovery bugs of RELIABILITY.md section 1 (stalls of tens of seconds, a hang at 5 %
+Why hand-written: the recovery bugs under loss (stalls of tens of seconds, a hang at 5 %
 loss) show only after thousands of packets under random loss, and on Mininet one such run
 takes minutes of a shared lock and never repeats. Here the very objects the agents and the
 embedded switch run (`Worker`, `ParameterServer`, `Pipeline` programmed through `Entities`

@@ -246,7 +246,7 @@ def _aro_multi(name: str, title: str, shapes: tuple[tuple[int, int], ...],
 _PURE_GRID = {"grid": {"links": False}}
 # GRID Sec. 6.1 describes ATP with one level ("the first encountered aggregation node").
 _GRID_PAPER = {**_PURE_GRID, "atp": {"ps_side": False}}
-# Figs. 11-12: `grid` draws from both its LP variants (it keeps the better); `grid-opt` solves GRID's own
+# Figs. 11-12: `grid` draws from both its LP variants; `grid-opt` solves GRID's own
 # problem (1), which has no link rows (Sec. 4.1), so its model optimum is the one R-GRIA's
 # draws are measured against.
 _GRID_OWN = {"atp": {"ps_side": False}, "grid-opt": {"links": False}}

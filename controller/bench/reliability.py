@@ -1,4 +1,4 @@
-"""`ina bench reliability`: faults at run time on Mininet (root), RELIABILITY.md sections 1, 2 and 6.
+"""`ina bench reliability`: faults at run time on Mininet (root), RELIABILITY.md sections 1, 2, 6.
 
 - `--item calibrate`: what each impairment really does to numbered frames on one link
   (loss, copies, reordering measured at the receiver; controller.faults.calibrate).
