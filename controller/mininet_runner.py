@@ -42,7 +42,7 @@ from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
 
 # One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for the switch
 # processes on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick
-# runs. bmv2 running ina.p4 forwards about a tenth of what the embedded target does (issue 11's
+# runs. bmv2 running ina.p4 forwards about a tenth of what the embedded target does (BENCHMARKS.md's
 # `ina bench target`: ~3,000 vs ~34,000 aggregated fragments/s); at 2 Mbps per Gbps ARO's
 # busiest switch (S1 on Fig. 1: three flows in, results out) saturated it, its queues pushed
 # round trips past the workers' 0.5 s timeout and the resends collapsed the run (1.3-2.4 flows

@@ -1,4 +1,4 @@
-"""`ina bench reliability`: faults at run time on Mininet (root), issue 15 items 1, 2 and 6.
+"""`ina bench reliability`: faults at run time on Mininet (root), RELIABILITY.md sections 1, 2, 6.
 
 - `--item calibrate`: what each impairment really does to numbered frames on one link
   (loss, copies, reordering measured at the receiver; controller.faults.calibrate).
@@ -60,7 +60,7 @@ from dataplane.targets import missing
 EXAMPLES = Path(__file__).resolve().parents[2] / "topologies" / "examples"
 IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplicate", 2),
                Impairment("reorder", 10))
-# Per item, what RELIABILITY.md measures with: the issue's 20 x 4 MB for loss; congestion at 30 %
+# Per item, what RELIABILITY.md measures with: 20 x 4 MB for loss; congestion at 30 %
 # of the pace, where 4 MB would take minutes an iteration; the long run's 200 short iterations.
 ITEM_DEFAULTS = {"loss": {"iterations": 20, "gradient_mb": 4.0, "timeout": 600.0},
                  "congestion": {"iterations": 3, "gradient_mb": 0.1, "timeout": 120.0},
@@ -96,7 +96,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--impairment", action="append", metavar="none|KIND:PERCENT",
                    help="loss: run only these rows (repeatable), e.g. --impairment none "
                    "--impairment loss:1; default: none, loss:1, loss:5, duplicate:2, "
-                   "reorder:10. At the issue's 20 x 4 MB one row takes tens of minutes, so "
+                   "reorder:10. At 20 x 4 MB one row takes tens of minutes, so "
                    "rows can be measured one at a time")
     p.add_argument("--resume", action="store_true",
                    help="loss: go on from <out>/loss.jsonl, running only the iterations each "

@@ -22,7 +22,7 @@ these schemes only route.
 * `deepsys-soar`: SOAR's exact dynamic programme on the DeepSys tree: choose at most `k` INA
   switches (default: all) that minimise the total traffic, i.e. the sum over links of the
   flows crossing them. No budget reproduces the paper's DeepSys+SOAR values: they need a
-  tree other than DeepSys's (`ina bench paring --paper-search`, BENCHMARKS.md, PARING).
+  tree other than DeepSys's (`ina bench paring --paper-search`, docs/benchmarks/journal.md, PARING).
 * `marina`: the aggregation tree is an approximate vertex-weighted Steiner tree over the workers
   and the PS (networkx's Mehlhorn 2-approximation; INA switches weigh `ina_weight`, default 0.5,
   other nodes 1, an edge the mean of its ends), oriented toward the PS; every INA switch in it
@@ -33,7 +33,7 @@ these schemes only route.
   top-tier switch (spines, cores), every switch on a tree aggregating. A worker has one path in
   a plan, so the round-robin is over workers (worker i on tree i mod T), not packets. The
   paper's PANAMA values are given by no coarse plan on shortest paths that merges only at
-  programmable switches, nor by an even split over trees (BENCHMARKS.md, PARING).
+  programmable switches, nor by an even split over trees (docs/benchmarks/journal.md, PARING).
 """
 
 from __future__ import annotations
