@@ -60,7 +60,7 @@ def check_params(name: str, params: Mapping[str, Any], section: str | None = Non
 
     def origin(key: str | None = None) -> str:
         if section is None:
-            return "(from --param)"
+            return "(from --param, or SolveOptions.params in Python)"
         return f"(from {section}{'' if key is None else '.' + key})"
 
     known = {p.name: p for p in scheme(name).params}
