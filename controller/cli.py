@@ -8,6 +8,7 @@ work starts: an output file that cannot be written fails before the solve, not a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -75,7 +76,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     warm = _load_plan(args.warm_start, "--warm-start") if args.warm_start else None
     options = SolveOptions(args.time_limit, args.seed, warm, params)
     try:
-        plan = solve(network, args.scheme, options)
+        with _progress(args):
+            plan = solve(network, args.scheme, options)
     except SchemeInputError as exc:
         raise UserError(str(exc)) from None
     print_plan(plan)
@@ -85,6 +87,18 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.topology_out:
         _write_chosen(network, plan, args.topology_out)
     return 0
+
+
+def _progress(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """Progress lines on stderr during a long solve: on a terminal unless --quiet, or when
+    asked with --progress."""
+    from controller.solvers import progress, scheme
+    from controller.solvers.catalog import SCHEMES
+
+    if args.quiet or not (args.progress or sys.stderr.isatty()) or args.scheme not in SCHEMES:
+        return contextlib.nullcontext()
+    limit = args.time_limit if args.time_limit is not None else scheme(args.scheme).time_limit
+    return progress.watch(sys.stderr, args.scheme, limit, interval=args.progress_every)
 
 
 def cmd_schemes(args: argparse.Namespace) -> int:
@@ -555,6 +569,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter, repeatable (e.g. quantization=100); `ina schemes "
                         "NAME` lists a scheme's parameters")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--progress", action="store_true",
+                       help="print progress on stderr (elapsed time, best rate and bound so "
+                            "far) even when stderr is not a terminal")
+    shown.add_argument("--quiet", action="store_true",
+                       help="no progress lines (default on a terminal: one every 5 s)")
+    p.add_argument("--progress-every", type=_positive, default=5.0, metavar="S",
+                   help="seconds between progress lines (default 5)")
     p.add_argument("--topology-out", metavar="FILE.yaml",
                    help="write the network a topology-choosing scheme (atro) built")
     p.set_defaults(func=cmd_solve)
