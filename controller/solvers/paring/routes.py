@@ -3,7 +3,12 @@
 A worker's path is the concatenation of its tree edges' physical paths up to the PS. A tree
 switch with two or more children aggregates: one point per ingress pipeline its children
 arrive on, listing the workers whose contributions it merges (flows of other subtrees that
-only cross it are left alone, `controller.plan`). A relay with one child only forwards.
+only cross it are left alone, `controller.plan`). Pipelines do not share state, so such a
+switch sends its parent one flow per pipeline it merges in, and a point's fan-in counts the
+flows that enter it, not the children (as the evaluator and the compiler count). A pipeline
+that one flow enters still merges it: the flow leaves as the switch's own, so a tree edge that
+turns back at the switch does not bring a worker's flow to a node twice. A relay with one child
+only forwards.
 """
 
 from __future__ import annotations
@@ -29,18 +34,31 @@ def task_plan(network: Network, task: Task, tree: Tree, rate: float) -> TaskPlan
     for child, parent in tree.parent.items():
         kids[parent].append(child)
     points = []
-    for v, children in sorted(kids.items()):
-        if v == tree.ps or len(children) < 2:
-            continue
+    sent: dict[str, int] = {}  # vertex → flows it sends its parent (one per merging pipeline)
+
+    def flows_from(v: str) -> int:
+        if v not in sent:
+            sent[v] = sent_up(v) if v in kids else int(v in tree.workers)  # a worker: its own
+        return sent[v]
+
+    def sent_up(v: str) -> int:
+        children = kids[v]
+        if len(children) < 2:  # a relay forwards what its child sends
+            return sum(flows_from(c) for c in children)
         by_pipe: dict[int, list[str]] = defaultdict(list)
         for child in children:
-            edge = tree.path[child]
-            by_pipe[network.ingress_pipeline(edge[-2], v)].append(child)
-        onward = tree.path[v][1]
+            by_pipe[network.ingress_pipeline(tree.path[child][-2], v)].append(child)
         for pipe, members in sorted(by_pipe.items()):
             workers = sorted({w for c in members for w in ({c} if c in tree.workers
                                                              else below[c])})
-            points.append(AggregationPoint(v, pipe, len(members), onward, tuple(workers)))
+            points.append(AggregationPoint(v, pipe, sum(flows_from(c) for c in members),
+                                          tree.path[v][1], tuple(workers)))
+        return len(by_pipe)
+
+    for v in sorted(kids):
+        if v != tree.ps:
+            flows_from(v)
+    points.sort(key=lambda a: (a.switch, a.pipeline))
     return TaskPlan(task.job, task.name, tree.ps, rate, paths, points)
 
 

@@ -72,7 +72,9 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
     workers: list[str] | None = None
     load: dict = {}
     for task, ps in zip(tasks, pss, strict=True):
-        hosts = [h for h in g.hosts if h not in pss or h == ps] if workers is None else \
+        # the first shard places the workers: on servers that reach every PS
+        hosts = [h for h in g.hosts if h == ps or h not in pss and all(
+            (h, q) in g.cost for q in pss)] if workers is None else \
             [h for h in g.hosts if h == ps or h in workers]
         g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
         outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed, load)
