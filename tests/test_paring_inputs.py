@@ -162,6 +162,62 @@ def test_pipelined_plans_hold_their_rate_and_bound(data):
     assert opt.bound == pytest.approx(float(reference_rate(doc, n)))
 
 
+def crossing_doc() -> dict:
+    """Alg. 3 hangs A1 (two feet, h1 under E0 and h4 under E2) from the PS h0 through the
+    relay C; h1's shortest way up to A1 crosses C, which must then not merge it there."""
+    switches = {"C": 4, "A0": None, "A1": 4, "E0": None, "E1": 2}
+    links = [("A0", "C"), ("A1", "C"), ("E0", "A0"), ("E1", "A0"), ("E2", "A1"), ("h0", "E0"),
+             ("h1", "E0"), ("h2", "E1"), ("h4", "E2")]
+    return {
+        "hosts": [{"name": h, "role": "ps" if h == "h0" else "worker"}
+                  for h in ("h0", "h1", "h2", "h4")],
+        "switches": [{"name": s, **({"ina": True, "aggregation_capacity_gbps": b} if b else {})}
+                     for s, b in switches.items()] + [{"name": "E2"}],
+        "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in links],
+        "jobs": [free_task(["h1", "h2", "h4"], ps="h0", rate_cap_gbps=3,
+                           ps_aggregation_capacity_gbps=2)],
+    }
+
+
+def two_ps_doc(c: int, a1: int, e1: int) -> dict:
+    """`crossing_doc`'s tree with the server h3 under E2 too, and a second PS, h4."""
+    doc = crossing_doc()
+    for spec, b in zip(doc["switches"][::2], (c, a1, e1), strict=True):
+        spec["aggregation_capacity_gbps"] = b
+    doc["hosts"] = [{"name": f"h{i}", "role": "ps" if i in (0, 4) else "worker"}
+                    for i in range(5)]
+    doc["links"].insert(-1, {"a": "h3", "b": "E2", "capacity_gbps": 100})
+    task = {**doc["jobs"][0]["tasks"][0], "workers": ["h1", "h2", "h3"]}
+    doc["jobs"][0]["tasks"] = [task, {**task, "name": "t1", "ps": "h4"}]
+    return doc
+
+
+@pytest.mark.parametrize(("scheme", "doc"), [
+    ("paring", crossing_doc()),
+    ("paring", two_ps_doc(4, 4, 2)),  # the same relay, as the first PS's tree
+    # the joint search's trees: C, a relay with one child below E1, sends h1 back down
+    ("paring-opt", two_ps_doc(1, 4, 3))])
+def test_no_flow_crosses_a_node_that_merges_it_early_or_twice(scheme, doc):
+    network = build_network(doc)
+    judged(network, solve(network, scheme, options(scheme)))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from([("paring", {}), ("paring", {"fine": True}),
+                                   ("paring-opt", {"num_workers": 1})]))
+def test_plans_of_one_or_two_pss_are_consistent(data, scheme):
+    """Random capacities, pipelines and port maps; with two PSs the job's model is sharded
+    (Sec. IV-C.3) and paring-opt's joint search may return the trees of a feasibility model."""
+    doc, _ = fat_doc(data.draw, pipelines=True)
+    if data.draw(st.booleans()):
+        task = doc["jobs"][0]["tasks"][0]
+        doc["jobs"][0]["tasks"].append({**task, "name": "t1", "ps": "h4"})
+        doc["hosts"][4]["role"] = "ps"
+    network = build_network(doc)
+    name, params = scheme
+    judged(network, solve(network, name, SolveOptions(seed=0, time_limit=10, params=params)))
+
+
 # ------------------------------------------------------------------ R = 0, no R
 
 

@@ -64,7 +64,10 @@ def task_plan(network: Network, task: Task, tree: Tree, rate: float) -> TaskPlan
 
 def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> Tree:
     """A tree given by its parents (CP-SAT's), each edge on the shortest physical path that
-    crosses the fewest other tree vertices."""
+    crosses the fewest other tree vertices. A switch with one child only forwards, so its
+    child hangs from its parent instead: a feasibility model (joint.py) may leave such a relay
+    off the child's way, and the child's flow would cross a node twice."""
+    parent = _without_relays(parent, workers)
     nodes = {ps, *parent}
     tree = Tree(ps, dict(parent), {}, sorted(workers))
     below: dict[str, set[str]] = defaultdict(set)
@@ -82,6 +85,19 @@ def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> 
         for e in itertools.pairwise(tree.path[child]):
             tree.load[e] = tree.load.get(e, 0) + 1
     return tree
+
+
+def _without_relays(parent: dict[str, str], workers: list[str]) -> dict[str, str]:
+    """`parent` with every one-child switch spliced out (its child moves up to its parent)."""
+    parent = dict(parent)
+    while True:
+        kids: dict[str, list[str]] = defaultdict(list)
+        for child, up in parent.items():
+            kids[up].append(child)
+        lone = next((v for v in parent if v not in workers and len(kids[v]) == 1), None)
+        if lone is None:
+            return parent
+        parent[kids[lone][0]] = parent.pop(lone)
 
 
 def aggregating_children(tree: Tree) -> dict[str, int]:
