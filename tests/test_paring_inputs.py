@@ -192,11 +192,28 @@ def two_ps_doc(c: int, a1: int, e1: int) -> dict:
     return doc
 
 
+def split_doc() -> dict:
+    """`two_ps_doc`'s tree with C, A0 and E0 aggregating, each over two pipelines (odd and
+    even ports). The joint search may hang E0, the switch of the PS h0, below C, and C's
+    merged flow would then cross E0 on its way to h0: no plan realises that tree."""
+    doc = two_ps_doc(3, 3, 3)
+    caps = {"C": 3, "A0": 1, "E0": 3}
+    degree = {"C": 2, "A0": 3, "E0": 3}
+    doc["switches"] = [{"name": s["name"]} if s["name"] not in caps else {
+        "name": s["name"], "ina": True, "aggregation_capacity_gbps": caps[s["name"]],
+        "pipelines": 2, "pipeline_map": {p: (p - 1) % 2 for p in range(1, degree[s["name"]] + 1)}}
+        for s in doc["switches"]]
+    doc["jobs"][0]["tasks"] = [{**t, "ps": ps} for t, ps in zip(doc["jobs"][0]["tasks"],
+                                                                 ("h0", "h4"), strict=True)]
+    return doc
+
+
 @pytest.mark.parametrize(("scheme", "doc"), [
     ("paring", crossing_doc()),
     ("paring", two_ps_doc(4, 4, 2)),  # the same relay, as the first PS's tree
     # the joint search's trees: C, a relay with one child below E1, sends h1 back down
-    ("paring-opt", two_ps_doc(1, 4, 3))])
+    ("paring-opt", two_ps_doc(1, 4, 3)),
+    ("paring-opt", split_doc())])
 def test_no_flow_crosses_a_node_that_merges_it_early_or_twice(scheme, doc):
     network = build_network(doc)
     judged(network, solve(network, scheme, options(scheme)))

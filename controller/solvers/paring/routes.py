@@ -62,11 +62,14 @@ def task_plan(network: Network, task: Task, tree: Tree, rate: float) -> TaskPlan
     return TaskPlan(task.job, task.name, tree.ps, rate, paths, points)
 
 
-def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> Tree:
+def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> Tree | None:
     """A tree given by its parents (CP-SAT's), each edge on the shortest physical path that
-    crosses the fewest other tree vertices. A switch with one child only forwards, so its
-    child hangs from its parent instead: a feasibility model (joint.py) may leave such a relay
-    off the child's way, and the child's flow would cross a node twice."""
+    crosses the fewest other tree vertices; None when an edge has no path that keeps off the
+    vertices above its upper end and below its lower end (G' is a metric closure: CP-SAT may
+    hang the PS's own switch below a vertex whose flow must then cross it). A switch with one
+    child only forwards, so its child hangs from its parent instead: a feasibility model
+    (joint.py) may leave such a relay off the child's way, and the child's flow would cross a
+    node twice."""
     parent = _without_relays(parent, workers)
     nodes = {ps, *parent}
     tree = Tree(ps, dict(parent), {}, sorted(workers))
@@ -77,8 +80,9 @@ def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> 
     for child, up in parent.items():
         # steiner.py reading (c): not through a vertex above `up` nor below `child`; then
         # the fewest tree vertices crossed and the least loaded links (as steiner._leg)
-        blocked = frozenset(tree.ancestors(up) | below[child])
-        paths = g.physical_paths(child, up, blocked) or g.physical_paths(child, up)
+        paths = g.physical_paths(child, up, frozenset(tree.ancestors(up) | below[child]))
+        if not paths:
+            return None
         tree.path[child] = min(paths, key=lambda path: (
             sum(x in nodes for x in path[1:-1]),
             max(tree.load.get(e, 0) for e in itertools.pairwise(path))))

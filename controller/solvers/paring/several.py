@@ -230,12 +230,15 @@ def shard_graphs(network: Network, tasks: list[Task]) -> list[Logical]:
     return [_as_ps_of(g, network, task, g.hosts) for task in tasks]
 
 
-def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> Plan:
-    """The plan of joint.py's two trees at their rates (the evaluator may lower them)."""
+def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> Plan | None:
+    """The plan of joint.py's two trees at their rates (the evaluator may lower them); None
+    when a tree has no physical realisation (`tree_of`)."""
     subtasks = []
     for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks), found.trees,
                                          found.rates, strict=True):
         tree = tree_of(g, ps, parent, found.workers)
+        if tree is None:
+            return None
         subtasks.append(Subtask(task, Outcome(g, tree, r, r, 1.0)))
     return plan_of(network, subtasks, "paring-opt", "feasible", seed)
 
