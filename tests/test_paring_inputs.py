@@ -151,7 +151,7 @@ def _used(parent: dict[str, str], workers, ps: str) -> set[str] | None:
     return used
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_pipelined_plans_hold_their_rate_and_bound(data):
     doc, n = fat_doc(data.draw, pipelines=True)
