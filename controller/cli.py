@@ -461,6 +461,8 @@ def cmd_mininet(args: argparse.Namespace) -> int:
     from controller import mininet_runner as runner
     from controller.solvers import SchemeInputError, SolveOptions, solve
 
+    if reason := runner.missing_mininet():
+        raise UserError(reason)
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
     params = _params(args.param)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from controller.mininet_runner import Emulation, IterationResult, run
+from controller.mininet_runner import Emulation, IterationResult, missing_mininet, run
 from controller.network import load_topology
 from controller.solvers import solve
 from controller.tables import print_table
@@ -40,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if reason := missing_mininet():
+        print(f"error: ina bench e2e: {reason}", file=sys.stderr)
+        return 2
     network = load_topology(args.topology)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,7 @@ from controller.faults.impair import (
     measured,
 )
 from controller.faults.longrun import idle_memory, long_run, replan_memory
-from controller.mininet_runner import Emulation, IterationResult, RunnerError
+from controller.mininet_runner import Emulation, IterationResult, RunnerError, missing_mininet
 from controller.network import load_topology
 from controller.solvers import solve
 from controller.tables import print_table
@@ -132,6 +132,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: ina bench reliability: --every {args.every}: the long run puts one "
               "switch restart and one link cut in every EVERY iterations, so EVERY must be "
               "at least 2", file=sys.stderr)
+        return 2
+    if args.item in ("loss", "congestion", "longrun") and (reason := missing_mininet()):
+        print(f"error: ina bench reliability: --item {args.item}: {reason}", file=sys.stderr)
         return 2
     if args.target == "bmv2" and (reason := missing("bmv2")):
         print(f"error: ina bench reliability: --target bmv2: {reason}", file=sys.stderr)
