@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.inputs import InputError, parse_json, plain_error, read_text
-from controller.network import load_topology
+from controller.network import Network, load_topology
 from controller.plan import Plan, parse_plan
 from controller.program import CompileError
 from controller.southbound.p4runtime import SouthboundError
@@ -72,7 +72,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     network = load_topology(args.topology)
     if not network.tasks:
         raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing to route")
-    warm = _load_plan(args.warm_start, "--warm-start") if args.warm_start else None
+    warm = _load_plan(args.warm_start, "--warm-start", network) if args.warm_start else None
     options = SolveOptions(args.time_limit, args.seed, warm, params)
     try:
         plan = solve(network, args.scheme, options)
@@ -240,11 +240,31 @@ def _check_writable(path: str | None, option: str) -> None:
         target.unlink()
 
 
-def _load_plan(path: str, option: str | None = None) -> Plan:
+def _load_plan(path: str, option: str | None = None, network: Network | None = None) -> Plan:
+    """The plan in `path`; with `network`, refused unless made for it (`_check_made_for`)."""
     try:
-        return Plan.load(path)
+        plan = Plan.load(path)
     except InputError as exc:
         raise UserError(f"{option}: {exc}" if option else str(exc)) from None
+    if network is not None:
+        _check_made_for(plan, network, f"{option} {path}" if option else path)
+    return plan
+
+
+def _check_made_for(plan: Plan, network: Network, where: str) -> None:
+    """A plan records the topology it was made for (the topology's `name`); on another one
+    its paths name nodes that are not there, so it is refused here, naming both. A plan with a
+    patch panel also runs on the network that panel built (`ina mininet` on a pool). A plan
+    without the field (an older file) is left to the evaluator."""
+    from controller.patch_panel import chosen_name
+
+    made_for = {plan.topology}
+    if plan.patch_panel is not None:
+        made_for.add(chosen_name(plan.topology, plan.scheme))
+    if plan.topology and network.name not in made_for:
+        raise UserError(f"{where}: the plan was made for topology {plan.topology!r}, but "
+                        f"{network.source} is topology {network.name!r}; solve it again on "
+                        f"this one (`ina solve {network.source}`)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -252,7 +272,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
-    plan = _load_plan(args.plan)
+    plan = _load_plan(args.plan, network=network)
     result = evaluate(network, plan, gradient_mb=args.gradient_mb)
     table = Table(title=f"evaluation of {plan.scheme} plan on {network.name}")
     for col in ("job/task", "rate (Gbps)", "claimed (Gbps)", "flows into PS", "volume (MB)",
@@ -282,10 +302,20 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     _check_writable(args.png, "--png")
     network = load_topology(args.topology)
-    plan = _load_plan(args.plan, "--plan") if args.plan else None
+    plan = _load_plan(args.plan, "--plan", network) if args.plan else None
+    if plan is not None and (unknown := _unknown_nodes(plan, network)):
+        raise UserError(f"--plan {args.plan}: the plan's node(s) {', '.join(unknown)} are not "
+                        f"in {network.source}")
     draw(network, plan, args.png)
     console.print(f"picture written to {args.png}")
     return 0
+
+
+def _unknown_nodes(plan: Plan, network: Network) -> list[str]:
+    """Nodes the plan routes through or aggregates at that the topology does not have."""
+    named = {node for tp in plan.tasks for path in tp.paths.values() for node in path}
+    named |= {p.switch for tp in plan.tasks for p in tp.aggregation}
+    return sorted(named - set(network.graph.nodes))
 
 
 def _add_channel_options(p: argparse.ArgumentParser) -> None:
@@ -339,14 +369,13 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     network = load_topology(args.topology)
+    plan = _load_plan(args.plan, "--plan", network) if args.plan else None
     try:
         targets = daemon.load_targets(args.switches)
     except daemon.SwitchesFileError as exc:
         raise UserError(str(exc)) from None
     targets = _secure(args, targets)
-    if args.plan:
-        plan = _load_plan(args.plan, "--plan")
-    else:
+    if plan is None:
         try:
             plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
         except SchemeInputError as exc:
