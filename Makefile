@@ -62,6 +62,7 @@ test-unprivileged: venv
 # README "Running against real bmv2") instead of the embedded target.
 TARGET ?= embedded
 demo: setup $(P4_WHEN_PRESENT)
+	@mkdir -p out/demo
 	$(BIN)/ina mininet topologies/examples/aro-fig1.yaml --scheme shortest --scheme aro \
 	  --target $(TARGET) --gradient-mb $(if $(filter bmv2,$(TARGET)),0.1,0.25) --iterations 2 \
 	  --json out/demo/closed-loop$(if $(filter bmv2,$(TARGET)),-bmv2,).json

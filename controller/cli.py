@@ -8,10 +8,14 @@ work starts: an output file that cannot be written fails before the solve, not a
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
 import json
 import math
+import os
 import sys
 import time
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -35,7 +39,24 @@ class UserError(Exception):
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
+    """A number for a table or a line: `digits` significant digits, and a whole number where
+    that would take an exponent (209715 MB, not 2.097e+05)."""
+    if value is None:
+        return "-"
+    text = f"{value:.{digits}g}"
+    return f"{value:.0f}" if "e+" in text else text
+
+
+def _write_json(path: str, data: Any, what: str) -> None:
+    """`--json OUT`: `data` as JSON into OUT, or onto stdout for `-` (the tables then went to
+    stderr, see `main`)."""
+    text = json.dumps(data, indent=2) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    Path(path).write_text(text)
+    console.print(f"{what} written to {path}")
 
 
 def print_plan(plan: Plan) -> None:
@@ -66,8 +87,8 @@ def print_plan(plan: Plan) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     from controller.solvers import SchemeInputError, SolveOptions, solve
 
-    _check_writable(args.json, "--json")
-    _check_writable(args.topology_out, "--topology-out")
+    check_writable(args.json, "--json")
+    check_writable(args.topology_out, "--topology-out")
     params = _params(args.param)
     network = load_topology(args.topology)
     if not network.tasks:
@@ -80,8 +101,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     print_plan(plan)
     if args.json:
-        plan.save(args.json)
-        console.print(f"plan written to {args.json}")
+        _write_json(args.json, plan.to_dict(), "plan")
     if args.topology_out:
         _write_chosen(network, plan, args.topology_out)
     return 0
@@ -221,17 +241,20 @@ def _seed(text: str) -> int:
     return value
 
 
-def _check_writable(path: str | None, option: str) -> None:
+def check_writable(path: str | None, option: str) -> None:
     """Fail now, not after a long solve, when `path` cannot be written (a directory, a
-    missing or read-only place). The parent directories are created as the writer would."""
-    if not path:
+    missing or read-only place). A missing directory is an error, not created: a typo in it
+    would otherwise leave the output somewhere unexpected. `-` is stdout."""
+    if not path or (path == "-" and option == "--json"):
         return
     target = Path(path)
     if target.is_dir():
         raise UserError(f"{option} {path}: is a directory; name a file")
+    if not target.parent.exists():
+        raise UserError(f"{option} {path}: the directory {target.parent} does not exist; "
+                        "create it first")
     existed = target.exists()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("a"):
             pass
     except OSError as exc:
@@ -270,7 +293,7 @@ def _check_made_for(plan: Plan, network: Network, where: str) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from controller.evaluate import evaluate
 
-    _check_writable(args.json, "--json")
+    check_writable(args.json, "--json")
     network = load_topology(args.topology)
     plan = _load_plan(args.plan, network=network)
     result = evaluate(network, plan, gradient_mb=args.gradient_mb)
@@ -291,16 +314,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for limit in result.beyond_data_plane:
         console.print(f"[red]not deployable on the INA data plane:[/red] {limit}")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
-        console.print(f"evaluation written to {args.json}")
+        _write_json(args.json, result.to_dict(), "evaluation")
     return 0 if result.consistent and not result.beyond_data_plane else 1
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from controller.draw import draw
 
-    _check_writable(args.png, "--png")
+    check_writable(args.png, "--png")
     network = load_topology(args.topology)
     plan = _load_plan(args.plan, "--plan", network) if args.plan else None
     if plan is not None and (unknown := _unknown_nodes(plan, network)):
@@ -439,22 +460,28 @@ class _State(BaseModel):
     controller: _ControllerProcess | None = None
 
 
-def _read_state(path: str) -> tuple[_State, Plan]:
+def _read_state(path: str) -> tuple[_State, Plan, Any]:
+    """The state file checked, its plan, and the document as written."""
     text = read_text(path)
     if not text.strip():
         raise UserError(f"{path}: the state file is empty (is a controller starting?)")
+    data = parse_json(text, path)
     try:
-        state = _State.model_validate(parse_json(text, path))
+        state = _State.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise UserError(f"{path} at {where}: not a controller state file: "
                         f"{plain_error(err)}") from None
-    return state, parse_plan(state.plan, f"{path} (plan)")
+    return state, parse_plan(state.plan, f"{path} (plan)"), data
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    state, plan = _read_state(args.state)
+    check_writable(args.json, "--json")
+    state, plan, data = _read_state(args.state)
+    if args.json:
+        _write_json(args.json, data, "state")
+        return 0
     console.print(f"topology {state.topology}  plan v{state.version} ({plan.scheme})")
     print_plan(plan)
     table = Table(title="switches")
@@ -492,7 +519,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
 
     if reason := runner.missing_mininet():
         raise UserError(reason)
-    _check_writable(args.json, "--json")
+    check_writable(args.json, "--json")
     network = load_topology(args.topology)
     params = _params(args.param)
     args.scale_mbps = args.scale_mbps or runner.DEFAULT_SCALE_MBPS[args.target]
@@ -538,8 +565,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             return 1
     _print_runs(results)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+        _write_json(args.json, [r.to_dict() for r in results], "results")
     return 0 if all(r.exact for r in results) else 1
 
 
@@ -668,7 +694,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_mininet)
 
     p = sub.add_parser("status", help="show switches, plan version, rates and counters")
-    p.add_argument("state", nargs="?", default="out/controller/state.json")
+    p.add_argument("state", nargs="?", default="out/controller/state.json",
+                   help="the controller's state file (default out/controller/state.json)")
+    p.add_argument("--json", nargs="?", const="-", metavar="OUT",
+                   help="print the state file as JSON instead of the tables (or write it to "
+                        "OUT)")
     p.set_defaults(func=cmd_status)
 
     for register in _plugins():
@@ -691,9 +721,56 @@ def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
     return hooks
 
 
+# Characters the tables, help and messages use, spelled in ASCII for an output without them.
+_ASCII = {"×": "x", "–": "-", "—": "-", "−": "-", "…": "...", "λ": "lambda", "µ": "u",
+          "μ": "u", "≤": "<=", "≥": ">=", "→": "->", "←": "<-", "π": "pi", "β": "beta",
+          "·": "*", "≈": "~", "’": "'", "‘": "'", "“": '"', "”": '"', "²": "^2", "°": " deg"}
+
+
+def _in_ascii(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: what the output's encoding lacks, in ASCII (`?` as a last resort)."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    spelled = "".join(
+        _ASCII.get(char)
+        or unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode()
+        or "?"
+        for char in exc.object[exc.start:exc.end])
+    return spelled, exc.end
+
+
+def _ascii_locale() -> bool:
+    """The C (POSIX) locale: Python writes UTF-8 there (its UTF-8 mode), but the terminal
+    takes ASCII. An explicit PYTHONIOENCODING or PYTHONUTF8 is the user's choice and kept."""
+    if os.environ.get("PYTHONIOENCODING") or os.environ.get("PYTHONUTF8"):
+        return False
+    for var in ("LC_ALL", "LC_CTYPE", "LANG"):
+        if value := os.environ.get(var):
+            return value in ("C", "POSIX")
+    return False
+
+
+def _plain_output() -> None:
+    """A terminal or pipe that cannot take a character gets it in ASCII, never a crash: the
+    process's own stdout and stderr keep their encoding with `_in_ascii` for what it lacks (in
+    the C locale, ASCII itself). rich then also draws its tables with ASCII lines."""
+    codecs.register_error("ina-ascii", _in_ascii)
+    ascii_locale = _ascii_locale()
+    for stream, original in ((sys.stdout, sys.__stdout__), (sys.stderr, sys.__stderr__)):
+        if stream is not original or not isinstance(stream, io.TextIOWrapper):
+            continue  # captured or replaced by the caller: theirs to encode
+        if ascii_locale:
+            stream.reconfigure(encoding="ascii", errors="ina-ascii")
+        elif not codecs.lookup(stream.encoding).name.startswith("utf"):
+            stream.reconfigure(errors="ina-ascii")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _plain_output()
     parser = build_parser()
     args = parser.parse_args(argv)
+    # `--json -`: stdout carries the JSON alone, so what is printed for people goes to stderr.
+    console.file = sys.stderr if getattr(args, "json", None) == "-" else None  # type: ignore[assignment]
     try:
         return args.func(args)
     except (InputError, UserError) as exc:
@@ -702,7 +779,13 @@ def main(argv: list[str] | None = None) -> int:
     except (SouthboundError, CompileError) as exc:
         console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
         return 1
+    finally:
+        console.file = None  # type: ignore[assignment]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m controller.cli`, this file is `__main__`; the plugins import
+    # `controller.cli`, whose UserError must be the one `main` catches.
+    from controller.cli import main as package_main
+
+    sys.exit(package_main())

@@ -23,6 +23,7 @@ import os
 import select
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import OrderedDict
@@ -343,6 +344,11 @@ def plot(report: dict, path: Path) -> None:
 
 
 def cmd_bench_target(args: argparse.Namespace) -> int:
+    from controller.cli import check_writable
+
+    check_writable(args.json, "--json")
+    check_writable(args.png, "--png")
+    log = sys.stderr if args.json == "-" else sys.stdout  # `--json -`: stdout is the JSON's
     targets = list(dict.fromkeys(args.target or ["embedded"]))
     for target in targets:
         reason = missing(target)
@@ -360,7 +366,7 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
                           f"switch CPU {result['switch_cpu_us_per_fragment']} µs/fragment, "
                           f"lost {result['lost']}, collisions "
                           f"{result.get('switch_counters', {}).get('collisions', '-')}",
-                          flush=True)
+                          flush=True, file=log)
                     runs.append(result)
     except (P4CompileError, Bmv2Missing, RuntimeError) as exc:
         print(f"ina bench target: {exc}")
@@ -370,8 +376,7 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
                          "topology": f"{args.senders} -> 1 on veth", "runs": args.runs},
               "summary": summarise(runs), "runs": runs}
     print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    if args.json and args.json != "-":
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     if args.png:
         plot(report, Path(args.png))
@@ -407,6 +412,8 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> None:
                    help="runs of every row (default 1)")
     p.add_argument("--no-forwarding", action="store_true",
                    help="skip bmv2's forwarding-only baseline")
-    p.add_argument("--json", metavar="OUT", help="also write the result here")
+    p.add_argument("--json", metavar="OUT",
+                   help="also write the result here (it is printed on stdout anyway; with `-` "
+                        "nothing else is)")
     p.add_argument("--png", metavar="OUT", help="and a bar chart here")
     p.set_defaults(func=cmd_bench_target)
