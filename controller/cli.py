@@ -604,7 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topology", help="topology YAML file")
     p.add_argument("--scheme", default="shortest",
                    help="routing scheme (default: shortest); `ina schemes` lists them")
-    p.add_argument("--json", metavar="OUT", help="write the plan as JSON")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the plan as JSON (`-`: to stdout, the table to stderr)")
     p.add_argument("--time-limit", type=_positive, metavar="S",
                    help=f"solver time limit in seconds (default: {_time_limits()})")
     p.add_argument("--seed", type=_seed, default=0, help="seed for randomised schemes (default 0)")
@@ -622,22 +623,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schemes)
 
     p = sub.add_parser("evaluate", help="score a plan independently of the scheme that made it")
-    p.add_argument("topology")
-    p.add_argument("plan")
+    p.add_argument("topology", help="topology YAML file the plan was made for")
+    p.add_argument("plan", help="plan JSON file (`ina solve --json`)")
     p.add_argument("--gradient-mb", type=_positive, default=100.0,
                    help="gradient size per worker for volume and time (default 100 MB)")
-    p.add_argument("--json", metavar="OUT", help="write the evaluation as JSON")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the evaluation as JSON (`-`: to stdout, the table to stderr)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("show", help="draw a topology and optionally a plan")
-    p.add_argument("topology")
-    p.add_argument("--plan", metavar="PLAN.json")
-    p.add_argument("--png", required=True, metavar="OUT.png")
+    p.add_argument("topology", help="topology YAML file")
+    p.add_argument("--plan", metavar="PLAN.json",
+                   help="also draw this plan's paths and aggregation points (a plan made for "
+                        "this topology)")
+    p.add_argument("--png", required=True, metavar="OUT.png",
+                   help="the picture to write (its directory must exist)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("controller", help="solve, push the plan to the switches, keep them so")
-    p.add_argument("topology")
-    p.add_argument("--scheme", default="shortest")
+    p.add_argument("topology", help="topology YAML file (re-read when it changes)")
+    p.add_argument("--scheme", default="shortest",
+                   help="routing scheme for the first plan and every re-plan (default "
+                        "shortest); `ina schemes` lists them")
     p.add_argument("--plan", metavar="PLAN.json", help="install this plan instead of solving")
     p.add_argument("--switches", required=True, metavar="FILE.json",
                    help='P4Runtime addresses: {"S1": {"address": "HOST:PORT", "device_id": 1}}')
@@ -646,9 +653,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--p4blob", metavar="FILE", help="device config (bmv2 JSON from p4c)")
     p.add_argument("--p4info", metavar="FILE",
                    help="P4Info text file (default p4src/ina.p4info.txtpb; p4c's for bmv2)")
-    p.add_argument("--time-limit", type=_positive, metavar="S")
-    p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--connect-timeout", type=_positive, default=15.0, metavar="S")
+    p.add_argument("--time-limit", type=_positive, metavar="S",
+                   help="solver time limit per plan in seconds (default: the scheme's)")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="seed for randomised schemes (default 0)")
+    p.add_argument("--connect-timeout", type=_positive, default=15.0, metavar="S",
+                   help="seconds to wait for every switch's P4Runtime channel at start "
+                        "(default 15)")
     p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
     p.add_argument("--switch-grace", type=_positive, default=10.0, metavar="S",
                    help="a switch whose P4Runtime channel is down, or that answers no read, "
@@ -667,18 +678,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds without a write that make the watched primary hung "
                         "(default 5; it writes every second)")
     _add_channel_options(p)
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"],
+                   help="log detail on stderr (default info)")
     p.set_defaults(func=cmd_controller)
 
     p = sub.add_parser("mininet", help="run the closed loop on Mininet with real packets (root)")
-    p.add_argument("topology")
+    p.add_argument("topology", help="topology YAML file to emulate")
     p.add_argument("--scheme", action="append",
                    help="routing scheme, optionally with its own parameters "
                         "(atp:partial=true); repeat to compare schemes side by side "
                         "(default shortest)")
-    p.add_argument("--gradient-mb", type=_positive, default=1.0)
-    p.add_argument("--iterations", type=_count, default=1)
-    p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded")
+    p.add_argument("--gradient-mb", type=_positive, default=1.0,
+                   help="gradient size each worker sends per iteration, in MB (default 1)")
+    p.add_argument("--iterations", type=_count, default=1,
+                   help="training iterations per scheme (default 1)")
+    p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded",
+                   help="switch program: the embedded Python target (default) or bmv2 "
+                        "simple_switch_grpc running p4src/ina.p4")
     p.add_argument("--plain-switches", choices=["p4", "ovs"], default="p4",
                    help="non-INA switches as the P4 target without aggregation (default) or "
                         "as Open vSwitch under an OpenFlow 1.3 controller (os-ken)")
@@ -687,8 +703,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "bmv2, which forwards ina.p4 about ten times slower)")
     p.add_argument("--timeout", type=_positive, default=120.0, help="per-iteration limit (s)")
     p.add_argument("--time-limit", type=_positive, metavar="S", help="solver time limit")
-    p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--json", metavar="OUT", help="write per-iteration results as JSON")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="seed for randomised schemes (default 0)")
+    p.add_argument("--json", metavar="OUT",
+                   help="write per-iteration results as JSON (`-`: to stdout)")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter for every --scheme, repeatable (e.g. partial=true)")
     p.set_defaults(func=cmd_mininet)

@@ -22,7 +22,7 @@ FIG1 = str(ROOT / "topologies/examples/aro-fig1.yaml")
 
 
 def _ina(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=ROOT, check=False,
                           capture_output=True, timeout=120, env={**os.environ, **(env or {})})
 
 

@@ -27,7 +27,7 @@ def fig1_plan(tmp_path_factory) -> str:
 
 
 def _ina(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=ROOT, check=False,
                           capture_output=True, text=True, timeout=120)
 
 

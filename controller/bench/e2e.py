@@ -31,11 +31,16 @@ console = Console()
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("e2e", help="closed loop on Mininet: goodput, shortest/aro, recovery")
-    p.add_argument("--topology", default=str(EXAMPLE))
-    p.add_argument("--gradient-mb", type=float, default=0.25)
-    p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--scale-mbps", type=float, default=2.0)
-    p.add_argument("--out", default="out/bench/e2e")
+    p.add_argument("--topology", default=str(EXAMPLE),
+                   help="topology YAML file to emulate (default ARO Fig. 1)")
+    p.add_argument("--gradient-mb", type=float, default=0.25,
+                   help="gradient size each worker sends per iteration, in MB (default 0.25)")
+    p.add_argument("--iterations", type=int, default=3,
+                   help="iterations per scheme (default 3)")
+    p.add_argument("--scale-mbps", type=float, default=2.0,
+                   help="TCLink Mbps per model Gbps (default 2)")
+    p.add_argument("--out", default="out/bench/e2e",
+                   help="output directory (default out/bench/e2e)")
     p.add_argument("--fail-link", default="L1,S1", help="link cut in the failure run (A,B)")
     p.set_defaults(func=main)
 

@@ -74,10 +74,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "congestion, long run (root)")
     p.add_argument("--item", required=True,
                    choices=("calibrate", "loss", "congestion", "longrun", "replan-memory",
-                            "idle-memory"))
+                            "idle-memory"),
+                   help="what to measure (the module's docstring, RELIABILITY.md)")
     p.add_argument("--topology", action="append", metavar="FILE.yaml",
                    help="topology (repeatable; default ARO Fig. 1)")
-    p.add_argument("--scheme", default="aro")
+    p.add_argument("--scheme", default="aro", help="routing scheme (default aro)")
     p.add_argument("--iterations", type=int,
                    help="default per item: loss 20, congestion 3, longrun 200, replan-memory 1000")
     p.add_argument("--gradient-mb", type=float,
@@ -108,7 +109,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "over sittings has a slowdown within each (default 1 with --resume, else 0)")
     p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
     p.add_argument("--restart", default="S1", help="longrun: switch restarted")
-    p.add_argument("--out", default="docs/benchmarks/reliability")
+    p.add_argument("--out", default="docs/benchmarks/reliability",
+                   help="output directory (default docs/benchmarks/reliability)")
     p.set_defaults(func=main)
 
 
