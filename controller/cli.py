@@ -87,8 +87,8 @@ def print_plan(plan: Plan) -> None:
 def cmd_solve(args: argparse.Namespace) -> int:
     from controller.solvers import SchemeInputError, SolveOptions, solve
 
-    check_writable(args.json, "--json")
-    check_writable(args.topology_out, "--topology-out")
+    _check_writable(args.json, "--json")
+    _check_writable(args.topology_out, "--topology-out")
     params = _params(args.param)
     network = load_topology(args.topology)
     if not network.tasks:
@@ -241,7 +241,7 @@ def _seed(text: str) -> int:
     return value
 
 
-def check_writable(path: str | None, option: str) -> None:
+def _check_writable(path: str | None, option: str) -> None:
     """Fail now, not after a long solve, when `path` cannot be written (a directory, a
     missing or read-only place). A missing directory is an error, not created: a typo in it
     would otherwise leave the output somewhere unexpected. `-` is stdout."""
@@ -293,7 +293,7 @@ def _check_made_for(plan: Plan, network: Network, where: str) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from controller.evaluate import evaluate
 
-    check_writable(args.json, "--json")
+    _check_writable(args.json, "--json")
     network = load_topology(args.topology)
     plan = _load_plan(args.plan, network=network)
     result = evaluate(network, plan, gradient_mb=args.gradient_mb)
@@ -321,7 +321,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from controller.draw import draw
 
-    check_writable(args.png, "--png")
+    _check_writable(args.png, "--png")
     network = load_topology(args.topology)
     plan = _load_plan(args.plan, "--plan", network) if args.plan else None
     if plan is not None and (unknown := _unknown_nodes(plan, network)):
@@ -477,7 +477,7 @@ def _read_state(path: str) -> tuple[_State, Plan, Any]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    check_writable(args.json, "--json")
+    _check_writable(args.json, "--json")
     state, plan, data = _read_state(args.state)
     if args.json:
         _write_json(args.json, data, "state")
@@ -519,7 +519,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
 
     if reason := runner.missing_mininet():
         raise UserError(reason)
-    check_writable(args.json, "--json")
+    _check_writable(args.json, "--json")
     network = load_topology(args.topology)
     params = _params(args.param)
     args.scale_mbps = args.scale_mbps or runner.DEFAULT_SCALE_MBPS[args.target]

@@ -344,10 +344,11 @@ def plot(report: dict, path: Path) -> None:
 
 
 def cmd_bench_target(args: argparse.Namespace) -> int:
-    from controller.cli import check_writable
-
-    check_writable(args.json, "--json")
-    check_writable(args.png, "--png")
+    for option, path in (("--json", args.json), ("--png", args.png)):
+        if path and path != "-" and not Path(path).parent.is_dir():  # checked before the run
+            print(f"error: ina bench target {option} {path}: the directory {Path(path).parent} "
+                  "does not exist; create it first", file=sys.stderr)
+            return 2
     log = sys.stderr if args.json == "-" else sys.stdout  # `--json -`: stdout is the JSON's
     targets = list(dict.fromkeys(args.target or ["embedded"]))
     for target in targets:
