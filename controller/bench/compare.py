@@ -821,7 +821,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """`compare` under `ina bench`."""
     p = sub.add_parser("compare", help="rerun a paper's scheme comparison (JSON, PNG, "
                        "BENCHMARKS.md row)")
-    p.add_argument("--figure", required=True, choices=sorted(FIGURES))
+    p.add_argument("--figure", required=True, choices=sorted(FIGURES),
+                   help="the paper's figure to rerun")
     p.add_argument("--seeds", type=int, help="seeds per setting (default: the paper's)")
     p.add_argument("--schemes", help="comma-separated subset of the figure's schemes")
     p.add_argument("--jobs", type=int, help="local worker processes (default: CPU count)")

@@ -51,7 +51,7 @@ from controller.faults.impair import (
     measured,
 )
 from controller.faults.longrun import idle_memory, long_run, replan_memory
-from controller.mininet_runner import Emulation, IterationResult, RunnerError
+from controller.mininet_runner import Emulation, IterationResult, RunnerError, missing_mininet
 from controller.network import load_topology
 from controller.solvers import solve
 from controller.tables import print_table
@@ -74,10 +74,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "congestion, long run (root)")
     p.add_argument("--item", required=True,
                    choices=("calibrate", "loss", "congestion", "longrun", "replan-memory",
-                            "idle-memory"))
+                            "idle-memory"),
+                   help="what to measure (the module's docstring, RELIABILITY.md)")
     p.add_argument("--topology", action="append", metavar="FILE.yaml",
                    help="topology (repeatable; default ARO Fig. 1)")
-    p.add_argument("--scheme", default="aro")
+    p.add_argument("--scheme", default="aro", help="routing scheme (default aro)")
     p.add_argument("--iterations", type=int,
                    help="default per item: loss 20, congestion 3, longrun 200, replan-memory 1000")
     p.add_argument("--gradient-mb", type=float,
@@ -108,7 +109,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "over sittings has a slowdown within each (default 1 with --resume, else 0)")
     p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
     p.add_argument("--restart", default="S1", help="longrun: switch restarted")
-    p.add_argument("--out", default="docs/benchmarks/reliability")
+    p.add_argument("--out", default="docs/benchmarks/reliability",
+                   help="output directory (default docs/benchmarks/reliability)")
     p.set_defaults(func=main)
 
 
@@ -132,6 +134,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: ina bench reliability: --every {args.every}: the long run puts one "
               "switch restart and one link cut in every EVERY iterations, so EVERY must be "
               "at least 2", file=sys.stderr)
+        return 2
+    if args.item in ("loss", "congestion", "longrun") and (reason := missing_mininet()):
+        print(f"error: ina bench reliability: --item {args.item}: {reason}", file=sys.stderr)
         return 2
     if args.target == "bmv2" and (reason := missing("bmv2")):
         print(f"error: ina bench reliability: --target bmv2: {reason}", file=sys.stderr)
