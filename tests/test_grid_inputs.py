@@ -81,13 +81,7 @@ def test_a_worker_cabled_to_the_ps(scheme):
     assert plan.objective == pytest.approx(10)
 
 
-# MARINA links the PS into its Steiner graph only through the first worker's path: when that
-# worker is cabled to the PS, the others' switches never reach it (paring_baselines.py).
-MARINA_GAP = pytest.mark.xfail(strict=True, reason="MARINA's graph misses the PS's switch")
-
-
-@pytest.mark.parametrize("scheme", [pytest.param(s, marks=MARINA_GAP) if s == "marina" else s
-                                    for s in scheme_names() if s not in GRID])
+@pytest.mark.parametrize("scheme", [s for s in scheme_names() if s not in GRID])
 def test_every_scheme_takes_a_host_host_link(scheme):
     """Each scheme answers a plan the evaluator confirms, or refuses the topology as one
     that is not its kind (one paragraph: SchemeInputError, TopologyError); it never crashes."""

@@ -206,8 +206,9 @@ def solve_marina(network: Network, options: SolveOptions) -> Plan:
 
 def _marina_graph(network: Network, task: Task, weight_ina: float) -> nx.Graph:
     """The links between switches, weighted toward INA switches, and each of the task's hosts
-    by one link, its first hop toward the PS: hosts stay leaves of the Steiner tree, since
-    hosts do not forward."""
+    by one link, its first hop toward the PS (the PS by its last hop from a worker that
+    reaches it through a switch, beside any worker cabled to it): hosts stay leaves of the
+    Steiner tree, since hosts do not forward."""
     graph = nx.Graph()
 
     def weight(node: str) -> float:
@@ -216,11 +217,13 @@ def _marina_graph(network: Network, task: Task, weight_ina: float) -> nx.Graph:
     for u, v in network.graph.edges:
         if network.is_switch(u) and network.is_switch(v):
             graph.add_edge(u, v, weight=(weight(u) + weight(v)) / 2)
+    ps_on_a_switch = False
     for w in task.workers:
         path = nx.shortest_path(hosts_do_not_forward(network.graph, w), w, task.ps)
         graph.add_edge(w, path[1], weight=(weight(w) + weight(path[1])) / 2)
-        if len(path) > 2 and task.ps not in graph:
+        if len(path) > 2 and not ps_on_a_switch:
             graph.add_edge(path[-2], task.ps, weight=(weight(path[-2]) + weight(task.ps)) / 2)
+            ps_on_a_switch = True
     return graph
 
 
