@@ -8,10 +8,15 @@ work starts: an output file that cannot be written fails before the solve, not a
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
+import io
 import json
 import math
+import os
 import sys
 import time
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -21,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.inputs import InputError, parse_json, plain_error, read_text
-from controller.network import load_topology
+from controller.network import Network, load_topology
 from controller.plan import Plan, parse_plan
 from controller.program import CompileError
 from controller.southbound.p4runtime import SouthboundError
@@ -35,7 +40,24 @@ class UserError(Exception):
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
-    return "-" if value is None else f"{value:.{digits}g}"
+    """A number for a table or a line: `digits` significant digits, and a whole number where
+    that would take an exponent (209715 MB, not 2.097e+05)."""
+    if value is None:
+        return "-"
+    text = f"{value:.{digits}g}"
+    return f"{value:.0f}" if "e+" in text else text
+
+
+def _write_json(path: str, data: Any, what: str) -> None:
+    """`--json OUT`: `data` as JSON into OUT, or onto stdout for `-` (the tables then went to
+    stderr, see `main`)."""
+    text = json.dumps(data, indent=2) + "\n"
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    Path(path).write_text(text)
+    console.print(f"{what} written to {path}")
 
 
 def print_plan(plan: Plan) -> None:
@@ -72,19 +94,31 @@ def cmd_solve(args: argparse.Namespace) -> int:
     network = load_topology(args.topology)
     if not network.tasks:
         raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing to route")
-    warm = _load_plan(args.warm_start, "--warm-start") if args.warm_start else None
+    warm = _load_plan(args.warm_start, "--warm-start", network) if args.warm_start else None
     options = SolveOptions(args.time_limit, args.seed, warm, params)
     try:
-        plan = solve(network, args.scheme, options)
+        with _progress(args):
+            plan = solve(network, args.scheme, options)
     except SchemeInputError as exc:
         raise UserError(str(exc)) from None
     print_plan(plan)
     if args.json:
-        plan.save(args.json)
-        console.print(f"plan written to {args.json}")
+        _write_json(args.json, plan.to_dict(), "plan")
     if args.topology_out:
         _write_chosen(network, plan, args.topology_out)
     return 0
+
+
+def _progress(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """Progress lines on stderr during a long solve: on a terminal unless --quiet, or when
+    asked with --progress."""
+    from controller.solvers import progress, scheme
+    from controller.solvers.catalog import SCHEMES
+
+    if args.quiet or not (args.progress or sys.stderr.isatty()) or args.scheme not in SCHEMES:
+        return contextlib.nullcontext()
+    limit = args.time_limit if args.time_limit is not None else scheme(args.scheme).time_limit
+    return progress.watch(sys.stderr, args.scheme, limit, interval=args.progress_every)
 
 
 def cmd_schemes(args: argparse.Namespace) -> int:
@@ -223,15 +257,18 @@ def _seed(text: str) -> int:
 
 def _check_writable(path: str | None, option: str) -> None:
     """Fail now, not after a long solve, when `path` cannot be written (a directory, a
-    missing or read-only place). The parent directories are created as the writer would."""
-    if not path:
+    missing or read-only place). A missing directory is an error, not created: a typo in it
+    would otherwise leave the output somewhere unexpected. `-` is stdout."""
+    if not path or (path == "-" and option == "--json"):
         return
     target = Path(path)
     if target.is_dir():
         raise UserError(f"{option} {path}: is a directory; name a file")
+    if not target.parent.exists():
+        raise UserError(f"{option} {path}: the directory {target.parent} does not exist; "
+                        "create it first")
     existed = target.exists()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("a"):
             pass
     except OSError as exc:
@@ -240,11 +277,31 @@ def _check_writable(path: str | None, option: str) -> None:
         target.unlink()
 
 
-def _load_plan(path: str, option: str | None = None) -> Plan:
+def _load_plan(path: str, option: str | None = None, network: Network | None = None) -> Plan:
+    """The plan in `path`; with `network`, refused unless made for it (`_check_made_for`)."""
     try:
-        return Plan.load(path)
+        plan = Plan.load(path)
     except InputError as exc:
         raise UserError(f"{option}: {exc}" if option else str(exc)) from None
+    if network is not None:
+        _check_made_for(plan, network, f"{option} {path}" if option else path)
+    return plan
+
+
+def _check_made_for(plan: Plan, network: Network, where: str) -> None:
+    """A plan records the topology it was made for (the topology's `name`); on another one
+    its paths name nodes that are not there, so it is refused here, naming both. A plan with a
+    patch panel also runs on the network that panel built (`ina mininet` on a pool). A plan
+    without the field (an older file) is left to the evaluator."""
+    from controller.patch_panel import chosen_name
+
+    made_for = {plan.topology}
+    if plan.patch_panel is not None:
+        made_for.add(chosen_name(plan.topology, plan.scheme))
+    if plan.topology and network.name not in made_for:
+        raise UserError(f"{where}: the plan was made for topology {plan.topology!r}, but "
+                        f"{network.source} is topology {network.name!r}; solve it again on "
+                        f"this one (`ina solve {network.source}`)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -252,7 +309,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
-    plan = _load_plan(args.plan)
+    plan = _load_plan(args.plan, network=network)
     result = evaluate(network, plan, gradient_mb=args.gradient_mb)
     table = Table(title=f"evaluation of {plan.scheme} plan on {network.name}")
     for col in ("job/task", "rate (Gbps)", "claimed (Gbps)", "flows into PS", "volume (MB)",
@@ -271,9 +328,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for limit in result.beyond_data_plane:
         console.print(f"[red]not deployable on the INA data plane:[/red] {limit}")
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
-        console.print(f"evaluation written to {args.json}")
+        _write_json(args.json, result.to_dict(), "evaluation")
     return 0 if result.consistent and not result.beyond_data_plane else 1
 
 
@@ -282,10 +337,20 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     _check_writable(args.png, "--png")
     network = load_topology(args.topology)
-    plan = _load_plan(args.plan, "--plan") if args.plan else None
+    plan = _load_plan(args.plan, "--plan", network) if args.plan else None
+    if plan is not None and (unknown := _unknown_nodes(plan, network)):
+        raise UserError(f"--plan {args.plan}: the plan's node(s) {', '.join(unknown)} are not "
+                        f"in {network.source}")
     draw(network, plan, args.png)
     console.print(f"picture written to {args.png}")
     return 0
+
+
+def _unknown_nodes(plan: Plan, network: Network) -> list[str]:
+    """Nodes the plan routes through or aggregates at that the topology does not have."""
+    named = {node for tp in plan.tasks for path in tp.paths.values() for node in path}
+    named |= {p.switch for tp in plan.tasks for p in tp.aggregation}
+    return sorted(named - set(network.graph.nodes))
 
 
 def _add_channel_options(p: argparse.ArgumentParser) -> None:
@@ -339,14 +404,13 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     network = load_topology(args.topology)
+    plan = _load_plan(args.plan, "--plan", network) if args.plan else None
     try:
         targets = daemon.load_targets(args.switches)
     except daemon.SwitchesFileError as exc:
         raise UserError(str(exc)) from None
     targets = _secure(args, targets)
-    if args.plan:
-        plan = _load_plan(args.plan, "--plan")
-    else:
+    if plan is None:
         try:
             plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
         except SchemeInputError as exc:
@@ -410,22 +474,28 @@ class _State(BaseModel):
     controller: _ControllerProcess | None = None
 
 
-def _read_state(path: str) -> tuple[_State, Plan]:
+def _read_state(path: str) -> tuple[_State, Plan, Any]:
+    """The state file checked, its plan, and the document as written."""
     text = read_text(path)
     if not text.strip():
         raise UserError(f"{path}: the state file is empty (is a controller starting?)")
+    data = parse_json(text, path)
     try:
-        state = _State.model_validate(parse_json(text, path))
+        state = _State.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise UserError(f"{path} at {where}: not a controller state file: "
                         f"{plain_error(err)}") from None
-    return state, parse_plan(state.plan, f"{path} (plan)")
+    return state, parse_plan(state.plan, f"{path} (plan)"), data
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    state, plan = _read_state(args.state)
+    _check_writable(args.json, "--json")
+    state, plan, data = _read_state(args.state)
+    if args.json:
+        _write_json(args.json, data, "state")
+        return 0
     console.print(f"topology {state.topology}  plan v{state.version} ({plan.scheme})")
     print_plan(plan)
     table = Table(title="switches")
@@ -461,6 +531,8 @@ def cmd_mininet(args: argparse.Namespace) -> int:
     from controller import mininet_runner as runner
     from controller.solvers import SchemeInputError, SolveOptions, solve
 
+    if reason := runner.missing_mininet():
+        raise UserError(reason)
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
     params = _params(args.param)
@@ -507,8 +579,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             return 1
     _print_runs(results)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+        _write_json(args.json, [r.to_dict() for r in results], "results")
     return 0 if all(r.exact for r in results) else 1
 
 
@@ -547,7 +618,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("topology", help="topology YAML file")
     p.add_argument("--scheme", default="shortest",
                    help="routing scheme (default: shortest); `ina schemes` lists them")
-    p.add_argument("--json", metavar="OUT", help="write the plan as JSON")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the plan as JSON (`-`: to stdout, the table to stderr)")
     p.add_argument("--time-limit", type=_positive, metavar="S",
                    help=f"solver time limit in seconds (default: {_time_limits()})")
     p.add_argument("--seed", type=_seed, default=0, help="seed for randomised schemes (default 0)")
@@ -555,6 +627,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter, repeatable (e.g. quantization=100); `ina schemes "
                         "NAME` lists a scheme's parameters")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--progress", action="store_true",
+                       help="print progress on stderr (elapsed time, best rate and bound so "
+                            "far) even when stderr is not a terminal")
+    shown.add_argument("--quiet", action="store_true",
+                       help="no progress lines (default on a terminal: one every 5 s)")
+    p.add_argument("--progress-every", type=_positive, default=5.0, metavar="S",
+                   help="seconds between progress lines (default 5)")
     p.add_argument("--topology-out", metavar="FILE.yaml",
                    help="write the network a topology-choosing scheme (atro) built")
     p.set_defaults(func=cmd_solve)
@@ -565,22 +645,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_schemes)
 
     p = sub.add_parser("evaluate", help="score a plan independently of the scheme that made it")
-    p.add_argument("topology")
-    p.add_argument("plan")
+    p.add_argument("topology", help="topology YAML file the plan was made for")
+    p.add_argument("plan", help="plan JSON file (`ina solve --json`)")
     p.add_argument("--gradient-mb", type=_positive, default=100.0,
                    help="gradient size per worker for volume and time (default 100 MB)")
-    p.add_argument("--json", metavar="OUT", help="write the evaluation as JSON")
+    p.add_argument("--json", metavar="OUT",
+                   help="write the evaluation as JSON (`-`: to stdout, the table to stderr)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("show", help="draw a topology and optionally a plan")
-    p.add_argument("topology")
-    p.add_argument("--plan", metavar="PLAN.json")
-    p.add_argument("--png", required=True, metavar="OUT.png")
+    p.add_argument("topology", help="topology YAML file")
+    p.add_argument("--plan", metavar="PLAN.json",
+                   help="also draw this plan's paths and aggregation points (a plan made for "
+                        "this topology)")
+    p.add_argument("--png", required=True, metavar="OUT.png",
+                   help="the picture to write (its directory must exist)")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("controller", help="solve, push the plan to the switches, keep them so")
-    p.add_argument("topology")
-    p.add_argument("--scheme", default="shortest")
+    p.add_argument("topology", help="topology YAML file (re-read when it changes)")
+    p.add_argument("--scheme", default="shortest",
+                   help="routing scheme for the first plan and every re-plan (default "
+                        "shortest); `ina schemes` lists them")
     p.add_argument("--plan", metavar="PLAN.json", help="install this plan instead of solving")
     p.add_argument("--switches", required=True, metavar="FILE.json",
                    help='P4Runtime addresses: {"S1": {"address": "HOST:PORT", "device_id": 1}}')
@@ -589,9 +675,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--p4blob", metavar="FILE", help="device config (bmv2 JSON from p4c)")
     p.add_argument("--p4info", metavar="FILE",
                    help="P4Info text file (default p4src/ina.p4info.txtpb; p4c's for bmv2)")
-    p.add_argument("--time-limit", type=_positive, metavar="S")
-    p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--connect-timeout", type=_positive, default=15.0, metavar="S")
+    p.add_argument("--time-limit", type=_positive, metavar="S",
+                   help="solver time limit per plan in seconds (default: the scheme's)")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="seed for randomised schemes (default 0)")
+    p.add_argument("--connect-timeout", type=_positive, default=15.0, metavar="S",
+                   help="seconds to wait for every switch's P4Runtime channel at start "
+                        "(default 15)")
     p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
     p.add_argument("--switch-grace", type=_positive, default=10.0, metavar="S",
                    help="a switch whose P4Runtime channel is down, or that answers no read, "
@@ -610,18 +700,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds without a write that make the watched primary hung "
                         "(default 5; it writes every second)")
     _add_channel_options(p)
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"],
+                   help="log detail on stderr (default info)")
     p.set_defaults(func=cmd_controller)
 
     p = sub.add_parser("mininet", help="run the closed loop on Mininet with real packets (root)")
-    p.add_argument("topology")
+    p.add_argument("topology", help="topology YAML file to emulate")
     p.add_argument("--scheme", action="append",
                    help="routing scheme, optionally with its own parameters "
                         "(atp:partial=true); repeat to compare schemes side by side "
                         "(default shortest)")
-    p.add_argument("--gradient-mb", type=_positive, default=1.0)
-    p.add_argument("--iterations", type=_count, default=1)
-    p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded")
+    p.add_argument("--gradient-mb", type=_positive, default=1.0,
+                   help="gradient size each worker sends per iteration, in MB (default 1)")
+    p.add_argument("--iterations", type=_count, default=1,
+                   help="training iterations per scheme (default 1)")
+    p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded",
+                   help="switch program: the embedded Python target (default) or bmv2 "
+                        "simple_switch_grpc running p4src/ina.p4")
     p.add_argument("--plain-switches", choices=["p4", "ovs"], default="p4",
                    help="non-INA switches as the P4 target without aggregation (default) or "
                         "as Open vSwitch under an OpenFlow 1.3 controller (os-ken)")
@@ -630,14 +725,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "bmv2, which forwards ina.p4 about ten times slower)")
     p.add_argument("--timeout", type=_positive, default=120.0, help="per-iteration limit (s)")
     p.add_argument("--time-limit", type=_positive, metavar="S", help="solver time limit")
-    p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument("--json", metavar="OUT", help="write per-iteration results as JSON")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="seed for randomised schemes (default 0)")
+    p.add_argument("--json", metavar="OUT",
+                   help="write per-iteration results as JSON (`-`: to stdout)")
     p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter for every --scheme, repeatable (e.g. partial=true)")
     p.set_defaults(func=cmd_mininet)
 
     p = sub.add_parser("status", help="show switches, plan version, rates and counters")
-    p.add_argument("state", nargs="?", default="out/controller/state.json")
+    p.add_argument("state", nargs="?", default="out/controller/state.json",
+                   help="the controller's state file (default out/controller/state.json)")
+    p.add_argument("--json", nargs="?", const="-", metavar="OUT",
+                   help="print the state file as JSON instead of the tables (or write it to "
+                        "OUT)")
     p.set_defaults(func=cmd_status)
 
     for register in _plugins():
@@ -660,9 +761,56 @@ def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
     return hooks
 
 
+# Characters the tables, help and messages use, spelled in ASCII for an output without them.
+_ASCII = {"×": "x", "–": "-", "—": "-", "−": "-", "…": "...", "λ": "lambda", "µ": "u",
+          "μ": "u", "≤": "<=", "≥": ">=", "→": "->", "←": "<-", "π": "pi", "β": "beta",
+          "·": "*", "≈": "~", "’": "'", "‘": "'", "“": '"', "”": '"', "²": "^2", "°": " deg"}
+
+
+def _in_ascii(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler: what the output's encoding lacks, in ASCII (`?` as a last resort)."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    spelled = "".join(
+        _ASCII.get(char)
+        or unicodedata.normalize("NFKD", char).encode("ascii", "ignore").decode()
+        or "?"
+        for char in exc.object[exc.start:exc.end])
+    return spelled, exc.end
+
+
+def _ascii_locale() -> bool:
+    """The C (POSIX) locale: Python writes UTF-8 there (its UTF-8 mode), but the terminal
+    takes ASCII. An explicit PYTHONIOENCODING or PYTHONUTF8 is the user's choice and kept."""
+    if os.environ.get("PYTHONIOENCODING") or os.environ.get("PYTHONUTF8"):
+        return False
+    for var in ("LC_ALL", "LC_CTYPE", "LANG"):
+        if value := os.environ.get(var):
+            return value in ("C", "POSIX")
+    return False
+
+
+def _plain_output() -> None:
+    """A terminal or pipe that cannot take a character gets it in ASCII, never a crash: the
+    process's own stdout and stderr keep their encoding with `_in_ascii` for what it lacks (in
+    the C locale, ASCII itself). rich then also draws its tables with ASCII lines."""
+    codecs.register_error("ina-ascii", _in_ascii)
+    ascii_locale = _ascii_locale()
+    for stream, original in ((sys.stdout, sys.__stdout__), (sys.stderr, sys.__stderr__)):
+        if stream is not original or not isinstance(stream, io.TextIOWrapper):
+            continue  # captured or replaced by the caller: theirs to encode
+        if ascii_locale:
+            stream.reconfigure(encoding="ascii", errors="ina-ascii")
+        elif not codecs.lookup(stream.encoding).name.startswith("utf"):
+            stream.reconfigure(errors="ina-ascii")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _plain_output()
     parser = build_parser()
     args = parser.parse_args(argv)
+    # `--json -`: stdout carries the JSON alone, so what is printed for people goes to stderr.
+    console.file = sys.stderr if getattr(args, "json", None) == "-" else None  # type: ignore[assignment]
     try:
         return args.func(args)
     except (InputError, UserError) as exc:
@@ -671,7 +819,13 @@ def main(argv: list[str] | None = None) -> int:
     except (SouthboundError, CompileError) as exc:
         console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
         return 1
+    finally:
+        console.file = None  # type: ignore[assignment]
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as `python -m controller.cli`, this file is `__main__`; the plugins import
+    # `controller.cli`, whose UserError must be the one `main` catches.
+    from controller.cli import main as package_main
+
+    sys.exit(package_main())

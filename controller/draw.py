@@ -3,6 +3,12 @@
 Switches are laid out by tier (spines/cores on top, hosts at the bottom) so that up-down
 routes read as they do in the papers' figures; INA switches are filled, aggregation points
 are ringed and labelled with their fan-in, and each task's paths get one colour.
+
+With a plan, hosts are coloured by the plan's roles (a PS a placing scheme chose, workers, and
+hosts the plan leaves unused), not the topology file's; on a reconfigurable pool the links the
+plan's patch panel builds are drawn solid and the candidates it left out dotted. Large networks
+keep their switch labels (host labels only up to `HOST_LABELS` nodes); an output ending in .svg
+is a vector drawing whose labels stay text, to zoom into and search.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from controller.network import Network
 from controller.plan import Plan
 
 _LEVEL = {"core": 4, "spine": 4, "aggregation": 3, "leaf": 2, "tor": 2, "edge": 2, "other": 3}
+HOST_LABELS = 80  # beyond this many nodes host labels overlap; switch labels stay
+ROLE_COLOUR = {"worker": "#4c9be8", "ps": "#e8744c", "idle": "#dddddd", "unused": "#f4f4f4"}
 
 
 def _level(network: Network, node: str) -> int:
@@ -45,30 +53,66 @@ def layout(network: Network) -> dict[str, tuple[float, float]]:
     return pos
 
 
+def host_roles(network: Network, plan: Plan | None) -> dict[str, str]:
+    """Each host's role: the topology's without a plan; with one, what the plan makes of it
+    (its PSs and workers, wherever a placing scheme put them; every other host unused)."""
+    if plan is None:
+        return {h: network.role(h) for h in network.hosts}
+    roles = dict.fromkeys(network.hosts, "unused")
+    for tp in plan.tasks:
+        roles.update(dict.fromkeys(tp.paths, "worker"))
+    for tp in plan.tasks:
+        roles[tp.ps] = "ps"
+    return roles
+
+
+def link_kinds(network: Network, plan: Plan | None) -> dict[tuple[str, str], str]:
+    """Each undirected link (sorted ends): "link", or on a plan with a patch panel "built"
+    and "not built" (a candidate of the pool the plan left out)."""
+    links = {tuple(sorted(e)) for e in network.graph.edges}
+    if plan is None or plan.patch_panel is None:
+        return dict.fromkeys(links, "link")
+    built = {tuple(sorted((c["a"], c["b"]))) for c in plan.patch_panel}
+    return {e: "built" if e in built else "not built" for e in links}
+
+
 def draw(network: Network, plan: Plan | None, out: str | Path) -> None:
     graph = network.graph.to_undirected(as_view=True)
     pos = layout(network)
     width = max(8.0, 0.35 * len(network.hosts))
     fig, ax = plt.subplots(figsize=(min(width, 40.0), 6.0))
-    nx.draw_networkx_edges(graph, pos, ax=ax, edge_color="#cccccc", width=1.0)
+    kinds = link_kinds(network, plan)
+    for kind, colour, style in (("link", "#cccccc", "solid"), ("not built", "#dddddd", "dotted"),
+                                ("built", "#555555", "solid")):
+        edges = sorted(e for e, k in kinds.items() if k == kind)
+        if edges:
+            nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, edge_color=colour,
+                                   width=1.0, style=style)
+    roles = host_roles(network, plan)
     hosts = network.hosts
-    role_colour = {"worker": "#4c9be8", "ps": "#e8744c", "idle": "#dddddd"}
     nx.draw_networkx_nodes(graph, pos, nodelist=hosts, ax=ax, node_shape="s", node_size=220,
-                           node_color=[role_colour[network.role(h)] for h in hosts])
+                           node_color=[ROLE_COLOUR[roles[h]] for h in hosts],
+                           edgecolors="#999999", linewidths=0.5)
     switches = network.switches
     nx.draw_networkx_nodes(graph, pos, nodelist=switches, ax=ax, node_size=420,
                            node_color=["#2e7d32" if network.is_ina(s) else "#ffffff"
                                        for s in switches], edgecolors="#333333")
-    if len(pos) <= 80:
-        nx.draw_networkx_labels(graph, pos, ax=ax, font_size=7)
+    labelled = list(pos) if len(pos) <= HOST_LABELS else switches
+    nx.draw_networkx_labels(graph, {n: pos[n] for n in labelled}, labels={n: n for n in labelled},
+                            ax=ax, font_size=7)
     if plan is not None:
         _draw_plan(network, plan, pos, ax)
-    ax.set_title(f"{network.name}" + (f" — {plan.scheme} plan" if plan else "")
-                 + "   (filled: INA switch, square: host, orange: PS)")
+    legend = "filled: INA switch, square: host, orange: PS"
+    if plan is not None:
+        legend += ", pale: unused by the plan"
+    if plan is not None and plan.patch_panel is not None:
+        legend += ", dotted: candidate not built"
+    ax.set_title(f"{network.name}" + (f" - {plan.scheme} plan" if plan else "")
+                 + f"   ({legend})")
     ax.axis("off")
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(out, dpi=130)
+    with plt.rc_context({"svg.fonttype": "none"}):  # SVG labels stay text
+        fig.savefig(out, dpi=130)
     plt.close(fig)
 
 
@@ -85,6 +129,6 @@ def _draw_plan(network: Network, plan: Plan, pos: dict, ax) -> None:
         for point in tp.aggregation:
             x, y = pos[point.switch]
             ax.scatter([x], [y], s=900, facecolors="none", edgecolors=[colour], linewidths=2)
-            ax.annotate(f"p{point.pipeline}×{point.fan_in}", (x, y), xytext=(12, 10),
+            ax.annotate(f"p{point.pipeline}x{point.fan_in}", (x, y), xytext=(12, 10),
                         textcoords="offset points", fontsize=7, color=colour)
     ax.legend(loc="upper left", fontsize=7)

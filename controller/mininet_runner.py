@@ -27,13 +27,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Self
 
-from controller.mininet_nodes import (
-    SWITCH_CLASSES,
-    BareSwitch,
-    InaTopo,
-    P4RuntimeSwitch,
-    SwitchProcessError,
-)
 from controller.network import Network
 from controller.p4build import P4CompileError, compile_for_bmv2
 from controller.plan import Plan, TaskPlan
@@ -42,7 +35,7 @@ from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
 
 # One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for the switch
 # processes on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick
-# runs. bmv2 running ina.p4 forwards about a tenth of what the embedded target does (issue 11's
+# runs. bmv2 running ina.p4 forwards about a tenth of what the embedded target does (BENCHMARKS.md's
 # `ina bench target`: ~3,000 vs ~34,000 aggregated fragments/s); at 2 Mbps per Gbps ARO's
 # busiest switch (S1 on Fig. 1: three flows in, results out) saturated it, its queues pushed
 # round trips past the workers' 0.5 s timeout and the resends collapsed the run (1.3-2.4 flows
@@ -61,8 +54,29 @@ AGENT_START_SECONDS = 60.0
 # 1.5 s linger).
 
 
+HOW_TO_GET_MININET = (
+    "Mininet is not installed in this Python environment (`import mininet` fails); `ina "
+    "mininet` and the Mininet benchmarks need it: as root, `apt-get install mininet` and then "
+    "`make mininet-link`, which links Debian's Mininet into the venv (`make setup` does both)"
+)
+
+
 class RunnerError(RuntimeError):
     """A component failed; the message names it."""
+
+
+def missing_mininet() -> str | None:
+    """Why Mininet cannot be used from this Python (what to install), or None. The node
+    classes (controller.mininet_nodes) import Mininet, so this module loads them only when it
+    builds a network: everything else here, and every command that needs no Mininet, works
+    without it."""
+    try:
+        import mininet.net  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "mininet":
+            raise
+        return HOW_TO_GET_MININET
+    return None
 
 
 @dataclass
@@ -185,8 +199,10 @@ class Emulation:
             except subprocess.TimeoutExpired:
                 proc.kill()
         self.procs.clear()
+        if self.node:  # built, so Mininet and the node classes are there
+            from controller import mininet_nodes as nodes
         for node in self.node.values():
-            if isinstance(node, P4RuntimeSwitch):
+            if isinstance(node, nodes.P4RuntimeSwitch):
                 node.stop_process()  # before Mininet deletes the interfaces under it
         if self.ovs is not None:
             self.ovs.close()
@@ -203,8 +219,11 @@ class Emulation:
 
     # -- building
     def _build(self) -> None:
+        if reason := missing_mininet():
+            raise RunnerError(reason)
         from mininet.net import Mininet
 
+        from controller import mininet_nodes as nodes
         from controller.faults.impair import remove_leftover_tables
 
         if left := remove_leftover_tables():
@@ -213,7 +232,8 @@ class Emulation:
 
         bare = frozenset(s for s in self.network.switches
                          if self.plain_switches == "ovs" and not self.network.is_ina(s))
-        topo = InaTopo(self.network, scale_mbps=self.scale, switch_cls=SWITCH_CLASSES[self.target],
+        topo = nodes.InaTopo(self.network, scale_mbps=self.scale,
+                             switch_cls=nodes.SWITCH_CLASSES[self.target],
                        bare=bare, log_dir=self.workdir)
         self.net = Mininet(topo=topo, controller=None, build=False, autoSetMacs=False,
                            waitConnected=False)
@@ -228,13 +248,15 @@ class Emulation:
     def _start_switches(self) -> None:
         """Start every P4 switch process (Mininet's start: each waits until it listens), then
         the Open vSwitch bridges of the bare ones."""
+        from controller import mininet_nodes as nodes
+
         try:
             self.net.start()
-        except SwitchProcessError as exc:
+        except nodes.SwitchProcessError as exc:
             raise RunnerError(str(exc)) from None
         self.addresses = {model: node.address for model, node in self.node.items()
-                          if isinstance(node, P4RuntimeSwitch)}
-        ovs = [s for s, node in self.node.items() if isinstance(node, BareSwitch)]
+                          if isinstance(node, nodes.P4RuntimeSwitch)}
+        ovs = [s for s, node in self.node.items() if isinstance(node, nodes.BareSwitch)]
         if ovs:
             from controller.southbound.openflow import OpenFlowError, start_ovs_switches
 
@@ -251,10 +273,12 @@ class Emulation:
         """Kill a switch process and start it again empty; time its boot and the controller's
         re-push of pipeline and entries (seen in the controller's state file)."""
         pushes = len(self.state()["switches"][switch]["pushes_seconds"])
+        from controller import mininet_nodes as nodes
+
         started = time.monotonic()
         try:
             self.node[switch].restart()
-        except SwitchProcessError as exc:
+        except nodes.SwitchProcessError as exc:
             raise RunnerError(str(exc)) from None
         listening = time.monotonic()
         while time.monotonic() - started < timeout:

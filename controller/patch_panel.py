@@ -66,12 +66,17 @@ def chosen_topology(network: Network, plan: Plan) -> dict[str, Any]:
         job = jobs.setdefault(t.job, {"name": t.job, "beta": t.beta, "tasks": []})
         job["tasks"].append({"name": t.name, "ps": t.ps, "workers": list(t.workers)})
     return {
-        "name": f"{network.name}-{plan.scheme}",
+        "name": chosen_name(network.name, plan.scheme),
         "description": f"the network {plan.scheme} built from the pool {network.source} "
                        f"({len(links)} links of the patch panel)",
         "hosts": host_specs, "switches": switch_specs, "links": links,
         "jobs": list(jobs.values()), "schemes": dict(network.schemes),
     }
+
+
+def chosen_name(pool: str, scheme: str) -> str:
+    """The name of the network `scheme` chose from the pool named `pool`."""
+    return f"{pool}-{scheme}"
 
 
 def write(network: Network, plan: Plan, path: str | Path) -> None:
@@ -82,7 +87,7 @@ def write(network: Network, plan: Plan, path: str | Path) -> None:
 def built(network: Network, plan: Plan, directory: str | Path) -> Network:
     """The chosen network as a file in `directory`, loaded: what `ina mininet` emulates (its
     controller process reads the topology from that file)."""
-    path = Path(directory) / f"{network.name}-{plan.scheme}.yaml"
+    path = Path(directory) / f"{chosen_name(network.name, plan.scheme)}.yaml"
     write(network, plan, path)
     return load_topology(path)
 

@@ -418,7 +418,8 @@ def cmd_gen(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser, *, ina_default: float, workers_default: int,
             fabric: bool) -> None:
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="FILE.yaml")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="FILE.yaml",
+                   help="topology file to write")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--capacity", type=float, default=100.0, help="link capacity, Gbps")
     group = p.add_mutually_exclusive_group()
@@ -448,23 +449,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kinds = gen.add_subparsers(dest="kind", required=True, metavar="KIND")
 
     p = kinds.add_parser("leaf-spine", help="leaf-spine (ARO's setting by default)")
-    p.add_argument("--leaves", type=int, default=24)
-    p.add_argument("--spines", type=int, default=24)
-    p.add_argument("--hosts-per-leaf", type=int, default=24)
+    p.add_argument("--leaves", type=int, default=24, help="leaf switches (default 24)")
+    p.add_argument("--spines", type=int, default=24,
+                   help="spine switches, each linked to every leaf (default 24)")
+    p.add_argument("--hosts-per-leaf", type=int, default=24,
+                   help="servers under each leaf (default 24)")
     _common(p, ina_default=0.2, workers_default=200, fabric=True)
 
     p = kinds.add_parser("fat-tree", help="k-ary fat-tree")
-    p.add_argument("--k", type=int, default=4)
+    p.add_argument("--k", type=int, default=4,
+                   help="ports per switch: k pods of k/2 edge and k/2 aggregation switches, "
+                        "(k/2)^2 cores (default 4)")
     p.add_argument("--hosts-per-edge", type=int, help="servers per edge switch (default k/2)")
     _common(p, ina_default=0.2, workers_default=8, fabric=True)
 
     p = kinds.add_parser("edge", help="EINA edge aggregators on a non-blocking DCN")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="FILE.yaml")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="FILE.yaml",
+                   help="topology file to write")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--aggregators", type=int, default=12)
+    p.add_argument("--aggregators", type=int, default=12,
+                   help="edge aggregators A0, A1, ... on the DCN (default 12)")
     p.add_argument("--ps", type=int, default=2, help="PSs, one per aggregator A0, A1, ...")
     p.add_argument("--workers-per-aggregator", type=int, nargs=2, default=[5, 10],
-                   metavar=("LOW", "HIGH"))
+                   metavar=("LOW", "HIGH"),
+                   help="workers under each aggregator, drawn from LOW..HIGH (default 5 10)")
     p.add_argument("--empty-aggregators", type=int, default=0,
                    help="aggregators without workers (relays)")
     for flag, what in (("--aggregation-capacity", "aggregation"), ("--ingress", "DCN ingress"),
@@ -474,8 +482,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host-capacity", type=float, help="worker link capacity, Gbps")
 
     p = kinds.add_parser("pool", help="ATRO reconfigurable pool with candidate links")
-    p.add_argument("--switches", type=int, default=20)
-    p.add_argument("--max-ports", type=int, default=24)
+    p.add_argument("--switches", type=int, default=20, help="switches in the pool (default 20)")
+    p.add_argument("--max-ports", type=int, default=24,
+                   help="ports per switch the patch panel may use (default 24)")
     _common(p, ina_default=0.2, workers_default=90, fabric=False)
 
     for parser in kinds.choices.values():

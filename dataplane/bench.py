@@ -23,6 +23,7 @@ import os
 import select
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import OrderedDict
@@ -344,6 +345,12 @@ def plot(report: dict, path: Path) -> None:
 
 
 def cmd_bench_target(args: argparse.Namespace) -> int:
+    for option, path in (("--json", args.json), ("--png", args.png)):
+        if path and path != "-" and not Path(path).parent.is_dir():  # checked before the run
+            print(f"error: ina bench target {option} {path}: the directory {Path(path).parent} "
+                  "does not exist; create it first", file=sys.stderr)
+            return 2
+    log = sys.stderr if args.json == "-" else sys.stdout  # `--json -`: stdout is the JSON's
     targets = list(dict.fromkeys(args.target or ["embedded"]))
     for target in targets:
         reason = missing(target)
@@ -361,7 +368,7 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
                           f"switch CPU {result['switch_cpu_us_per_fragment']} µs/fragment, "
                           f"lost {result['lost']}, collisions "
                           f"{result.get('switch_counters', {}).get('collisions', '-')}",
-                          flush=True)
+                          flush=True, file=log)
                     runs.append(result)
     except (P4CompileError, Bmv2Missing, RuntimeError) as exc:
         print(f"ina bench target: {exc}")
@@ -371,8 +378,7 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
                          "topology": f"{args.senders} -> 1 on veth", "runs": args.runs},
               "summary": summarise(runs), "runs": runs}
     print(json.dumps(report, indent=2))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    if args.json and args.json != "-":
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     if args.png:
         plot(report, Path(args.png))
@@ -408,6 +414,8 @@ def add_parser(bench_subparsers: argparse._SubParsersAction) -> None:
                    help="runs of every row (default 1)")
     p.add_argument("--no-forwarding", action="store_true",
                    help="skip bmv2's forwarding-only baseline")
-    p.add_argument("--json", metavar="OUT", help="also write the result here")
+    p.add_argument("--json", metavar="OUT",
+                   help="also write the result here (it is printed on stdout anyway; with `-` "
+                        "nothing else is)")
     p.add_argument("--png", metavar="OUT", help="and a bar chart here")
     p.set_defaults(func=cmd_bench_target)

@@ -90,7 +90,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="require a controller certificate signed by --grpc-server-cacert")
     p.add_argument("--insecure", action="store_true",
                    help="accept plain text on a non-loopback --grpc-addr")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"],
+                   help="log detail on stderr (default info)")
     p.set_defaults(func=cmd_switch)
 
     from dataplane import demo, hosts

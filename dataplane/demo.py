@@ -96,10 +96,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("dataplane-demo",
                               help="workers + PS aggregate a gradient across one embedded switch")
-    p.add_argument("--workers", type=int, default=3)
-    p.add_argument("--size-mb", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--window", type=float, default=16)
+    p.add_argument("--workers", type=int, default=3,
+                   help="workers, each on its own switch port (default 3)")
+    p.add_argument("--size-mb", type=float, default=1.0,
+                   help="gradient size each worker sends, in MB (default 1)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the synthetic gradients (default 0)")
+    p.add_argument("--window", type=float, default=16,
+                   help="each worker's initial window, in fragments (default 16)")
     p.add_argument("--target", choices=KINDS, default="embedded",
                    help="switch: the embedded target or bmv2 simple_switch_grpc (default embedded)")
     p.set_defaults(func=cmd_demo)

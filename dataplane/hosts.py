@@ -1163,8 +1163,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="the controller's state file: follow plan changes (README)")
     p.add_argument("--iface", required=True, help="interface to send and receive on")
     p.add_argument("--ip", required=True, help="this host's IPv4 address")
-    p.add_argument("--job", type=int, default=1)
-    p.add_argument("--task", type=int, default=0)
+    p.add_argument("--job", type=int, default=1,
+                   help="job number, carried in every fragment (default 1)")
+    p.add_argument("--task", type=int, default=0,
+                   help="task number within the job, carried in every fragment (default 0)")
     p.add_argument("--workers", type=int, required=True, help="workers in the task")
     p.add_argument("--size-mb", type=float, default=1.0, help="gradient size (default 1 MB)")
     p.add_argument("--epoch", type=int, default=0,

@@ -1,6 +1,6 @@
 """The real workers, PS and switch pipelines over simulated lossy links, on a virtual clock.
 
-Why hand-written: the recovery bugs of issue 15 (stalls of tens of seconds, a hang at 5 %
+Why hand-written: the recovery bugs under loss (stalls of tens of seconds, a hang at 5 %
 loss) show only after thousands of packets under random loss, and on Mininet one such run
 takes minutes of a shared lock and never repeats. Here the very objects the agents and the
 embedded switch run (`Worker`, `ParameterServer`, `Pipeline` programmed through `Entities`
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a switch takes per frame (slow Python switches: 0.0005)")
     parser.add_argument("--link-scale", type=_positive(float), default=1.0,
                         help="every link's rate as a fraction of what the workers pace at "
-                             "(0.3: the congestion case of issue 15)")
+                             "(0.3: the congestion case of RELIABILITY.md section 2)")
     parser.add_argument("--queue", type=_positive(int), default=1000,
                         help="frames a link's queue holds")
     parser.add_argument("--pacing-headroom", type=_positive(float), default=PACING_HEADROOM,

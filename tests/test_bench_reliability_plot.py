@@ -1,6 +1,6 @@
 """`ina bench reliability --item loss`'s figure shows both slowdowns of a row measured in
 sittings with their own references (a none row from another machine can read very
-differently: RELIABILITY.md, "Sittings differ"). Drawn from a journal we measured."""
+differently: docs/reliability/journal.md, "Sittings differ"). Drawn from a journal we measured."""
 
 from __future__ import annotations
 

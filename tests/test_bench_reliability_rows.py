@@ -48,9 +48,9 @@ def test_the_option_belongs_to_the_loss_item_only():
 
 
 @pytest.mark.parametrize("item, iterations, gradient_mb, timeout", [
-    ("loss", 20, 4.0, 600.0),        # the 20 x 4 MB
+    ("loss", 20, 4.0, 600.0),        # RELIABILITY.md's 20 x 4 MB
     ("congestion", 3, 0.1, 120.0),   # at 30 % of the pace 4 MB would take minutes an iteration
-    ("longrun", 200, 0.05, 120.0),   # the 200 iterations
+    ("longrun", 200, 0.05, 120.0),   # RELIABILITY.md's 200 iterations
 ])
 def test_each_item_has_the_size_its_figures_were_measured_with(item, iterations, gradient_mb,
                                                                timeout):

@@ -1,5 +1,5 @@
 """`ina bench reliability` tables stay whole when piped into a log (no header or number cut
-to `…`), however narrow the console (issue 15; the team's standard for tables)."""
+to `…`), however narrow the console (the team's standard for tables)."""
 
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ def test_show_writes_a_png(tmp_path):
     assert png.stat().st_size > 10_000
 
 
-# --- bad arguments and state files (issue 10): exit 2, one paragraph naming the argument ----
+# --- bad arguments and state files: exit 2, one paragraph naming the argument ---------------
 
 BAD_ARGUMENTS = {
     # name: (extra arguments of `ina solve`, words of the message)

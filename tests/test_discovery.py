@@ -166,8 +166,8 @@ def _triangle_round(far: dict, *, current, arrived=None) -> RoundEvidence:
 
 
 def test_a_receiver_whose_data_plane_lags_is_no_evidence_against_the_link() -> None:
-    """The bmv2 false verdict (issue 15): S3 answers reads at once while its one ingress
-    thread is seconds behind its input queue, so S1's and S2's probes wait there and S3's
+    """The bmv2 false verdict (RELIABILITY.md section 2): S3 answers reads at once while its one
+    ingress thread is seconds behind its input queue, so S1's and S2's probes wait there and S3's
     counters of those ports stay flat; S3 still sends out its probes of earlier rounds. No probe of this round
     passed through S3 over its other links: undecided, however long. Once S3's data plane
     shows this round's probes (S2 -> S3 arrives), S1 -> S3 is missed, and dies."""

@@ -196,7 +196,7 @@ def test_aggregation_on_a_plain_switch_is_inconsistent(fig1):
     assert any("not INA-capable" in p for p in result.problems)
 
 
-# --- hostile and careless plan files (issue 10) -----------------------------------------------
+# --- hostile and careless plan files ----------------------------------------------------------
 
 def _fig1_plan_doc() -> dict:
     """A consistent plan for `fig1` (rate 1), as its JSON document."""

@@ -11,6 +11,7 @@ against `_acceptable`, an independent statement of these rules.
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import json
@@ -237,11 +238,15 @@ def test_cli_exit_codes(tmp_path, capsys):
 
 # --- plans without a patch panel on a pool ---------------------------------------------------
 def test_a_plan_without_patch_panel_builds_every_candidate():
-    # `shortest` routes on the pool as if every candidate were cabled: S0 would need 7 ports
-    # for its 4, every host 3 links. The evaluator says so in one line.
+    # A plan routed on the pool as if every candidate were cabled (`shortest` on the same
+    # network without port budgets; `solve` refuses it on the pool): S0 would need 7 ports for
+    # its 4, every host 3 links. The evaluator says so in one line.
     doc = _doc()
     network = build_network(doc)
-    plan = solve(network, "shortest", SolveOptions())
+    unbudgeted = copy.deepcopy(doc)
+    for switch in unbudgeted["switches"]:
+        switch.pop("max_ports")
+    plan = solve(build_network(unbudgeted), "shortest", SolveOptions())
     result = evaluate(network, plan)
     assert not result.consistent
     pool_lines = [p for p in result.problems if "patch_panel" in p]

@@ -88,13 +88,15 @@ def mutated(draw, base: dict) -> dict:
         places = _locations(doc)
         container, key = places[draw(st.integers(0, len(places) - 1))]
         op = draw(st.sampled_from(["replace", "replace", "delete", "add", "repeat"]))
+        # a copy: HOSTILE's lists and dicts are shared by every example, and a later "repeat"
+        # would grow them (hypothesis then sees its strategy change between examples)
         if op == "replace":
-            container[key] = draw(HOSTILE)
+            container[key] = copy.deepcopy(draw(HOSTILE))
         elif op == "delete":
             del container[key]
         elif op == "add" and isinstance(container, dict):
             container[draw(st.sampled_from(["extra", "name", "ports", "workers", "x"]))] = (
-                draw(HOSTILE))
+                copy.deepcopy(draw(HOSTILE)))
         elif op == "repeat" and isinstance(container, list):
             container.insert(draw(st.integers(0, len(container))), copy.deepcopy(container[key]))
     return doc

@@ -1,4 +1,4 @@
-"""Item 6's fault schedule, and its bad input, without root (issue 15)."""
+"""The long run's fault schedule (RELIABILITY.md section 6), and its bad input, without root."""
 
 from __future__ import annotations
 

@@ -48,9 +48,9 @@ def test_fig1_on_bmv2_shortest_vs_aro_exact_one_flow_into_the_ps_and_faster():
         # can slow any one iteration into spurious timeouts, whose resends, ACKs and PROBEs
         # also cross the PS link; the plan bounds the best one.
         best[scheme] = min(result.iterations, key=lambda it: it.seconds)
-        # packets on the PS link per fragment (issue 11 measured 1.3-2.4 for ARO on bmv2)
+        # packets on the PS link per fragment (1.3-2.4 for ARO on bmv2 were measured once)
         assert round(best[scheme].ps_link_flows) == flows_into_ps, best[scheme].ps_link_flows
-    # plans say 5; issue 11 measured 1.47 on bmv2 before the fixes
+    # plans say 5; bmv2's slowest runs measured 1.47
     ratio = best["shortest"].seconds / best["aro"].seconds
     print(f"shortest/aro iteration-time ratio on bmv2: {ratio:.2f}")
     assert ratio >= 3

@@ -253,7 +253,7 @@ def test_only_aro_variants_claim_optimality(fig1):
 
 
 def _fat_ps_link(path) -> Network:
-    """ARO Fig. 1 with only the PS–L0 link raised to 1000 Gbps (issue 10)."""
+    """ARO Fig. 1 with only the PS–L0 link raised to 1000 Gbps: one fat link among thin ones."""
     network = load_topology(path)
     for u, v in (("PS", "L0"), ("L0", "PS")):
         network.graph.edges[u, v]["capacity_gbps"] = 1000.0

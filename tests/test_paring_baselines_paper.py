@@ -49,8 +49,8 @@ def test_counter_agrees_with_the_evaluator(scheme, layout):
 
 
 def test_atp_on_the_spread_layout_by_hand():
-    """BENCHMARKS.md's hand count: E1_0 merges its 3 workers, E0_0 the 13 flows left:
-    10/13 Gbps, 48 gradient-hops (76.3 GiB)."""
+    """The hand count of docs/benchmarks/journal.md, PARING: E1_0 merges its 3 workers, E0_0
+    the 13 flows left: 10/13 Gbps, 48 gradient-hops (76.3 GiB)."""
     network = fat_tree(15, 8, "spread")
     task = network.tasks[0]
     f = counter(deepsys_tree(network, task), task, 5.0)

@@ -1,4 +1,4 @@
-"""Faults at run time on Mininet (issue 15): congestion is not a link failure; loss,
+"""Faults at run time on Mininet (RELIABILITY.md): congestion is not a link failure; loss,
 duplication and reordering on every link leave every result exact (root)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def fig1():
 @pytest.mark.parametrize("queue", [None, 2], ids=["default-queue", "2-packet-queue"])
 def test_congestion_is_not_a_failure_but_a_cut_under_it_is(fig1, queue):
     """Every link at 30 % of what the workers pace at: with the default 1000-packet queues
-    probes wait seconds (probes alone re-planned 22 times in 4 iterations, issue 15), with
+    probes wait seconds (probes alone re-planned 22 times in 4 iterations), with
     2-packet queues they are dropped; the ports keep receiving, so the plan stays. A real cut
     under the same load still makes exactly one new plan."""
     network, plan = fig1
@@ -227,7 +227,7 @@ def test_a_run_stopped_by_sigterm_leaves_nothing_behind(tmp_path):
 
 
 def test_a_row_stopped_mid_way_is_resumed_with_only_the_iterations_it_lacks(tmp_path):
-    """One row of the issue's 20 × 4 MB on the 4-leaf/4-spine takes hours: stopped after an
+    """One row of 20 × 4 MB on the 4-leaf/4-spine takes hours: stopped after an
     iteration, `--resume` keeps what the journal holds and runs only the rest, on a fresh
     emulation (controller.bench.loss_journal)."""
     argv = [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",

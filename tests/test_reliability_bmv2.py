@@ -1,4 +1,4 @@
-"""Faults at run time on bmv2 (issue 15 items 1, 2 and 6): the tests of test_reliability.py
+"""Faults at run time on bmv2 (RELIABILITY.md sections 1, 2 and 6): the tests of test_reliability.py
 with `simple_switch_grpc` running p4c's build of p4src/ina.p4 (root, Mininet).
 
 The gradients are smaller than on the embedded target: bmv2 forwards about a tenth of what it

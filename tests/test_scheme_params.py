@@ -169,3 +169,18 @@ def test_ina_schemes_name_gives_the_paper_time_limit_and_every_parameter(scheme,
 def test_ina_schemes_of_an_unknown_name_is_exit_2(capsys):
     assert main(["schemes", "arro"]) == 2
     assert "unknown scheme 'arro'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("scheme", [s for s in scheme_names() if not SCHEMES[s].builds_network])
+def test_a_scheme_that_routes_as_is_refuses_a_pool_it_cannot_build(scheme):
+    network = build_network(pool(switches=3, max_ports=4, workers=4), "pool.yaml")
+    with pytest.raises(SchemeInputError, match=rf"pool.yaml is a reconfigurable pool: S0 has 7 "
+                                               rf"candidate links for its 4 ports .* {scheme} "
+                                               rf"routes on the topology as it is"):
+        solve(network, scheme)
+
+
+def test_a_pool_whose_every_candidate_fits_is_an_ordinary_network():
+    # two switches, one worker and the PS: S0 and S1 have 3 candidates each for 3 ports
+    network = build_network(pool(switches=2, max_ports=3, workers=1), "pool.yaml")
+    assert solve(network, "shortest").tasks

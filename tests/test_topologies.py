@@ -273,7 +273,7 @@ def test_unknown_field_is_named(tmp_path):
     assert "switches[0].pipelins (L0)" in msg and "unknown field" in msg
 
 
-# --- hostile and careless files (issue 10): one clear error, never a traceback or a hang ---
+# --- hostile and careless files: one clear error, never a traceback or a hang -------------
 
 def _all_links(**fields):
     return lambda d: [link.update(fields) for link in d["links"]]

@@ -50,9 +50,12 @@ def aro_leaf_spine(
 
 def add_parser(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser("aro", help="ARO variants: SJST default (Fig. 7a), MJMT (Fig. 11)")
-    p.add_argument("--setting", choices=["sjst", "mjmt", "all"], default="sjst")
+    p.add_argument("--setting", choices=["sjst", "mjmt", "all"], default="sjst",
+                   help="sjst: one job, one task (Fig. 7a); mjmt: several jobs and tasks "
+                        "(Fig. 11); all: both (default sjst)")
     p.add_argument("--seeds", type=int, default=10, help="instances per setting (default 10)")
-    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="seed of the first instance; the others follow (default 0)")
     p.add_argument("--variants", default=",".join(SJST_VARIANTS),
                    help="comma-separated SJST variants (default: %(default)s)")
     p.add_argument("--mjmt-variants", default="aro-acc,aro",

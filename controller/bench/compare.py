@@ -15,7 +15,7 @@ be able to import this package (same environment as the client).
 
 Output per figure: `out/bench/compare/<figure>/results.json` (every run, per-setting means and
 the ratios between schemes next to the paper's) and `<figure>.png`, drawn like the paper's plot;
-plus the figure's rows in the "Scheme comparison (issue 6)" section of BENCHMARKS.md, linking a
+plus the figure's rows in the "Scheme comparison" section of BENCHMARKS.md, linking a
 copy of the PNG under `docs/benchmarks/compare/`, beside a copy of the JSON (`<figure>.json`),
 so the numbers BENCHMARKS.md quotes stay checkable (out/ is not committed). Runs go seed by
 seed over all settings and each record is appended to `<out>/records.jsonl` as it arrives, so a
@@ -51,7 +51,7 @@ from controller.network import Network, build_network, load_topology
 from controller.tables import print_table
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Scheme comparison (issue 6)"
+SECTION = "## Scheme comparison"
 DOCS = Path("docs") / "benchmarks" / "compare"  # committed PNG copies, relative to BENCHMARKS.md
 DEVIATION = 0.25  # ratios between schemes further than this from the paper's get flagged
 
@@ -246,7 +246,7 @@ def _aro_multi(name: str, title: str, shapes: tuple[tuple[int, int], ...],
 _PURE_GRID = {"grid": {"links": False}}
 # GRID Sec. 6.1 describes ATP with one level ("the first encountered aggregation node").
 _GRID_PAPER = {**_PURE_GRID, "atp": {"ps_side": False}}
-# Figs. 11-12: `grid` draws from both its LP variants (issue 16); `grid-opt` solves GRID's own
+# Figs. 11-12: `grid` draws from both its LP variants; `grid-opt` solves GRID's own
 # problem (1), which has no link rows (Sec. 4.1), so its model optimum is the one R-GRIA's
 # draws are measured against.
 _GRID_OWN = {"atp": {"ps_side": False}, "grid-opt": {"links": False}}
@@ -606,7 +606,7 @@ def grid_optimum(figure: Figure, records: list[dict[str, Any]]) -> list[dict[str
     it, the best of R-GRIA's draws (the paper's LP, no link rows) scored in (1), and the plan
     `grid` keeps (best by the evaluator over both LP variants) scored in (1) (without link
     rows, so only next to `grid-opt` without them); on how many seeds `grid`'s evaluated rate
-    is at least the better of its two LP variants' scores (issue 16's promise); `grid-opt`'s
+    is at least the better of its two LP variants' scores (what `grid` promises); `grid-opt`'s
     proofs and solve times."""
     pure = not figure.params.get("grid-opt", {}).get("links", True)
     rows = []
@@ -821,7 +821,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     """`compare` under `ina bench`."""
     p = sub.add_parser("compare", help="rerun a paper's scheme comparison (JSON, PNG, "
                        "BENCHMARKS.md row)")
-    p.add_argument("--figure", required=True, choices=sorted(FIGURES))
+    p.add_argument("--figure", required=True, choices=sorted(FIGURES),
+                   help="the paper's figure to rerun")
     p.add_argument("--seeds", type=int, help="seeds per setting (default: the paper's)")
     p.add_argument("--schemes", help="comma-separated subset of the figure's schemes")
     p.add_argument("--jobs", type=int, help="local worker processes (default: CPU count)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from controller.mininet_runner import Emulation, IterationResult, run
+from controller.mininet_runner import Emulation, IterationResult, missing_mininet, run
 from controller.network import load_topology
 from controller.solvers import solve
 from controller.tables import print_table
@@ -30,16 +31,24 @@ console = Console()
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("e2e", help="closed loop on Mininet: goodput, shortest/aro, recovery")
-    p.add_argument("--topology", default=str(EXAMPLE))
-    p.add_argument("--gradient-mb", type=float, default=0.25)
-    p.add_argument("--iterations", type=int, default=3)
-    p.add_argument("--scale-mbps", type=float, default=2.0)
-    p.add_argument("--out", default="out/bench/e2e")
+    p.add_argument("--topology", default=str(EXAMPLE),
+                   help="topology YAML file to emulate (default ARO Fig. 1)")
+    p.add_argument("--gradient-mb", type=float, default=0.25,
+                   help="gradient size each worker sends per iteration, in MB (default 0.25)")
+    p.add_argument("--iterations", type=int, default=3,
+                   help="iterations per scheme (default 3)")
+    p.add_argument("--scale-mbps", type=float, default=2.0,
+                   help="TCLink Mbps per model Gbps (default 2)")
+    p.add_argument("--out", default="out/bench/e2e",
+                   help="output directory (default out/bench/e2e)")
     p.add_argument("--fail-link", default="L1,S1", help="link cut in the failure run (A,B)")
     p.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
+    if reason := missing_mininet():
+        print(f"error: ina bench e2e: {reason}", file=sys.stderr)
+        return 2
     network = load_topology(args.topology)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -94,7 +94,8 @@ PAPER: dict[str, dict[str, dict[str, float]]] = {
 
 def add_parser(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser("eina", help="EINA Figs. 2a-2f and 3, eina-fast at huge scale")
-    p.add_argument("--figure", choices=sorted(FIGURES), default="2a")
+    p.add_argument("--figure", choices=sorted(FIGURES), default="2a",
+                   help="the paper's figure to rerun (default 2a)")
     p.add_argument("--values", help="x values, comma-separated (ranges as LOW-HIGH); "
                    "default: the figure's")
     p.add_argument("--ps", help="PS counts for 2a and 3 (same as --values there); "
@@ -104,7 +105,8 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--aggregates", choices=("all", "addressed"), default="all",
                    help="scoring terms (default all, EINA's)")
     p.add_argument("--seeds", type=int, default=5, help="instances per point (default 5)")
-    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--first-seed", type=int, default=0,
+                   help="seed of the first instance; the others follow (default 0)")
     p.add_argument("--schemes", help="default: the figure's")
     p.add_argument("--time-limit", type=float, default=60.0, help="per solve (s)")
     p.add_argument("--out", default="out/bench/eina", help="output directory")

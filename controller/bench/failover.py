@@ -44,16 +44,19 @@ console = Console()
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("failover", help="controller failover: takeover time and writes")
-    p.add_argument("--topology", default=str(EXAMPLE))
-    p.add_argument("--scheme", default="aro")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--topology", default=str(EXAMPLE),
+                   help="topology YAML file (default ARO Fig. 1)")
+    p.add_argument("--scheme", default="aro", help="routing scheme (default aro)")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="failovers measured per target (default 5)")
     p.add_argument("--fault", choices=["kill", "stop"], default="kill",
                    help="kill: SIGKILL the primary (default); stop: SIGSTOP it, then SIGCONT")
     p.add_argument("--primary-stale", type=float, default=3.0, metavar="S",
                    help="with --fault stop: each controller's --primary-stale (default 3)")
     p.add_argument("--target", choices=KINDS, action="append",
                    help="repeatable; default: every target installed")
-    p.add_argument("--out", default="out/bench/failover")
+    p.add_argument("--out", default="out/bench/failover",
+                   help="output directory (default out/bench/failover)")
     p.set_defaults(func=main)
 
 

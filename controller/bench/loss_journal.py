@@ -1,7 +1,7 @@
 """The loss item's journal (`ina bench reliability --item loss`): every iteration is kept the
 moment it ends, so a row can be measured over several sittings.
 
-At the issue's 20 × 4 MB one row of the 4-leaf/4-spine takes one to five hours (100-850 s
+At 20 × 4 MB one row of the 4-leaf/4-spine takes one to five hours (100-850 s
 per iteration), longer than a machine may stay up. `<out>/loss.jsonl` holds a header naming
 what the rows were measured with, then one line per event: an emulation started for a row, an
 iteration ended, an emulation ended (its nft counters, plan versions, error). `--resume`
@@ -10,8 +10,8 @@ whose iteration hung is final (its hang is the measurement). An emulation that s
 never ended (the machine went down) lost its counters: the row says how many did. Each
 emulation's start records the code it ran (`code_revision`), so a row whose sittings ran
 different commits says so, and the report gives each sitting's own mean and resends: on a
-shared machine sittings hours apart need not run alike even on the same code (on 2026-11-28
-the unimpaired 4x4 took 138.5 s an iteration in one session and 87.7 s in the next). A sitting
+shared machine sittings hours apart need not run alike even on the same code (the
+unimpaired 4x4 took 138.5 s an iteration in one session and 87.7 s in the next). A sitting
 may therefore open with unimpaired reference iterations on its own emulation, just before the
 impairment goes on (`reference` lines): its slowdown is then a ratio within one run.
 

@@ -369,7 +369,7 @@ def paper_model(time_limit: float) -> list[dict]:
 
 def paper_search() -> list[dict]:
     """`paring_search` at the stated points, both layouts: which coarse plans give the paper's
-    DeepSys+SOAR and PANAMA rate and volume (BENCHMARKS.md, PARING deviations)."""
+    DeepSys+SOAR and PANAMA rate and volume (docs/benchmarks/journal.md, PARING)."""
     from controller.bench.paring_search import run_search
 
     rows = run_search(lambda w, s, layout: fat_tree_doc(w, s, 5.0, layout=layout))

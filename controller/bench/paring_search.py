@@ -1,4 +1,4 @@
-"""Which coarse plans give the paper's DeepSys+SOAR and PANAMA numbers? (BENCHMARKS.md, PARING)
+"""Which coarse plans give the paper's DeepSys+SOAR and PANAMA numbers? (docs/benchmarks/journal.md)
 
 An exhaustive search at the two points the paper states (Sec. V-C-3): every shortest-path tree
 carrying DeepSys's placement to the PS (each node used takes one of its next hops toward the

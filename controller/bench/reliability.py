@@ -1,4 +1,4 @@
-"""`ina bench reliability`: faults at run time on Mininet (root), issue 15 items 1, 2 and 6.
+"""`ina bench reliability`: faults at run time on Mininet (root), RELIABILITY.md sections 1, 2, 6.
 
 - `--item calibrate`: what each impairment really does to numbered frames on one link
   (loss, copies, reordering measured at the receiver; controller.faults.calibrate).
@@ -51,7 +51,7 @@ from controller.faults.impair import (
     measured,
 )
 from controller.faults.longrun import idle_memory, long_run, replan_memory
-from controller.mininet_runner import Emulation, IterationResult, RunnerError
+from controller.mininet_runner import Emulation, IterationResult, RunnerError, missing_mininet
 from controller.network import load_topology
 from controller.solvers import solve
 from controller.tables import print_table
@@ -60,7 +60,7 @@ from dataplane.targets import missing
 EXAMPLES = Path(__file__).resolve().parents[2] / "topologies" / "examples"
 IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplicate", 2),
                Impairment("reorder", 10))
-# Per item, what RELIABILITY.md measures with: the issue's 20 x 4 MB for loss; congestion at 30 %
+# Per item, what RELIABILITY.md measures with: 20 x 4 MB for loss; congestion at 30 %
 # of the pace, where 4 MB would take minutes an iteration; the long run's 200 short iterations.
 ITEM_DEFAULTS = {"loss": {"iterations": 20, "gradient_mb": 4.0, "timeout": 600.0},
                  "congestion": {"iterations": 3, "gradient_mb": 0.1, "timeout": 120.0},
@@ -74,10 +74,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                        "congestion, long run (root)")
     p.add_argument("--item", required=True,
                    choices=("calibrate", "loss", "congestion", "longrun", "replan-memory",
-                            "idle-memory"))
+                            "idle-memory"),
+                   help="what to measure (the module's docstring, RELIABILITY.md)")
     p.add_argument("--topology", action="append", metavar="FILE.yaml",
                    help="topology (repeatable; default ARO Fig. 1)")
-    p.add_argument("--scheme", default="aro")
+    p.add_argument("--scheme", default="aro", help="routing scheme (default aro)")
     p.add_argument("--iterations", type=int,
                    help="default per item: loss 20, congestion 3, longrun 200, replan-memory 1000")
     p.add_argument("--gradient-mb", type=float,
@@ -96,7 +97,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--impairment", action="append", metavar="none|KIND:PERCENT",
                    help="loss: run only these rows (repeatable), e.g. --impairment none "
                    "--impairment loss:1; default: none, loss:1, loss:5, duplicate:2, "
-                   "reorder:10. At the issue's 20 x 4 MB one row takes tens of minutes, so "
+                   "reorder:10. At 20 x 4 MB one row takes tens of minutes, so "
                    "rows can be measured one at a time")
     p.add_argument("--resume", action="store_true",
                    help="loss: go on from <out>/loss.jsonl, running only the iterations each "
@@ -108,7 +109,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "over sittings has a slowdown within each (default 1 with --resume, else 0)")
     p.add_argument("--cut", default="L1,S1", help="link cut (A,B)")
     p.add_argument("--restart", default="S1", help="longrun: switch restarted")
-    p.add_argument("--out", default="docs/benchmarks/reliability")
+    p.add_argument("--out", default="docs/benchmarks/reliability",
+                   help="output directory (default docs/benchmarks/reliability)")
     p.set_defaults(func=main)
 
 
@@ -132,6 +134,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"error: ina bench reliability: --every {args.every}: the long run puts one "
               "switch restart and one link cut in every EVERY iterations, so EVERY must be "
               "at least 2", file=sys.stderr)
+        return 2
+    if args.item in ("loss", "congestion", "longrun") and (reason := missing_mininet()):
+        print(f"error: ina bench reliability: --item {args.item}: {reason}", file=sys.stderr)
         return 2
     if args.target == "bmv2" and (reason := missing("bmv2")):
         print(f"error: ina bench reliability: --target bmv2: {reason}", file=sys.stderr)

@@ -1,5 +1,5 @@
 """Many iterations with a switch restart and a link cut in every `every` iterations: results
-stay exact and no process grows (issue 15 item 6).
+stay exact and no process grows (RELIABILITY.md, section 6).
 
 Memory is read from /proc: the long-lived processes (controller daemon, each switch, this
 process, which runs Mininet) after every iteration, so a trend can be told from a one-time

@@ -60,7 +60,7 @@ def check_params(name: str, params: Mapping[str, Any], section: str | None = Non
 
     def origin(key: str | None = None) -> str:
         if section is None:
-            return "(from --param)"
+            return "(from --param, or SolveOptions.params in Python)"
         return f"(from {section}{'' if key is None else '.' + key})"
 
     known = {p.name: p for p in scheme(name).params}
@@ -105,10 +105,31 @@ def _refuse_shared_capacity(network: Network, scheme: str) -> None:
             f"(`capacity_gbps`, `reverse_capacity_gbps`)")
 
 
+def _refuse_unbuildable_pool(network: Network, scheme: str) -> None:
+    """A scheme that routes on the topology as it is would take every candidate link of a
+    reconfigurable pool as built, and claim rates no buildable network carries."""
+    if SCHEMES[scheme].builds_network:
+        return
+    over = [(s, len(network.graph[s]), network.spec(s).max_ports) for s in network.switches
+            if network.spec(s).max_ports is not None
+            and len(network.graph[s]) > network.spec(s).max_ports]
+    if over:
+        s, links, ports = over[0]
+        more = f" (and {len(over) - 1} more switches)" if len(over) > 1 else ""
+        builders = ", ".join(n for n, e in SCHEMES.items() if e.builds_network)
+        raise SchemeInputError(
+            f"{network.source} is a reconfigurable pool: {s} has {links} candidate links for "
+            f"its {ports} ports (max_ports){more}, so not every link can be built, and "
+            f"{scheme} routes on the topology as it is; use a scheme that chooses the links "
+            f"({builders}), or solve on the network it built (`ina solve POOL --scheme atro "
+            f"--topology-out FILE.yaml`)")
+
+
 def solve(network: Network, scheme: str, options: SolveOptions | None = None) -> Plan:
     options = options or SolveOptions()
     _check_sections(network, scheme, options.params)
     _refuse_shared_capacity(network, scheme)
+    _refuse_unbuildable_pool(network, scheme)
     params = {**network.schemes.get(scheme, {}), **options.params}
     limit = options.time_limit if options.time_limit is not None else SCHEMES[scheme].time_limit
     plan = get_solver(scheme)(network, SolveOptions(

@@ -86,6 +86,8 @@ class Scheme:
     time_limit: float | None = None
     # a topology section this scheme also reads (the family's shared one)
     shares: str | None = None
+    # chooses which candidate links of a reconfigurable pool to build (ATRO)
+    builds_network: bool = False
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -210,7 +212,7 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
             THREADS,
             Param("symmetry", "choice", "none", "symmetry-breaking cuts",
                   choices=("none", "switches", "all"))),
-           60.0),
+           60.0, builds_network=True),
     Scheme("shortest", "controller.solvers.shortest:solve", _BASELINE,
            "every worker on a shortest path (ECMP draw), no in-network aggregation"),
     Scheme("atp", "controller.solvers.atp:solve_atp", _BASELINE,

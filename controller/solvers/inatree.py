@@ -148,12 +148,20 @@ class PathCache:
             self._paths[src, dst] = self._search(src, dst)
         return self._paths[src, dst]
 
-    def _search(self, src: str, dst: str) -> list[list[str]]:
+    def reaches(self, src: str, dst: str) -> bool:
+        """Whether a path src→dst exists that crosses no other host (the paths' own search)."""
+        return src in self._distances(dst)
+
+    def _distances(self, dst: str) -> dict[str, int]:
         if dst not in self._dist:
             reverse = self.network.graph.reverse(copy=False)
             self._dist[dst] = nx.single_source_shortest_path_length(
                 hosts_do_not_forward(reverse, dst), dst)
             self._suffixes[dst] = {}
+        return self._dist[dst]
+
+    def _search(self, src: str, dst: str) -> list[list[str]]:
+        self._distances(dst)
         found = self._from(src, dst)
         if found is None:  # more than LIMIT paths
             return shortest_paths(self.network, src, dst, self.LIMIT)

@@ -22,7 +22,7 @@ these schemes only route.
 * `deepsys-soar`: SOAR's exact dynamic programme on the DeepSys tree: choose at most `k` INA
   switches (default: all) that minimise the total traffic, i.e. the sum over links of the
   flows crossing them. No budget reproduces the paper's DeepSys+SOAR values: they need a
-  tree other than DeepSys's (`ina bench paring --paper-search`, BENCHMARKS.md, PARING).
+  tree other than DeepSys's (`ina bench paring --paper-search`, docs/benchmarks/journal.md, PARING).
 * `marina`: the aggregation tree is an approximate vertex-weighted Steiner tree over the workers
   and the PS (networkx's Mehlhorn 2-approximation; INA switches weigh `ina_weight`, default 0.5,
   other nodes 1, an edge the mean of its ends), oriented toward the PS; every INA switch in it
@@ -33,7 +33,7 @@ these schemes only route.
   top-tier switch (spines, cores), every switch on a tree aggregating. A worker has one path in
   a plan, so the round-robin is over workers (worker i on tree i mod T), not packets. The
   paper's PANAMA values are given by no coarse plan on shortest paths that merges only at
-  programmable switches, nor by an even split over trees (BENCHMARKS.md, PARING).
+  programmable switches, nor by an even split over trees (docs/benchmarks/journal.md, PARING).
 """
 
 from __future__ import annotations
@@ -206,8 +206,9 @@ def solve_marina(network: Network, options: SolveOptions) -> Plan:
 
 def _marina_graph(network: Network, task: Task, weight_ina: float) -> nx.Graph:
     """The links between switches, weighted toward INA switches, and each of the task's hosts
-    by one link, its first hop toward the PS: hosts stay leaves of the Steiner tree, since
-    hosts do not forward."""
+    by one link, its first hop toward the PS (the PS by its last hop from a worker that
+    reaches it through a switch, beside any worker cabled to it): hosts stay leaves of the
+    Steiner tree, since hosts do not forward."""
     graph = nx.Graph()
 
     def weight(node: str) -> float:
@@ -216,11 +217,13 @@ def _marina_graph(network: Network, task: Task, weight_ina: float) -> nx.Graph:
     for u, v in network.graph.edges:
         if network.is_switch(u) and network.is_switch(v):
             graph.add_edge(u, v, weight=(weight(u) + weight(v)) / 2)
+    ps_on_a_switch = False
     for w in task.workers:
         path = nx.shortest_path(hosts_do_not_forward(network.graph, w), w, task.ps)
         graph.add_edge(w, path[1], weight=(weight(w) + weight(path[1])) / 2)
-        if len(path) > 2 and task.ps not in graph:
+        if len(path) > 2 and not ps_on_a_switch:
             graph.add_edge(path[-2], task.ps, weight=(weight(path[-2]) + weight(task.ps)) / 2)
+            ps_on_a_switch = True
     return graph
 
 

@@ -30,7 +30,7 @@ A round then says, for each directed link u -> v, one of three things (`LinkJudg
 Why the data planes' catching up: an answered read proves a switch's control plane alive,
 not that its data plane has handled the frames that reached it. bmv2 has one ingress thread
 behind one input queue; under load a probe can wait there for seconds while the switch
-answers reads with a flat counter for that port (issue 15: on bmv2 under congestion the idle
+answers reads with a flat counter for that port (measured: on bmv2 under congestion the idle
 L2-S0 died and came back after a real cut elsewhere). Frames leave that queue in arrival
 order, so a probe of the same round that got through the switch shows that what was queued
 before it got through too: the judged probe, sent at the same moment, up to its own transit

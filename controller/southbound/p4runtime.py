@@ -241,7 +241,7 @@ class InaSwitchDriver:
         channel up while it still pushes the pipeline) gets nothing now: its ready handler
         reconciles it with the program. Writing there raced the pipeline push: a bmv2 that
         restarted as a re-plan retired the old plan's entries refused the delete (no pipeline
-        yet) and then never came back (the bmv2 long-run test, 2026-11-27)."""
+        yet) and then never came back (the bmv2 long-run test, RELIABILITY.md section 6)."""
         if not self._holds_our_plan:
             return False
         try:

@@ -1,4 +1,4 @@
-"""Exactly-once and prompt recovery under loss, duplication and reordering (issue 15 item 1),
+"""Exactly-once and prompt recovery under loss, duplication and reordering (RELIABILITY.md sec. 1),
 without root: the real workers, PS and embedded switch pipelines of ARO Fig. 1 over simulated
 impaired links on a virtual clock (`dataplane.lossy_sim`), so bounds are on virtual seconds,
 deterministic for a seed.
@@ -8,8 +8,8 @@ iteration (late resends re-opened completed slots, a cycle between L2 and S1 ren
 keepalives); 5 % loss took 49-101 s per iteration (lost fragments idled their place in the
 window until a 0.5-1 s timeout, every timeout halved the window); 2 % duplication stalled the
 second iteration for 50 s. Still open (strict xfail): 2-frame queues at 30 % of the workers'
-pace with a cut that sends two sums per fragment into the PS link (RELIABILITY.md, "The
-2-packet case read in the simulation").
+pace with a cut that sends two sums per fragment into the PS link
+(docs/reliability/journal.md, "The 2-packet case read in the simulation").
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
             f"iteration {it.epoch}: {it.seconds:.1f} virtual s against {unimpaired:.2f} s")
 
 
-# Issue 15's congestion case (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
+# The congestion case (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
 # what the workers pace at (`controller.faults.impair.congest(emu, 0.3, 2)`: links at 0.3 x
 # MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 0.1 MB iterations, then L1-S1 cut.
 CONGESTED_MBPS_PER_GBPS = 0.3 * MBPS_PER_GBPS
@@ -122,7 +122,7 @@ def test_two_packet_queues_at_a_third_of_the_pace_cost_little_before_a_cut(fig1)
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "a known limit, stricter than issue 15 asks (RELIABILITY.md section 1, item 2's open "
+    "a known limit, stricter than RELIABILITY.md asks (section 1, item 2's open "
     "cell): after the re-plan two sums per fragment share "
     "the 2-packet PS link, which the workers outpace 3.2 times: bursts overflow it while it "
     "idles two thirds of the time, and all five workers resend each loss; 35-40 virtual s "
@@ -143,9 +143,9 @@ def test_two_packet_queues_and_a_cut_two_sums_into_the_ps_link_recover_promptly(
 
 
 def test_what_reaches_the_ps_is_counted_as_the_link_delivered_it(fig1):
-    """`ps_intake` (RELIABILITY.md, "What the link into the PS carries") sorts each frame the
-    PS receives; the link into the PS counts deliveries on its own. Congested, with a cut:
-    every kind of frame occurs, and the two counts must agree."""
+    """`ps_intake` (docs/reliability/journal.md, "What the link into the PS carries") sorts each
+    frame the PS receives; the link into the PS counts deliveries on its own. Congested, with a
+    cut: every kind of frame occurs, and the two counts must agree."""
     network, plan = fig1
     emulation = Emulation(network, plan=plan, mbps_per_gbps=CONGESTED_MBPS_PER_GBPS, queue=2)
     into_ps = [link for (_, v), link in emulation.links.items()

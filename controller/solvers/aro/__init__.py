@@ -12,7 +12,7 @@ Formulation choice (measured on this 2-core machine, see BENCHMARKS.md for the f
   in rate value, not in list position (the exact rates crowd at low values, where probes are
   feasible and slow), so a solve takes 4-5 probes, as the bisection over the paper's ~19
   quantized levels (floor(N·cap/b̄/k), N = 100) did; the result is the real optimum, not the
-  quantized one, and one fat link among thin ones costs nothing (issue 10). SJST default
+  quantized one, and one fat link among thin ones costs nothing. SJST default
   (24×24 leaf-spine, 200 workers, seeds 0-9, `ina bench aro --seeds 10 --variants
   aro,aro-acc,aro-raw,aro-qsr`, run back to back with the code before on a shared machine at
   load 5-6): aro median 0.35 s (max 0.61) against 0.63 s (1.49), all proven optimal at the
@@ -27,7 +27,7 @@ Formulation choice (measured on this 2-core machine, see BENCHMARKS.md for the f
   variable-rate model ran out of the 60 s (gap 66.7 %); now the final stage proves the optimum
   from the caps in 2.5 s (28.5 s in all, most of it SRO stage 1); 5 of the 6 Fig. 11 aro-acc
   runs ended proven optimal against the reduced (SRO/APP) model's bound, the sixth with a model
-  gap of 0.1 %, all within the limit; since issue 10 aro-acc's bound is the full problem's
+  gap of 0.1 %, all within the limit; aro-acc's bound is the full problem's
   (`solver._full_bound`), so these are `feasible` where the reduction cost rate. Half of
   a stage's time goes to the tasks alone (`SOLO_SHARE`): with 0.7, λ = 5 seed 0 left too
   little for the joint probe that finds all tasks at 50 Gbps (22 s) and ended at gap 33 %.

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
+from controller.solvers import progress
 from controller.solvers.aro import model as aro_model
 from controller.solvers.aro.model import Hint
 from controller.solvers.aro.qsr import Resource, Scale, admits, exact_rates
@@ -361,6 +362,8 @@ class Search:
             else:
                 timed_out = True
                 break
+            progress.report(cands[lo] if lo >= 0 else None, cands[hi - 1] if hi else None,
+                            "common rate")
         zero = {i: 0.0 for i in self.weight}
         rates = self.rates_for(cands[lo]) if lo >= 0 else zero
         return best, rates, self._top(cands, hi), not timed_out, log

@@ -1,4 +1,5 @@
-"""ATRO (atro-topology-and-routing.txt): joint topology and routing over a reconfigurable pool.
+"""ATRO: joint topology and routing over a reconfigurable pool ("Pushing the Performance
+Boundary of In-Network AllReduce With Joint Topology and Routing Optimization").
 
 Every candidate link of a pool file (`ina topo gen pool`) is a choice: ATRO picks which links
 the optical patch panel builds (x), which way the reduction flows go on them (y), where they

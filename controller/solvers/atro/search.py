@@ -29,6 +29,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
+from controller.solvers import progress
 from controller.solvers.atro.instance import Instance
 from controller.solvers.atro.model import AtroModel, Solution, build, exact
 from controller.solvers.atro.relaxed import follow, relax
@@ -136,6 +137,8 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
             limit = mid
         else:
             break
+        progress.report(float(cands[lo]) if lo >= 0 else None,
+                        float(cands[hi - 1]) if hi else None, "common rate")
     rate = cands[lo] if lo >= 0 else above
     bound = cands[hi - 1] if hi >= 1 else above
     return Outcome(best if lo >= 0 else None, rate, bound, hi - lo <= 1, log)

@@ -1,5 +1,6 @@
-"""EINA (eina-edge-ina-routing.txt): routing trees over edge aggregators, CP-SAT stand-ins for
-its MIQCP (`eina`) and IQCP (`eina-iqcp`).
+"""EINA ("Maximizing the Throughput of Edge-Based In-Network Aggregation With Routing
+Optimization"): routing trees over edge aggregators, CP-SAT stand-ins for its MIQCP (`eina`)
+and IQCP (`eina-iqcp`).
 
 Modules, one job each: `instance` reads the topology into the paper's symbols, `model` builds
 constraints (1)-(13), `search` runs CP-SAT, `rates` re-rates the chosen trees with an LP,

@@ -126,6 +126,14 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
     r_max = None if params["r_max"] is None else exact(params["r_max"])
     ps_cap = [ps_limit(network, t, home[t.ps]) for t in tasks]
     r_high = [cap if r_max is None else min(r_max, cap) for cap in ps_cap]
+    capped = [t for t in tasks if t.rate_cap_gbps is not None]
+    if capped and len(tasks) > 1:
+        raise SchemeInputError(
+            f"{src}: task {capped[0].name} has a rate cap (rate_cap_gbps), which bounds the "
+            f"sum of a sharded job's rates; EINA's model of several PSs has no such bound: "
+            f"drop the cap or use a scheme that reads it (paring, shortest, atp)")
+    r_high = [high if t.rate_cap_gbps is None else min(high, exact(t.rate_cap_gbps))
+              for t, high in zip(tasks, r_high)]  # R caps the one task's rate
     depth = params["depth_limit"] or len(aggs)
     return Instance(aggs, fabric, ps, [t.key for t in tasks], [t.workers for t in tasks], home,
                     local, c, b_in, b_out, r_low, r_high, host_cap, depth, ps_cap)

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
+from controller.solvers import progress
 from controller.solvers.eina.instance import Instance
 from controller.solvers.eina.model import EinaModel, build
 from controller.solvers.eina.rates import Parents
@@ -31,7 +32,7 @@ def solve(inst: Instance, step: Fraction, deadline: float, seed: int,
     solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.01)
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
-    status = solver.solve(m.model)
+    status = solver.solve(m.model, _Reporter(step) if progress.watching() else None)
     name = solver.status_name(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # INFEASIBLE, or nothing in time
         return Outcome(name, None, [], 0, None)
@@ -43,6 +44,18 @@ def solve(inst: Instance, step: Fraction, deadline: float, seed: int,
     # The bound is integral (Σ of integers): CP-SAT's float bound is floored safely.
     bound = int(solver.best_objective_bound + 1e-6)
     return Outcome(name, parents, levels, sum(levels), max(bound, sum(levels)))
+
+
+class _Reporter(cp_model.CpSolverSolutionCallback):
+    """Each solution CP-SAT finds, with its bound, as Σ r_p in Gbps (`progress`)."""
+
+    def __init__(self, step: Fraction):
+        super().__init__()
+        self.step = float(step)
+
+    def on_solution_callback(self) -> None:
+        progress.report(self.objective_value * self.step,
+                        self.best_objective_bound * self.step, "total rate")
 
 
 def _hint_star(inst: Instance, m: EinaModel) -> None:

@@ -33,7 +33,9 @@ the bottleneck, yet its Fig. 1 is decided by a 3 Gbps link):
   `details.variant` says which won, `details.variants` both scores. `links=true|false` runs
   one variant. `grid-opt` reads the same switch (default true) for its model.
 * `candidates`: "all" INA switches (the paper), or "shortest": only INA switches on a shortest
-  worker→PS path, ARO's up-down adaptation (own leaf, INA spines, the PS's leaf).
+  worker→PS path, ARO's up-down adaptation (own leaf, INA spines, the PS's leaf). Either way
+  only switches the worker reaches without crossing a host: a worker cabled straight to its
+  PS has the PS alone.
 * `draws` (default 16): R-GRIA is repeated with successive draws of the seeded generator and the
   draw the evaluator scores best is kept; `draws=1` is Alg. 1 verbatim.
 * Routing (`routes.py`): R-GRIA's workers take a least-loaded shortest path to their node, each

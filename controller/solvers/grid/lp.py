@@ -28,7 +28,10 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     """(1) with x ∈ [0, 1]; with `links`, one row per directed link over the fixed routes."""
     started, task = time.perf_counter(), inst.task
     solver = pywraplp.Solver.CreateSolver("GLOP")
-    big_t, inf = float(inst.big_t), solver.infinity()
+    # Rates in units of T (at most B_α, which no rate exceeds anyway): GLOP's tolerances are
+    # absolute, and a T of 1e-9 Gbps, taken as it is, read as 0 and made the LP "infeasible".
+    unit = float(min(inst.big_t, inst.b_ps)) or 1.0
+    big_t, inf = float(inst.big_t) / unit, solver.infinity()
     lam = solver.NumVar(0, inf, "lambda")
     y = {s: solver.NumVar(0, inf, f"y[{s}]") for s in sorted(inst.cap)}
     r: dict[tuple[str, str], pywraplp.Variable] = {}
@@ -42,11 +45,11 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
                 solver.Add(r[n, s] <= y[s])  # aggregation node constraint
         solver.Add(lam <= sum(r[n, s] for s in inst.nodes(n)))
     for s, cap in sorted(inst.cap.items()):  # processing capacity constraint
-        solver.Add(sum(r[n, s] for n in task.workers if (n, s) in r) <= float(cap))
+        solver.Add(sum(r[n, s] for n in task.workers if (n, s) in r) <= float(cap) / unit)
     # bandwidth constraint
-    solver.Add(sum(r[n, PS] for n in task.workers) + sum(y.values()) <= float(inst.b_ps))
+    solver.Add(sum(r[n, PS] for n in task.workers) + sum(y.values()) <= float(inst.b_ps) / unit)
     if links:
-        _link_rows(network, inst, solver, r, y)
+        _link_rows(network, inst, solver, r, y, unit)
     solver.Maximize(lam)
     _limit_to_what_is_left(solver, started, time_limit)  # building the rows counts too
     status = solver.Solve()
@@ -54,7 +57,7 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     if status not in names:
         raise GridInfeasible(f"grid: the LP of task {task.job}/{task.name} has no solution "
                              f"(OR-Tools status {status})")
-    value = lam.solution_value()
+    value = lam.solution_value()  # in units of T until returned
     # Among the LP optima, the one moving the least traffic (hops × rate): ties between optima
     # are otherwise broken by the simplex path, which scatters rates over far nodes.
     _limit_to_what_is_left(solver, started, time_limit)  # the limit covers both stages
@@ -66,8 +69,8 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
         raise GridInfeasible(f"grid: the second LP stage of {task.job}/{task.name} failed")
     rates: dict[str, dict[str, float]] = defaultdict(dict)
     for (n, s), var in r.items():
-        rates[n][s] = max(0.0, var.solution_value())
-    return Relaxed(value, names[status], dict(rates))
+        rates[n][s] = max(0.0, var.solution_value()) * unit
+    return Relaxed(value * unit, names[status], dict(rates))
 
 
 def _limit_to_what_is_left(solver: pywraplp.Solver, started: float,
@@ -91,8 +94,9 @@ def _hops(network: Network, inst: GridTask):
 
 def _link_rows(network: Network, inst: GridTask, solver: pywraplp.Solver,
                r: dict[tuple[str, str], pywraplp.Variable],
-               y: dict[str, pywraplp.Variable]) -> None:
-    """Capacity rows for each directed link, with every candidate flow on its fixed route."""
+               y: dict[str, pywraplp.Variable], unit: float) -> None:
+    """Capacity rows for each directed link, with every candidate flow on its fixed route
+    (capacities in the LP's rate unit)."""
     terms: dict[tuple[str, str], list[pywraplp.Variable]] = defaultdict(list)
     for (n, s), var in sorted(r.items()):
         for e in pairwise(inst.route(n, s)):
@@ -101,4 +105,4 @@ def _link_rows(network: Network, inst: GridTask, solver: pywraplp.Solver,
         for e in pairwise(inst.route(s, PS)):
             terms[e].append(var)
     for e, used in sorted(terms.items()):
-        solver.Add(sum(used) <= network.capacity(*e))
+        solver.Add(sum(used) <= network.capacity(*e) / unit)

@@ -86,12 +86,12 @@ def build(network: Network, task: Task, params: SchemeParams, paths: PathCache,
     """The task's instance; routes are drawn with `rng` (one shortest path per worker→node and
     per switch→PS, in a fixed order), or left out when `rng` is None (R-GRIA without links)."""
     mode = params["candidates"]
-    ina = [s for s in sorted(network.switches)
-           if network.is_ina(s) and switch_capacity(network, s) > 0]
+    ina = [s for s in sorted(network.switches) if network.is_ina(s)
+           and switch_capacity(network, s) > 0 and paths.reaches(s, task.ps)]
     cand = {}
     for n in task.workers:
-        if mode == "all":
-            cand[n] = ina
+        if mode == "all":  # those it reaches without crossing a host (one cabled to the PS
+            cand[n] = [s for s in ina if paths.reaches(n, s)]  # reaches no switch)
         else:
             on_path = {v for p in paths(n, task.ps) for v in p}
             cand[n] = [s for s in ina if s in on_path]

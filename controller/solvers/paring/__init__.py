@@ -1,5 +1,6 @@
-"""PARING (paring-placement-and-routing.txt): place a training task (its PS and n workers) and
-route its gradients on a degree-constrained Steiner tree of INA switches.
+"""PARING ("PARING: Joint Task Placement and Routing for Distributed Training With In-Network
+Aggregation"): place a training task (its PS and n workers) and route its gradients on a
+degree-constrained Steiner tree of INA switches.
 
 Modules, one job each: `logical` is Alg. 1 (G' of free servers and aggregation-capable
 switches, hop-count costs), `degrees` Alg. 2 steps 1-2 (PS, the rate loop, d(v)) and line 23,

@@ -23,8 +23,9 @@ Rate = Fraction | float
 
 
 def floor_div(b: Rate, r: Rate, cap: int) -> int:
-    """⌊B_v / r⌋, with an unlimited B_v (P4 switches, Sec. IV-C.5) counted as `cap`."""
-    if b == INF:
+    """⌊B_v / r⌋, with an unlimited B_v (P4 switches, Sec. IV-C.5) counted as `cap`; at rate 0
+    (R = 0, or no capacity anywhere) any number of gradients fits, B_v = 0 included."""
+    if b == INF or r == 0:
         return cap
     if r == INF:
         return 0

@@ -42,8 +42,9 @@ def candidates(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
                ) -> list[tuple[Fraction, Fraction]]:
     """Every vertex (r_1, r_2) of a rate LP of two trees with above < r_1 + r_2 ≤ ceiling,
     highest sum first (module docstring)."""
-    rows = {(Fraction(1), Fraction(0), Fraction(0)), (Fraction(0), Fraction(1), Fraction(0)),
-            (Fraction(1), Fraction(1), Fraction(gs[0].rate_cap))}  # r ≥ 0 (as -r ≤ 0), R
+    rows = {(Fraction(1), Fraction(0), Fraction(0)), (Fraction(0), Fraction(1), Fraction(0))}
+    if gs[0].rate_cap != INF:  # r ≥ 0 (as -r ≤ 0) above, R here unless there is none
+        rows.add((Fraction(1), Fraction(1), Fraction(gs[0].rate_cap)))
     for v in gs[0].switches:
         b = gs[0].capacity[v]
         if b not in (0, INF):

@@ -2,7 +2,8 @@
 
 V' holds the task's free servers (V'_h) and the switches that can aggregate (V'_s); E' joins
 every pair with cost c(v1, v2), the fewest hops between them in the physical topology (hosts
-never forward, so a path's inner nodes are switches). `physical_paths` gives the hop-count
+never forward, so a path's inner nodes are switches; two servers cabled together are 1 hop
+apart, their link a path of its own). `physical_paths` gives the hop-count
 shortest paths realising one logical edge.
 """
 
@@ -107,6 +108,8 @@ def convert(network: Network, task: Task) -> Logical:
     nodes = hosts + switches
 
     def hops(a: str, b: str) -> float:
+        if fabric.has_edge(a, b):  # neighbours, two hosts cabled together included
+            return 1
         starts = access.get(a, [a])
         ends = access.get(b, [b])
         extra = (a in access) + (b in access)

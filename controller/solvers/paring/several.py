@@ -72,7 +72,9 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
     workers: list[str] | None = None
     load: dict = {}
     for task, ps in zip(tasks, pss, strict=True):
-        hosts = [h for h in g.hosts if h not in pss or h == ps] if workers is None else \
+        # the first shard places the workers: on servers that reach every PS
+        hosts = [h for h in g.hosts if h == ps or h not in pss and all(
+            (h, q) in g.cost for q in pss)] if workers is None else \
             [h for h in g.hosts if h == ps or h in workers]
         g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
         outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed, load)
@@ -228,12 +230,15 @@ def shard_graphs(network: Network, tasks: list[Task]) -> list[Logical]:
     return [_as_ps_of(g, network, task, g.hosts) for task in tasks]
 
 
-def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> Plan:
-    """The plan of joint.py's two trees at their rates (the evaluator may lower them)."""
+def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> Plan | None:
+    """The plan of joint.py's two trees at their rates (the evaluator may lower them); None
+    when a tree has no physical realisation (`tree_of`)."""
     subtasks = []
     for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks), found.trees,
                                          found.rates, strict=True):
         tree = tree_of(g, ps, parent, found.workers)
+        if tree is None:
+            return None
         subtasks.append(Subtask(task, Outcome(g, tree, r, r, 1.0)))
     return plan_of(network, subtasks, "paring-opt", "feasible", seed)
 

@@ -138,7 +138,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
                                 threads, options.seed or 0)
             if found.trees is not None:
                 better = several.joint_plan(network, tasks, found, options.seed)
-                plan = better if better.objective > plan.objective else plan
+                plan = better if better and better.objective > plan.objective else plan
             bounds = min(bounds, found.bound)
             plan.details["joint_candidates_probed"] = found.probes
         plan.bound = max(float(bounds), plan.objective)
@@ -154,8 +154,8 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     plans = [plan_for(network, task, heur.tree, heur.rate, "paring-opt", "feasible",
                       options.seed)]
     trees = [heur.tree]
-    if found.parent is not None:
-        tree = tree_of(g, found.ps, found.parent, found.workers)
+    tree = None if found.parent is None else tree_of(g, found.ps, found.parent, found.workers)
+    if tree is not None:
         plans.append(plan_for(network, task, tree, float(found.rate), "paring-opt",
                               "feasible", options.seed))
         trees.append(tree)

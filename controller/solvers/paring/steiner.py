@@ -22,7 +22,8 @@ placement falls out of the tree. Readings where the text leaves room:
   relay or new center may not sit on the way up of the vertex it hangs from, and a leg is
   costed by the shortest path that obeys this (equal to c(v1, v2) of G' but where G' would
   let a leg cross its own ancestors: k = 4 fat-tree, core C1 above A0_0 reaching a server
-  below A0_0).
+  below A0_0). For the same reason a switch one leg of a spider may cross does not become a
+  relay on another leg of it (it would sit above a foot's flow, or below the center's).
 * Alg. 4 runs its minimum-cost flow (networkx) on G' restricted to the center's direct
   edges. G' is a metric closure (Alg. 1), so a leg through another vertex never costs less
   than the direct edge (with (c), the restricted distances are still shortest paths): the
@@ -209,25 +210,31 @@ def _merge(g: Logical, tree: Tree, spider: Spider, deg, removed, limit) -> None:
     """Line 12: add the spider's legs to H, through relays where a leg's path allows."""
     v = spider.center
     feet_blocked = tree.ancestors(v) if v in tree.nodes() else frozenset(tree.nodes())
-    if spider.attach is not None:
-        _leg(g, tree, v, spider.attach, tree.ancestors(spider.attach), deg, removed, limit)
+    up: list[str] = []
+    if spider.attach is not None:  # no relay where a foot's leg may cross (reading (c))
+        crossed = frozenset(x for t in spider.feet
+                            for path in g.physical_paths(t, v, feet_blocked) for x in path[1:-1])
+        up = _leg(g, tree, v, spider.attach, tree.ancestors(spider.attach), deg, removed, limit,
+                  crossed)
     for t in spider.feet:
-        _leg(g, tree, t, v, feet_blocked, deg, removed, limit)
+        _leg(g, tree, t, v, feet_blocked, deg, removed, limit, frozenset(up[1:-1]))
         tree.workers.append(t)
 
 
 def _leg(g: Logical, tree: Tree, child: str, parent: str, blocked: frozenset[str],
-         deg, removed, limit) -> None:
+         deg, removed, limit, no_relay: frozenset[str] = frozenset()) -> list[str]:
     """Hang `child` below `parent` along a shortest physical path avoiding `blocked`: the path
     crossing the fewest H vertices, then the most switches that can relay (they join H), then
     the one whose busiest link carries the fewest tree flows (PARING ignores link bandwidth,
-    the evaluator does not: equal-cost paths are spread as ECMP would)."""
+    the evaluator does not: equal-cost paths are spread as ECMP would). A switch in
+    `no_relay` (on the spider's other legs) stays a crossing: as a relay it would sit above
+    or below flows that cross it, and merge them there. Returns the path."""
     in_tree = tree.nodes()
     above = tree.upward(parent)
 
     def relay(x: str) -> bool:
         return x in g.switches and x not in in_tree and x not in removed and \
-            limit(x) >= 2 and x not in above
+            limit(x) >= 2 and x not in above and x not in no_relay
 
     def score(path: list[str]) -> tuple[int, int, int]:
         inner = path[1:-1]
@@ -245,3 +252,4 @@ def _leg(g: Logical, tree: Tree, child: str, parent: str, blocked: frozenset[str
         deg[upper] += 1
     for e in itertools.pairwise(path):
         tree.load[e] = tree.load.get(e, 0) + 1
+    return path

@@ -1,0 +1,96 @@
+"""GRID (`grid`, `grid-opt`) on inputs at the edges of its model: a maximum sending rate T
+anywhere in its accepted range, and a worker cabled straight to the PS's server; and every
+scheme on such a host-host link (a valid topology: the link crosses no third host).
+
+Every plan is judged by the evaluator (`controller.evaluate`): consistent, carrying at least
+the rate it claims, never above T.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import EXAMPLES
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from controller.evaluate import evaluate
+from controller.inputs import InputError
+from controller.network import build_network, load_topology
+from controller.solvers import SchemeInputError, SolveOptions, scheme_names, solve
+
+GRID = ("grid", "grid-opt")
+
+
+def judged(network, plan):
+    result = evaluate(network, plan)
+    assert result.consistent, result.problems
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
+        assert te.rate_gbps >= tp.rate_gbps * (1 - 1e-9) - 1e-15
+    if plan.bound is not None:
+        assert plan.bound >= plan.objective * (1 - 1e-9)
+    return result
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(exponent=st.floats(-9, 9), scheme=st.sampled_from(GRID))
+@example(exponent=-9.0, scheme="grid")
+def test_any_maximum_sending_rate_gives_a_plan_capped_at_it(exponent, scheme):
+    """T from 1e-9 (the smallest accepted) to 1e9 Gbps: GRID Fig. 1 reaches min(T, 3)."""
+    t = 10.0 ** exponent
+    network = load_topology(EXAMPLES / "grid-fig1.yaml")
+    plan = solve(network, scheme, SolveOptions(seed=0, time_limit=10, params={
+        "max_rate_gbps": t, "draws": 2}))
+    judged(network, plan)
+    assert plan.objective == pytest.approx(min(t, 3.0), rel=1e-6)
+
+
+@pytest.mark.parametrize("t", [1e-9, 1e9])
+@pytest.mark.parametrize("links", [True, False])
+def test_the_extremes_of_t_on_each_lp_variant(t, links):
+    network = load_topology(EXAMPLES / "grid-fig1.yaml")
+    plan = solve(network, "grid", SolveOptions(seed=0, params={
+        "max_rate_gbps": t, "links": links, "draws": 2}))
+    judged(network, plan)
+    assert 0 < plan.objective <= t
+
+
+def host_link_doc() -> dict:
+    """W1 is cabled straight to the PS; W2, W3 and the PS hang off the INA switch S."""
+    return {
+        "hosts": [{"name": "PS", "role": "ps"},
+                  *({"name": f"W{i}", "role": "worker"} for i in range(1, 4))],
+        "switches": [{"name": "S", "ina": True, "aggregation_capacity_gbps": 20}],
+        "links": [{"a": "W1", "b": "PS", "capacity_gbps": 10},
+                  {"a": "W2", "b": "S", "capacity_gbps": 10},
+                  {"a": "W3", "b": "S", "capacity_gbps": 10},
+                  {"a": "PS", "b": "S", "capacity_gbps": 10}],
+        "jobs": [{"name": "j", "tasks": [{"name": "t", "ps": "PS",
+                                          "workers": ["W1", "W2", "W3"]}]}],
+    }
+
+
+@pytest.mark.parametrize("scheme", GRID)
+def test_a_worker_cabled_to_the_ps(scheme):
+    """W1 can reach no switch without crossing the PS, so only the PS aggregates it; S
+    merges W2 and W3 (2 x 10 of its 20 Gbps) into one flow: every link carries one flow of
+    10 Gbps."""
+    network = build_network(host_link_doc())
+    plan = solve(network, scheme, SolveOptions(seed=0, time_limit=10))
+    judged(network, plan)
+    assert plan.tasks[0].paths["W1"] == ["W1", "PS"]
+    assert plan.objective == pytest.approx(10)
+
+
+@pytest.mark.parametrize("scheme", [s for s in scheme_names() if s not in GRID])
+def test_every_scheme_takes_a_host_host_link(scheme):
+    """Each scheme answers a plan the evaluator confirms, or refuses the topology as one
+    that is not its kind (one paragraph: SchemeInputError, TopologyError); it never crashes."""
+    doc = host_link_doc()
+    if scheme.startswith("paring"):
+        doc["jobs"][0]["tasks"][0]["placement"] = "free"
+    network = build_network(doc)
+    try:
+        plan = solve(network, scheme, SolveOptions(seed=0, time_limit=10))
+    except (SchemeInputError, InputError):
+        return
+    judged(network, plan)
