@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 
+from controller.evaluate import evaluate
 from controller.network import Network
 from controller.plan import Plan, TaskPlan
 from controller.solvers import SchemeInputError, SolveOptions
@@ -80,6 +81,7 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
         sol, finished = _raise_each(inst, rates, sol, solo, deadline, settings, details,
                                     finished)
     plan = _plan(network, inst, sol, rates, details, options)
+    _fill_rates(network, plan)
     plan.bound = max(_bound(network, inst, out.bound, solo), plan.objective)
     proven = plan.objective >= plan.bound * (1 - 1e-9)
     plan.status = "optimal" if proven else ("feasible" if finished else "timeout")
@@ -115,6 +117,18 @@ def _plan(network: Network, inst: Instance, sol, rates: dict[int, Fraction], det
     details["switches_used"] = sorted({c["a"] for c in plan.patch_panel}
                                       | {c["b"] for c in plan.patch_panel if c["b_port"]})
     return plan
+
+
+def _fill_rates(network: Network, plan: Plan) -> None:
+    """Each task at what its routes carry (max-min fair filling on the network the patch
+    panel builds, the evaluator's): raising one task with the others fixed tries only
+    capacity / flow count, and misses rates set by what the others leave, (2 - 0.5) / 2."""
+    result = evaluate(network, plan)
+    if not result.consistent:
+        return
+    for tp, te in zip(plan.tasks, result.tasks):
+        tp.rate_gbps = max(tp.rate_gbps, te.rate_gbps)
+    plan.objective = weighted_objective(network, plan, MU)
 
 
 def _bound(network: Network, inst: Instance, maxmin: Fraction,
