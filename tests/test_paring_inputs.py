@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 from fractions import Fraction
+from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.evaluate import evaluate
-from controller.network import build_network
+from controller.network import build_network, load_topology
 from controller.solvers import SolveOptions, solve
 
 SCHEMES = ("paring", "paring-opt")
@@ -336,3 +337,13 @@ def test_a_worker_cabled_to_a_server(scheme, count):
         # PS (the only server W1 reaches) merges W1's flow and S's: 2 flows in 10 Gbps, R 5.
         assert plan.tasks[0].ps == "PS" and plan.objective == pytest.approx(5)
 
+
+
+def test_a_search_the_time_limit_stops_reads_timeout():
+    # paring-opt's two-PS joint search on paring-2ps.yaml needs far more than 3 s
+    network = load_topology(Path(__file__).resolve().parents[1] / "topologies" / "examples"
+                            / "paring-2ps.yaml")
+    plan = solve(network, "paring-opt", SolveOptions(time_limit=3))
+    assert plan.bound > plan.objective and evaluate(network, plan).consistent
+    # it said `feasible` however the search ended; a search can also end before the limit
+    assert plan.status == ("timeout" if plan.solve_seconds >= 2.9 else "feasible")

@@ -145,6 +145,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
         plan.details["rate_optimal"] = plan.objective >= float(bounds) * (1 - 1e-9)
         several.describe(plan, network, gradient_gb)
         plan.solve_seconds = time.perf_counter() - started
+        _timed_out(plan, limit)
         return plan
     task = tasks[0]
     heur = run_paring(network, task, params["as_printed"])
@@ -175,4 +176,11 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     })
     describe(plan, network, trees[best], gradient_gb)
     plan.solve_seconds = time.perf_counter() - started
+    _timed_out(plan, limit)
     return plan
+
+
+def _timed_out(plan: Plan, limit: float) -> None:
+    """A plan not proven optimal whose search the time limit stopped reads `timeout`."""
+    if plan.status != "optimal" and plan.solve_seconds >= limit * 0.98:
+        plan.status = "timeout"
