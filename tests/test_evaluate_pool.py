@@ -41,9 +41,11 @@ def _doc(switches: int = 3, max_ports: int = 4, workers: int = 4, drop=()) -> di
 
 @functools.cache
 def _solved(switches: int = 3, max_ports: int = 4, workers: int = 4, drop=()) -> str:
-    """ATRO's plan on `_doc(...)`, as JSON (each test mutates its own copy)."""
+    """ATRO's plan on `_doc(...)`, as JSON (each test mutates its own copy). One CP-SAT thread:
+    the pool has several optimal networks, and the tests below edit one of them."""
     network = build_network(_doc(switches, max_ports, workers, drop))
-    plan = solve(network, "atro", SolveOptions(time_limit=20, seed=0))
+    plan = solve(network, "atro", SolveOptions(time_limit=20, seed=0,
+                                                params={"num_workers": 1}))
     assert plan.status == "optimal"
     return plan.to_json()
 
