@@ -84,7 +84,7 @@ def test_partial_atp_stays_within_the_limit(size, seed, limit):
 
 @pytest.mark.parametrize("scheme", EINA)
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(aggregators=st.integers(3, 5), ps=st.integers(1, 2), limit=st.integers(2, 4),
+@given(aggregators=st.integers(4, 7), ps=st.integers(1, 2), limit=st.integers(2, 3),
        seed=st.integers(0, 50))
 def test_edge_plans_stay_within_the_limit(scheme, aggregators, ps, limit, seed):
     network = build_network(topogen.edge(aggregators=aggregators, ps=ps,
@@ -94,23 +94,39 @@ def test_edge_plans_stay_within_the_limit(scheme, aggregators, ps, limit, seed):
     _within(network, plan, limit)
 
 
-@settings(max_examples=6, deadline=None)
-@given(size=st.integers(2, 3), seed=st.integers(0, 50), limit=st.integers(2, 3))
-def test_partial_atp_stays_within_the_limit(size, seed, limit):
-    """Raw remainders of a partial point are more flows at the points after it."""
-    network = _clos("fat-tree", size, 12, 1.0, seed, aggregation_gbps=25.0)
-    plan = solve(network, "atp", SolveOptions(seed=seed, params={
-        "max_fan_in": limit, "partial": True, "levels": "all"}))
-    _within(network, plan, limit)
-
-
 @pytest.mark.parametrize("scheme", EINA)
+def test_a_roomy_root_adopts_at_most_the_limit(scheme):
+    """A PS's aggregator with room for every rack (the star) may still merge only L flows."""
+    doc = topogen.edge(aggregators=6, ps=1, workers_per_aggregator=(1, 1), seed=1)
+    for sw in doc["switches"]:
+        if sw["name"] == "A0":
+            sw["aggregation_capacity_gbps"] = sw["egress_capacity_gbps"] = 10_000.0
+    next(ln for ln in doc["links"] if ln["a"] == "A0")["reverse_capacity_gbps"] = 10_000.0
+    network = build_network(doc)
+    for limit in (2, 3):
+        plan = solve(network, scheme, SolveOptions(seed=0, time_limit=4,
+                                                    params={"max_fan_in": limit}))
+        _within(network, plan, limit)
+
+
+@pytest.mark.parametrize("scheme", ["eina", "eina-iqcp", "eina-fast"])
 def test_edge_rack_over_the_limit_is_refused(scheme):
     """EINA merges every local worker at its edge aggregator: a rack over the limit cannot be
     planned under its model, and the scheme says so instead of planning beyond the limit."""
     network = build_network(topogen.edge(aggregators=3, ps=1, workers_per_aggregator=(3, 3)))
     with pytest.raises(SchemeInputError, match="max_fan_in"):
         solve(network, scheme, SolveOptions(time_limit=4, params={"max_fan_in": 2}))
+
+
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 50))
+def test_eina_plus_passes_a_full_rack_by(seed):
+    """EINA+ may send workers past their rack unmerged: racks over the limit still plan."""
+    network = build_network(topogen.edge(aggregators=3, ps=1, workers_per_aggregator=(3, 4),
+                                         seed=seed))
+    plan = solve(network, "eina-plus", SolveOptions(seed=seed, time_limit=4,
+                                                     params={"max_fan_in": 2}))
+    _within(network, plan, 2)
 
 
 def test_unlimited_is_recorded_and_said(tmp_path, capsys):
