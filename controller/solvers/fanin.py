@@ -62,13 +62,10 @@ def _depths(tf: TaskFlows) -> dict[Point, int]:
 
 def _kept_workers(tf: TaskFlows, point: AggregationPoint, limit: int) -> tuple[str, ...]:
     """Workers whose flows `point` keeps merging: whole groups of flows that share a worker
-    (a flow is merged or not as a whole), largest first, at most `limit` flows in all."""
+    (a flow is merged or not as a whole), largest first, at most `limit` flows in all; fewer
+    workers than it merges now, so that capping ends."""
     at = _at(point)
-    carried: dict[FlowId, set[str]] = {f: set() for f in tf.inflow_ids[at]}
-    for worker, hops in tf.traces.items():
-        for hop in hops:
-            if hop.v == at[0] and hop.leaving == ("agg", *at) and hop.arriving in carried:
-                carried[hop.arriving].add(worker)
+    carried = {f: _contents(tf, f, frozenset()) for f in tf.inflow_ids[at]}
     groups: list[tuple[set[FlowId], set[str]]] = []
     for flow, workers in carried.items():
         joined = [g for g in groups if g[1] & workers]
@@ -85,4 +82,15 @@ def _kept_workers(tf: TaskFlows, point: AggregationPoint, limit: int) -> tuple[s
         if len(flows) <= room:
             kept |= members
             room -= len(flows)
-    return tuple(sorted(kept))
+    merged = set().union(*carried.values())
+    return tuple(sorted(kept)) if kept < merged else ()
+
+
+def _contents(tf: TaskFlows, flow: FlowId, trail: frozenset[Point]) -> set[str]:
+    """The workers whose contributions a flow carries: a worker's own, or what a point merged."""
+    if isinstance(flow, str):
+        return {flow}
+    at = (flow[1], flow[2])
+    if at in trail:
+        return set()
+    return set().union(*(_contents(tf, f, trail | {at}) for f in tf.inflow_ids.get(at, ())))

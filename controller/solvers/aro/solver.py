@@ -3,7 +3,8 @@
 The plan's rates are the model's rates raised by progressive filling on the chosen routes (the
 evaluator's own `max_min_fair`), so they are exactly what the routes achieve and never less
 than the model promised. `bound` holds for the real problem: ARO's model (4)-(10) with real
-rates, over all shortest paths and every INA switch. `optimal` means the plan reaches it.
+rates, over all shortest paths and every INA switch, within the fan-in limit `max_fan_in`
+(`unfold`). `optimal` means the plan reaches it.
 
 ARO-QSR keeps the paper's grid (Eq. 11, b̄ = the largest link); every other variant searches a
 single common rate over the exact rates where feasibility changes and puts its grid under the
