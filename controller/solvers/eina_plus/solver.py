@@ -34,6 +34,7 @@ from controller.solvers.eina.instance import Instance, exact, read
 from controller.solvers.eina.model import units
 from controller.solvers.eina_plus import model, ratesearch, rerate, routes
 from controller.solvers.eina_plus.warmstart import choice_of_plan
+from controller.solvers.fanin import cap_fan_in
 from controller.solvers.params import SchemeParams
 
 SCHEME = "eina-plus"
@@ -62,6 +63,9 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     r_low, r_high = float(inst.r_low), [float(v) for v in inst.r_high]
 
     def rated(plan_tasks) -> Plan | None:
+        # A baseline (GRID's) or a normalised choice (`routes`) may merge more than L flows
+        # at a point: it merges L of them and lets the others cross (`fanin`).
+        plan_tasks = [cap_fan_in(network, tp, inst.fan_in) for tp in plan_tasks]
         plan = Plan(SCHEME, "feasible", 0.0, None, 0.0, options.seed, plan_tasks,
                     topology=network.name)
         rates = rerate.best_rates(network, plan, r_low, r_high)
