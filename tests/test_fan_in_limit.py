@@ -67,9 +67,19 @@ def _within(network, plan, limit: int) -> None:
        seed=st.integers(0, 50))
 def test_clos_plans_stay_within_the_limit(scheme, kind, size, workers, ina, limit, seed):
     network = _clos(kind, size, workers, ina, seed)
-    plan = solve(network, scheme, SolveOptions(seed=seed, time_limit=4,
-                                                params={"max_fan_in": limit}))
+    try:
+        plan = solve(network, scheme, SolveOptions(seed=seed, time_limit=4,
+                                                    params={"max_fan_in": limit}))
+    except SchemeInputError as exc:  # only RR's routes that return to a switch may need it
+        assert scheme == "rr" and "returns to it" in str(exc), exc
+        return
     _within(network, plan, limit)
+
+
+def test_rr_refuses_a_limit_its_returning_route_cannot_keep():
+    network = _clos("leaf-spine", 2, 10, 1.0, 20)
+    with pytest.raises(SchemeInputError, match="a path that returns to it"):
+        solve(network, "rr", SolveOptions(seed=20, params={"max_fan_in": 2}))
 
 
 @settings(max_examples=6, deadline=None)

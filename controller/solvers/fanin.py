@@ -5,7 +5,9 @@ A point where more flows would be merged than the limit merges only some of them
 others cross unmerged: it names the `workers` it merges (`controller.plan`), as the data plane
 keys aggregation by incoming flow. The flows kept are the ones carrying most workers (the
 merge that saves most traffic). Points are capped upstream first: flows another point no
-longer merges reach the points after it as more flows, which are then capped in turn.
+longer merges reach the points after it as more flows, which are then capped in turn. A route
+that comes back through a switch (RR's random trees) holds only where that switch merges; if
+capping leaves such a flow unmerged, the scheme refuses the limit in one paragraph.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import replace
 from controller.evaluate import FlowId, TaskFlows, task_flows
 from controller.network import Network
 from controller.plan import AggregationPoint, TaskPlan
+from controller.solvers import SchemeInputError
 
 Point = tuple[str, int]
 
@@ -23,7 +26,7 @@ def cap_fan_in(network: Network, tp: TaskPlan, limit: int) -> TaskPlan:
     """`tp` with every aggregation point merging at most `limit` flows (0: unlimited)."""
     if limit <= 0:
         return tp
-    points = list(tp.aggregation)
+    points, capped_any = list(tp.aggregation), False
     while True:
         tf = task_flows(network, replace(tp, aggregation=points))
         over = [p for p in points if len(tf.inflow_ids.get(_at(p), ())) > limit]
@@ -31,13 +34,20 @@ def cap_fan_in(network: Network, tp: TaskPlan, limit: int) -> TaskPlan:
             break
         depth = _depths(tf)
         point = min(over, key=lambda p: (depth.get(_at(p), 0), _at(p)))
-        kept = _kept_workers(tf, point, limit)
+        kept, capped_any = _kept_workers(tf, point, limit), True
         points = [p if p is not point else replace(point, workers=kept) for p in points
                   if p is not point or kept]
     tf = task_flows(network, replace(tp, aggregation=points))
     fan_in = {at: len(ids) for at, ids in tf.inflow_ids.items()}
-    return replace(tp, aggregation=[replace(p, fan_in=fan_in[_at(p)]) for p in points
-                                    if fan_in.get(_at(p))])
+    capped = replace(tp, aggregation=[replace(p, fan_in=fan_in[_at(p)]) for p in points
+                                      if fan_in.get(_at(p))])
+    problems = task_flows(network, capped).problems if capped_any else []
+    if problems:  # a path through a switch twice holds only while it merges there
+        raise SchemeInputError(
+            f"{tp.job}/{tp.task}: within the fan-in limit of {limit} a flow would cross a "
+            f"point unmerged on a path that returns to it ({problems[0]}); the scheme's "
+            f"routes need that merge: --param max_fan_in=0 plans the paper's model")
+    return capped
 
 
 def _at(point: AggregationPoint) -> Point:

@@ -28,7 +28,7 @@ from ortools.sat.python import cp_model
 
 from controller.network import Network, TopologyError
 from controller.plan import Plan
-from controller.solvers import SolveOptions, solve
+from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina.instance import Instance, exact, read
 from controller.solvers.eina.model import units
@@ -89,7 +89,11 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         except ValueError as exc:  # e.g. GRID's LP cut short: one candidate fewer
             failed[name] = str(exc)
             continue
-        plan = rated(base.tasks) if base.tasks else None
+        try:
+            plan = rated(base.tasks) if base.tasks else None
+        except SchemeInputError as exc:  # its routes cannot keep the fan-in limit
+            failed[name] = str(exc)
+            continue
         if plan is not None:
             candidates[name] = plan
     bound = tree_free_bound(inst, merges_all, ps_link)
