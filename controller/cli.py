@@ -27,7 +27,7 @@ from rich.table import Table
 
 from controller.inputs import InputError, parse_json, plain_error, read_text
 from controller.network import Network, load_topology
-from controller.plan import Plan, parse_plan
+from controller.plan import MAX_FAN_IN, Plan, parse_plan
 from controller.program import CompileError
 from controller.southbound.p4runtime import SouthboundError
 from controller.tables import print_table
@@ -81,6 +81,9 @@ def print_plan(plan: Plan) -> None:
         f"gap {'-' if gap is None else f'{gap:.2%}'}  time {plan.solve_seconds:.3f}s  "
         f"seed {plan.seed}"
     )
+    if plan.details.get("max_fan_in") == 0:
+        console.print(f"fan-in: unlimited (the paper's model); the data plane merges at most "
+                      f"{MAX_FAN_IN}")
     if plan.details.get("summary"):  # a scheme's own one-line result (e.g. PARING's placement)
         console.print(plan.details["summary"])
 

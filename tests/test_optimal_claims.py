@@ -8,6 +8,11 @@ smallest capacity/load ratio for one task, a two-variable LP by vertex enumerati
 Random small leaf-spines mix thin and fat links (1 to 400 Gbps), pipelines and aggregation
 capacities. For every scheme: a `bound` is never below the reference optimum, an `optimal`
 plan is never below it, and no plan is above it (a plan is a solution of the same problem).
+
+With the data plane's fan-in limit L (`max_fan_in`) a merging pipeline merges at most L flows.
+Where more than L of the task's workers have a path through the switch, it merges a chosen
+set of the task's workers and the others' flows cross it unmerged (a flow is merged whole or
+not at all); elsewhere the limit cannot bind and the problem is the one without it.
 """
 
 from __future__ import annotations
@@ -48,29 +53,49 @@ def _merge_points(network: Network, path: list[str]) -> list[tuple[int, tuple[st
     return out
 
 
-def _task_loads(network: Network, paths: list[list[str]], merging: set) -> dict | None:
+def _task_loads(network: Network, paths: list[list[str]], merging: set,
+                members: dict | None = None, limit: int = 0) -> dict | None:
     """Resource → flow count of one task's routing, or None if it cannot be realised.
 
     The task's flows entering a pipeline in `merging` become one flow, which takes one onward
-    path; at every other pipeline they are only forwarded.
+    path; at every other pipeline they are only forwarded. `members[point]`, where given, are
+    the workers whose flows that point merges; a point merges at most `limit` flows (0: any).
     """
+    members = members or {}
+
+    def merges(point, worker) -> bool:
+        return point in merging and (point not in members or worker in members[point])
+
     onward: dict[tuple[str, int], tuple[str, ...]] = {}
     for path in paths:
         for k, point in _merge_points(network, path):
-            if point in merging and onward.setdefault(point, tuple(path[k:])) != tuple(path[k:]):
+            if merges(point, path[0]) and onward.setdefault(
+                    point, tuple(path[k:])) != tuple(path[k:]):
                 return None  # one merged flow cannot take two onward paths
     flows_on: dict[tuple, set] = {}
+    entering: dict[tuple[str, int], set] = {}  # flow identities entering a merging pipeline
+    merged: dict[tuple[str, int], set] = {}
+    carries: dict[object, set] = {}  # flow identity → the workers it carries
     for path in paths:
-        merges = {k: p for k, p in _merge_points(network, path) if p in merging}
+        at = dict(_merge_points(network, path))
         identity: object = path[0]
         for k in range(len(path) - 1):
             flows_on.setdefault(("link", path[k], path[k + 1]), set()).add(identity)
-            point = merges.get(k + 1)
-            if point is not None:
+            carries.setdefault(identity, set()).add(path[0])
+            point = at.get(k + 1)
+            if point in merging:
+                entering.setdefault(point, set()).add(identity)
+            if point is not None and merges(point, path[0]):
                 flows_on.setdefault(("agg", point[0]), set()).add(identity)
+                merged.setdefault(point, set()).add(identity)
                 identity = point
             elif _charges_every_flow(network, path[k + 1]):
                 flows_on.setdefault(("agg", path[k + 1]), set()).add(identity)
+    if limit and any(len(ids) > limit for ids in merged.values()):
+        return None
+    for point, chosen in members.items():  # a flow is merged whole or crosses whole
+        if any(0 < len(carries[i] & chosen) < len(carries[i]) for i in entering.get(point, ())):
+            return None
     loads = {key: len(ids) for key, ids in flows_on.items()}
     return {k: n for k, n in loads.items()
             if k[0] == "link" or network.spec(k[1]).aggregation_capacity_gbps is not None}
@@ -87,18 +112,30 @@ def _capacity(network: Network, key: tuple) -> float:
     return network.spec(key[1]).aggregation_capacity_gbps
 
 
-def _routings(network: Network, task) -> list[dict]:
+def _routings(network: Network, task, limit: int = 0) -> list[dict]:
     """Every realisable load of the task, dominated ones (more on every resource) left out."""
     choices = [_up_down_paths(network, w, task.ps) for w in task.workers]
     points = sorted({p for paths in choices for path in paths for _k, p in
                      _merge_points(network, path)})
+    reach: dict[str, set] = {}
+    for worker, paths in zip(task.workers, choices):
+        for path in paths:
+            for node in path[1:-1]:
+                reach.setdefault(node, set()).add(worker)
     found = {}
     for combo in itertools.product(*choices):
         for n in range(len(points) + 1):
             for merging in itertools.combinations(points, n):
-                loads = _task_loads(network, list(combo), set(merging))
-                if loads is not None:
-                    found[frozenset(loads.items())] = loads
+                # where more than L workers can come, each merging point picks its workers
+                mixed = [p for p in merging if limit and len(reach[p[0]]) > limit]
+                picks = [[frozenset(c) for k in range(1, len(reach[p[0]]) + 1)
+                          for c in itertools.combinations(sorted(reach[p[0]]), k)]
+                         for p in mixed]
+                for chosen in itertools.product(*picks):
+                    loads = _task_loads(network, list(combo), set(merging),
+                                        dict(zip(mixed, chosen)), limit)
+                    if loads is not None:
+                        found[frozenset(loads.items())] = loads
     kept = list(found.values())
     return [a for a in kept if not any(
         b is not a and b.keys() <= a.keys() and all(b[k] <= a[k] for k in b) and b != a
@@ -140,15 +177,15 @@ def _best_rates(network: Network, loads: list[dict]) -> float:
     return best
 
 
-def reference_optimum(network: Network) -> float:
+def reference_optimum(network: Network, limit: int = 0) -> float:
     """The real problem's optimum by brute force over every task's routings."""
-    per_task = [_routings(network, t) for t in network.tasks]
+    per_task = [_routings(network, t, limit) for t in network.tasks]
     return max(_best_rates(network, list(combo)) for combo in itertools.product(*per_task))
 
 
 # --- random instances ---------------------------------------------------------------------
 @st.composite
-def leaf_spines(draw, tasks: int = 1) -> Network:
+def leaf_spines(draw, tasks: int = 1, per_task: tuple[int, int] = (1, 3)) -> Network:
     leaves, spines = draw(st.integers(2, 3)), draw(st.integers(1, 2))
     cap = st.sampled_from(CAPACITIES)
     switches, links, hosts = [], [], []
@@ -172,7 +209,7 @@ def leaf_spines(draw, tasks: int = 1) -> Network:
         links.append({"a": ps, "b": f"L{draw(st.integers(0, leaves - 1))}",
                       "capacity_gbps": draw(cap)})
         workers = []
-        for k in range(draw(st.integers(1, 3))):
+        for k in range(draw(st.integers(*per_task))):
             name = f"W{t}_{k}"
             workers.append(name)
             hosts.append({"name": name, "role": "worker"})
@@ -195,10 +232,11 @@ def leaf_spines(draw, tasks: int = 1) -> Network:
     return build_network(doc)
 
 
-def _check_claims(network: Network, scheme: str, optimum: float) -> None:
+def _check_claims(network: Network, scheme: str, optimum: float, limit: int | None = None) -> None:
     # A short limit: a search cut short must make true claims too (aro-raw's 10 000-level
     # grid often runs into it on two tasks).
-    plan = solve(network, scheme, SolveOptions(time_limit=2, seed=0))
+    params = {} if limit is None else {"max_fan_in": limit}
+    plan = solve(network, scheme, SolveOptions(time_limit=2, seed=0, params=params))
     result = evaluate(network, plan)
     assert result.consistent, result.problems
     slack = TOL * max(1.0, optimum)
@@ -227,6 +265,15 @@ def test_two_task_claims_hold_for_the_real_problem(network):
     optimum = reference_optimum(network)
     for scheme in ARO_SCHEMES:
         _check_claims(network, scheme, optimum)
+
+
+@settings(PROPERTY, max_examples=40)
+@given(leaf_spines(tasks=1, per_task=(3, 4)))
+def test_claims_hold_within_a_fan_in_limit(network):
+    """L = 2 with three or four workers: the limit binds wherever more than two can come."""
+    optimum = reference_optimum(network, limit=2)
+    for scheme in ARO_SCHEMES:
+        _check_claims(network, scheme, optimum, limit=2)
 
 
 # Exact schemes of other papers, whose `optimal` and `bound` refer to their paper's own problem

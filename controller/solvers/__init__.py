@@ -15,6 +15,7 @@ from typing import Any
 from controller.network import Network
 from controller.plan import Plan
 from controller.solvers.catalog import SCHEMES, Scheme
+from controller.solvers.params import SchemeParams
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,8 @@ def solve(network: Network, scheme: str, options: SolveOptions | None = None) ->
     limit = options.time_limit if options.time_limit is not None else SCHEMES[scheme].time_limit
     plan = get_solver(scheme)(network, SolveOptions(
         limit, options.seed, options.warm_start, params))
+    if any(p.name == "max_fan_in" for p in SCHEMES[scheme].params):  # what the plan respects
+        plan.details["max_fan_in"] = SchemeParams(scheme, params)["max_fan_in"]
     if options.params:  # a re-plan (controller.daemon) solves again with the same settings
         plan.details.setdefault("params", dict(options.params))
     return plan

@@ -22,13 +22,15 @@ from controller.solvers.inatree import (
     AggregationTree,
     can_aggregate,
     entry_point,
+    fan_in_limit,
     shortest_paths,
     solve_trees,
 )
 
 
 def solve(network: Network, options: SolveOptions) -> Plan:
-    return solve_trees(network, "aggtree", options.seed, _route)
+    return solve_trees(network, "aggtree", options.seed, _route,
+                       max_fan_in=fan_in_limit("aggtree", options))
 
 
 def _route(tree: AggregationTree, rng: random.Random) -> None:

@@ -47,6 +47,7 @@ from controller.solvers.inatree import (
     access_switch,
     can_aggregate,
     ecmp_path,
+    fan_in_limit,
     shortest_paths,
     solve_trees,
 )
@@ -64,7 +65,7 @@ def solve_atp(network: Network, options: SolveOptions) -> Plan:
         plan = atp_plan(network, options, "atp", ps_side)
     if params["partial"]:  # ATP's best effort per fragment (solvers/partial.py)
         from controller.solvers.partial import best_effort
-        return best_effort(network, plan)
+        return best_effort(network, plan, params["max_fan_in"])
     return plan
 
 
@@ -74,7 +75,7 @@ def _every_ina_plan(network: Network, options: SolveOptions) -> Plan:
         for w in tree.task.workers:
             tree.add(w, ecmp_path(network, w, tree.task.ps, rng),
                      lambda v, *_: can_aggregate(network, v))
-    return solve_trees(network, "atp", options.seed, route)
+    return solve_trees(network, "atp", options.seed, route, max_fan_in=fan_in_limit("atp", options))
 
 
 def atp_plan(network: Network, options: SolveOptions, scheme: str, ps_side: bool) -> Plan:
@@ -86,7 +87,8 @@ def atp_plan(network: Network, options: SolveOptions, scheme: str, ps_side: bool
             return can_aggregate(network, v) and (not merged or (ps_side and nxt == ps))
         for w in tree.task.workers:
             tree.add(w, ecmp_path(network, w, ps, rng), first_ina)
-    return solve_trees(network, scheme, options.seed, route, addressed=True)
+    return solve_trees(network, scheme, options.seed, route, addressed=True,
+                       max_fan_in=fan_in_limit(scheme, options))
 
 
 def solve_random(network: Network, options: SolveOptions) -> Plan:
@@ -100,7 +102,8 @@ def solve_random(network: Network, options: SolveOptions) -> Plan:
                 apex = rng.choice(apexes)
                 paths = [p for p in paths if apex in p]
             tree.add(w, rng.choice(paths), lambda v, *_: can_aggregate(network, v))
-    return solve_trees(network, "random", options.seed, route)
+    return solve_trees(network, "random", options.seed, route,
+                       max_fan_in=fan_in_limit("random", options))
 
 
 def _top_ina(network: Network) -> set[str]:
@@ -116,4 +119,5 @@ def solve_switchml(network: Network, options: SolveOptions) -> Plan:
             tor = access_switch(network, w)
             tree.add(w, ecmp_path(network, w, tree.task.ps, rng),
                      lambda v, _p, merged, _n, tor=tor: v == tor and can_aggregate(network, v))
-    return solve_trees(network, "switchml", options.seed, route, addressed=True)
+    return solve_trees(network, "switchml", options.seed, route, addressed=True,
+                       max_fan_in=fan_in_limit("switchml", options))

@@ -104,6 +104,9 @@ ATRO_PAPER = ("Pushing the Performance Boundary of In-Network AllReduce With Joi
               "and Routing Optimization (ATRO)")
 
 THREADS = Param("num_workers", "integer", 2, "CP-SAT search threads", 1, 64)
+# The data plane's limit (dataplane/frame.py); the papers' models have none.
+FAN_IN = Param("max_fan_in", "integer", MAX_FAN_IN,
+               "flows one aggregation point merges; 0: unlimited, the paper's model", 0)
 
 
 def _aro_params(levels: int, alpha: bool = False) -> tuple[Param, ...]:
@@ -115,6 +118,7 @@ def _aro_params(levels: int, alpha: bool = False) -> tuple[Param, ...]:
         Param("bidirectional", "flag", False,
               "let a worker's path go down and up again (not only up-down)"),
         THREADS,
+        FAN_IN,
         Param("mu", "number", 0.001, "μ of Eq. (1): the weight of the total rate against "
               "the max-min rate", 0, 0.5, above_minimum=True),
     )
@@ -130,6 +134,7 @@ _EINA_SHARED = (
           default_text="none"),
     Param("depth_limit", "integer", None, "d* of (4): the deepest a routing tree may be", 1,
           default_text="the number of aggregators |A|"),
+    FAN_IN,
 )
 
 
@@ -207,50 +212,52 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
                   choices=("aggregated", "classes", "workers")),
             Param("layers", "integer", None, "L: tree layers", 1,
                   default_text="min(5, number of switches)"),
-            Param("max_fan_in", "integer", MAX_FAN_IN,
-                  "flows one aggregation point merges; 0: unlimited, the paper's model", 0),
+            FAN_IN,
             THREADS,
             Param("symmetry", "choice", "none", "symmetry-breaking cuts",
                   choices=("none", "switches", "all"))),
            60.0, builds_network=True),
     Scheme("shortest", "controller.solvers.shortest:solve", _BASELINE,
-           "every worker on a shortest path (ECMP draw), no in-network aggregation"),
+           "every worker on a shortest path (ECMP draw), no in-network aggregation", (FAN_IN,)),
     Scheme("atp", "controller.solvers.atp:solve_atp", _BASELINE,
            "ATP: ECMP routes, aggregation at the first INA switch and the PS-side switch",
            (Param("levels", "choice", "first", "aggregate at the first INA switch (ATP) or at "
                   "every one on the path", choices=("first", "all")),
             Param("ps_side", "flag", True, "aggregate again at the PS-side switch (two-level)"),
             Param("partial", "flag", False, "best effort per fragment: a full switch merges a "
-                  "share and forwards the rest"))),
+                  "share and forwards the rest"), FAN_IN)),
     Scheme("random", "controller.solvers.atp:solve_random", _BASELINE,
-           "ARO's RANDOM: ECMP through a drawn top-tier INA switch, merging at every INA switch"),
+           "ARO's RANDOM: ECMP through a drawn top-tier INA switch, merging at every INA switch",
+           (FAN_IN,)),
     Scheme("switchml", "controller.solvers.atp:solve_switchml", _BASELINE,
-           "SwitchML: rack-scale aggregation at each worker's own switch"),
+           "SwitchML: rack-scale aggregation at each worker's own switch", (FAN_IN,)),
     Scheme("geryon", "controller.solvers.geryon:solve", _BASELINE,
            "Geryon: no INA, each gradient on the least congested short path",
            (Param("slack", "integer", 1, "hops a path may be longer than the shortest", 0,
-                  1_000),)),
+                  1_000), FAN_IN)),
     Scheme("aggtree", "controller.solvers.aggtree:solve", _BASELINE,
-           "AggTree's greedy aggregation tree"),
+           "AggTree's greedy aggregation tree", (FAN_IN,)),
     Scheme("rr", "controller.solvers.rr:solve", _BASELINE,
-           "EINA's random routing baseline with multi-aggregation"),
+           "EINA's random routing baseline with multi-aggregation", (FAN_IN,)),
     Scheme("deepsys", "controller.solvers.paring_baselines:solve_deepsys", _BASELINE,
-           "the DeepSys tree, no INA"),
+           "the DeepSys tree, no INA", (FAN_IN,)),
     Scheme("deepsys-atp", "controller.solvers.paring_baselines:solve_deepsys_atp", _BASELINE,
-           "the DeepSys tree, aggregation at each worker's first programmable switch"),
+           "the DeepSys tree, aggregation at each worker's first programmable switch",
+           (FAN_IN,)),
     Scheme("deepsys-soar", "controller.solvers.paring_baselines:solve_deepsys_soar",
            _BASELINE, "SOAR's dynamic programme on the DeepSys tree",
            (Param("k", "integer", None, "the most INA switches SOAR may choose", 0, 10**9,
-                  default_text="all switches"),)),
+                  default_text="all switches"), FAN_IN)),
     Scheme("marina", "controller.solvers.paring_baselines:solve_marina", _BASELINE,
            "MARINA: a vertex-weighted Steiner tree, reshaped to balance switch load",
            (Param("ina_weight", "number", 0.5, "the weight of an INA switch in the Steiner tree (others weigh 1)",
                   1e-6, 1e6),
-            Param("rounds", "integer", 8, "reshaping rounds", 0, 10_000))),
+            Param("rounds", "integer", 8, "reshaping rounds", 0, 10_000), FAN_IN)),
     Scheme("panama", "controller.solvers.paring_baselines:solve_panama", _BASELINE,
-           "PANAMA: workers round-robin over one aggregation tree per top-tier switch"),
+           "PANAMA: workers round-robin over one aggregation tree per top-tier switch",
+           (FAN_IN,)),
     Scheme("spar", "controller.solvers.spar:solve", _BASELINE,
            "SPAR's greedy aggregator placement with shortest paths",
            (Param("aggregators", "integer", None, "aggregators to place", 0, 10**9,
-                  default_text="every candidate"),)),
+                  default_text="every candidate"), FAN_IN)),
 )}

@@ -7,6 +7,7 @@ import time
 from controller.evaluate import evaluate
 from controller.network import Network, Task
 from controller.plan import AggregationPoint, Plan, Status, TaskPlan
+from controller.solvers.fanin import cap_fan_in
 
 
 def plan_with_evaluated_rates(
@@ -18,15 +19,18 @@ def plan_with_evaluated_rates(
     started: float,
     seed: int | None = None,
     status: Status = "heuristic",
+    max_fan_in: int = 0,
 ) -> Plan:
     """Build a Plan whose rates are the evaluator's max-min fair rates for the given paths.
 
     Heuristic schemes decide routes only; the rates their routes achieve are a property of the
     network, so they come from the evaluator rather than from each scheme's own arithmetic.
+    A point over `max_fan_in` merges only that many flows (`fanin`; 0: unlimited).
     """
     aggregation = aggregation or {}
     tasks = [
-        TaskPlan(t.job, t.name, t.ps, 0.0, paths[t.key], aggregation.get(t.key, []))
+        cap_fan_in(network, TaskPlan(t.job, t.name, t.ps, 0.0, paths[t.key],
+                                     aggregation.get(t.key, [])), max_fan_in)
         for t in network.tasks
     ]
     plan = Plan(scheme, status, 0.0, None, 0.0, seed, tasks, topology=network.name)

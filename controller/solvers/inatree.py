@@ -23,7 +23,9 @@ import networkx as nx
 from controller.evaluate import task_flows
 from controller.network import Network, Task, hosts_do_not_forward
 from controller.plan import AggregationPoint, Plan, TaskPlan
+from controller.solvers import SolveOptions
 from controller.solvers.common import plan_with_evaluated_rates
+from controller.solvers.params import SchemeParams
 
 Point = tuple[str, int]  # (switch, ingress pipeline)
 Source = str | Point  # what enters a point: a worker's own flow or another point's merged flow
@@ -217,9 +219,10 @@ def rng_for(seed: int | None) -> random.Random:
 
 
 def solve_trees(network: Network, scheme: str, seed: int | None, route: Route, *,
-                addressed: bool = False) -> Plan:
+                addressed: bool = False, max_fan_in: int = 0) -> Plan:
     """The skeleton every tree baseline shares, so they differ only in `route`: one seeded rng
-    for the whole solve, one tree per task in task order, rates from the evaluator."""
+    for the whole solve, one tree per task in task order, rates from the evaluator, points
+    within `max_fan_in` (`common.plan_with_evaluated_rates`)."""
     started = time.perf_counter()
     rng = rng_for(seed)
     plans = []
@@ -229,7 +232,14 @@ def solve_trees(network: Network, scheme: str, seed: int | None, route: Route, *
         plans.append(tree.task_plan())
     return plan_with_evaluated_rates(
         network, scheme, {tp.key: tp.paths for tp in plans},
-        {tp.key: tp.aggregation for tp in plans}, started=started, seed=seed)
+        {tp.key: tp.aggregation for tp in plans}, started=started, seed=seed,
+        max_fan_in=max_fan_in)
+
+
+def fan_in_limit(scheme: str, options: SolveOptions) -> int:
+    """The data plane's fan-in limit a baseline plans within: a point over it merges that many
+    of its flows and lets the others cross unmerged (`controller.solvers.fanin`)."""
+    return SchemeParams(scheme, options.params)["max_fan_in"]
 
 
 def ecmp_path(network: Network, src: str, dst: str, rng: random.Random) -> list[str]:

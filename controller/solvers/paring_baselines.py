@@ -55,6 +55,7 @@ from controller.solvers.common import plan_with_evaluated_rates
 from controller.solvers.inatree import (
     AggregationTree,
     can_aggregate,
+    fan_in_limit,
     follow,
     shortest_paths,
     solve_trees,
@@ -78,7 +79,8 @@ def solve_deepsys_atp(network: Network, options: SolveOptions) -> Plan:
         nxt = deepsys_tree(network, tree.task)
         for w in sorted(tree.task.workers):
             tree.add(w, follow(w, nxt), first_programmable)
-    return solve_trees(network, "deepsys-atp", options.seed, route)
+    return solve_trees(network, "deepsys-atp", options.seed, route,
+                       max_fan_in=fan_in_limit("deepsys-atp", options))
 
 
 def deepsys_tree(network: Network, task: Task,
@@ -117,7 +119,8 @@ def solve_deepsys_soar(network: Network, options: SolveOptions) -> Plan:
         chosen["/".join(task.key)] = sorted(selected)
         for w in sorted(task.workers):
             tree.add(w, follow(w, nxt), lambda v, *_: v in selected)
-    plan = solve_trees(network, "deepsys-soar", options.seed, route)
+    plan = solve_trees(network, "deepsys-soar", options.seed, route,
+                       max_fan_in=fan_in_limit("deepsys-soar", options))
     plan.details["soar_switches"] = chosen
     return plan
 
@@ -194,9 +197,9 @@ def solve_marina(network: Network, options: SolveOptions) -> Plan:
         undirected = _marina_graph(network, task, weight_ina)
         tree = steiner_tree(undirected, [*task.workers, task.ps], weight="weight")
         parents[task.key] = dict(nx.bfs_predecessors(tree, task.ps))
-    plan = _marina_plan(network, parents, options.seed)
+    plan = _marina_plan(network, parents, options)
     for _ in range(rounds):
-        better = _reshape(network, parents, plan, options.seed)
+        better = _reshape(network, parents, plan, options)
         if better is None:
             break
         plan = better
@@ -227,15 +230,16 @@ def _marina_graph(network: Network, task: Task, weight_ina: float) -> nx.Graph:
     return graph
 
 
-def _marina_plan(network: Network, parents: dict, seed: int | None) -> Plan:
+def _marina_plan(network: Network, parents: dict, options: SolveOptions) -> Plan:
     def route(tree: AggregationTree, _rng: random.Random) -> None:
         for w in sorted(tree.task.workers):
             tree.add(w, follow(w, parents[tree.task.key]),
                      lambda v, *_: can_aggregate(network, v))
-    return solve_trees(network, "marina", seed, route)
+    return solve_trees(network, "marina", options.seed, route,
+                       max_fan_in=fan_in_limit("marina", options))
 
 
-def _reshape(network: Network, parents: dict, plan: Plan, seed: int | None) -> Plan | None:
+def _reshape(network: Network, parents: dict, plan: Plan, options: SolveOptions) -> Plan | None:
     """Move one subtree off the busiest aggregator if that speeds the plan up."""
     loads = evaluate(network, plan).aggregator_loads
     if not loads:
@@ -251,7 +255,7 @@ def _reshape(network: Network, parents: dict, plan: Plan, seed: int | None) -> P
                     or not (alt == task.ps or network.is_switch(alt))):  # hosts do not forward
                 continue
             trial = {**parents, task.key: {**parent, child: alt}}
-            candidate = _marina_plan(network, trial, seed)
+            candidate = _marina_plan(network, trial, options)
             if candidate.objective > plan.objective + 1e-9:
                 parents[task.key] = trial[task.key]
                 return candidate
@@ -284,4 +288,5 @@ def solve_panama(network: Network, options: SolveOptions) -> Plan:
                 via = [p for p in paths if apexes[i % len(apexes)] in p]
                 paths = via or paths
             tree.add(w, rng.choice(paths), lambda v, *_: can_aggregate(network, v))
-    return solve_trees(network, "panama", options.seed, route)
+    return solve_trees(network, "panama", options.seed, route,
+                       max_fan_in=fan_in_limit("panama", options))

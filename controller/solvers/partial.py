@@ -18,19 +18,23 @@ from dataclasses import replace
 from controller.evaluate import evaluate, task_flows
 from controller.network import Network
 from controller.plan import Plan, TaskPlan
+from controller.solvers.fanin import cap_fan_in
 
 ROUNDS = 60  # bisection steps: the rate to ~1e-15 of the largest link
 SETTLE = 20  # share refinements at one rate (each settles one more level of the trees)
 
 
-def best_effort(network: Network, plan: Plan) -> Plan:
-    """`plan` with the shares that let the highest common rate through, rates re-evaluated."""
+def best_effort(network: Network, plan: Plan, max_fan_in: int = 0) -> Plan:
+    """`plan` with the shares that let the highest common rate through, rates re-evaluated.
+    Raw remainders reach the points after a partial one as more flows: a point over
+    `max_fan_in` then merges only that many (`fanin`; 0: unlimited)."""
     low = min((tp.rate_gbps for tp in plan.tasks), default=0.0)
     high = max((network.capacity(u, v) for u, v in network.graph.edges), default=0.0)
     best = plan
     for _ in range(ROUNDS):
         mid = (low + high) / 2
         trial = _with_shares(network, plan, mid)
+        trial.tasks = [cap_fan_in(network, tp, max_fan_in) for tp in trial.tasks]
         result = evaluate(network, trial)  # trial rates are 0: only what the paths carry
         if all(te.rate_gbps >= mid * (1 - 1e-9) for te in result.tasks):
             low, best = mid, trial

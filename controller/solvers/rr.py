@@ -24,6 +24,7 @@ from controller.solvers.inatree import (
     PathCache,
     access_switch,
     can_aggregate,
+    fan_in_limit,
     follow,
     solve_trees,
 )
@@ -43,7 +44,8 @@ def solve(network: Network, options: SolveOptions) -> Plan:
             for a, b in pairwise(stops):
                 path += rng.choice(paths(a, b))[1:] if a != b else []  # ECMP's draw
             tree.add(w, path, lambda v, *_: v in aggregators)
-    return solve_trees(network, "rr", options.seed, route)
+    return solve_trees(network, "rr", options.seed, route,
+                       max_fan_in=fan_in_limit("rr", options))
 
 
 def _random_tree(network: Network, task: Task, aggregators: set[str],

@@ -23,6 +23,7 @@ from controller.solvers.inatree import (
     access_switch,
     can_aggregate,
     ecmp_routes,
+    fan_in_limit,
     solve_trees,
 )
 from controller.solvers.params import SchemeParams
@@ -36,9 +37,9 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     budget = SchemeParams("spar", options.params)["aggregators"]
     budget = len(tors) if budget is None else budget
     placed: set[str] = set()
-    plan = _plan(network, routes, placed, options.seed)
+    plan = _plan(network, routes, placed, options)
     while len(placed) < budget:
-        trials = [(_plan(network, routes, placed | {s}, options.seed), s)
+        trials = [(_plan(network, routes, placed | {s}, options), s)
                   for s in tors if s not in placed]
         if not trials:
             break
@@ -51,9 +52,10 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     return plan
 
 
-def _plan(network: Network, routes: dict, placed: set[str], seed: int | None) -> Plan:
+def _plan(network: Network, routes: dict, placed: set[str], options: SolveOptions) -> Plan:
     """The routes drawn up front, aggregated at `placed`."""
     def route(tree: AggregationTree, _rng: random.Random) -> None:
         for w, path in routes[tree.task.key].items():
             tree.add(w, path, lambda v, *_: v in placed)
-    return solve_trees(network, "spar", seed, route)
+    return solve_trees(network, "spar", options.seed, route,
+                       max_fan_in=fan_in_limit("spar", options))

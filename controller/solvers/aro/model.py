@@ -67,10 +67,12 @@ def build(
             most = sum(upper[i, (u, inp)] for u in tg.pred[inp])
             m.model.add(inflow >= x)  # (7), left side scaled by M
             m.model.add(inflow <= most * x)  # (7), right side
+            if 0 < tg.fan_in < most:
+                m.model.add(inflow <= tg.fan_in)  # the data plane's fan-in limit L
         for (a, b), inp in tg.bypass.items():
             # A flow may cross a capped aggregator unmerged only from a pipeline it does not
-            # aggregate on (`unfold`): the data plane merges all of them there.
-            if inp in tg.succ:
+            # aggregate on (`unfold`), unless more than L flows could enter it (`mixed`).
+            if inp in tg.succ and b[1] not in tg.mixed:
                 m.model.add(m.y[i, (a, b)] == 0).only_enforce_if(m.y[i, (inp, tg.succ[inp][0])])
         for w in tg.workers:
             m.model.add(sum(m.y[i, (w, v)] for v in tg.succ[w]) == 1)  # (5)

@@ -119,7 +119,10 @@ def resources(
                     key, Resource(("link", *key), network.capacity(u, v), {}))
                 res.terms.setdefault(tg.index, []).append(edge)
             inp = edge[1]
-            limit = network.spec(inp[1]).aggregation_capacity_gbps if inp[0] == "inp" else None
+            # merged flows; at `aggregates: all` also those crossing its copy (`unfold`)
+            charged = inp[0] == "inp" or (
+                edge in tg.bypass and network.spec(inp[1]).aggregates == "all")
+            limit = network.spec(inp[1]).aggregation_capacity_gbps if charged else None
             if limit is not None:
                 res = aggs.setdefault(inp[1], Resource(("aggregator", inp[1]), limit, {}))
                 res.terms.setdefault(tg.index, []).append(edge)

@@ -18,10 +18,13 @@ Flows = dict[Edge, int]
 
 
 def generate(tg: TaskGraph, flows: Flows) -> tuple[dict[str, list[str]], list[AggregationPoint]]:
-    """Algorithm 1: per-worker physical paths and the task's aggregation points."""
+    """Algorithm 1: per-worker physical paths and the task's aggregation points. A point whose
+    pipeline some flow crosses unmerged (`unfold`: over the fan-in limit) names its workers."""
     remaining = dict(flows)
     onward: dict[Node, list[Node]] = {tg.ps: [tg.ps]}  # R[u], line 1
     paths: dict[str, list[str]] = {}
+    merged: dict[Node, set[str]] = defaultdict(set)
+    crossed: set[Node] = set()
     for s in tg.workers:  # line 5
         walk: list[Node] = []
         u = s
@@ -34,13 +37,17 @@ def generate(tg: TaskGraph, flows: Flows) -> tuple[dict[str, list[str]], list[Ag
         for j, n in enumerate(walk):  # lines 17-21
             if n[0] == "inp" and n not in onward:
                 onward[n] = walk[j:]
+            if n[0] == "inp":
+                merged[n].add(s[1])
+        crossed.update(tg.bypass[e] for e in pairwise(walk) if e in tg.bypass)
         paths[s[1]] = physical_path(walk)
     points = []
     for inp, rest in onward.items():
         if inp[0] != "inp":
             continue
         fan_in = sum(flows.get((u, inp), 0) for u in tg.pred[inp])
-        points.append(AggregationPoint(inp[1], inp[3], fan_in, rest[2][1]))
+        workers = tuple(sorted(merged[inp])) if inp in crossed else None
+        points.append(AggregationPoint(inp[1], inp[3], fan_in, rest[2][1], workers))
     return paths, sorted(points, key=lambda a: (a.switch, a.pipeline))
 
 
@@ -59,8 +66,9 @@ def greedy_flows(graphs: list[TaskGraph]) -> dict[tuple[int, Edge], int]:
     It satisfies (5)-(9) by construction and the bypass rule of `unfold` by its choices: it
     merges where it can, and a pipeline a flow crossed unmerged is not aggregated on; when a
     walk finds every way on closed it starts the task again with that pipeline unmerged (a
-    task can always cross every capped aggregator unmerged). It is the searches' first
-    incumbent.
+    task can always cross every capped aggregator unmerged). An INP that merges L flows (the
+    fan-in limit) takes no more; the next ones cross its switch's copy (`TaskGraph.mixed`).
+    It is the searches' first incumbent.
     """
     load: dict[tuple[str, str], int] = defaultdict(int)
     flows: dict[tuple[int, Edge], int] = {}
@@ -86,19 +94,22 @@ def _greedy_task(
     mine: dict[tuple[str, str], int] = defaultdict(int)
     onward: set[Node] = {tg.ps}
     unmerged = set(closed)  # INPs whose pipeline a flow crossed unmerged
+    full = {inp for inp in tg.inps if tg.fan_in > 0 and inp[1] in tg.mixed}  # may fill up
     for s in tg.workers:
         u = s
         walked: list[Node] = []
         while u not in onward:
             walked.append(u)
             ways = [v for v in tg.succ[u] if v not in unmerged and not (
-                (u, v) in tg.bypass and tg.bypass[(u, v)] in onward)]
+                (u, v) in tg.bypass and tg.bypass[(u, v)] in onward and v[1] not in tg.mixed)
+                and not (v in full and sum(flows.get((p, v), 0) for p in tg.pred[v])
+                         >= tg.fan_in)]
             if not ways:
                 return flows, next(tg.bypass[(u, v)] for v in tg.succ[u] if (u, v) in tg.bypass)
             merging = [v for v in ways if (u, v) not in tg.bypass] or ways
             v = min(merging, key=lambda v, u=u: load[tg.physical.get((u, v), ("", ""))]
                     + mine[tg.physical.get((u, v), ("", ""))])
-            if (u, v) in tg.bypass:
+            if (u, v) in tg.bypass and v[1] not in tg.mixed:
                 unmerged.add(tg.bypass[(u, v)])
             flows[(u, v)] += 1
             if (u, v) in tg.physical:

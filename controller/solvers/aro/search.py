@@ -157,11 +157,15 @@ class Search:
         return True
 
     def valid(self, flows: Hint) -> bool:
-        """No flow crosses a capped aggregator unmerged where the task merges (`unfold`)."""
+        """No flow crosses a capped aggregator unmerged where the task merges, unless more
+        flows can reach it than an INP merges, and no INP merges more than that (`unfold`)."""
         for tg in self.graphs:
             for edge, inp in tg.bypass.items():
                 if flows.get((tg.index, edge)) and inp in tg.succ and flows.get(
-                        (tg.index, (inp, tg.succ[inp][0]))):
+                        (tg.index, (inp, tg.succ[inp][0]))) and edge[1][1] not in tg.mixed:
+                    return False
+            for inp in tg.inps if tg.fan_in > 0 else ():
+                if sum(flows.get((tg.index, (u, inp)), 0) for u in tg.pred[inp]) > tg.fan_in:
                     return False
         return True
 

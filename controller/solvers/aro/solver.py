@@ -3,7 +3,8 @@
 The plan's rates are the model's rates raised by progressive filling on the chosen routes (the
 evaluator's own `max_min_fair`), so they are exactly what the routes achieve and never less
 than the model promised. `bound` holds for the real problem: ARO's model (4)-(10) with real
-rates, over all shortest paths and every INA switch. `optimal` means the plan reaches it.
+rates, over all shortest paths and every INA switch, within the fan-in limit `max_fan_in`
+(`unfold`). `optimal` means the plan reaches it.
 
 ARO-QSR keeps the paper's grid (Eq. 11, b̄ = the largest link); every other variant searches a
 single common rate over the exact rates where feasibility changes and puts its grid under the
@@ -87,6 +88,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     started = time.perf_counter()
     variant, params = VARIANTS[scheme], SchemeParams(scheme, options.params)
     levels, bidirectional = params["quantization"], params["bidirectional"]
+    fan_in = params["max_fan_in"]
     limit = options.time_limit
     search_limit = limit - min(ROUTE_RESERVE, 0.05 * limit)
     bound_deadline = started + search_limit
@@ -111,7 +113,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     dropped: dict[int, set[Edge]] = {}
     stage1: Result | None = None
     if variant.sro:
-        graphs = _graphs(network, keep, excluded=accel.sro_excluded(network))
+        graphs = _graphs(network, keep, fan_in, excluded=accel.sro_excluded(network))
         if any(tg.unreachable for tg in graphs):
             details["stages"].append("sro stage 1 skipped: workers need INA-agnostic switches")
         else:
@@ -122,7 +124,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
             dropped = accel.idle_inp_links(graphs, {**stage1.solo_flows, **stage1.flows})
             details["stages"].append(_stage_summary("sro stage 1", stage1, started))
 
-    graphs = _graphs(network, keep, dropped=dropped)
+    graphs = _graphs(network, keep, fan_in, dropped=dropped)
     missing = [w for tg in graphs for w in tg.unreachable]
     if missing:
         raise AroInputError(f"workers without a shortest path to their PS: {missing}")
@@ -136,10 +138,11 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     best = max(plans, key=lambda p: p.objective)
     bounds = [r.bound for r in results if r.bound is not None]
     bound = min(bounds) if bounds else None
-    if separate_bound and _restricted(network, graphs, full):
+    if separate_bound and _restricted(network, graphs, full, fan_in):
         # The smaller model's bound says nothing about the full problem.
         rest = SolverSettings(bound_deadline, settings.num_workers, settings.seed, settings.mu)
-        bound = _full_bound(network, best, levels, variant, bidirectional, rest, best.details)
+        bound = _full_bound(network, best, levels, variant, bidirectional, rest, best.details,
+                            fan_in)
     best.bound = None if bound is None else max(bound, best.objective)
     best.status = _status(best, results[-1].finished)
     best.solve_seconds = time.perf_counter() - started
@@ -153,22 +156,24 @@ def _status(plan: Plan, finished: bool) -> str:
     return "feasible" if finished else "timeout"
 
 
-def _restricted(network: Network, graphs: list[TaskGraph], full: dict[int, set[str]]) -> bool:
+def _restricted(network: Network, graphs: list[TaskGraph], full: dict[int, set[str]],
+                fan_in: int) -> bool:
     """Whether SRO/APP left out a route or an aggregator of the full model."""
-    whole = _graphs(network, full)
+    whole = _graphs(network, full, fan_in)
     return any(set(a.edges) != set(b.edges) for a, b in zip(graphs, whole))
 
 
 def _full_bound(
     network: Network, plan: Plan, levels: int, variant: Variant, bidirectional: bool,
-    settings: SolverSettings, details: dict,
+    settings: SolverSettings, details: dict, fan_in: int,
 ) -> float:
     """A bound on the full problem: each task's own optimum on the full graphs caps its rate.
 
     The plan's routes (replayed on the full graphs) and the greedy ones start each task's
     search; a task whose search runs out of time keeps its unrefuted rate as its cap.
     """
-    graphs = _graphs(network, {i: set(ina_switches(network)) for i in range(len(network.tasks))})
+    graphs = _graphs(network, {i: set(ina_switches(network)) for i in range(len(network.tasks))},
+                     fan_in)
     search = _new_search(network, graphs, levels, variant, bidirectional, settings)
     replayed: dict[tuple[int, Edge], int] = {}
     for tg, tp in zip(graphs, plan.tasks):
@@ -197,11 +202,12 @@ def _new_search(
 
 
 def _graphs(
-    network: Network, keep: dict[int, set[str]], excluded: set[str] | None = None,
+    network: Network, keep: dict[int, set[str]], fan_in: int, excluded: set[str] | None = None,
     dropped: dict[int, set[Edge]] | None = None,
 ) -> list[TaskGraph]:
     return [
-        build_task_graph(network, i, t, keep[i], excluded or (), (dropped or {}).get(i, ()))
+        build_task_graph(network, i, t, keep[i], excluded or (), (dropped or {}).get(i, ()),
+                         fan_in)
         for i, t in enumerate(network.tasks)
     ]
 

@@ -16,6 +16,13 @@ flow of the task entering a pipeline it aggregates on, so a flow may take the co
 a pipeline whose INP is unused (`TaskGraph.bypass`, enforced by `model`). Without a capacity,
 or on a switch with `aggregates: all` that charges crossing flows too, merging never costs
 rate, and the paper's graph is kept.
+
+The data plane's fan-in limit L (`max_fan_in`, 0: none, the paper's model): an INP merges at
+most L flows (`model`). Where more than L of the task's workers can reach an aggregator, it
+also gets the CS copy (`TaskGraph.mixed`), and there a flow may cross unmerged even from a
+pipeline whose INP merges others: the plan's point then names the workers it merges, as the
+data plane keys aggregation by incoming flow. Where at most L workers can reach a switch the
+limit cannot bind, and the graph (and its optimum) is the one without the limit.
 """
 
 from __future__ import annotations
@@ -53,6 +60,10 @@ class TaskGraph:
     unreachable: list[str] = field(default_factory=list)
     # Edge into the CS copy of a capped aggregator → the INP its pipeline would use.
     bypass: dict[Edge, Node] = field(default_factory=dict)
+    # L: the most flows an INP merges (0: unlimited), and the aggregators more than L workers
+    # can reach, where a flow may cross a pipeline whose INP merges others (module docstring).
+    fan_in: int = 0
+    mixed: set[str] = field(default_factory=set)
 
     @property
     def edges(self) -> list[Edge]:
@@ -145,12 +156,14 @@ def build_task_graph(
     aggregators: Collection[str],
     excluded: Collection[str] = (),
     dropped: Iterable[Edge] = (),
+    max_fan_in: int = 0,
 ) -> TaskGraph:
     """Unfold and decouple one task's shortest-path DAG.
 
     `aggregators`: switches acting as INA devices for this task (APP may drop some; they are
     then plain CS). `excluded`: switches removed with their paths (SRO stage 1). `dropped`:
     unfolded links removed (SRO stage 2 removes the links into INPs stage 1 left unused).
+    `max_fan_in`: the data plane's limit L (module docstring; 0: none).
     """
     phys = shortest_dag(network, task, excluded)
     # Prune nodes that no longer reach the PS (only matters when switches are excluded).
@@ -184,15 +197,22 @@ def build_task_graph(
         return (spec is not None and spec.aggregation_capacity_gbps is not None
                 and spec.aggregates != "all")
 
+    reach = _reaching(phys, task.workers)
+    mixed = {u for u in aggregators
+             if max_fan_in > 0 and u in phys and network.is_switch(u) and reach[u] > max_fan_in}
+
+    def crossable(u: str) -> bool:
+        return capped(u) or u in mixed
+
     def bypass(u: str) -> Node:
         return ("cs", u, side[u], -1)
 
-    tg = TaskGraph(index, task, node_for(task.ps), [])
+    tg = TaskGraph(index, task, node_for(task.ps), [], fan_in=max_fan_in, mixed=mixed)
     drop = set(dropped)
     for u, vs in phys.items():
         if u not in alive:
             continue
-        tails = [node_for(u)] + ([bypass(u)] if capped(u) else [])
+        tails = [node_for(u)] + ([bypass(u)] if crossable(u) else [])
         for v in vs:
             if v not in alive:
                 continue
@@ -202,13 +222,27 @@ def build_task_graph(
                     tg.add_edge(a, b, (u, v))
                     if b[0] == "inp":
                         tg.add_edge(b, node_for(v), None)  # virtual INP→OP link
-                if capped(v):
+                if crossable(v):
                     tg.add_edge(a, bypass(v), (u, v))
                     tg.bypass[(a, bypass(v))] = b
     _drop_dead_ends(tg)
     tg.workers = [node_for(w) for w in task.workers if tg.succ.get(node_for(w))]
     tg.unreachable = [w for w in task.workers if not tg.succ.get(node_for(w))]
     return tg
+
+
+def _reaching(phys: dict[str, list[str]], workers: Iterable[str]) -> dict[str, int]:
+    """How many workers have a path through each node."""
+    found: dict[str, set[str]] = defaultdict(set)
+    for w in workers:
+        stack = [w]
+        while stack:
+            u = stack.pop()
+            for v in phys.get(u, ()):
+                if w not in found[v]:
+                    found[v].add(w)
+                    stack.append(v)
+    return defaultdict(int, {v: len(ws) for v, ws in found.items()})
 
 
 def _sides(network: Network, task: Task, phys: dict[str, list[str]]) -> dict[str, str]:

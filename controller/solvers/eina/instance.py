@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from controller.network import Network, Task, TopologyError
+from controller.plan import MAX_FAN_IN
 from controller.solvers import SchemeInputError
 from controller.solvers.params import SchemeParams
 
@@ -46,6 +47,8 @@ class Instance:
     host_cap: dict[str, Fraction]  # a worker's own link: it carries one flow per PS, Σ_p r_p
     depth_limit: int  # d*
     ps_cap: list[Fraction]  # per PS: its link from π[p] and its own aggregation capacity
+    # L: the most flows of one task an aggregator merges (the data plane's limit; 0: none)
+    fan_in: int = 0
 
     @property
     def d_hat(self) -> int:
@@ -136,7 +139,8 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
               for t, high in zip(tasks, r_high)]  # R caps the one task's rate
     depth = params["depth_limit"] or len(aggs)
     return Instance(aggs, fabric, ps, [t.key for t in tasks], [t.workers for t in tasks], home,
-                    local, c, b_in, b_out, r_low, r_high, host_cap, depth, ps_cap)
+                    local, c, b_in, b_out, r_low, r_high, host_cap, depth, ps_cap,
+                    params["max_fan_in"])
 
 
 def ps_limit(network: Network, task: Task, root: str) -> Fraction:
@@ -163,6 +167,29 @@ def refuse_unmergeable(inst: Instance, network: Network, scheme: str) -> None:
             f"a PS and {'has' if one else 'have'} aggregation_capacity_gbps 0, so no EINA tree "
             "exists. Give them aggregation capacity, or use eina-plus, which may pass flows "
             "through an aggregator unmerged")
+
+
+def refuse_over_fan_in(inst: Instance, network: Network, scheme: str) -> None:
+    """EINA merges every local worker at its own aggregator (constraint (10)), so a rack with
+    more workers of a task than an aggregation point may merge (`max_fan_in`) has no EINA
+    tree; nor has a PS whose aggregator's own workers fill it while other racks must join."""
+    if not inst.fan_in:
+        return
+    for p, (job, task) in enumerate(inst.tasks):
+        root = inst.home[inst.ps[p]]
+        racks = [j for j in inst.aggregators if inst.local[p][j]]
+        full = [j for j in racks if inst.local[p][j] > inst.fan_in]
+        why = (f"aggregator {full[0]} holds {inst.local[p][full[0]]} of its workers" if full else
+               f"the PS's aggregator {root} holds {inst.local[p][root]} of its workers and "
+               f"must also merge the other racks' flows" if inst.local[p][root] >= inst.fan_in
+               and set(racks) - {root} else "")
+        if why:
+            raise SchemeInputError(
+                f"{network.source}: {scheme} merges every worker's flow at its own aggregator "
+                f"(EINA's constraint (10)), but for task {job}/{task} {why}, more than the "
+                f"{inst.fan_in} flows an aggregation point may merge (max_fan_in; the data plane "
+                f"merges at most {MAX_FAN_IN}). Use eina-plus, which may pass workers' flows through an "
+                "aggregator unmerged, or max_fan_in=0 for the paper's unlimited model")
 
 
 def _tighter(link: float, field: float | None) -> Fraction:

@@ -7,6 +7,9 @@ Variables, in the paper's notation, per PS p (index into `Instance.ps`):
   z[p, i, j]  = x[p, i, j] · r[p], the rate i sends to j for p: it turns the quadratic
               products of (10)-(12) into linear sums (exact: x is binary).
 
+With the data plane's fan-in limit L (`Instance.fan_in`), j merges at most L flows of each p:
+Σ_i x[p, i, j] + a_{p,j} ≤ L.
+
 Capacities become whole steps rounded down (floor(cap / step)); since every constraint
 coefficient is a flow count, floor(r*/step) of any real solution r* fits them, which is what
 `bound.py` relies on. The readings of the garbled (9)-(12) are in the package docstring.
@@ -82,6 +85,10 @@ def build(inst: Instance, step: Fraction) -> EinaModel:
                 m.model.add(z == 0).only_enforce_if(~x)
                 if inst.c[j] == 0:  # (10) at r_p = 0 too: j merges nothing, so adopts nothing
                     m.model.add(x == 0)
+        for j in A if inst.fan_in else ():  # j merges its children and a_j: at most L flows
+            children = [m.x[p, i, j] for i in A if (p, i, j) in m.x]
+            if len(children) + inst.local[p][j] > inst.fan_in:
+                m.model.add(sum(children) + inst.local[p][j] <= inst.fan_in)
 
     def z_into(j: str) -> list:
         return [z for (p, i, k), z in m.z.items() if k == j]

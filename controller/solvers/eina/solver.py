@@ -27,7 +27,12 @@ from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina import search
 from controller.solvers.eina.bound import rack_bound, real_bound
-from controller.solvers.eina.instance import exact, read, refuse_unmergeable
+from controller.solvers.eina.instance import (
+    exact,
+    read,
+    refuse_over_fan_in,
+    refuse_unmergeable,
+)
 from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
 from controller.solvers.params import SchemeParams
@@ -52,6 +57,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     params = SchemeParams(scheme, given)
     inst = read(network, given)
     refuse_unmergeable(inst, network, scheme)
+    refuse_over_fan_in(inst, network, scheme)
     step = exact(params["step"])
     if max(inst.r_high) / step > MAX_STEPS:
         raise TopologyError(network.source, "schemes.eina.step (or --param step)",
@@ -74,7 +80,8 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
         deadline = started + limit - min(PLAN_RESERVE, 0.05 * limit)
         out = search.solve(inst, step, deadline, options.seed or 0,
                            params["num_workers"])
-        if out.parents is None and out.cp_status != "INFEASIBLE" and inst.d_hat >= 1:
+        if out.parents is None and out.cp_status != "INFEASIBLE" and inst.d_hat >= 1 and (
+                _star_fits(inst)):
             out = _star(inst)  # CP-SAT found nothing in time: the star is a plan
         details["cp_sat_status"] = out.cp_status
         if out.parents is None:
@@ -91,6 +98,13 @@ def _star(inst) -> search.Outcome:
     parents = [{i: inst.home[ps] for i in inst.aggregators
                 if i != inst.home[ps] and inst.local[p][i] > 0} for p, ps in enumerate(inst.ps)]
     return search.Outcome("UNKNOWN (star fallback)", parents, [], 0, None)
+
+
+def _star_fits(inst) -> bool:
+    """The star within the fan-in limit: π[p] merges every worker rack and its own workers."""
+    return not inst.fan_in or all(
+        sum(1 for j, n in local.items() if n and j != inst.home[ps]) + local[inst.home[ps]]
+        <= inst.fan_in for ps, local in zip(inst.ps, inst.local))
 
 
 def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fraction) -> None:

@@ -6,7 +6,8 @@ What is left of c_j and b_j^E is j's room for children: a child of p costs r_p o
 (12)). Per PS, the tree grows from π[p]: the pending worker racks, roomiest first, are hung
 under the attached aggregator with the most room, whose depth is below d̂ (4); when the room
 left cannot take every pending rack, an idle aggregator with room for two or more children
-joins as a relay (it pays r_p of b^I, (11)). Hanging roomy racks first keeps room ahead of
+joins as a relay (it pays r_p of b^I, (11)). An aggregator merges at most L flows of a task
+(the fan-in limit): its local workers and its children. Hanging roomy racks first keeps room ahead of
 demand: if the rack with the most room fits nowhere, no order would have placed it.
 """
 
@@ -51,12 +52,18 @@ def trees(inst: Instance, rates: list[float]) -> list[dict[str, str]] | None:
 def _grow(inst: Instance, p: int, r: float, cap: dict, egress: dict,
           ingress: dict) -> dict[str, str] | None:
     root = inst.home[inst.ps[p]]
-    if r <= _EPS:  # rate 0 takes no room: the star, if d̂ lets racks sit below π[p]
-        star = {i: root for i in inst.aggregators if i != root and inst.local[p][i]}
+    star = {i: root for i in inst.aggregators if i != root and inst.local[p][i]}
+    if r <= _EPS and (not inst.fan_in or len(star) + inst.local[p][root] <= inst.fan_in):
+        # rate 0 takes no room: the star, if d̂ lets racks sit below π[p]
         return star if inst.d_hat >= 1 or not star else None
+    kids: dict[str, int] = dict.fromkeys(inst.aggregators, 0)
 
     def room(j: str) -> int:
-        return max(0, int((min(cap[j], egress[j]) + _EPS) // r))
+        """Children j may still adopt: by capacity at rate r, and by the fan-in limit L."""
+        free = len(inst.aggregators) if r <= _EPS else int((min(cap[j], egress[j]) + _EPS) // r)
+        if inst.fan_in:
+            free = min(free, inst.fan_in - inst.local[p][j] - kids[j])
+        return max(0, free)
 
     d_hat = inst.d_hat
     pending = sorted((i for i in inst.aggregators if i != root and inst.local[p][i]),
@@ -84,6 +91,7 @@ def _grow(inst: Instance, p: int, r: float, cap: dict, egress: dict,
             child = pending[nxt]
             nxt += 1
         parent[child] = v
+        kids[v] += 1
         depth[child] = depth[v] + 1
         cap[v] -= r
         egress[v] -= r

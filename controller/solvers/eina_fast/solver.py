@@ -18,7 +18,7 @@ from controller.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina.bound import rack_bound
-from controller.solvers.eina.instance import read, refuse_unmergeable
+from controller.solvers.eina.instance import read, refuse_over_fan_in, refuse_unmergeable
 from controller.solvers.eina.rates import best_rates
 from controller.solvers.eina.routes import task_plans
 from controller.solvers.eina_fast.greedy import trees
@@ -32,6 +32,7 @@ def solve_fast(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     inst = read(network, {**network.schemes.get("eina", {}), **options.params})
     refuse_unmergeable(inst, network, SCHEME)
+    refuse_over_fan_in(inst, network, SCHEME)
     limit = options.time_limit
     bound = rack_bound(inst)
     n = len(inst.ps)

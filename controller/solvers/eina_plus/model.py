@@ -19,7 +19,8 @@ topology any valid plan can be rewritten, without raising any load, so that each
 straight from the aggregator where it is made (its worker's rack, or where it was merged) to
 the aggregator that merges it, or to π[p] and the PS: a flow crossing an aggregator unmerged
 on its way elsewhere only adds that aggregator's DCN ingress and egress (and, on `all`, its
-charge). The model holds a little more than the plans: two combinations the data plane's
+charge), and it keeps what each aggregator merges, so the fan-in limit L (`Instance.fan_in`)
+holds as n[p, j] + In ≤ L and M[p] ≤ L. The model holds a little more than the plans: two combinations the data plane's
 per-worker merge rule cannot express (`routes.py`), which `realizable=True` excludes.
 """
 
@@ -141,6 +142,11 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
         for j in A:  # (10) at r_p = 0 too: an aggregator without capacity merges nothing
             if inst.c[j] == 0:
                 mdl.add(v["mr", p] == 0 if j == root else v["m", p, j] == 0)
+        if inst.fan_in:  # the fan-in limit L: what j merges of p (kept by any rewritten plan)
+            mdl.add(v["M", p] <= inst.fan_in)
+            for j in A:
+                if j != root:
+                    mdl.add(v["n", p, j] + sum(into[j]) <= inst.fan_in)
         rows = {("ps",): arrivals - v["M", p] + v["mr", p]}
         for j in A:
             rows["in", j], rows["out", j] = sum(into[j]), sum(out[j])

@@ -28,12 +28,13 @@ from ortools.sat.python import cp_model
 
 from controller.network import Network, TopologyError
 from controller.plan import Plan
-from controller.solvers import SolveOptions, solve
+from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina.instance import Instance, exact, read
 from controller.solvers.eina.model import units
 from controller.solvers.eina_plus import model, ratesearch, rerate, routes
 from controller.solvers.eina_plus.warmstart import choice_of_plan
+from controller.solvers.fanin import cap_fan_in
 from controller.solvers.params import SchemeParams
 
 SCHEME = "eina-plus"
@@ -62,6 +63,9 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     r_low, r_high = float(inst.r_low), [float(v) for v in inst.r_high]
 
     def rated(plan_tasks) -> Plan | None:
+        # A baseline (GRID's) or a normalised choice (`routes`) may merge more than L flows
+        # at a point: it merges L of them and lets the others cross (`fanin`).
+        plan_tasks = [cap_fan_in(network, tp, inst.fan_in) for tp in plan_tasks]
         plan = Plan(SCHEME, "feasible", 0.0, None, 0.0, options.seed, plan_tasks,
                     topology=network.name)
         rates = rerate.best_rates(network, plan, r_low, r_high)
@@ -85,7 +89,11 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         except ValueError as exc:  # e.g. GRID's LP cut short: one candidate fewer
             failed[name] = str(exc)
             continue
-        plan = rated(base.tasks) if base.tasks else None
+        try:
+            plan = rated(base.tasks) if base.tasks else None
+        except SchemeInputError as exc:  # its routes cannot keep the fan-in limit
+            failed[name] = str(exc)
+            continue
         if plan is not None:
             candidates[name] = plan
     bound = tree_free_bound(inst, merges_all, ps_link)
