@@ -43,14 +43,14 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 # p4c's JSON and P4Info for bmv2, through the same code the controller and tests use
-# (controller/p4build.py). `test` and `demo` build it first only when p4c is installed: without
+# (dataplane/p4build.py). `test` and `demo` build it first only when p4c is installed: without
 # it the bmv2 tests skip and say how to get p4c.
 P4C := $(shell command -v p4c-bm2-ss 2>/dev/null)
 P4_WHEN_PRESENT := $(if $(P4C),p4)
 
 p4: venv
 	@if [ -z "$(P4C)" ]; then echo "p4c-bm2-ss is not on PATH: see README.md for how to get p4c"; exit 1; fi
-	$(BIN)/python -c 'from controller.p4build import compile_for_bmv2; print(compile_for_bmv2())'
+	$(BIN)/python -c 'from dataplane.p4build import compile_for_bmv2; print(compile_for_bmv2())'
 
 test: setup $(P4_WHEN_PRESENT)
 	$(BIN)/pytest -q

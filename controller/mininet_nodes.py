@@ -27,9 +27,9 @@ from mininet.node import Host, Switch
 from mininet.topo import Topo
 
 from controller.network import Network, load_topology
-from controller.p4build import compile_for_bmv2
 from controller.program import Numbering
 from dataplane.bmv2 import bmv2_command, free_tcp_port, wait_listening
+from dataplane.p4build import compile_for_bmv2
 
 # p4lang's tutorials put switch N's gRPC server on 50050 + N; `mn --custom` does the same so
 # that the switches file it writes stays valid from one run to the next.
@@ -148,7 +148,7 @@ class EmbeddedSwitch(P4RuntimeSwitch):
 
 class Bmv2Switch(P4RuntimeSwitch):
     """bmv2 `simple_switch_grpc`, started empty (`--no-p4`): the controller pushes p4c's JSON
-    and P4Info (controller.p4build). Each switch needs its own Thrift port (every one binds 9090
+    and P4Info (dataplane.p4build). Each switch needs its own Thrift port (every one binds 9090
     otherwise and the second dies) and `--cpu-port 510` for packet-in/out (p4src/README.md)."""
 
     def __init__(self, name: str, **params):

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Self
 
 from controller.network import Network
-from controller.p4build import P4CompileError, compile_for_bmv2
 from controller.plan import Plan, TaskPlan
 from controller.program import Numbering
 from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
+from dataplane.p4build import P4CompileError, compile_for_bmv2
 
 # One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for the switch
 # processes on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick

@@ -33,7 +33,6 @@ from pathlib import Path
 
 from finsy.proto import p4r
 
-from controller.p4build import P4CompileError, compiler_path
 from dataplane.bmv2 import Bmv2Missing, free_tcp_port
 from dataplane.demo import AGG_FLOW, JOB, TASK, program_aggregation
 from dataplane.frame import (
@@ -48,6 +47,7 @@ from dataplane.frame import (
     build_frame,
 )
 from dataplane.netns import VethNet, in_netns
+from dataplane.p4build import P4CompileError, compiler_path
 from dataplane.p4rt_client import Client
 from dataplane.ports import drain, open_raw
 from dataplane.schema import load_p4info

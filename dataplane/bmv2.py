@@ -1,6 +1,6 @@
 """Starting bmv2 `simple_switch_grpc` as an INA switch, the one way every caller does it.
 
-bmv2 runs the program p4c compiled from `p4src/ina.p4` (`controller.p4build.compile_for_bmv2()`
+bmv2 runs the program p4c compiled from `p4src/ina.p4` (`dataplane.p4build.compile_for_bmv2()`
 gives its JSON and P4Info), pushed later in SetForwardingPipelineConfig, so the switch starts
 with `--no-p4`. Several
 switches on one machine each need their own Thrift port (bmv2 opens 9090 otherwise and the

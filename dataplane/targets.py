@@ -16,8 +16,8 @@ from pathlib import Path
 
 from finsy.proto import p4i
 
-from controller.p4build import HOW_TO_GET_P4C, compile_for_bmv2, compiler_path
 from dataplane.bmv2 import HOW_TO_GET_BMV2, bmv2_command, switch_path, wait_listening
+from dataplane.p4build import HOW_TO_GET_P4C, compile_for_bmv2, compiler_path
 from dataplane.schema import P4INFO_PATH, load_p4info
 
 KINDS = ("embedded", "bmv2")

@@ -44,7 +44,7 @@ from controller.mininet_nodes import (
     SWITCH_CLASSES,
     InaTopo,
 )
-from controller.p4build import BUILD_DIR
+from dataplane.p4build import BUILD_DIR
 
 SWITCHES_FILE = Path("out/mininet/switches.json")
 

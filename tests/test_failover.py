@@ -29,7 +29,6 @@ from finsy import (
 )
 
 from controller.network import load_topology
-from controller.p4build import compile_for_bmv2
 from controller.program import compile_plan
 from controller.solvers import SolveOptions, solve
 from controller.southbound.p4runtime import (
@@ -40,6 +39,7 @@ from controller.southbound.p4runtime import (
     diff_programs,
 )
 from dataplane.bmv2 import bmv2_command, wait_listening
+from dataplane.p4build import compile_for_bmv2
 from dataplane.targets import KINDS, missing
 
 TOPOLOGY = EXAMPLES / "aro-fig1.yaml"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import EXAMPLES
 
-from controller.p4build import BUILD_DIR, compiler_path
+from dataplane.p4build import BUILD_DIR, compiler_path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBIAN_PYTHON = "/usr/bin/python3"

@@ -12,10 +12,10 @@ from conftest import EXAMPLES, MININET
 
 from controller.mininet_runner import run
 from controller.network import load_topology
-from controller.p4build import HOW_TO_GET_P4C, compiler_path
 from controller.solvers import SolveOptions, solve
 from dataplane.bmv2 import HOW_TO_GET_BMV2
 from dataplane.frame import K
+from dataplane.p4build import HOW_TO_GET_P4C, compiler_path
 
 pytestmark = MININET
 

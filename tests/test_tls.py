@@ -15,9 +15,9 @@ import pytest
 from certs import CA
 from conftest import EXAMPLES, free_port
 
-from controller.p4build import compile_for_bmv2
 from controller.tls import is_loopback
 from dataplane.bmv2 import bmv2_command, wait_listening
+from dataplane.p4build import compile_for_bmv2
 from dataplane.targets import KINDS, missing
 
 TOPOLOGY = EXAMPLES / "aro-fig1.yaml"

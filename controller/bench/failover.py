@@ -33,9 +33,9 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.network import load_topology
-from controller.p4build import compile_for_bmv2
 from controller.tables import print_table
 from dataplane.bmv2 import bmv2_command, free_tcp_port, wait_listening
+from dataplane.p4build import compile_for_bmv2
 from dataplane.targets import KINDS, missing
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "topologies" / "examples" / "aro-fig1.yaml"

@@ -14,7 +14,6 @@ from finsy.proto import p4i
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.p4build import HOW_TO_GET_P4C, compile_for_bmv2, compiler_path
 from dataplane import frame as wire
 from dataplane.frame import (
     CONTROL,
@@ -29,6 +28,7 @@ from dataplane.frame import (
     ip_bytes,
     mac_bytes,
 )
+from dataplane.p4build import HOW_TO_GET_P4C, compile_for_bmv2, compiler_path
 from dataplane.packet import INA
 from dataplane.pipeline import COUNTERS, slot_of
 from dataplane.schema import P4INFO_PATH, Schema, SchemaError, load_p4info

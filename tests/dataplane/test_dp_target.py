@@ -2,7 +2,7 @@
 
 Entries are written over P4Runtime by the test; packets go in and out of the host ends of the
 veths. Every test runs on both targets: the embedded one (`ina switch`) and bmv2 `simple_switch_grpc`
-with p4c's JSON and P4Info (`controller.p4build`); without p4c or bmv2 on PATH the bmv2 half
+with p4c's JSON and P4Info (`dataplane.p4build`); without p4c or bmv2 on PATH the bmv2 half
 skips and says how to get them.
 """
 
