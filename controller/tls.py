@@ -10,16 +10,15 @@ The switch may in turn require the controller's certificate (mutual TLS).
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import ssl
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import grpc
 from finsy import GRPCCredentialsTLS
 
 from controller.southbound.p4runtime import SwitchTarget
+from dataplane.tls import TLSConfigError, is_loopback, plaintext_refusal, read_pem
 
 
 def secure_targets(targets: dict[str, SwitchTarget], tls: ClientTLS | None,
@@ -63,41 +62,6 @@ def _text(pem: object) -> str | None:
     return None
 
 
-class TLSConfigError(ValueError):
-    """Unusable TLS settings: the message names the option or file and what is wrong."""
-
-
-def is_loopback(address: str) -> bool:
-    """True for HOST:PORT on a loopback address (127.0.0.0/8, ::1, localhost)."""
-    host = address.rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def plaintext_refusal(who: str, address: str) -> str:
-    """Why a plain-text channel at `address` is refused (`who` names the switch or listener)."""
-    return (f"{who} at {address}: plain-text P4Runtime is allowed only on a loopback address "
-            "(anyone on the path could program the switch); use TLS (--tls-ca, with --tls-cert "
-            "and --tls-key for client authentication; on a switch --grpc-server-ssl with "
-            "--grpc-server-cert and --grpc-server-key) or pass --insecure to accept it")
-
-
-def _read(path: Path | None, option: str) -> bytes | None:
-    if path is None:
-        return None
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise TLSConfigError(f"{option} {path}: cannot read it ({exc.strerror or exc})") from None
-    if b"-----BEGIN" not in data:
-        raise TLSConfigError(f"{option} {path}: not a PEM file (no -----BEGIN line)")
-    return data
-
-
 @dataclass(frozen=True)
 class ClientTLS:
     """The controller's side: the CA that signs the switches' certificates, and optionally its
@@ -113,26 +77,7 @@ class ClientTLS:
         if (self.cert is None) != (self.key is None):
             raise TLSConfigError("--tls-cert and --tls-key go together (the controller's "
                                  "certificate and its private key)")
-        return GRPCCredentialsTLS(cacert=_read(self.ca, "--tls-ca"),
-                                  cert=_read(self.cert, "--tls-cert"),
-                                  private_key=_read(self.key, "--tls-key"),
+        return GRPCCredentialsTLS(cacert=read_pem(self.ca, "--tls-ca"),
+                                  cert=read_pem(self.cert, "--tls-cert"),
+                                  private_key=read_pem(self.key, "--tls-key"),
                                   target_name_override=self.server_name)
-
-
-@dataclass(frozen=True)
-class ServerTLS:
-    """The switch's side, with simple_switch_grpc's option names."""
-
-    cert: Path
-    key: Path
-    cacert: Path | None = None
-    with_client_auth: bool = False
-
-    def credentials(self) -> grpc.ServerCredentials:
-        if self.with_client_auth and self.cacert is None:
-            raise TLSConfigError("--grpc-server-with-client-auth needs --grpc-server-cacert "
-                                 "(the CA that signs the controllers' certificates)")
-        return grpc.ssl_server_credentials(
-            [(_read(self.key, "--grpc-server-key"), _read(self.cert, "--grpc-server-cert"))],
-            root_certificates=_read(self.cacert, "--grpc-server-cacert"),
-            require_client_auth=self.with_client_auth)

@@ -48,7 +48,7 @@ def cmd_switch(args: argparse.Namespace) -> int:
 def _server_credentials(args: argparse.Namespace):
     """TLS credentials from the options, None for plain text (refused off loopback unless
     --insecure)."""
-    from controller.tls import ServerTLS, TLSConfigError, is_loopback, plaintext_refusal
+    from dataplane.tls import ServerTLS, TLSConfigError, is_loopback, plaintext_refusal
 
     tls_files = (args.grpc_server_cert, args.grpc_server_key, args.grpc_server_cacert)
     if not args.grpc_server_ssl:
@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-p4", action="store_true",
                    help="accepted for simple_switch_grpc compatibility; the target always "
                         "starts without a pipeline and waits for SetForwardingPipelineConfig")
-    # TLS, with simple_switch_grpc's option names (controller/tls.py).
+    # TLS, with simple_switch_grpc's option names (dataplane/tls.py).
     p.add_argument("--grpc-server-ssl", action="store_true", help="serve P4Runtime over TLS")
     p.add_argument("--grpc-server-cert", type=Path, metavar="PEM",
                    help="the switch's certificate")

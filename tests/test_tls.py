@@ -1,4 +1,4 @@
-"""P4Runtime over TLS (controller/tls.py): both targets serve it, the controller programs a
+"""P4Runtime over TLS (dataplane/tls.py, controller/tls.py): both targets serve it, the controller programs a
 switch whose certificate its CA signed for the address it dials, and refuses any other; plain
 text is refused off loopback unless --insecure. Certificates are made per run (tests/certs.py).
 """
@@ -15,10 +15,10 @@ import pytest
 from certs import CA
 from conftest import EXAMPLES, free_port
 
-from controller.tls import is_loopback
 from dataplane.bmv2 import bmv2_command, wait_listening
 from dataplane.p4build import compile_for_bmv2
 from dataplane.targets import KINDS, missing
+from dataplane.tls import is_loopback
 
 TOPOLOGY = EXAMPLES / "aro-fig1.yaml"
 
