@@ -816,7 +816,7 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
 def dispatch(shards: list[Worker], by_task: dict[tuple[int, int], Worker], frame: bytes,
              now: float) -> None:
     """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
-    the shard owning it); `dataplane.lossy_sim` drives workers through this too."""
+    the shard owning it); `controller.faults.lossy_sim` drives workers through this too."""
     job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
     shard = by_task.get((job, task))
     if shard is None:

@@ -1,6 +1,6 @@
 """Exactly-once and prompt recovery under loss, duplication and reordering (RELIABILITY.md sec. 1),
 without root: the real workers, PS and embedded switch pipelines of ARO Fig. 1 over simulated
-impaired links on a virtual clock (`dataplane.lossy_sim`), so bounds are on virtual seconds,
+impaired links on a virtual clock (`controller.faults.lossy_sim`), so bounds are on virtual seconds,
 deterministic for a seed.
 
 What each case caught before its fix (RELIABILITY.md section 1): 1 % loss hung in the first
@@ -17,10 +17,10 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES, ROOT
 
+from controller.faults.lossy_sim import MBPS_PER_GBPS, Emulation, Impairments, main
 from controller.network import load_topology
 from controller.solvers import SolveOptions, solve
 from dataplane.frame import FRAME_LEN, K
-from dataplane.lossy_sim import MBPS_PER_GBPS, Emulation, Impairments, main
 from dataplane.rto import MIN_RTO
 
 GRADIENT_MB = 0.25  # 2048 fragments: every slot of the job's region holds two of them

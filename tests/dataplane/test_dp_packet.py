@@ -254,3 +254,16 @@ def test_the_wire_module_imports_nothing_of_ours() -> None:
                 | {node.module.split(".")[0] for node in ast.walk(tree)
                    if isinstance(node, ast.ImportFrom) and node.module})
     assert not imported & {"controller", "dataplane", "mininet", "tests"}
+
+
+def test_the_data_plane_imports_nothing_of_the_controller():
+    """dataplane/ is the switch and host side: it stands on its own (the controller may
+    import it, never the other way round)."""
+    offenders = []
+    for path in sorted((Path(__file__).resolve().parents[2] / "dataplane").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{path.name}: {n}" for n in names
+                          if n == "controller" or n.startswith("controller.")]
+    assert not offenders, offenders

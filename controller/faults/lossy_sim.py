@@ -477,11 +477,11 @@ def _positive(kind: type) -> Callable[[str], float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m dataplane.lossy_sim`: one line per iteration (virtual seconds, exactly-once
+    """`python -m controller.faults.lossy_sim`: one line per iteration (virtual seconds, exactly-once
     evidence, resends, what reached the PS) for an impairment on every link of a topology,
     optionally every link slowed and its queue shortened (as `controller.faults.impair.congest`
     does on Mininet) and one link cut during the last iteration."""
-    parser = argparse.ArgumentParser(prog="python -m dataplane.lossy_sim", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m controller.faults.lossy_sim", description=main.__doc__)
     parser.add_argument("--topology", default="topologies/examples/aro-fig1.yaml")
     parser.add_argument("--loss", type=_fraction, default=0.0, help="per frame and link (0..1)")
     parser.add_argument("--duplicate", type=_fraction, default=0.0)
