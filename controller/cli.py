@@ -25,12 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from controller.inputs import InputError, parse_json, plain_error, read_text
-from controller.network import Network, load_topology
-from controller.plan import MAX_FAN_IN, Plan, parse_plan
-from controller.program import CompileError
+from controller.compiler.program import CompileError
+from controller.model.inputs import InputError, parse_json, plain_error, read_text
+from controller.model.network import Network, load_topology
+from controller.model.plan import MAX_FAN_IN, Plan, parse_plan
 from controller.southbound.p4runtime import SouthboundError
-from controller.tables import print_table
+from controller.tools.tables import print_table
 
 console = Console(soft_wrap=True)  # piped into a log, lines stay whole (tables: print_table)
 
@@ -176,8 +176,8 @@ def _time_limits() -> str:
 
 
 def _write_chosen(network, plan: Plan, path: str) -> None:
-    """`--topology-out`: the network a topology-choosing scheme built (controller.patch_panel)."""
-    from controller import patch_panel
+    """`--topology-out`: the network a topology-choosing scheme built (controller.model.patch_panel)."""
+    from controller.model import patch_panel
 
     if plan.patch_panel is None:
         raise UserError(f"--topology-out: scheme {plan.scheme} routes on the topology as it is "
@@ -296,7 +296,7 @@ def _check_made_for(plan: Plan, network: Network, where: str) -> None:
     its paths name nodes that are not there, so it is refused here, naming both. A plan with a
     patch panel also runs on the network that panel built (`ina mininet` on a pool). A plan
     without the field (an older file) is left to the evaluator."""
-    from controller.patch_panel import chosen_name
+    from controller.model.patch_panel import chosen_name
 
     made_for = {plan.topology}
     if plan.patch_panel is not None:
@@ -308,7 +308,7 @@ def _check_made_for(plan: Plan, network: Network, where: str) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from controller.evaluate import evaluate
+    from controller.evaluator.evaluate import evaluate
 
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
@@ -336,7 +336,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from controller.draw import draw
+    from controller.tools.draw import draw
 
     _check_writable(args.png, "--png")
     network = load_topology(args.topology)
@@ -357,7 +357,7 @@ def _unknown_nodes(plan: Plan, network: Network) -> list[str]:
 
 
 def _add_channel_options(p: argparse.ArgumentParser) -> None:
-    """P4Runtime channel: TLS (controller/tls.py) and the election id (failover)."""
+    """P4Runtime channel: TLS (controller/southbound/tls.py) and the election id (failover)."""
     p.add_argument("--tls-ca", type=Path, metavar="PEM",
                    help="connect over TLS; accept only switch certificates signed by this CA")
     p.add_argument("--tls-cert", type=Path, metavar="PEM",
@@ -384,7 +384,7 @@ def _election_id(text: str) -> int:
 
 
 def _secure(args: argparse.Namespace, targets: dict) -> dict:
-    from controller.tls import ClientTLS, TLSConfigError, secure_targets
+    from controller.southbound.tls import ClientTLS, TLSConfigError, secure_targets
 
     tls_only = (args.tls_cert, args.tls_key, args.tls_server_name)
     if args.tls_ca is None and any(tls_only):
@@ -402,7 +402,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from controller import daemon
+    from controller.service import daemon
     from controller.solvers import SchemeInputError, SolveOptions, solve
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
@@ -531,7 +531,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_mininet(args: argparse.Namespace) -> int:
-    from controller import mininet_runner as runner
+    from controller.emulation import mininet_runner as runner
     from controller.solvers import SchemeInputError, SolveOptions, solve
 
     if reason := runner.missing_mininet():
@@ -554,7 +554,7 @@ def cmd_mininet(args: argparse.Namespace) -> int:
         if plan.patch_panel is not None:  # a topology-choosing scheme: build what it chose
             import tempfile
 
-            from controller import patch_panel
+            from controller.model import patch_panel
 
             emulated = patch_panel.built(network, plan, tempfile.mkdtemp(prefix="ina-chosen-"))
             console.print(f"emulating the chosen network {emulated.source} "
@@ -752,7 +752,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Subcommands owned by other modules (topology generators, switch target, benchmarks)."""
     hooks = []
-    for module in ("controller.topogen", "dataplane.cli", "controller.bench"):
+    for module in ("controller.model.topogen", "dataplane.cli", "controller.tools.bench"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ModuleNotFoundError as exc:

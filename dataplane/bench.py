@@ -399,7 +399,7 @@ def _count_in(low: int, high: int) -> Callable[[str], int]:
 
 
 def add_parser(bench_subparsers: argparse._SubParsersAction) -> None:
-    """Add `target` under `ina bench` (the controller.bench.COMMANDS convention)."""
+    """Add `target` under `ina bench` (the controller.tools.bench.COMMANDS convention)."""
     p = bench_subparsers.add_parser(
         "target", help="aggregated fragments/s through one switch, N->1, embedded and/or bmv2")
     p.add_argument("--target", action="append", choices=KINDS,

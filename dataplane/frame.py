@@ -31,7 +31,7 @@ STALE_AFTER_SECONDS = 2.0
 INA_UDP_PORT = 20033
 # Flow ids come in generations (flow_id[15:14]; plan versions cycle through them): the PS keeps a
 # fragment's sums per generation so that a fragment resent under a new plan is never added to
-# what the old plan's path delivered (p4src/README.md, "Plan versions"). controller.program
+# what the old plan's path delivered (p4src/README.md, "Plan versions"). controller.compiler.program
 # assigns them.
 GENERATIONS = 4
 FLOW_IDS_PER_GENERATION = (1 << 16) // GENERATIONS

@@ -50,7 +50,7 @@ Partial aggregation (PARING Sec. V-C): when the worker's state-file row has `seg
 fragments of each segment [start, end) of its traffic (fractions, rounded to fragment indices
 the same way by every worker, `segment_rows`) go under that segment's flow id and first
 aggregator: the compiler gave each segment its own flows, so a switch merges a share of a
-worker's fragments and forwards the rest (`controller.segments`). The PS needs no change: it
+worker's fragments and forwards the rest (`controller.compiler.segments`). The PS needs no change: it
 finishes each fragment by the `count` its packets carry, whatever flows brought them.
 
 Stopped by SIGTERM before the end, either agent prints a JSON line with `stopped`: what it
@@ -816,7 +816,7 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
 def dispatch(shards: list[Worker], by_task: dict[tuple[int, int], Worker], frame: bytes,
              now: float) -> None:
     """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
-    the shard owning it); `controller.faults.lossy_sim` drives workers through this too."""
+    the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this too."""
     job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
     shard = by_task.get((job, task))
     if shard is None:

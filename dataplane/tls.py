@@ -2,7 +2,7 @@
 
 Plain text is accepted only on a loopback address, anywhere else only with an explicit
 `--insecure`; the switch serves TLS with simple_switch_grpc's option names and may require the
-controller's certificate (mutual TLS). The controller's side is `controller.tls`.
+controller's certificate (mutual TLS). The controller's side is `controller.southbound.tls`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ file order, TCLinks shaped to the model's capacities, the model's port numbers);
 P4Runtime on 127.0.0.1:50050+i; the switches are listed in out/mininet/switches.json (relative
 to where mn runs), the `--switches` file of `ina controller`. Switch logs: /tmp/ina-mn/.
 
-The classes live in controller/mininet_nodes.py, the same ones `ina mininet` uses. This folder
+The classes live in controller/emulation/mininet_nodes.py, the same ones `ina mininet` uses. This folder
 has no __init__.py on purpose: it is not a package and cannot shadow Debian's `mininet`
 package (a regular package always wins over a namespace portion); mn loads this file by path.
 mn runs Debian's python3, so the project's virtual environment (.venv in the repository, or
@@ -39,7 +39,7 @@ sys.path[:] = [str(ROOT), *(p for p in sys.path if p not in _before and p != str
 
 from mininet.node import findController as _find_openflow_controller
 
-from controller.mininet_nodes import (
+from controller.emulation.mininet_nodes import (
     GRPC_BASE_PORT,
     SWITCH_CLASSES,
     InaTopo,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.network import Network, build_network
+from controller.model.network import Network, build_network
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "topologies" / "examples"
@@ -137,7 +137,7 @@ def partial_plan():
     """S1 merges the first half of W1's and W2's fragments, S2 the first three quarters of
     what enters it (S1's sums, and W1, W2 and W3 raw): segments [0, .5), [.5, .75), [.75, 1)
     bring the PS 1, 1 and 3 flows per fragment (1.5 on average)."""
-    from controller.plan import AggregationPoint, Plan, TaskPlan
+    from controller.model.plan import AggregationPoint, Plan, TaskPlan
 
     paths = {"W1": ["W1", "S1", "S2", "PS"], "W2": ["W2", "S1", "S2", "PS"],
              "W3": ["W3", "S2", "PS"]}

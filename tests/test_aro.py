@@ -13,9 +13,9 @@ import yaml
 from conftest import EXAMPLES, leaf_spine_doc
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import Network, build_network, load_topology
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network, build_network, load_topology
+from controller.model.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.solvers.aro.accel import app_select
 from controller.solvers.aro.qsr import Scale, quantize, rate_ceiling, resources, task_ceiling
@@ -341,7 +341,7 @@ def test_thin_and_fat_links_keep_the_exact_rate():
 def test_sro_and_app_bound_the_full_problem_not_their_reduced_model():
     # The SJST default of the benchmark, seed 0: aro proves 33.3 Gbps; aro-acc's reduced model
     # (SRO + APP) tops out at 25 and used to call that optimal.
-    from controller.bench.aro import aro_leaf_spine
+    from controller.tools.bench.aro import aro_leaf_spine
 
     network = build_network(aro_leaf_spine(0))
     full = _solve(network, "aro")

@@ -19,15 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import build_network, load_topology
-from controller.patch_panel import chosen_topology
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import build_network, load_topology
+from controller.model.patch_panel import chosen_topology
+from controller.model.plan import Plan
+from controller.model.topogen import InaOptions, pool
 from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.solvers.atro.instance import read
 from controller.solvers.atro.relaxed import MERGED, relax
 from controller.solvers.atro.search import probe
-from controller.topogen import InaOptions, pool
 
 TOL = 1e-9
 
@@ -279,7 +279,7 @@ def _relaxation_accepts(doc: dict, layers: int) -> None:
 def test_topology_out_is_a_topology_every_command_accepts(tmp_path, capsys):
     doc = pool(switches=6, ina=InaOptions(["S0", "S1"], pipelines=1), max_ports=6, workers=12)
     src = tmp_path / "pool.yaml"
-    from controller.network import dump_topology
+    from controller.model.network import dump_topology
     dump_topology(doc, src)
     out, plan_file = tmp_path / "chosen.yaml", tmp_path / "plan.json"
     assert main(["solve", str(src), "--scheme", "atro", "--json", str(plan_file),
@@ -300,7 +300,7 @@ def test_topology_out_is_a_topology_every_command_accepts(tmp_path, capsys):
 def test_topology_out_needs_a_topology_choosing_scheme(tmp_path, capsys):
     doc = pool(switches=2, ina=InaOptions(["S0"], pipelines=1), max_ports=4, workers=2)
     src = tmp_path / "pool.yaml"
-    from controller.network import dump_topology
+    from controller.model.network import dump_topology
     dump_topology(doc, src)
     assert main(["solve", str(src), "--scheme", "shortest",
                  "--topology-out", str(tmp_path / "t.yaml")]) == 2
@@ -440,7 +440,7 @@ def test_schemes_with_per_direction_capacities_refuse_a_chosen_network(tmp_path,
     doc = pool(switches=2, ina=InaOptions(["S0"], pipelines=1), max_ports=4, workers=2)
     network = build_network(doc)
     chosen = tmp_path / "chosen.yaml"
-    from controller.network import dump_topology
+    from controller.model.network import dump_topology
     dump_topology(chosen_topology(network, _atro(doc)), chosen)
     assert main(["solve", str(chosen), "--scheme", scheme]) == 2
     out = capsys.readouterr().out

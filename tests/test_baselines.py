@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import Network, TopologyError, build_network, load_topology
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network, TopologyError, build_network, load_topology
+from controller.model.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions, grid, scheme_names, solve
-from controller.solvers.inatree import rng_for
-from controller.solvers.paring_baselines import _soar, deepsys_tree
+from controller.solvers.baselines.inatree import rng_for
+from controller.solvers.baselines.placing import _soar, deepsys_tree
 
 BASELINES = ["grid", "atp", "random", "switchml", "geryon", "aggtree", "rr", "deepsys",
              "deepsys-atp", "deepsys-soar", "marina", "panama", "spar"]

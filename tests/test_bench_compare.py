@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 from distributed import LocalCluster
 
-from controller.bench.compare import (
+from controller.model.inputs import InputError
+from controller.tools.bench.compare import (
     DOCS,
     FIGURES,
     SECTION,
@@ -19,7 +20,6 @@ from controller.bench.compare import (
     summarise,
     update_benchmarks,
 )
-from controller.inputs import InputError
 
 
 def _outcome(result: dict) -> list[tuple]:

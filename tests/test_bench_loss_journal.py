@@ -1,4 +1,4 @@
-"""The loss item's journal (controller.bench.loss_journal): what a row keeps across sittings,
+"""The loss item's journal (controller.tools.bench.loss_journal): what a row keeps across sittings,
 read back after a kill, and a resume from other settings refused (no root)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.bench.loss_journal import Journal, JournalMismatch, code_revision
+from controller.tools.bench.loss_journal import Journal, JournalMismatch, code_revision
 
 SETTINGS = {"item": "loss", "target": "embedded", "scheme": "aro", "gradient_mb": 4.0,
             "timeout_seconds": 600.0, "scale_mbps": None}

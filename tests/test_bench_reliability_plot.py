@@ -11,7 +11,7 @@ import matplotlib.figure
 import pytest
 from conftest import ROOT
 
-from controller.bench.reliability import _plot
+from controller.tools.bench.reliability import _plot
 
 REPORT = ROOT / "docs/benchmarks/reliability/leaf-spine/4mb-20/loss.json"
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from controller.bench.reliability import IMPAIRMENTS, _rows, add_parser, with_item_defaults
-from controller.faults.impair import Impairment
+from controller.emulation.faults.impair import Impairment
+from controller.tools.bench.reliability import IMPAIRMENTS, _rows, add_parser, with_item_defaults
 
 
 def test_without_the_option_every_row_runs_the_unimpaired_one_first():

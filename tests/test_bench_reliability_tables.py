@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console
 
-from controller.bench.reliability import _table
+from controller.tools.bench.reliability import _table
 
 ROWS = [{"impairment": "reorder 10 %", "results exact": "3/3",
          "fragments finished / expected": "6144 / 6144", "retransmissions": 123456789,
@@ -32,7 +32,7 @@ def test_a_row_without_a_finished_iteration_shows_no_counts_rather_than_zeros():
     """A row whose iteration hung has no retransmission or fragment counts: "–" in the table
     and a gap in the plot, not 0, which reads as "nothing resent". Reports written before
     such counts were null say 0 there: the finished-iteration count decides."""
-    from controller.bench.reliability import _counted, _summary
+    from controller.tools.bench.reliability import _counted, _summary
 
     empty = _summary([])
     assert empty["retransmissions"] is None and empty["fragments_finished"] is None
@@ -44,7 +44,7 @@ def test_a_row_without_a_finished_iteration_shows_no_counts_rather_than_zeros():
 def test_a_row_that_did_not_finish_is_marked_in_the_plot_not_left_out():
     """The 4x4 plot at 4 MB once showed only "none": its loss 5 % row had hung. A hung row
     sits at the least slowdown its timeout proves; a partly finished one at its own."""
-    from controller.bench.reliability import _unfinished_marks
+    from controller.tools.bench.reliability import _unfinished_marks
 
     rows = {"none": {"iterations_completed": 2, "mean_seconds": 100.0, "slowdown": 1.0,
                      "error": ""},
@@ -62,8 +62,8 @@ def test_a_row_that_did_not_finish_is_marked_in_the_plot_not_left_out():
 
 def test_iterations_that_ended_before_a_hang_are_kept_with_the_hang_error():
     """The congestion item lost every finished iteration when a later one hung."""
-    from controller.bench.reliability import _until_hang
-    from controller.mininet_runner import RunnerError
+    from controller.emulation.mininet_runner import RunnerError
+    from controller.tools.bench.reliability import _until_hang
 
     def two_then_a_hang():
         yield "iteration 1"

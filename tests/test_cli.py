@@ -12,7 +12,7 @@ import yaml
 from conftest import leaf_spine_doc
 
 from controller.cli import main
-from controller.plan import PLAN_JSON_SCHEMA, Plan
+from controller.model.plan import PLAN_JSON_SCHEMA, Plan
 
 
 def _write(tmp_path, doc) -> str:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.cli import _fmt, main
-from controller.plan import Plan
+from controller.model.plan import Plan
 
 ROOT = Path(__file__).resolve().parents[1]
 FIG1 = str(ROOT / "topologies/examples/aro-fig1.yaml")

@@ -17,11 +17,11 @@ import pytest
 import yaml
 from conftest import EXAMPLES, free_port
 
-from controller.daemon import Session, replan
-from controller.network import load_topology
+from controller.model.network import load_topology
+from controller.model.topogen import Workload, leaf_spine
+from controller.service.daemon import Session, replan
 from controller.solvers import solve
 from controller.southbound.p4runtime import SwitchTarget
-from controller.topogen import Workload, leaf_spine
 
 
 def _controller(tmp_path, topology, switches, *extra, timeout=60):
@@ -321,7 +321,7 @@ def test_a_switch_down_longer_than_the_grace_fails_with_all_its_links_at_once(tm
     switch that is connected again is no longer failed."""
     from finsy import Controller
 
-    from controller.daemon import failed_switches, unusable_links
+    from controller.service.daemon import failed_switches, unusable_links
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     targets = {"S1": SwitchTarget("S1", embedded_switch, 1),
@@ -353,7 +353,7 @@ def test_a_switch_that_answers_no_read_but_sends_packet_ins_is_busy_not_failed(
     (`InaSwitchDriver.heard`, called by the link monitor) shows it alive."""
     from finsy import Controller
 
-    from controller.daemon import failed_switches
+    from controller.service.daemon import failed_switches
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     session = Session(network, solve(network, "aro"),
@@ -380,7 +380,7 @@ def test_a_hung_switch_with_its_connection_open_fails_and_comes_back(tmp_path,
     stays up while nothing it forwards gets through: silent for longer than the grace, it
     is failed and planned around with all its links; continued (SIGCONT), it answers again,
     holds the plan in force (read back from the switch) and is planned with again."""
-    from controller.daemon import run
+    from controller.service.daemon import run
     from controller.southbound.p4runtime import verify
 
     address, proc = embedded_switch_process

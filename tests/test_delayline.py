@@ -1,4 +1,4 @@
-"""The reorder impairment's delay line (controller.faults.delayline) on real veth pairs (root):
+"""The reorder impairment's delay line (controller.emulation.faults.delayline) on real veth pairs (root):
 it delays frames without losing any of its own, and accounts for every frame it read."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from controller.faults.delayline import SO_RCVBUFFORCE
+from controller.emulation.faults.delayline import SO_RCVBUFFORCE
 from dataplane.netns import VethNet, ip
 
 pytestmark = pytest.mark.root
@@ -32,7 +32,7 @@ def _frame(number: int) -> bytes:
 def _run(net: VethNet, delay_ms: float, send) -> dict:
     """The delay line between the two ports while `send` runs; its stats for the link."""
     line = subprocess.Popen(
-        [sys.executable, "-m", "controller.faults.delayline", "--delay-ms", str(delay_ms),
+        [sys.executable, "-m", "controller.emulation.faults.delayline", "--delay-ms", str(delay_ms),
          f"{net.switch_if[DIVERT]}:{net.switch_if[LINK]}"],
         stdout=subprocess.PIPE, text=True)
     try:

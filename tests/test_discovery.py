@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 from finsy import Controller, Switch, SwitchOptions
 
-from controller.network import Network, build_network
+from controller.model.network import Network, build_network
 from controller.southbound.discovery import (
     LinkJudge,
     LinkMonitor,

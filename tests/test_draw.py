@@ -10,10 +10,10 @@ from pathlib import Path
 
 import yaml
 
-from controller.draw import HOST_LABELS, host_roles, link_kinds
-from controller.network import build_network, load_topology
+from controller.model.network import build_network, load_topology
+from controller.model.topogen import leaf_spine, pool
 from controller.solvers import SolveOptions, solve
-from controller.topogen import leaf_spine, pool
+from controller.tools.draw import HOST_LABELS, host_roles, link_kinds
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "topologies" / "examples"

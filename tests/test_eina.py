@@ -17,11 +17,11 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 
-from controller import topogen
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import Network, TopologyError, build_network, load_topology
-from controller.plan import AggregationPoint, Plan, TaskPlan
+from controller.evaluator.evaluate import evaluate
+from controller.model import topogen
+from controller.model.network import Network, TopologyError, build_network, load_topology
+from controller.model.plan import AggregationPoint, Plan, TaskPlan
 from controller.solvers import SolveOptions, solve
 from controller.solvers.eina.instance import read
 from controller.solvers.eina.model import build

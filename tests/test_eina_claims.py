@@ -2,7 +2,7 @@
 of EINA's model: a PS that aggregates (its host's or its task's capacity), aggregators that
 cannot aggregate (capacity 0), and DCN fields (b^I, b^E) that would disagree with the links.
 
-Every plan a scheme returns is scored by `controller.evaluate` (the one judge): it must be
+Every plan a scheme returns is scored by `controller.evaluator.evaluate` (the one judge): it must be
 consistent, carry at least the rate it claims and merge nowhere without capacity. `optimal`
 and `bound` are checked against the brute force over EINA's trees in `test_eina.py`, which
 shares no code with the solvers; a PS capacity enters it as a thinner PS link (in an EINA
@@ -23,9 +23,9 @@ from ortools.sat.python import cp_model
 from test_eina import edge_doc, reference
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import Network, TopologyError, build_network
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network, TopologyError, build_network
+from controller.model.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.solvers.eina import model as eina_model
 from controller.solvers.eina.instance import read

@@ -11,10 +11,10 @@ import pytest
 from conftest import EXAMPLES
 from test_eina import edge_doc, random_doc, reference
 
-from controller import topogen
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import build_network
+from controller.evaluator.evaluate import evaluate
+from controller.model import topogen
+from controller.model.network import build_network
 from controller.solvers import SolveOptions, solve
 
 

@@ -11,9 +11,9 @@ from conftest import leaf_spine_doc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.evaluate import evaluate, max_min_fair, task_flows
-from controller.network import build_network
-from controller.plan import (
+from controller.evaluator.evaluate import evaluate, max_min_fair, task_flows
+from controller.model.network import build_network
+from controller.model.plan import (
     MAX_FAN_IN,
     AggregationPoint,
     Plan,

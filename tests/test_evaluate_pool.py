@@ -22,13 +22,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import build_network, dump_topology
-from controller.patch_panel import chosen_topology
-from controller.plan import Plan, PlanFormatError, TaskPlan, parse_plan
-from controller.program import CompileError, compile_plan
+from controller.compiler.program import CompileError, compile_plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import build_network, dump_topology
+from controller.model.patch_panel import chosen_topology
+from controller.model.plan import Plan, PlanFormatError, TaskPlan, parse_plan
+from controller.model.topogen import InaOptions, pool
 from controller.solvers import SchemeInputError, SolveOptions, solve
-from controller.topogen import InaOptions, pool
 
 
 def _doc(switches: int = 3, max_ports: int = 4, workers: int = 4, drop=()) -> dict:

@@ -28,8 +28,8 @@ from finsy import (
     SwitchOptions,
 )
 
-from controller.network import load_topology
-from controller.program import compile_plan
+from controller.compiler.program import compile_plan
+from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
 from controller.southbound.p4runtime import (
     EMBEDDED_BLOB,
@@ -357,7 +357,7 @@ def test_on_bmv2_a_backup_watching_the_primary_takes_over_from_a_hung_one(tmp_pa
 
 
 def test_only_a_primary_that_says_it_runs_and_stopped_writing_counts_as_hung(tmp_path):
-    from controller.daemon import primary_hung_for
+    from controller.service.daemon import primary_hung_for
 
     state = tmp_path / "a.json"
     assert primary_hung_for(state, 5.0) is None  # no file: no evidence

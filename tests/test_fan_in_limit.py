@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller import topogen
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import build_network
-from controller.plan import MAX_FAN_IN
-from controller.program import compile_plan
+from controller.compiler.program import compile_plan
+from controller.evaluator.evaluate import evaluate
+from controller.model import topogen
+from controller.model.network import build_network
+from controller.model.plan import MAX_FAN_IN
 from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.solvers.catalog import SCHEMES
 

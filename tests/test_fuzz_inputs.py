@@ -22,11 +22,11 @@ from conftest import leaf_spine_doc
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from controller.evaluate import evaluate
-from controller.inputs import InputError, decode, parse_json, parse_yaml
-from controller.network import build_network
-from controller.plan import parse_plan
-from controller.program import CompileError, compile_plan
+from controller.compiler.program import CompileError, compile_plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.inputs import InputError, decode, parse_json, parse_yaml
+from controller.model.network import build_network
+from controller.model.plan import parse_plan
 from controller.solvers import SolveOptions, solve
 
 EXAMPLES = 1000

@@ -2,7 +2,7 @@
 anywhere in its accepted range, and a worker cabled straight to the PS's server; and every
 scheme on such a host-host link (a valid topology: the link crosses no third host).
 
-Every plan is judged by the evaluator (`controller.evaluate`): consistent, carrying at least
+Every plan is judged by the evaluator (`controller.evaluator.evaluate`): consistent, carrying at least
 the rate it claims, never above T.
 """
 
@@ -13,9 +13,9 @@ from conftest import EXAMPLES
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from controller.evaluate import evaluate
-from controller.inputs import InputError
-from controller.network import build_network, load_topology
+from controller.evaluator.evaluate import evaluate
+from controller.model.inputs import InputError
+from controller.model.network import build_network, load_topology
 from controller.solvers import SchemeInputError, SolveOptions, scheme_names, solve
 
 GRID = ("grid", "grid-opt")

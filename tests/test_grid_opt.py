@@ -11,13 +11,13 @@ import pytest
 from conftest import EXAMPLES, leaf_spine_doc
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import Network, build_network, load_topology
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network, build_network, load_topology
+from controller.model.plan import Plan
 from controller.solvers import SolveOptions, solve
+from controller.solvers.baselines.inatree import PathCache, rng_for
 from controller.solvers.grid.model import build
 from controller.solvers.grid.routes import fixed_routes
-from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
 
 
@@ -246,7 +246,7 @@ def test_grid_at_least_each_lp_variant(network):
 def test_compare_reports_rgria_against_the_optimum(tmp_path):
     """`ina bench compare` with `grid-opt`: its solve time in the row, and the table of
     R-GRIA against (1)'s proven optimum (GRID Fig. 1: both reach 3 Gbps)."""
-    from controller.bench.compare import compare
+    from controller.tools.bench.compare import compare
 
     bench = tmp_path / "BENCHMARKS.md"
     result = compare("grid-fig1", schemes=("grid", "grid-opt"), jobs=1, out=tmp_path / "out",

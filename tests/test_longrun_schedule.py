@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from controller.faults.longrun import schedule
+from controller.emulation.faults.longrun import schedule
 
 
 def test_the_issue_size_has_a_restart_and_a_cut_in_every_50_iterations():

@@ -7,11 +7,11 @@ import json
 from conftest import MININET
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import build_network, dump_topology
-from controller.patch_panel import chosen_topology
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import build_network, dump_topology
+from controller.model.patch_panel import chosen_topology
+from controller.model.topogen import InaOptions, pool
 from controller.solvers import SolveOptions, solve
-from controller.topogen import InaOptions, pool
 
 pytestmark = MININET
 

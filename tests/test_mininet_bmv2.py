@@ -16,8 +16,8 @@ import pytest
 from conftest import EXAMPLES
 from test_mininet_e2e import _cut_l1_s1_mid_run
 
-from controller.mininet_runner import Emulation, run
-from controller.network import load_topology
+from controller.emulation.mininet_runner import Emulation, run
+from controller.model.network import load_topology
 from controller.solvers import solve
 from dataplane.bmv2 import HOW_TO_GET_BMV2
 from dataplane.p4build import HOW_TO_GET_P4C, compiler_path

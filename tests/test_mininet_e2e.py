@@ -10,8 +10,8 @@ import time
 import pytest
 from conftest import EXAMPLES, MININET
 
-from controller.mininet_runner import RunnerError, run
-from controller.network import load_topology
+from controller.emulation.mininet_runner import RunnerError, run
+from controller.model.network import load_topology
 from controller.solvers import solve
 
 pytestmark = MININET
@@ -40,7 +40,7 @@ def test_a_missing_switch_binary_is_a_clear_error():
 
 
 def test_switch_restarted_mid_run_is_reprogrammed_and_results_stay_exact():
-    from controller.mininet_runner import Emulation
+    from controller.emulation.mininet_runner import Emulation
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     plan = solve(network, "aro")
@@ -73,7 +73,7 @@ def _cut_l1_s1_mid_run(emu) -> object:
 
 
 def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
-    from controller.mininet_runner import Emulation
+    from controller.emulation.mininet_runner import Emulation
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     with Emulation(network, solve(network, "aro")) as emu:
@@ -93,7 +93,7 @@ def test_link_cut_mid_run_with_plain_switches_on_open_vswitch_moves_them_too():
     through S0, so the new plan's flow ids must be forwarded by OVS, installed before the
     hosts switch (the daemon waits for the OpenFlow controller) and the old ones deleted after
     the drain."""
-    from controller.mininet_runner import Emulation
+    from controller.emulation.mininet_runner import Emulation
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     with Emulation(network, solve(network, "aro"), plain_switches="ovs") as emu:
@@ -128,8 +128,8 @@ def test_tail_drops_on_every_link_leave_every_iteration_exact():
     lost ACK leaves behind must never leak into the next iteration's sums. The 2-packet FIFO
     is `congest`'s: Mininet's `max_queue_size` needs netem, which this kernel lacks, and left
     the default 1000-packet queue, where nothing need be dropped."""
-    from controller.faults.impair import congest
-    from controller.mininet_runner import Emulation
+    from controller.emulation.faults.impair import congest
+    from controller.emulation.mininet_runner import Emulation
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     with Emulation(network, solve(network, "aro")) as emu:

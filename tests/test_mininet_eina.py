@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES, MININET
 
-from controller.mininet_runner import run
-from controller.network import load_topology
+from controller.emulation.mininet_runner import run
+from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
 
 pytestmark = MININET

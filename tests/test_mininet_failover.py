@@ -18,8 +18,8 @@ import time
 import pytest
 from conftest import EXAMPLES
 
-from controller.mininet_runner import Emulation
-from controller.network import load_topology
+from controller.emulation.mininet_runner import Emulation
+from controller.model.network import load_topology
 from controller.solvers import solve
 from dataplane.targets import missing
 

@@ -10,8 +10,8 @@ import shutil
 import pytest
 from conftest import EXAMPLES, MININET
 
-from controller.mininet_runner import run
-from controller.network import load_topology
+from controller.emulation.mininet_runner import run
+from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
 from dataplane.bmv2 import HOW_TO_GET_BMV2
 from dataplane.frame import K

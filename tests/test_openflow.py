@@ -26,10 +26,10 @@ from conftest import EXAMPLES
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller import daemon
-from controller.network import Network, load_topology
-from controller.plan import AggregationPoint, Plan, TaskPlan
-from controller.program import Numbering, compile_plan
+from controller.compiler.program import Numbering, compile_plan
+from controller.model.network import Network, load_topology
+from controller.model.plan import AggregationPoint, Plan, TaskPlan
+from controller.service import daemon
 from controller.southbound.openflow import (
     PRIO_FLOW,
     TABLE_INA,

@@ -25,8 +25,8 @@ from conftest import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.evaluate import evaluate
-from controller.network import Network, TopologyError, build_network, load_topology
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network, TopologyError, build_network, load_topology
 from controller.solvers import SchemeInputError, SolveOptions, scheme_names, solve
 
 ARO_SCHEMES = ["aro", "aro-qsr", "aro-raw", "aro-acc", "aro-sro", "aro-app"]

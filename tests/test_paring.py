@@ -20,9 +20,9 @@ import yaml
 from conftest import EXAMPLES
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import TopologyError, build_network, load_topology
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import TopologyError, build_network, load_topology
+from controller.model.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions, solve
 
 FIG1 = EXAMPLES / "paring-fig1.yaml"
@@ -237,7 +237,7 @@ def test_paring_opt_matches_the_brute_force_and_paring_the_optimal_rate(seed):
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)")
 def test_fig1_paring_runs_exact_on_the_hosts_it_chose():
-    from controller.mininet_runner import run
+    from controller.emulation.mininet_runner import run
 
     network = load_topology(FIG1)
     plan = solve(network, "paring", SolveOptions(seed=0))
@@ -275,7 +275,7 @@ def test_fine_mode_merges_a_share_and_beats_the_coarse_rate():
     """Sec. V-C: on the k = 6 fat-tree (15 workers, 8 switches of 10 Gbps, R = 5), the coarse
     tree needs 3 gradients per switch (10/3 Gbps); with partial aggregation switches at
     capacity forward a share raw and the evaluator confirms a higher rate."""
-    from controller.bench.paring import fat_tree_doc
+    from controller.tools.bench.paring import fat_tree_doc
 
     network = build_network(fat_tree_doc(15, 8, 5.0))
     coarse = checked(network, solve(network, "paring", SolveOptions(seed=0)))
@@ -289,7 +289,7 @@ def test_fine_mode_merges_a_share_and_beats_the_coarse_rate():
 
 
 def test_bench_fat_tree_is_the_papers_setting():
-    from controller.bench.paring import fat_tree_doc
+    from controller.tools.bench.paring import fat_tree_doc
 
     network = build_network(fat_tree_doc(20, 8, 5.0))
     tiers = [network.spec(s).tier for s in network.switches]

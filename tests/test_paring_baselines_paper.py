@@ -1,6 +1,6 @@
 """PARING's DeepSys+SOAR and PANAMA against the paper's numbers (BENCHMARKS.md, PARING).
 
-The search model (`controller.bench.paring_search`) is checked against the evaluator and
+The search model (`controller.tools.bench.paring_search`) is checked against the evaluator and
 against counts by hand; its claims about the paper's values rest on those checks.
 """
 
@@ -10,13 +10,13 @@ from fractions import Fraction
 
 import pytest
 
-from controller.bench.paring import fat_tree_doc, run_sweep, scheme_spec
-from controller.bench.paring_search import counter, search, trees
 from controller.cli import UserError, main
-from controller.evaluate import evaluate
-from controller.network import build_network
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import build_network
 from controller.solvers import SolveOptions, solve
-from controller.solvers.paring_baselines import deepsys_tree
+from controller.solvers.baselines.placing import deepsys_tree
+from controller.tools.bench.paring import fat_tree_doc, run_sweep, scheme_spec
+from controller.tools.bench.paring_search import counter, search, trees
 
 HOP_GB = 1.627  # one 1627 MB gradient over one link
 

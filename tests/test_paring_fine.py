@@ -14,8 +14,8 @@ from fractions import Fraction as F
 import pytest
 from conftest import EXAMPLES
 
-from controller.evaluate import evaluate
-from controller.network import load_topology
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
 
 FINE = EXAMPLES / "paring-fine.yaml"

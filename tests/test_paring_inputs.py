@@ -1,7 +1,7 @@
 """PARING (`paring`, `paring-opt`) on inputs at the edges of its model: switches with several
 pipelines, a rate cap R of 0, several PSs with no R, a worker cabled straight to a server.
 
-Every plan is judged by the evaluator (`controller.evaluate`): consistent, and carrying at
+Every plan is judged by the evaluator (`controller.evaluator.evaluate`): consistent, and carrying at
 least the rate it claims; a `bound` must hold for a brute force that shares no code with the
 scheme (`reference`: every placement and parent map, rated min(R, B_v / children)).
 """
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.evaluate import evaluate
-from controller.network import build_network, load_topology
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import build_network, load_topology
 from controller.solvers import SolveOptions, solve
 
 SCHEMES = ("paring", "paring-opt")

@@ -15,7 +15,7 @@ import networkx as nx
 import pytest
 from test_paring import _tree, tiny_doc
 
-from controller.network import build_network
+from controller.model.network import build_network
 from controller.solvers.paring import exact
 from controller.solvers.paring.logical import convert
 
@@ -105,7 +105,7 @@ def test_workers_in_chains_reach_r_on_the_papers_fat_tree():
     """Hand count, 15 workers, 8 switches, R 5: at r = 5 the PS takes ⌊10/5⌋ = 2 children and
     every worker one (degree 2), so two chains of workers hold all 15 and r = R = 5 without
     any switch; with hosts that never forward the switches' slots, 2 + 8 · 1 = 10 < 15, fail."""
-    from controller.bench.paring import fat_tree_doc
+    from controller.tools.bench.paring import fat_tree_doc
 
     network = build_network(fat_tree_doc(15, 8, 5.0))
     g = convert(network, network.tasks[0])
@@ -116,7 +116,7 @@ def test_workers_in_chains_reach_r_on_the_papers_fat_tree():
 def test_bench_layouts_and_p4_switches():
     """`--layout spread`: the first edge switch of each pod, then the second aggregation
     switch of pods 0, 1; `--p4`: the programmable switches carry no capacity (B_v = ∞)."""
-    from controller.bench.paring import fat_tree_doc
+    from controller.tools.bench.paring import fat_tree_doc
 
     network = build_network(fat_tree_doc(15, 8, 5.0, layout="spread", p4=True))
     ina = sorted(s for s in network.switches if network.is_ina(s))

@@ -17,8 +17,8 @@ import pytest
 from conftest import EXAMPLES
 
 from controller.cli import main
-from controller.evaluate import evaluate
-from controller.network import build_network, load_topology
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import build_network, load_topology
 from controller.solvers import SchemeInputError, SolveOptions, solve
 
 
@@ -365,7 +365,7 @@ def test_each_shard_gets_the_best_rate_left_and_the_sum_stays_feasible(seed):
 def test_two_pss_on_the_papers_fat_tree():
     """Sec. V's k = 6 fat-tree, 15 workers, 8 switches, R = 5: one PS reaches 10/3 Gbps (the
     switches' slots run out); a second PS takes a second shard on what the first tree left."""
-    from controller.bench.paring import fat_tree_doc
+    from controller.tools.bench.paring import fat_tree_doc
 
     one = build_network(fat_tree_doc(15, 8, 5.0))
     two = build_network(sharded(fat_tree_doc(15, 8, 5.0), 2))

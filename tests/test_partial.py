@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES
 
-from controller.evaluate import evaluate
-from controller.network import build_network, load_topology
-from controller.plan import AggregationPoint, Plan, PlanFormatError, TaskPlan, parse_plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import build_network, load_topology
+from controller.model.plan import AggregationPoint, Plan, PlanFormatError, TaskPlan, parse_plan
 from controller.solvers import SolveOptions, solve
 
 
@@ -40,7 +40,7 @@ def test_half_share_counts_fractional_flows():
     assert ps_link.flows == pytest.approx(1.5)
     assert result.tasks[0].rate_gbps == pytest.approx(2.0)
     assert result.consistent
-    assert not result.beyond_data_plane  # the compiler deploys it (controller.segments)
+    assert not result.beyond_data_plane  # the compiler deploys it (controller.compiler.segments)
 
 
 def test_whole_share_is_the_old_behaviour():

@@ -10,10 +10,10 @@ from finsy.proto import p4r
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.evaluate import evaluate
-from controller.network import build_network, load_topology
-from controller.plan import AggregationPoint, Plan, TaskPlan
-from controller.program import CompileError, compile_plan
+from controller.compiler.program import CompileError, compile_plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import build_network, load_topology
+from controller.model.plan import AggregationPoint, Plan, TaskPlan
 from dataplane.entities import Entities
 from dataplane.frame import DATA, MAX_FAN_IN, OFF_ELEMS, Endpoint, InaHeader, K, build_frame
 from dataplane.pipeline import Pipeline
@@ -123,7 +123,7 @@ def test_every_host_port_is_bound_to_exactly_its_hosts_jobs():
     here from the topology document itself; ports between switches get neither."""
     from conftest import leaf_spine_doc
 
-    from controller.network import build_network
+    from controller.model.network import build_network
     from controller.solvers import solve
 
     doc = leaf_spine_doc(3, 2, [0, 2, 2], ina={"L1", "L2", "S0"})

@@ -13,15 +13,15 @@ import time
 import pytest
 from conftest import EXAMPLES, MININET
 
-from controller.faults.impair import (
+from controller.emulation.faults.impair import (
     TABLE_PREFIX,
     Impairment,
     LinkImpairments,
     congest,
     remove_leftover_tables,
 )
-from controller.mininet_runner import Emulation
-from controller.network import load_topology
+from controller.emulation.mininet_runner import Emulation
+from controller.model.network import load_topology
 from controller.solvers import solve
 
 pytestmark = MININET
@@ -79,7 +79,7 @@ def test_every_link_impaired_every_result_exact_each_fragment_once(fig1, impairm
                                         Impairment("reorder", 10)], ids=lambda i: i.kind)
 def test_an_impaired_link_does_to_numbered_frames_what_it_says(impairment):
     """Measured at the receiver, independently of the rules' own counters."""
-    from controller.faults.calibrate import calibrate
+    from controller.emulation.faults.calibrate import calibrate
 
     got = calibrate(impairment, frames=3000)
     rate = {"loss": got["lost_percent"], "duplicate": got["copies_percent"],
@@ -94,7 +94,7 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact(fig1):
     """The CI-sized item 6: with every=2, S1 restarted at iterations 1 and 3 and L1-S1 cut at
     2 and 4 (mended after each), all mid-transfer. Every result exact, every fault done, the
     memory of every process recorded."""
-    from controller.faults.longrun import long_run
+    from controller.emulation.faults.longrun import long_run
 
     network, plan = fig1
     with Emulation(network, plan) as emu:
@@ -158,7 +158,7 @@ def check_long_run_of_four(record: dict, network, plan) -> None:
 
 def test_an_interrupted_runs_impairment_does_not_outlive_it(fig1):
     """A table a killed run left behind hooks its chains by device name, so the kernel
-    attaches them to the next emulation's interfaces of that name (controller/faults/impair.py):
+    attaches them to the next emulation's interfaces of that name (controller/emulation/faults/impair.py):
     this one drops every frame S1's first port sends. The next emulation removes it first."""
     table = f"{TABLE_PREFIX}leftover"  # a name the sweep owns, as LinkImpairments' are
     nft = ["nft", "add", "chain", "netdev", table, "c",
@@ -229,7 +229,7 @@ def test_a_run_stopped_by_sigterm_leaves_nothing_behind(tmp_path):
 def test_a_row_stopped_mid_way_is_resumed_with_only_the_iterations_it_lacks(tmp_path):
     """One row of 20 × 4 MB on the 4-leaf/4-spine takes hours: stopped after an
     iteration, `--resume` keeps what the journal holds and runs only the rest, on a fresh
-    emulation (controller.bench.loss_journal)."""
+    emulation (controller.tools.bench.loss_journal)."""
     argv = [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",
             "--impairment", "none", "--iterations", "3", "--gradient-mb", "0.5",
             "--timeout", "120", "--out", str(tmp_path)]

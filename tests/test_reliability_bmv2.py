@@ -13,9 +13,9 @@ import pytest
 from conftest import EXAMPLES, MININET
 from test_reliability import check_impaired_run, check_long_run_of_four
 
-from controller.faults.impair import Impairment, LinkImpairments, congest
-from controller.mininet_runner import Emulation
-from controller.network import load_topology
+from controller.emulation.faults.impair import Impairment, LinkImpairments, congest
+from controller.emulation.mininet_runner import Emulation
+from controller.model.network import load_topology
 from controller.solvers import solve
 from dataplane.targets import missing
 
@@ -79,7 +79,7 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact_on_bmv2(fig1):
     without a program: the controller pushes p4c's JSON and every entry again) and L1-S1 cut
     at 2 and 4 (mended after each), all mid-transfer. Every result exact, every fault done, the
     memory of every process recorded."""
-    from controller.faults.longrun import long_run
+    from controller.emulation.faults.longrun import long_run
 
     network, plan = fig1
     with Emulation(network, plan, target="bmv2") as emu:

@@ -21,12 +21,12 @@ from hypothesis import note as hypothesis_note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from controller.evaluate import evaluate
-from controller.inputs import InputError
-from controller.network import build_network
+from controller.evaluator.evaluate import evaluate
+from controller.model.inputs import InputError
+from controller.model.network import build_network
+from controller.model.topogen import pool
 from controller.solvers import SchemeInputError, SolveOptions, scheme_names, solve
 from controller.solvers.catalog import SCHEMES, Param
-from controller.topogen import pool
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "topologies" / "examples"
 TIME_LIMIT = 5.0

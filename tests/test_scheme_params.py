@@ -23,7 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.cli import main
-from controller.network import build_network, load_topology
+from controller.model.network import build_network, load_topology
+from controller.model.topogen import pool
 from controller.solvers import (
     SchemeInputError,
     SolveOptions,
@@ -32,7 +33,6 @@ from controller.solvers import (
     solve,
 )
 from controller.solvers.catalog import SCHEMES, Param
-from controller.topogen import pool
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "topologies" / "examples"

@@ -1,4 +1,4 @@
-"""Partial aggregation compiled segment by segment (`controller.segments`): checked by walking
+"""Partial aggregation compiled segment by segment (`controller.compiler.segments`): checked by walking
 packets through the compiled tables with an interpreter written here (the switch semantics of
 p4src/README.md, steps 1, 4.2 and 4.3), against hand-computed counts and the evaluator's
 fractional link loads."""
@@ -11,10 +11,10 @@ from itertools import pairwise
 import pytest
 from conftest import EXAMPLES, partial_doc, partial_plan
 
-from controller.evaluate import evaluate
-from controller.network import Network, build_network, load_topology
-from controller.program import compile_plan
-from controller.segments import boundaries
+from controller.compiler.program import compile_plan
+from controller.compiler.segments import boundaries
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network, build_network, load_topology
 from controller.solvers import SolveOptions, solve
 
 
@@ -113,7 +113,7 @@ def test_segments_of_one_point_keep_its_tag_and_get_their_own_flows():
 def _fine_plans():
     grid = load_topology(EXAMPLES / "grid-fig1.yaml")
     yield grid, solve(grid, "atp", SolveOptions(seed=0, params={"partial": True}))
-    from controller.bench.paring import fat_tree_doc
+    from controller.tools.bench.paring import fat_tree_doc
 
     fat = build_network(fat_tree_doc(15, 8, 5.0))
     yield fat, solve(fat, "paring", SolveOptions(seed=0, params={"fine": True}))
@@ -164,7 +164,7 @@ def test_a_replan_keeps_the_schemes_parameters(tmp_path):
 
     from conftest import free_port
 
-    from controller.daemon import Session, replan
+    from controller.service.daemon import Session, replan
     from controller.southbound.p4runtime import SwitchTarget
 
     network = load_topology(EXAMPLES / "grid-fig1.yaml")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.network import load_topology
+from controller.model.network import load_topology
+from controller.model.topogen import leaf_spine
 from controller.solvers import progress, solve
-from controller.topogen import leaf_spine
 
 ROOT = Path(__file__).resolve().parents[1]
 

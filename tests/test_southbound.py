@@ -8,9 +8,9 @@ import signal
 from conftest import EXAMPLES
 from finsy import Controller
 
-from controller.network import load_topology
-from controller.plan import AggregationPoint, Plan, TaskPlan
-from controller.program import compile_plan
+from controller.compiler.program import compile_plan
+from controller.model.network import load_topology
+from controller.model.plan import AggregationPoint, Plan, TaskPlan
 from controller.southbound.p4runtime import (
     InaSwitchDriver,
     SwitchTarget,

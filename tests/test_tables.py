@@ -1,4 +1,4 @@
-"""Tables piped into a log keep every header and number whole (controller/tables.py)."""
+"""Tables piped into a log keep every header and number whole (controller/tools/tables.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from controller.tables import print_table
+from controller.tools.tables import print_table
 
 
 def _narrow_log() -> tuple[Console, io.StringIO]:

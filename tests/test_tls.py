@@ -1,4 +1,4 @@
-"""P4Runtime over TLS (dataplane/tls.py, controller/tls.py): both targets serve it, the controller programs a
+"""P4Runtime over TLS (dataplane/tls.py, controller/southbound/tls.py): both targets serve it, the controller programs a
 switch whose certificate its CA signed for the address it dials, and refuses any other; plain
 text is refused off loopback unless --insecure. Certificates are made per run (tests/certs.py).
 """

@@ -8,9 +8,9 @@ from collections import Counter
 import pytest
 import yaml
 
-from controller import topogen
-from controller.network import Network, TopologyError, build_network, load_topology
-from controller.topogen import InaOptions, Workload
+from controller.model import topogen
+from controller.model.network import Network, TopologyError, build_network, load_topology
+from controller.model.topogen import InaOptions, Workload
 
 
 def main(argv: list[str]) -> int:

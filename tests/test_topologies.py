@@ -15,11 +15,11 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 
-from controller import inputs
-from controller.evaluate import evaluate
-from controller.inputs import MAX_EXPANDED_NODES, InputError, _loader, parse_yaml
-from controller.network import Network, TopologyError, build_network, load_topology
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model import inputs
+from controller.model.inputs import MAX_EXPANDED_NODES, InputError, _loader, parse_yaml
+from controller.model.network import Network, TopologyError, build_network, load_topology
+from controller.model.plan import Plan
 
 EXPECTED = {
     # file: (hosts, switches, workers, INA switches)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.network import Network
-from controller.plan import Plan
+from controller.model.network import Network
+from controller.model.plan import Plan
 from controller.solvers.catalog import SCHEMES, Scheme
 from controller.solvers.params import SchemeParams
 
@@ -137,6 +137,6 @@ def solve(network: Network, scheme: str, options: SolveOptions | None = None) ->
         limit, options.seed, options.warm_start, params))
     if any(p.name == "max_fan_in" for p in SCHEMES[scheme].params):  # what the plan respects
         plan.details["max_fan_in"] = SchemeParams(scheme, params)["max_fan_in"]
-    if options.params:  # a re-plan (controller.daemon) solves again with the same settings
+    if options.params:  # a re-plan (controller.service.daemon) solves again with the same settings
         plan.details.setdefault("params", dict(options.params))
     return plan

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from controller.evaluate import evaluate
-from controller.network import Network, Task
-from controller.plan import AggregationPoint, Plan, Status, TaskPlan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network, Task
+from controller.model.plan import AggregationPoint, Plan, Status, TaskPlan
 from controller.solvers.fanin import cap_fan_in
 
 

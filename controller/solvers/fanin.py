@@ -2,7 +2,7 @@
 rates (the baselines).
 
 A point where more flows would be merged than the limit merges only some of them and lets the
-others cross unmerged: it names the `workers` it merges (`controller.plan`), as the data plane
+others cross unmerged: it names the `workers` it merges (`controller.model.plan`), as the data plane
 keys aggregation by incoming flow. The flows kept are the ones carrying most workers (the
 merge that saves most traffic). Points are capped upstream first: flows another point no
 longer merges reach the points after it as more flows, which are then capped in turn. A route
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.evaluate import FlowId, TaskFlows, task_flows
-from controller.network import Network
-from controller.plan import AggregationPoint, TaskPlan
+from controller.evaluator.evaluate import FlowId, TaskFlows, task_flows
+from controller.model.network import Network
+from controller.model.plan import AggregationPoint, TaskPlan
 from controller.solvers import SchemeInputError
 
 Point = tuple[str, int]

@@ -7,7 +7,7 @@ on the shares upstream (a partial point sends fractions onward), so at a trial r
 refined until they settle (a switch whose raw remainder would revisit a node keeps merging
 whole flows); the largest rate the evaluator confirms is found by bisection,
 with one rate level for all tasks. The compiler deploys such plans segment by segment of the
-fragments (`controller.segments`).
+fragments (`controller.compiler.segments`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from controller.evaluate import evaluate, task_flows
-from controller.network import Network
-from controller.plan import Plan, TaskPlan
+from controller.evaluator.evaluate import evaluate, task_flows
+from controller.model.network import Network
+from controller.model.plan import Plan, TaskPlan
 from controller.solvers.fanin import cap_fan_in
 
 ROUNDS = 60  # bisection steps: the rate to ~1e-15 of the largest link

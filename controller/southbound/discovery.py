@@ -53,7 +53,7 @@ happens may still show frames from before it.
 Only links between monitored switches are judged: a host or a plain OpenFlow switch sends no
 probe back. A switch whose program has no `port_packets` counter is judged by probes alone,
 its liveness taken from its P4Runtime channel. Switch failures (a lost P4Runtime channel)
-are the daemon's business (controller/daemon.py): while a switch is away its links are
+are the daemon's business (controller/service/daemon.py): while a switch is away its links are
 undecided, not dead.
 """
 
@@ -67,7 +67,7 @@ from dataclasses import dataclass
 
 from finsy import P4ClientError, P4CounterEntry, P4PacketOut, Switch
 
-from controller.network import Network
+from controller.model.network import Network
 from controller.southbound.cancelled import CallCancelled, call_cancelled_as_error
 from dataplane.frame import ETHERTYPE_LLDP
 

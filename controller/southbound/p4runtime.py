@@ -39,7 +39,7 @@ from finsy import (
 from finsy import switch as finsy_switch
 from finsy.grpcutil import GRPCStatusCode
 
-from controller.program import SwitchProgram
+from controller.compiler.program import SwitchProgram
 from controller.southbound.cancelled import CallCancelled, call_cancelled_as_error
 
 LOG = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class SwitchTarget:
     name: str
     address: str
     device_id: int = 1
-    credentials: GRPCCredentialsTLS | None = None  # TLS (controller/tls.py); None: plain text
+    credentials: GRPCCredentialsTLS | None = None  # TLS (controller/southbound/tls.py); None: plain text
 
 
 @dataclass

@@ -216,7 +216,7 @@ WIRE_NAMES = frozenset({
     "GENERATIONS", "FLOW_IDS_PER_GENERATION", "ETHERTYPE_IPV4", "ETHERTYPE_LLDP", "ECN_CE",
     "PROTO_UDP"})
 # Same names, other meanings: RFC 6298's variance factor, the ports of a generated pool switch.
-NOT_WIRE = {("dataplane/rto.py", "K"), ("controller/bench/atro.py", "PORTS")}
+NOT_WIRE = {("dataplane/rto.py", "K"), ("controller/tools/bench/atro.py", "PORTS")}
 
 
 def _module_sets(path: Path) -> set[str]:

@@ -1,5 +1,5 @@
 """Partial aggregation on real packets, on both targets: the compiler's segments
-(`controller.segments`) on two switches, the host agents sending each fragment under its
+(`controller.compiler.segments`) on two switches, the host agents sending each fragment under its
 segment's flow (dataplane/hosts.py `segments`), the exact sum at every worker and the PS, and
 each switch completing exactly the fragments its share gives (`conftest.partial_plan`)."""
 
@@ -20,8 +20,8 @@ import pytest
 from conftest import partial_doc, partial_plan
 from finsy import P4Schema
 
-from controller.network import build_network
-from controller.program import Numbering, compile_plan
+from controller.compiler.program import Numbering, compile_plan
+from controller.model.network import build_network
 from dataplane.bmv2 import free_tcp_port
 from dataplane.frame import CONTROL, DATA, FRAME_LEN, OFF_UDP, Endpoint, InaHeader, K, build_frame
 from dataplane.hosts import EPOCH_SHIFT, PlanWatcher, Task, Worker, segment_rows

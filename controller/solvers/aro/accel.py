@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from controller.network import Network
+from controller.model.network import Network
 from controller.solvers.aro.unfold import Edge, Node, TaskGraph, build_task_graph
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from controller.network import Network
+from controller.model.network import Network
 from controller.solvers.aro.unfold import Edge, TaskGraph
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from itertools import pairwise
 
-from controller.plan import AggregationPoint
+from controller.model.plan import AggregationPoint
 from controller.solvers.aro.unfold import Edge, Node, TaskGraph
 
 Flows = dict[Edge, int]

@@ -18,11 +18,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from controller.evaluate import Resource as EvalResource
-from controller.evaluate import max_min_fair, task_flows
-from controller.evaluate import resources as evaluator_resources
-from controller.network import Network
-from controller.plan import Plan, TaskPlan
+from controller.evaluator.evaluate import Resource as EvalResource
+from controller.evaluator.evaluate import max_min_fair, task_flows
+from controller.evaluator.evaluate import resources as evaluator_resources
+from controller.model.network import Network
+from controller.model.plan import Plan, TaskPlan
 from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.aro import accel
 from controller.solvers.aro.qsr import Scale, bbar, quantize, rate_ceiling, resources, task_ceiling

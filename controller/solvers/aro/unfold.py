@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
-from controller.network import Network, Task
+from controller.model.network import Network, Task
 
 # Unfolded node: (kind, physical name, side, pipeline); kind in w / ps / cs / inp / op,
 # side "in" / "out" for access switches (leaves), "" elsewhere; pipeline -1 unless an INP.

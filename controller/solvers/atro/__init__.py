@@ -5,7 +5,7 @@ Every candidate link of a pool file (`ina topo gen pool`) is a choice: ATRO pick
 the optical patch panel builds (x), which way the reduction flows go on them (y), where they
 merge (the aggregators, N_agg), maximising the common worker rate r (5). The plan carries the
 chosen connections (`Plan.patch_panel`); `ina solve --topology-out FILE.yaml` writes them as an
-ordinary topology (`controller.patch_panel`).
+ordinary topology (`controller.model.patch_panel`).
 
 Several tasks (the paper's future work, Sec. V) share the pool: one network, per-task flows,
 layers and aggregation, (14) summing every task's load; max-min of the tasks' rates first

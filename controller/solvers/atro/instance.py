@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.network import Network, Task, TopologyError
+from controller.model.network import Network, Task, TopologyError
 from controller.solvers import SchemeInputError
 from controller.solvers.params import SchemeParams
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.plan import AggregationPoint
+from controller.model.plan import AggregationPoint
 from controller.solvers.atro.instance import Instance
 from controller.solvers.atro.model import Solution
 

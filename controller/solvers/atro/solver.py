@@ -24,9 +24,9 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 
-from controller.evaluate import evaluate
-from controller.network import Network
-from controller.plan import Plan, TaskPlan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network
+from controller.model.plan import Plan, TaskPlan
 from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.atro import routes, search
 from controller.solvers.atro.instance import Instance, read

@@ -19,8 +19,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from controller.network import Network, Task, TopologyError
-from controller.plan import MAX_FAN_IN
+from controller.model.network import Network, Task, TopologyError
+from controller.model.plan import MAX_FAN_IN
 from controller.solvers import SchemeInputError
 from controller.solvers.params import SchemeParams
 

@@ -9,7 +9,7 @@ the task's `model_share`, so all shards arrive together.
 
 from __future__ import annotations
 
-from controller.plan import AggregationPoint, TaskPlan
+from controller.model.plan import AggregationPoint, TaskPlan
 from controller.solvers.eina.instance import Instance
 from controller.solvers.eina.rates import Parents, flow_counts
 

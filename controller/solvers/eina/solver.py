@@ -21,8 +21,8 @@ from __future__ import annotations
 import time
 from fractions import Fraction
 
-from controller.network import Network, TopologyError
-from controller.plan import Plan
+from controller.model.network import Network, TopologyError
+from controller.model.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina import search

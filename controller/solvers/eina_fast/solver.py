@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 
-from controller.network import Network
-from controller.plan import Plan
+from controller.model.network import Network
+from controller.model.plan import Plan
 from controller.solvers import SolveOptions
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina.bound import rack_bound

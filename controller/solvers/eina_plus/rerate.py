@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from ortools.linear_solver import pywraplp
 
-from controller.evaluate import resources, task_flows
-from controller.network import Network
-from controller.plan import Plan
+from controller.evaluator.evaluate import resources, task_flows
+from controller.model.network import Network
+from controller.model.plan import Plan
 
 
 def best_rates(network: Network, plan: Plan, r_low: float,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.plan import AggregationPoint, TaskPlan
+from controller.model.plan import AggregationPoint, TaskPlan
 from controller.solvers.eina.instance import Instance
 from controller.solvers.eina_plus.model import Choice
 

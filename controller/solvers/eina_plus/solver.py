@@ -26,8 +26,8 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from controller.network import Network, TopologyError
-from controller.plan import Plan
+from controller.model.network import Network, TopologyError
+from controller.model.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions, solve
 from controller.solvers.common import weighted_objective
 from controller.solvers.eina.instance import Instance, exact, read

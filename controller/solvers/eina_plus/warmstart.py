@@ -10,9 +10,9 @@ repairs what does not fit.
 
 from __future__ import annotations
 
-from controller.evaluate import task_flows
-from controller.network import Network
-from controller.plan import TaskPlan
+from controller.evaluator.evaluate import task_flows
+from controller.model.network import Network
+from controller.model.plan import TaskPlan
 from controller.solvers.eina.instance import Instance
 from controller.solvers.eina_plus.model import Choice
 

@@ -9,7 +9,7 @@ from itertools import pairwise
 import networkx as nx
 from ortools.linear_solver import pywraplp
 
-from controller.network import Network, hosts_do_not_forward
+from controller.model.network import Network, hosts_do_not_forward
 from controller.solvers.grid.model import PS, GridTask
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
 
-from controller.network import Network, Task
-from controller.solvers.inatree import PathCache
+from controller.model.network import Network, Task
+from controller.solvers.baselines.inatree import PathCache
 from controller.solvers.params import SchemeParams
 
 PS = "@ps"  # the aggregation node "the PS itself" in assignments

@@ -34,15 +34,15 @@ import time
 from dataclasses import replace
 from fractions import Fraction
 
-from controller.network import Network
-from controller.plan import Plan
+from controller.model.network import Network
+from controller.model.plan import Plan
 from controller.solvers import SolveOptions
+from controller.solvers.baselines.inatree import PathCache, rng_for
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import exact, lp
 from controller.solvers.grid.model import PS, GridTask, build
 from controller.solvers.grid.rgria import VARIANTS, best_model_draw, rate_plan
 from controller.solvers.grid.routes import fixed_routes, least_loaded_routes, merges
-from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
 
 WARM_SHARE = 0.25  # of a task's time for R-GRIA's LP (GLOP took 24 s of 60 at 300 workers)

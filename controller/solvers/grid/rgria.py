@@ -13,15 +13,15 @@ import random
 import time
 from fractions import Fraction
 
-from controller.evaluate import evaluate
-from controller.network import Network
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network
+from controller.model.plan import Plan
 from controller.solvers import SolveOptions
+from controller.solvers.baselines.inatree import PathCache, rng_for
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import lp
 from controller.solvers.grid.model import PS, GridTask, build, value
 from controller.solvers.grid.routes import least_loaded_routes, merges
-from controller.solvers.inatree import PathCache, rng_for
 from controller.solvers.params import SchemeParams
 
 VARIANTS = {True: "with link rows", False: "without link rows"}

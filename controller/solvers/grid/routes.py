@@ -13,10 +13,10 @@ import random
 from collections import defaultdict
 from itertools import pairwise
 
-from controller.network import Network, Task
-from controller.plan import AggregationPoint, TaskPlan
+from controller.model.network import Network, Task
+from controller.model.plan import AggregationPoint, TaskPlan
+from controller.solvers.baselines.inatree import PathCache, add_load, entry_point, least_loaded
 from controller.solvers.grid.model import PS, GridTask
-from controller.solvers.inatree import PathCache, add_load, entry_point, least_loaded
 
 
 def least_loaded_routes(network: Network, task: Task, assign: dict[str, str],

@@ -26,7 +26,7 @@ used only for the traffic volume and communication time reported (b scales O_2, 
 change the tree); `as_printed` (default false) runs Alg. 3 without the slot guard (steiner.py
 reading (b)); `fine` (default false) is Sec. V-C's fine mode: on PARING's tree, a switch whose
 capacity binds merges a share of the fragments and forwards the rest raw
-(`controller.solvers.partial`; deployed segment by segment, `controller.segments`;
+(`controller.solvers.partial`; deployed segment by segment, `controller.compiler.segments`;
 topologies/examples/paring-fine.yaml). With several PSs each shard is made fine in turn on
 what the shards before it left (several.py). `paring-opt` refuses `fine`: its model is coarse.
 """

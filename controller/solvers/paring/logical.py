@@ -15,9 +15,9 @@ from fractions import Fraction
 
 import networkx as nx
 
-from controller.network import Network, Task
+from controller.model.network import Network, Task
 from controller.solvers import SchemeInputError
-from controller.solvers.inatree import can_aggregate
+from controller.solvers.baselines.inatree import can_aggregate
 
 INF = math.inf
 

@@ -3,7 +3,7 @@
 A worker's path is the concatenation of its tree edges' physical paths up to the PS. A tree
 switch with two or more children aggregates: one point per ingress pipeline its children
 arrive on, listing the workers whose contributions it merges (flows of other subtrees that
-only cross it are left alone, `controller.plan`). Pipelines do not share state, so such a
+only cross it are left alone, `controller.model.plan`). Pipelines do not share state, so such a
 switch sends its parent one flow per pipeline it merges in, and a point's fan-in counts the
 flows that enter it, not the children (as the evaluator and the compiler count). A pipeline
 that one flow enters still merges it: the flow leaves as the switch's own, so a tree edge that
@@ -16,8 +16,8 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 
-from controller.network import Network, Task
-from controller.plan import AggregationPoint, TaskPlan
+from controller.model.network import Network, Task
+from controller.model.plan import AggregationPoint, TaskPlan
 from controller.solvers.paring.logical import Logical
 from controller.solvers.paring.steiner import Tree
 

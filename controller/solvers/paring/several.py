@@ -15,7 +15,7 @@ aggregation capacity B_v for vertices in the cluster after each run of Alg. 3." 
   whole sending rate, so subtask p gets R - Σ_{q<p} r_q (a subtask left with nothing sends at
   rate 0, directly to its PS, and gets no share).
 * "Combining the results": shard p gets model_share r_p / Σ r, so every shard ends at once and
-  the job moves b in b / Σ r (controller/sharding.py); its traffic volume is
+  the job moves b in b / Σ r (controller/evaluator/sharding.py); its traffic volume is
   Σ_p share_p · b · (gradient-hops of tree p).
 * Fine mode (Sec. V-C) with several PSs: shard p's tree is built as above, then made fine on
   what the shards before it left (`residual`: links, switch B_v and R less their use at their
@@ -31,9 +31,9 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
-from controller.evaluate import evaluate, resources, task_flows
-from controller.network import Network, Task
-from controller.plan import Plan, TaskPlan
+from controller.evaluator.evaluate import evaluate, resources, task_flows
+from controller.model.network import Network, Task
+from controller.model.plan import Plan, TaskPlan
 from controller.solvers import SchemeInputError
 from controller.solvers.paring import degrees
 from controller.solvers.paring.alg2 import Outcome, grow
@@ -176,7 +176,7 @@ def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: str,
     plan is scored by."""
     tps = [s.fine or task_plan(network, s.task, s.outcome.tree, 0.0) for s in subtasks]
     for tp in tps:
-        tp.model_share = 1 / len(tps)  # sharded: R is the job's (controller/evaluate.py)
+        tp.model_share = 1 / len(tps)  # sharded: R is the job's (controller/evaluator/evaluate.py)
     flows = {f"{tp.job}/{tp.task}": task_flows(network, tp) for tp in tps}
     demand, left = resources(network, {f"{tp.job}/{tp.task}": tp for tp in tps}, flows)
     rates = []

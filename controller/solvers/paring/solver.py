@@ -12,9 +12,9 @@ import time
 from fractions import Fraction
 from typing import Any
 
-from controller.evaluate import evaluate
-from controller.network import Network, Task
-from controller.plan import Plan
+from controller.evaluator.evaluate import evaluate
+from controller.model.network import Network, Task
+from controller.model.plan import Plan
 from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.params import SchemeParams
 from controller.solvers.paring import exact, joint, several

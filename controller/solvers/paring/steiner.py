@@ -16,7 +16,7 @@ placement falls out of the tree. Readings where the text leaves room:
   those the switches outside H can add (⌊slack d(v)⌋ - 2 each, net of their own parent)
   cover the workers still to come (relays a merge brings in count). G' being complete, some spider always passes when the slots added up at the
   start, so with slack 1 the tree reaches step 2's rate r_2.
-* (c) A plan merges by worker (`controller.plan`): a flow must not cross a vertex above its
+* (c) A plan merges by worker (`controller.model.plan`): a flow must not cross a vertex above its
   parent before reaching it (that vertex would merge it early), nor a vertex below it (a
   mix of merged and unmerged workers). So a leg avoids the vertices above its upper end, a
   relay or new center may not sit on the way up of the vertex it hangs from, and a leg is

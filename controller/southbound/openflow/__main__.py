@@ -9,9 +9,9 @@ import logging
 import sys
 from pathlib import Path
 
-from controller.network import TopologyError, load_topology
-from controller.plan import PlanFormatError, load_plan
-from controller.program import CompileError
+from controller.compiler.program import CompileError
+from controller.model.network import TopologyError, load_topology
+from controller.model.plan import PlanFormatError, load_plan
 from controller.southbound.openflow.app import serve
 from controller.southbound.openflow.follow import UNREADABLE, Announced, Follow
 from controller.southbound.openflow.rules import compile_openflow

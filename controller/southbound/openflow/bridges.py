@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from controller.network import Network
-from controller.plan import Plan
+from controller.model.network import Network
+from controller.model.plan import Plan
 from controller.southbound.openflow.rules import datapath_id
 
 _BRIDGE_SERIAL = itertools.count()

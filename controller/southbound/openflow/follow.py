@@ -38,9 +38,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.network import Network
-from controller.plan import Plan
-from controller.program import CompileError, generation
+from controller.compiler.program import CompileError, generation
+from controller.model.network import Network
+from controller.model.plan import Plan
 from controller.southbound.openflow.messages import delete_version, send_tables, wipe
 from controller.southbound.openflow.rules import SwitchTables, by_dpid, compile_openflow
 

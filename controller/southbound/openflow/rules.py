@@ -4,7 +4,7 @@ A plain switch cannot parse the INA header, but every INA packet carries its flo
 source port (p4src/README.md), and flow ids are unique across a plan, so the switch can still
 realise exactly the planned paths: one rule per flow leaving it, and a group of type ALL per
 task replicating the result flow down the result tree. The decisions themselves (flow ids, next
-hops, result trees, host routes) come from `controller.program`, so OVS and the P4 switches
+hops, result trees, host routes) come from `controller.compiler.program`, so OVS and the P4 switches
 install the same plan. Two tables:
 
 * table 0, INA traffic (UDP destination port INA_UDP_PORT): CONTROL packets (ECN CE; they keep
@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.network import Network
-from controller.plan import Plan
-from controller.program import (
+from controller.compiler.program import (
     Numbering,
     built_network,
     flow_routes,
@@ -28,6 +26,8 @@ from controller.program import (
     number_tasks,
     result_children,
 )
+from controller.model.network import Network
+from controller.model.plan import Plan
 from dataplane.frame import ECN_CE, ETHERTYPE_IPV4, INA_UDP_PORT, PROTO_UDP
 
 TABLE_INA, TABLE_IPV4 = 0, 1
@@ -92,7 +92,7 @@ def _ina(**extra: int) -> dict[str, int | str]:
 
 def compile_openflow(network: Network, plan: Plan, version: int = 1) -> dict[str, SwitchTables]:
     """The OpenFlow rules of every plain switch for `plan` as plan `version`; raises
-    CompileError where `controller.program` would."""
+    CompileError where `controller.compiler.program` would."""
     network = built_network(network, plan)
     ids = Numbering(network)
     tables = {s: SwitchTables(s, datapath_id(network, s))

@@ -1,0 +1,592 @@
+"""`ina mininet`: the closed loop on an emulated network, with real packets.
+
+Builds the topology in Mininet with the classes of controller.emulation.mininet_nodes (hosts in
+namespaces, TCLink shaping scaled from the model's Gbps, one switch process per switch: the
+embedded target, or bmv2 `simple_switch_grpc` with `--target bmv2`), starts `ina controller` on
+them, then runs K iterations of the job: a PS and every worker per iteration, released
+together once all are ready, each worker checking the result it receives against the exact
+sum. Everything is torn down even on failure.
+
+It lives in the `controller` package so that `ina mininet` works from any directory; the
+top-level `mininet/ina.py` (for `mn --custom`) loads the same node classes.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Self
+
+from controller.compiler.program import Numbering
+from controller.model.network import Network
+from controller.model.plan import Plan, TaskPlan
+from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
+from dataplane.p4build import P4CompileError, compile_for_bmv2
+
+# One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for the switch
+# processes on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick
+# runs. bmv2 running ina.p4 forwards about a tenth of what the embedded target does (BENCHMARKS.md's
+# `ina bench target`: ~3,000 vs ~34,000 aggregated fragments/s); at 2 Mbps per Gbps ARO's
+# busiest switch (S1 on Fig. 1: three flows in, results out) saturated it, its queues pushed
+# round trips past the workers' 0.5 s timeout and the resends collapsed the run (1.3-2.4 flows
+# into the PS); at 0.5 it keeps up (1 flow, shortest/aro 4.3 in one measured run).
+DEFAULT_SCALE_MBPS = {"embedded": 2.0, "bmv2": 0.5}
+# Workers pace slightly under their planned rate so shaping queues do not overflow.
+PACING_HEADROOM = 0.95
+# Host agents import numpy and the CLI before they are ready; on a loaded 2-core machine that
+# can take seconds. It is not part of the iteration time (the per-iteration timeout).
+AGENT_START_SECONDS = 60.0
+# The PS serves until every worker has reported, when the runner says stop on its stdin
+# (`_ps_report`): a worker whose copy of a result was lost gets it again only through a PROBE,
+# which it sends with the resend at the fragment's second timeout, up to MAX_RTO +
+# BACKOFF_CEILING after its last send (dataplane/rto.py), and a PS gone before then leaves it
+# waiting for good (bmv2 at 5 % loss: RTO 0.8 s, the PROBE 1.8 s after, the PS gone after a
+# 1.5 s linger).
+
+
+HOW_TO_GET_MININET = (
+    "Mininet is not installed in this Python environment (`import mininet` fails); `ina "
+    "mininet` and the Mininet benchmarks need it: as root, `apt-get install mininet` and then "
+    "`make mininet-link`, which links Debian's Mininet into the venv (`make setup` does both)"
+)
+
+
+class RunnerError(RuntimeError):
+    """A component failed; the message names it."""
+
+
+def missing_mininet() -> str | None:
+    """Why Mininet cannot be used from this Python (what to install), or None. The node
+    classes (controller.emulation.mininet_nodes) import Mininet, so this module loads them only when it
+    builds a network: everything else here, and every command that needs no Mininet, works
+    without it."""
+    try:
+        import mininet.net  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] != "mininet":
+            raise
+        return HOW_TO_GET_MININET
+    return None
+
+
+@dataclass
+class IterationResult:
+    """One iteration; `seconds` is the slowest worker's transfer time (process start excluded)."""
+
+    iteration: int
+    seconds: float
+    wall_seconds: float
+    exact: bool
+    goodput_mbps: dict[str, float]
+    ps_link_packets: int
+    ps_link_flows: float  # packets on the PS link per fragment, recovery traffic included
+    ps_flows: float  # distinct flows per fragment the PS received (its own count)
+    # (seconds since the workers started, packets sent into the PS so far), every 0.1 s
+    ps_link_samples: list[tuple[float, int]] = field(default_factory=list)
+    task: str = ""  # job/task
+    ps: str = ""
+    model_share: float | None = None  # the task's shard of the model (None: all of it)
+    # the PS's own check of its shard (None: it did not report, e.g. stopped while unfinished)
+    ps_exact: bool | None = None
+    retransmissions: int = 0  # the workers' resends: on timeout, on CONTROL, found lost (RACK)
+    ps_report: dict = field(default_factory=dict)  # the PS's report (hosts.py: exactly-once counts)
+    # each worker's report (hosts.py: resends by cause, its round trip estimate and RTO)
+    worker_reports: dict[str, dict] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A switch restart: its process's boot, then the controller's reconnect and re-push."""
+
+    boot_seconds: float
+    repush_seconds: float
+
+
+@dataclass
+class RunResult:
+    scheme: str
+    plan_rate_gbps: float
+    scale_mbps_per_gbps: float
+    iterations: list[IterationResult] = field(default_factory=list)
+    switch_push_seconds: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> bool:
+        return all(it.exact for it in self.iterations)
+
+    @property
+    def mean_seconds(self) -> float:
+        return sum(it.seconds for it in self.iterations) / max(1, len(self.iterations))
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "exact": self.exact}
+
+
+class Emulation:
+    """The Mininet network plus its switch and controller processes; a context manager."""
+
+    def __init__(self, network: Network, plan: Plan, *, target: str = "embedded",
+                 scale_mbps: float | None = None, workdir: Path | None = None,
+                 plain_switches: str = "p4"):
+        if target == "bmv2" and not switch_path():
+            raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine. "
+                              + HOW_TO_GET_BMV2)
+        self.program_args = self._program_args(target)  # p4c first: fails before Mininet
+        self.network, self.plan, self.target = network, plan, target
+        self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]
+        # Plain (non-INA) switches: the P4 target without aggregation entries, or Open vSwitch
+        # under the OpenFlow controller (controller/southbound/openflow/).
+        self.plain_switches = plain_switches
+        self.ovs = None
+        self.ids = Numbering(network)
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="ina-mininet-"))
+        self.net = None
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.switch_ports: dict[str, dict[int, str]] = {}
+        self.host_intf: dict[str, str] = {}
+        self.logs: list = []
+        self.addresses: dict[str, str] = {}
+        self.node: dict = {}  # model name -> Mininet node
+        self._sigterm_before = None
+
+    # -- lifecycle
+    def __enter__(self) -> Self:
+        self._unwind_on_sigterm()
+        try:
+            self._build()
+            self._start_switches()
+            self._start_controller()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _unwind_on_sigterm(self) -> None:
+        """Make SIGTERM (`kill`, a CI job's timeout) unwind the run like Ctrl-C does, so that
+        `close` and the impairments' own exits run: killed outright, a run left its nft tables
+        hooked on interface names the next emulation reuses, and its agents and switches
+        running. The second SIGTERM is ignored, so it cannot cut the clean-up short. Python
+        delivers signals to the main thread only; elsewhere the default stays."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def unwind(signum, frame):
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise SystemExit(128 + signum)
+
+        self._sigterm_before = signal.signal(signal.SIGTERM, unwind)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs.clear()
+        if self.node:  # built, so Mininet and the node classes are there
+            from controller.emulation import mininet_nodes as nodes
+        for node in self.node.values():
+            if isinstance(node, nodes.P4RuntimeSwitch):
+                node.stop_process()  # before Mininet deletes the interfaces under it
+        if self.ovs is not None:
+            self.ovs.close()
+            self.ovs = None
+        for handle in self.logs:
+            handle.close()
+        self.logs.clear()
+        if self.net is not None:
+            self.net.stop()
+            self.net = None
+        if self._sigterm_before is not None:
+            signal.signal(signal.SIGTERM, self._sigterm_before)
+            self._sigterm_before = None
+
+    # -- building
+    def _build(self) -> None:
+        if reason := missing_mininet():
+            raise RunnerError(reason)
+        from mininet.net import Mininet
+
+        from controller.emulation import mininet_nodes as nodes
+        from controller.emulation.faults.impair import remove_leftover_tables
+
+        if left := remove_leftover_tables():
+            print(f"removed link impairments an interrupted run left behind: {', '.join(left)}",
+                  file=sys.stderr)
+
+        bare = frozenset(s for s in self.network.switches
+                         if self.plain_switches == "ovs" and not self.network.is_ina(s))
+        topo = nodes.InaTopo(self.network, scale_mbps=self.scale,
+                             switch_cls=nodes.SWITCH_CLASSES[self.target],
+                       bare=bare, log_dir=self.workdir)
+        self.net = Mininet(topo=topo, controller=None, build=False, autoSetMacs=False,
+                           waitConnected=False)
+        self.net.build()
+        self.node = {model: self.net.get(name) for model, name in topo.mininet_name.items()}
+        for model, node in self.node.items():
+            if self.network.is_switch(model):
+                self.switch_ports[model] = node.port_map()
+            else:
+                self.host_intf[model] = node.defaultIntf().name
+
+    def _start_switches(self) -> None:
+        """Start every P4 switch process (Mininet's start: each waits until it listens), then
+        the Open vSwitch bridges of the bare ones."""
+        from controller.emulation import mininet_nodes as nodes
+
+        try:
+            self.net.start()
+        except nodes.SwitchProcessError as exc:
+            raise RunnerError(str(exc)) from None
+        self.addresses = {model: node.address for model, node in self.node.items()
+                          if isinstance(node, nodes.P4RuntimeSwitch)}
+        ovs = [s for s, node in self.node.items() if isinstance(node, nodes.BareSwitch)]
+        if ovs:
+            from controller.southbound.openflow import OpenFlowError, start_ovs_switches
+
+            try:
+                # The OpenFlow controller follows the daemon's plan versions; the daemon
+                # publishes a new one to the hosts once the bridges hold it.
+                self.ovs = start_ovs_switches(
+                    self.network, self.plan, {s: self.switch_ports[s] for s in ovs},
+                    self.workdir, follow_state=self.workdir / "state.json")
+            except OpenFlowError as exc:
+                raise RunnerError(f"plain switches (Open vSwitch): {exc}") from None
+
+    def restart_switch(self, switch: str, timeout: float = 30.0) -> Restart:
+        """Kill a switch process and start it again empty; time its boot and the controller's
+        re-push of pipeline and entries (seen in the controller's state file)."""
+        pushes = len(self.state()["switches"][switch]["pushes_seconds"])
+        from controller.emulation import mininet_nodes as nodes
+
+        started = time.monotonic()
+        try:
+            self.node[switch].restart()
+        except nodes.SwitchProcessError as exc:
+            raise RunnerError(str(exc)) from None
+        listening = time.monotonic()
+        while time.monotonic() - started < timeout:
+            if len(self.state()["switches"][switch]["pushes_seconds"]) > pushes:
+                return Restart(listening - started, time.monotonic() - listening)
+            time.sleep(0.02)
+        raise RunnerError(f"controller did not re-program switch {switch} within {timeout:g} s")
+
+    def _start_controller(self) -> None:
+        plan_file = self.workdir / "plan.json"
+        self.plan.save(plan_file)
+        switches = {s: {"address": a, "device_id": self.network.switches.index(s) + 1}
+                    for s, a in self.addresses.items()}
+        (self.workdir / "switches.json").write_text(json.dumps(switches))
+        self.state_file = self.workdir / "state.json"
+        self.procs["controller"] = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli", "controller", self.network.source,
+             "--plan", str(plan_file), "--switches", str(self.workdir / "switches.json"),
+             "--state", str(self.state_file), "--log-level", "warning", *self.program_args,
+             *(["--openflow-state", str(self.ovs.state)] if self.ovs else [])],
+            stdout=self._log("controller.log"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while not self.state_file.exists():
+            if self.procs["controller"].poll() is not None:
+                raise RunnerError("controller exited before programming the switches: "
+                                  + (self.workdir / "controller.log").read_text()[-800:])
+            if time.monotonic() > deadline:
+                raise RunnerError("controller did not program the switches within 60 s")
+            time.sleep(0.1)
+
+    @staticmethod
+    def _program_args(target: str) -> list[str]:
+        """bmv2 takes only p4c's JSON with the P4Info p4c wrote for it; the embedded target
+        runs its built-in pipeline with the checked-in P4Info (the daemon's defaults)."""
+        if target != "bmv2":
+            return []
+        try:
+            program = compile_for_bmv2()
+        except P4CompileError as exc:
+            raise RunnerError(f"target bmv2: {exc}") from None
+        return ["--p4blob", str(program.json), "--p4info", str(program.p4info)]
+
+    def wait_for_traffic(self, packets: int = 300, timeout: float = 30.0) -> float:
+        """Block until the first task's PS link has carried `packets` more packets than when
+        called: a disturbance injected then really happens mid-transfer. Returns the wait."""
+        port = self._ps_port(self.plan.tasks[0])
+        base, started = _tx_packets(port), time.monotonic()
+        while _tx_packets(port) - base < packets:
+            if time.monotonic() - started > timeout:
+                raise RunnerError(f"no traffic reached the PS within {timeout:g} s")
+            time.sleep(0.02)
+        return time.monotonic() - started
+
+    def set_link(self, u: str, v: str, up: bool) -> None:
+        """Cut the link u–v (`up=False`) or mend it.
+
+        On the embedded target both ends go down, as Mininet's `link u v down` does. bmv2
+        cannot take that: its one receive thread then blocks in the down port's libpcap read,
+        so every port of the switch stops receiving until a frame arrives on that port after
+        it is up again (measured with bmv2 1.15.5; it is what left the bmv2 link-cut test
+        without a re-plan). A cut cable is a loss of carrier, which bmv2 survives, but a veth
+        pair cannot lose carrier at both ends; so on bmv2 both ends stay up and drop every
+        frame they send (a `pfifo limit 0` root qdisc, which never bypasses its empty queue),
+        and mending restores the link's TCLink shaping.
+        """
+        if self.target != "bmv2":
+            self.net.configLinkStatus(self.node[u].name, self.node[v].name,
+                                      "up" if up else "down")
+            return
+        for link in self.net.linksBetween(self.node[u], self.node[v]):
+            for intf in (link.intf1, link.intf2):
+                if up:
+                    intf.config(**intf.params)
+                else:
+                    failed = intf.tc("%s qdisc replace dev %s root pfifo limit 0").strip()
+                    if failed:
+                        raise RunnerError(f"could not cut {intf}: {failed}")
+
+    def _log(self, name: str):
+        """A log file in the work directory, closed with the emulation."""
+        handle = (self.workdir / name).open("wb")
+        self.logs.append(handle)
+        return handle
+
+    def state(self) -> dict:
+        return json.loads(self.state_file.read_text())
+
+    # -- running the job
+    def iterate(self, gradient_mb: float, iteration: int, timeout: float,
+                during: Callable[[], None] | None = None) -> list[IterationResult]:
+        """One iteration of every task (one result per task); `during` runs in a thread while
+        the workers send."""
+        return [it for group in self._groups()
+                for it in self._iterate_group(group, gradient_mb, iteration, timeout, during)]
+
+    def _groups(self) -> list[list[TaskPlan]]:
+        """Tasks that run at once: all tasks of a sharded job (each worker sends every task's
+        PS its shard of one gradient, `model_share`), otherwise one task at a time."""
+        groups: dict[tuple[str, ...], list[TaskPlan]] = {}
+        for tp in self.plan.tasks:
+            key = (tp.job,) if tp.model_share is not None else (tp.job, tp.task)
+            groups.setdefault(key, []).append(tp)
+        return list(groups.values())
+
+    def _iterate_group(self, tps: list[TaskPlan], gradient_mb: float, iteration: int,
+                       timeout: float, during: Callable[[], None] | None
+                       ) -> list[IterationResult]:
+        """Start a PS per task and each worker once (a sharded worker reads its shards from
+        the state file), release them together, and check every worker's sum and every PS's
+        own shard against the exact sum."""
+        rows = {tp.task: {row["worker"]: row for row in self.state()["workers"]
+                          if (row["job_id"], row["task_id"]) == self._ids(tp)} for tp in tps}
+        ports = {tp.task: self._ps_port(tp) for tp in tps}
+        before = {task: _tx_packets(port) for task, port in ports.items()}
+        first = tps[0]
+        common = ["--job", str(self.ids.job_id(first.job)), "--workers", str(len(first.paths)),
+                  "--size-mb", str(gradient_mb), "--epoch", str(iteration),
+                  "--seed", str(iteration), "--state", str(self.state_file), "--wait-go"]
+        pss = {tp.task: self.node[tp.ps].popen(
+            [sys.executable, "-m", "controller.cli", "ps", "--iface", self.host_intf[tp.ps],
+             "--ip", self.ids.host_ip[tp.ps], *common,
+             "--task", str(self.ids.task_id(tp.job, tp.task)), "--verify",
+             "--result-flow-id", str(next(iter(rows[tp.task].values()))["result_flow_id"])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            for tp in tps}
+        wire_gbps = first.rate_gbps * self.scale / 1000 * PACING_HEADROOM
+        workers = {}
+        for index, worker in enumerate(first.paths):
+            a = rows[first.task][worker]
+            workers[worker] = self.node[worker].popen(
+                [sys.executable, "-m", "controller.cli", "worker", "--iface",
+                 self.host_intf[worker], "--ip", self.ids.host_ip[worker], *common,
+                 "--task", str(self.ids.task_id(first.job, first.task)),
+                 "--ps-ip", a["ps_ip"], "--index", str(index), "--flow-id", str(a["flow_id"]),
+                 "--next-node", str(a["next_node"]), "--rate-gbps", f"{wire_gbps:.6f}",
+                 "--name", worker, "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}",
+                 "--verify"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        ps_names = {task: f"PS {tp.ps}" for task, tp in zip(pss, tps, strict=True)}
+        with _no_agent_outlives([*workers.values(), *pss.values()]):
+            # Every agent imports for seconds on a loaded machine: release them together, the PSs
+            # first, so the iteration times the network rather than process start-up.
+            _release_when_ready({ps_names[t]: proc for t, proc in pss.items()} | workers,
+                                time.monotonic() + AGENT_START_SECONDS)
+            started = time.monotonic()
+            disturbance = threading.Thread(target=during) if during else None
+            if disturbance:
+                disturbance.start()
+            sampling = threading.Event()
+            samples: dict[str, list[tuple[float, int]]] = {task: [] for task in pss}
+            samplers = [threading.Thread(target=_sample, args=(ports[t], before[t], started,
+                                                               samples[t], sampling))
+                        for t in pss]
+            for sampler in samplers:
+                sampler.start()
+            try:
+                reports = _collect(workers, {ps_names[t]: proc for t, proc in pss.items()},
+                                   started + timeout, iteration)
+            finally:
+                if disturbance:
+                    disturbance.join()
+                sampling.set()
+                for sampler in samplers:
+                    sampler.join()
+        wall = time.monotonic() - started
+        exact = all(r.get("exact") for r in reports.values())
+        goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
+        seconds = max(r["seconds"] for r in reports.values())
+        resent = sum(r["resent_on_timeout"] + r["resent_on_control"] + r.get("resent_on_loss", 0)
+                     for r in reports.values())
+        out = []
+        for tp in tps:
+            ps_report = _ps_report(pss[tp.task])
+            packets = _tx_packets(ports[tp.task]) - before[tp.task]
+            fragments = ps_report.get("fragments") or reports[next(iter(reports))]["fragments"]
+            out.append(IterationResult(
+                iteration, seconds, wall, exact and ps_report.get("exact") is not False, goodput,
+                packets, round(packets / max(1, fragments), 2),
+                ps_report.get("flows_per_fragment", 0.0), samples[tp.task],
+                task=f"{tp.job}/{tp.task}", ps=tp.ps, model_share=tp.model_share,
+                ps_exact=ps_report.get("exact"), retransmissions=resent, ps_report=ps_report,
+                worker_reports=reports))
+        return out
+
+    def _ids(self, tp) -> tuple[int, int]:
+        return self.ids.job_id(tp.job), self.ids.task_id(tp.job, tp.task)
+
+    def _ps_port(self, tp) -> str:
+        """Switch-side interface of the link into the PS: its tx counter counts PS-bound packets."""
+        (leaf,) = list(self.network.graph.predecessors(tp.ps))
+        port = self.network.graph.edges[leaf, tp.ps]["out_port"]
+        return self.switch_ports[leaf][port]
+
+
+def _ps_report(ps: subprocess.Popen) -> dict:
+    """The PS's JSON report, asked for once every worker has its sums (a line on the PS's
+    stdin stops it; terminated if it does not answer)."""
+    try:
+        out, _ = ps.communicate(input=b"stop\n", timeout=30)
+    except subprocess.TimeoutExpired:
+        ps.terminate()
+        out, _ = ps.communicate(timeout=10)
+    return next((json.loads(ln) for ln in reversed(out.decode().splitlines())
+                 if ln.startswith('{"ps"')), {})
+
+
+def _collect(workers: dict[str, subprocess.Popen], pss: dict[str, subprocess.Popen],
+             deadline: float, iteration: int) -> dict[str, dict]:
+    """Each worker's JSON report; kills every agent and names the culprit on a hang."""
+    reports = {}
+    for worker, proc in workers.items():
+        try:
+            out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise RunnerError(f"worker {worker} did not finish iteration {iteration} in time "
+                              f"(hang); {_stop_and_report({**workers, **pss})}") from None
+        lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
+        if proc.returncode not in (0, 1) or not lines:
+            for ps in pss.values():
+                ps.kill()
+            raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
+        reports[worker] = json.loads(lines[-1])
+    return reports
+
+
+@contextmanager
+def _no_agent_outlives(agents: list[subprocess.Popen]) -> Iterator[None]:
+    """Kill the iteration's agents if it ends by an exception (a hang, a failed agent, the
+    run stopped): they run in Mininet's namespaces, and nothing else would stop them."""
+    try:
+        yield
+    except BaseException:
+        for proc in agents:
+            if proc.poll() is None:
+                proc.kill()
+        raise
+
+
+def _release_when_ready(agents: dict[str, subprocess.Popen], deadline: float) -> None:
+    """Wait for each agent's ready line (hosts.py --wait-go), then send every one its go."""
+    for name, proc in agents.items():
+        line = b""
+        while not line.startswith(b'{"ready"'):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = line + (proc.stdout.read() if proc.poll() is not None else b"")
+                for other in agents.values():
+                    other.kill()
+                raise RunnerError(f"{name} did not get ready to send: {out.decode()[-500:]}")
+            if select.select([proc.stdout], [], [], 0.1)[0]:
+                line = proc.stdout.readline()
+    for proc in agents.values():
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+
+
+def _stop_and_report(agents: dict[str, subprocess.Popen]) -> str:
+    """Stop the agents with SIGTERM and gather what each was still waiting for (hosts.py)."""
+    for proc in agents.values():
+        if proc.poll() is None:
+            proc.terminate()
+    waiting = []
+    for name, proc in agents.items():
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            continue
+        for line in (out or b"").decode().splitlines():
+            if line.startswith("{") and '"stopped"' in line:
+                waiting.append(f"{name} waiting for {json.loads(line)['stopped']}")
+    return "; ".join(waiting) or "no agent reported what it waited for"
+
+
+def _sample(interface: str, base: int, started: float, out: list, stop: threading.Event) -> None:
+    """Record the PS link's packet count over time: the job's progress as the PS sees it."""
+    while not stop.wait(0.1):
+        try:
+            out.append((round(time.monotonic() - started, 3), _tx_packets(interface) - base))
+        except FileNotFoundError:  # the interface went away with a failed run
+            return
+
+
+def _tx_packets(interface: str) -> int:
+    return int(Path(f"/sys/class/net/{interface}/statistics/tx_packets").read_text())
+
+
+def worker_rate_gbps(plan: Plan) -> float:
+    """The first job's rate as its workers send: the sum over its shards' tasks when the job
+    is sharded (each worker sends every PS its shard), else its first task's."""
+    first = plan.tasks[0]
+    if first.model_share is None:
+        return first.rate_gbps
+    return sum(tp.rate_gbps for tp in plan.tasks if tp.job == first.job)
+
+
+def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
+        target: str = "embedded", scale_mbps: float | None = None,
+        timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4") -> RunResult:
+    """Run the whole closed loop once; raises RunnerError naming the component that failed."""
+    scale_mbps = scale_mbps or DEFAULT_SCALE_MBPS[target]
+    result = RunResult(plan.scheme, worker_rate_gbps(plan), scale_mbps)
+    with Emulation(network, plan, target=target, scale_mbps=scale_mbps,
+                   plain_switches=plain_switches) as emu:
+        for k in range(1, iterations + 1):
+            for it in emu.iterate(gradient_mb, k, timeout):
+                result.iterations.append(it)
+                if on_iteration:
+                    on_iteration(it)
+        result.switch_push_seconds = {
+            s: d["pushes_seconds"] for s, d in emu.state()["switches"].items()}
+    return result

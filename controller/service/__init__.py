@@ -1,0 +1,1 @@
+"""The running controller: discovery, programming, re-planning and failover."""

@@ -1,0 +1,2 @@
+"""The schemes the papers compare with: simple routing and aggregation rules, no
+optimisation model."""
