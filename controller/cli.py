@@ -12,7 +12,6 @@ import codecs
 import contextlib
 import io
 import json
-import math
 import os
 import sys
 import time
@@ -30,13 +29,18 @@ from controller.model.inputs import InputError, parse_json, plain_error, read_te
 from controller.model.network import Network, load_topology
 from controller.model.plan import MAX_FAN_IN, Plan, parse_plan
 from controller.southbound.p4runtime import SouthboundError
+from controller.tools.arguments import (
+    UserError,
+    count,
+    param_pair,
+    param_values,
+    positive,
+    scheme_spec,
+    solver_seed,
+)
 from controller.tools.tables import print_table
 
 console = Console(soft_wrap=True)  # piped into a log, lines stay whole (tables: print_table)
-
-
-class UserError(Exception):
-    """An error caused by input; the message is shown as it is."""
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -93,7 +97,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     _check_writable(args.json, "--json")
     _check_writable(args.topology_out, "--topology-out")
-    params = _params(args.param)
+    params = param_values(args.param)
     network = load_topology(args.topology)
     if not network.tasks:
         raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing to route")
@@ -186,76 +190,10 @@ def _write_chosen(network, plan: Plan, path: str) -> None:
     console.print(f"chosen topology written to {path} ({len(plan.patch_panel)} links)")
 
 
-def _params(pairs: list[tuple[str, str]]) -> dict[str, object]:
-    """`--param quantization=100` arrives as text; JSON numbers and booleans become values
-    (NaN and Infinity are not numbers here), anything else stays text. Each key once."""
-    out: dict[str, object] = {}
-    for key, text in pairs:
-        if key in out:
-            raise UserError(f"--param {key}: given twice ({out[key]!r} and {text!r})")
-        try:
-            value = json.loads(text, parse_constant=lambda name: name)
-        except (json.JSONDecodeError, RecursionError):
-            value = text
-        if isinstance(value, float) and not math.isfinite(value):
-            raise UserError(f"--param {key}={text}: not a finite number")
-        out[key] = value if isinstance(value, (bool, int, float)) else text
-    return out
 
 
-def _scheme_spec(text: str) -> tuple[str, dict[str, object]]:
-    """`ina mininet --scheme NAME[:KEY=VALUE,...]`: a scheme with its own parameters, so one
-    run compares a scheme with itself under other settings (atp and atp:partial=true)."""
-    name, _, rest = text.partition(":")
-    try:
-        return name, _params([_param(pair) for pair in rest.split(",")] if rest else [])
-    except argparse.ArgumentTypeError as exc:
-        raise UserError(f"--scheme {text}: {exc}") from None
 
 
-def _param(text: str) -> tuple[str, str]:
-    """argparse type of --param: KEY=VALUE with both sides non-empty."""
-    key, eq, value = text.partition("=")
-    if not eq:
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. quantization=100)")
-    if not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} has no key before '='")
-    if not value.strip():
-        raise argparse.ArgumentTypeError(f"{text!r} has no value after '='")
-    return key.strip(), value.strip()
-
-
-def _positive(text: str) -> float:
-    """argparse type of durations and sizes: a finite number above zero."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a finite number above 0")
-    return value
-
-
-def _count(text: str) -> int:
-    """argparse type of counts: a positive integer."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give an integer of at least 1")
-    return value
-
-
-def _seed(text: str) -> int:
-    """argparse type of --seed: an integer CP-SAT accepts as its random seed (32 bits)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= value < 2**31:
-        raise argparse.ArgumentTypeError(f"{text!r}: give an integer from 0 to {2**31 - 1}")
-    return value
 
 
 def _check_writable(path: str | None, option: str) -> None:
@@ -538,12 +476,12 @@ def cmd_mininet(args: argparse.Namespace) -> int:
         raise UserError(reason)
     _check_writable(args.json, "--json")
     network = load_topology(args.topology)
-    params = _params(args.param)
+    params = param_values(args.param)
     args.scale_mbps = args.scale_mbps or runner.DEFAULT_SCALE_MBPS[args.target]
     console.print(f"link scale: 1 model Gbps = {args.scale_mbps:g} Mbps of TCLink bandwidth")
     results = []
     for spec in args.scheme or ["shortest"]:
-        scheme, own = _scheme_spec(spec)
+        scheme, own = scheme_spec(spec)
         try:
             plan = solve(network, scheme, SolveOptions(args.time_limit, args.seed,
                                                        params={**params, **own}))
@@ -623,11 +561,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="routing scheme (default: shortest); `ina schemes` lists them")
     p.add_argument("--json", metavar="OUT",
                    help="write the plan as JSON (`-`: to stdout, the table to stderr)")
-    p.add_argument("--time-limit", type=_positive, metavar="S",
+    p.add_argument("--time-limit", type=positive, metavar="S",
                    help=f"solver time limit in seconds (default: {_time_limits()})")
-    p.add_argument("--seed", type=_seed, default=0, help="seed for randomised schemes (default 0)")
+    p.add_argument("--seed", type=solver_seed, default=0, help="seed for randomised schemes (default 0)")
     p.add_argument("--warm-start", metavar="PLAN.json", help="previous plan to start from")
-    p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--param", type=param_pair, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter, repeatable (e.g. quantization=100); `ina schemes "
                         "NAME` lists a scheme's parameters")
     shown = p.add_mutually_exclusive_group()
@@ -636,7 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "far) even when stderr is not a terminal")
     shown.add_argument("--quiet", action="store_true",
                        help="no progress lines (default on a terminal: one every 5 s)")
-    p.add_argument("--progress-every", type=_positive, default=5.0, metavar="S",
+    p.add_argument("--progress-every", type=positive, default=5.0, metavar="S",
                    help="seconds between progress lines (default 5)")
     p.add_argument("--topology-out", metavar="FILE.yaml",
                    help="write the network a topology-choosing scheme (atro) built")
@@ -650,7 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="score a plan independently of the scheme that made it")
     p.add_argument("topology", help="topology YAML file the plan was made for")
     p.add_argument("plan", help="plan JSON file (`ina solve --json`)")
-    p.add_argument("--gradient-mb", type=_positive, default=100.0,
+    p.add_argument("--gradient-mb", type=positive, default=100.0,
                    help="gradient size per worker for volume and time (default 100 MB)")
     p.add_argument("--json", metavar="OUT",
                    help="write the evaluation as JSON (`-`: to stdout, the table to stderr)")
@@ -678,15 +616,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--p4blob", metavar="FILE", help="device config (bmv2 JSON from p4c)")
     p.add_argument("--p4info", metavar="FILE",
                    help="P4Info text file (default p4src/ina.p4info.txtpb; p4c's for bmv2)")
-    p.add_argument("--time-limit", type=_positive, metavar="S",
+    p.add_argument("--time-limit", type=positive, metavar="S",
                    help="solver time limit per plan in seconds (default: the scheme's)")
-    p.add_argument("--seed", type=_seed, default=0,
+    p.add_argument("--seed", type=solver_seed, default=0,
                    help="seed for randomised schemes (default 0)")
-    p.add_argument("--connect-timeout", type=_positive, default=15.0, metavar="S",
+    p.add_argument("--connect-timeout", type=positive, default=15.0, metavar="S",
                    help="seconds to wait for every switch's P4Runtime channel at start "
                         "(default 15)")
     p.add_argument("--once", action="store_true", help="exit once every switch is programmed")
-    p.add_argument("--switch-grace", type=_positive, default=10.0, metavar="S",
+    p.add_argument("--switch-grace", type=positive, default=10.0, metavar="S",
                    help="a switch whose P4Runtime channel is down, or that answers no read, "
                         "for longer is planned around, all its links at once; back sooner "
                         "(a restart), it keeps the plan (default 10)")
@@ -699,7 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "that file says running but goes unwritten for --primary-stale "
                         "seconds (a hung primary, whose stream a switch such as bmv2 keeps "
                         "open), take over by advertising a higher election id")
-    p.add_argument("--primary-stale", type=_positive, default=5.0, metavar="S",
+    p.add_argument("--primary-stale", type=positive, default=5.0, metavar="S",
                    help="seconds without a write that make the watched primary hung "
                         "(default 5; it writes every second)")
     _add_channel_options(p)
@@ -713,9 +651,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="routing scheme, optionally with its own parameters "
                         "(atp:partial=true); repeat to compare schemes side by side "
                         "(default shortest)")
-    p.add_argument("--gradient-mb", type=_positive, default=1.0,
+    p.add_argument("--gradient-mb", type=positive, default=1.0,
                    help="gradient size each worker sends per iteration, in MB (default 1)")
-    p.add_argument("--iterations", type=_count, default=1,
+    p.add_argument("--iterations", type=count, default=1,
                    help="training iterations per scheme (default 1)")
     p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded",
                    help="switch program: the embedded Python target (default) or bmv2 "
@@ -723,16 +661,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plain-switches", choices=["p4", "ovs"], default="p4",
                    help="non-INA switches as the P4 target without aggregation (default) or "
                         "as Open vSwitch under an OpenFlow 1.3 controller (os-ken)")
-    p.add_argument("--scale-mbps", type=_positive,
+    p.add_argument("--scale-mbps", type=positive,
                    help="TCLink Mbps per model Gbps (default 2 on the embedded target, 0.5 on "
                         "bmv2, which forwards ina.p4 about ten times slower)")
-    p.add_argument("--timeout", type=_positive, default=120.0, help="per-iteration limit (s)")
-    p.add_argument("--time-limit", type=_positive, metavar="S", help="solver time limit")
-    p.add_argument("--seed", type=_seed, default=0,
+    p.add_argument("--timeout", type=positive, default=120.0, help="per-iteration limit (s)")
+    p.add_argument("--time-limit", type=positive, metavar="S", help="solver time limit")
+    p.add_argument("--seed", type=solver_seed, default=0,
                    help="seed for randomised schemes (default 0)")
     p.add_argument("--json", metavar="OUT",
                    help="write per-iteration results as JSON (`-`: to stdout)")
-    p.add_argument("--param", type=_param, action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--param", type=param_pair, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter for every --scheme, repeatable (e.g. partial=true)")
     p.set_defaults(func=cmd_mininet)
 

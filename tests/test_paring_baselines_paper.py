@@ -10,11 +10,12 @@ from fractions import Fraction
 
 import pytest
 
-from controller.cli import UserError, main
+from controller.cli import main
 from controller.evaluator.evaluate import evaluate
 from controller.model.network import build_network
 from controller.solvers import SolveOptions, solve
 from controller.solvers.baselines.placing import deepsys_tree
+from controller.tools.arguments import UserError
 from controller.tools.bench.paring import fat_tree_doc, run_sweep, scheme_spec
 from controller.tools.bench.paring_search import counter, search, trees
 

@@ -190,7 +190,7 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                     plan = solve(network, name.removesuffix("-fine"), SolveOptions(
                         time_limit=time_limit, seed=0, params={**_params(name), **params}))
                 except SchemeInputError as exc:  # e.g. deepsys-soar:k=-1: exit 2, one line
-                    from controller.cli import UserError
+                    from controller.tools.arguments import UserError
                     raise UserError(f"--schemes {scheme}: {exc}") from None
                 seconds = time.perf_counter() - started
                 result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
@@ -212,7 +212,8 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
 def scheme_spec(text: str) -> tuple[str, dict]:
     """`--schemes` entry NAME[:KEY=VALUE...] → the scheme and its parameters (`ina mininet
     --scheme`'s syntax with ':' between pairs, since ',' separates the entries)."""
-    from controller.cli import UserError, _scheme_spec
+    from controller.tools.arguments import UserError
+    from controller.tools.arguments import scheme_spec as _scheme_spec
 
     name, _, rest = text.partition(":")
     spec = f"{name}:{rest.replace(':', ',')}" if rest else name
