@@ -513,8 +513,12 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             results.append(runner.run(
                 emulated, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
                 target=args.target, scale_mbps=args.scale_mbps, timeout=args.timeout,
-                on_iteration=show, plain_switches=args.plain_switches))
+                on_iteration=show, plain_switches=args.plain_switches,
+                switches=args.emulate_switches, agent_processes=args.agent_processes))
             results[-1].scheme = spec
+            console.print("set-up seconds: " + ", ".join(
+                f"{step} {sec:.1f}" for step, sec in results[-1].setup_seconds.items()),
+                highlight=False)
         except runner.RunnerError as exc:
             console.print(f"[bold red]error:[/bold red] {exc}", soft_wrap=True, highlight=False)
             return 1
@@ -665,6 +669,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TCLink Mbps per model Gbps (default 2 on the embedded target, 0.5 on "
                         "bmv2, which forwards ina.p4 about ten times slower)")
     p.add_argument("--timeout", type=positive, default=120.0, help="per-iteration limit (s)")
+    p.add_argument("--emulate-switches", choices=["all", "plan"], default="all",
+                   help="build every switch (default) or only those on the plan's paths "
+                        "(fewer processes; a re-plan cannot route through the others). Only "
+                        "the hosts the plan uses are built either way")
+    p.add_argument("--agent-processes", type=count, default=16, metavar="N",
+                   help="worker agent processes: one per worker up to N workers, more "
+                        "share N processes (default 16)")
     p.add_argument("--time-limit", type=positive, metavar="S", help="solver time limit")
     p.add_argument("--seed", type=solver_seed, default=0,
                    help="seed for randomised schemes (default 0)")

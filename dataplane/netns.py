@@ -79,13 +79,14 @@ def _quiet(cmd: list[str]) -> None:
 
 
 def in_netns(ns: str, fn):
-    """Run `fn` in a thread that has entered namespace `ns`; return its result."""
+    """Run `fn` in a thread that has entered namespace `ns` (a name under /var/run/netns, or
+    a path such as /proc/PID/ns/net, a Mininet host's); return its result."""
     libc = ctypes.CDLL(None, use_errno=True)
     result: list = []
     error: list[Exception] = []
 
     def run() -> None:
-        fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
+        fd = os.open(ns if ns.startswith("/") else f"/var/run/netns/{ns}", os.O_RDONLY)
         try:
             if libc.setns(fd, CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), "setns failed")

@@ -14,6 +14,7 @@ top-level `mininet/ina.py` (for `mn --custom`) loads the same node classes.
 from __future__ import annotations
 
 import json
+import os
 import select
 import signal
 import subprocess
@@ -24,10 +25,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from itertools import accumulate, pairwise
 from pathlib import Path
 from typing import Self
 
 from controller.compiler.program import Numbering
+from controller.emulation.subset import plan_nodes
 from controller.model.network import Network
 from controller.model.plan import Plan, TaskPlan
 from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
@@ -46,6 +49,10 @@ PACING_HEADROOM = 0.95
 # Host agents import numpy and the CLI before they are ready; on a loaded 2-core machine that
 # can take seconds. It is not part of the iteration time (the per-iteration timeout).
 AGENT_START_SECONDS = 60.0
+# Up to this many workers, each runs in its own `ina worker` process in its host's namespace;
+# more share this many processes (dataplane/agents.py): at 85 MB and seconds of imports per
+# process, one per worker did not fit 200 workers on this 2-core machine.
+DEFAULT_AGENT_PROCESSES = 16
 # The PS serves until every worker has reported, when the runner says stop on its stdin
 # (`_ps_report`): a worker whose copy of a result was lost gets it again only through a PROBE,
 # which it sends with the resend at the fragment's second timeout, up to MAX_RTO +
@@ -119,6 +126,8 @@ class RunResult:
     scale_mbps_per_gbps: float
     iterations: list[IterationResult] = field(default_factory=list)
     switch_push_seconds: dict[str, list[float]] = field(default_factory=dict)
+    setup_seconds: dict[str, float] = field(default_factory=dict)  # Emulation.setup_seconds
+    switch_writes: dict[str, list[int]] = field(default_factory=dict)  # updates per push
 
     @property
     def exact(self) -> bool:
@@ -137,7 +146,8 @@ class Emulation:
 
     def __init__(self, network: Network, plan: Plan, *, target: str = "embedded",
                  scale_mbps: float | None = None, workdir: Path | None = None,
-                 plain_switches: str = "p4"):
+                 plain_switches: str = "p4", switches: str = "all",
+                 agent_processes: int = DEFAULT_AGENT_PROCESSES):
         if target == "bmv2" and not switch_path():
             raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine. "
                               + HOW_TO_GET_BMV2)
@@ -148,6 +158,13 @@ class Emulation:
         # under the OpenFlow controller (controller/southbound/openflow/).
         self.plain_switches = plain_switches
         self.ovs = None
+        # Only the hosts the plan uses are built; all switches, or only the plan's
+        # (controller/emulation/subset.py).
+        self.nodes = plan_nodes(network, plan, switches)
+        self.agent_processes = agent_processes
+        # Seconds of each set-up step: Mininet's build, the switches listening, the controller
+        # done programming them.
+        self.setup_seconds: dict[str, float] = {}
         self.ids = Numbering(network)
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="ina-mininet-"))
         self.net = None
@@ -163,9 +180,11 @@ class Emulation:
     def __enter__(self) -> Self:
         self._unwind_on_sigterm()
         try:
-            self._build()
-            self._start_switches()
-            self._start_controller()
+            for step, action in (("mininet", self._build), ("switches", self._start_switches),
+                                 ("controller", self._start_controller)):
+                started = time.monotonic()
+                action()
+                self.setup_seconds[step] = round(time.monotonic() - started, 3)
         except BaseException:
             self.close()
             raise
@@ -234,7 +253,7 @@ class Emulation:
                          if self.plain_switches == "ovs" and not self.network.is_ina(s))
         topo = nodes.InaTopo(self.network, scale_mbps=self.scale,
                              switch_cls=nodes.SWITCH_CLASSES[self.target],
-                       bare=bare, log_dir=self.workdir)
+                       bare=bare, log_dir=self.workdir, nodes=self.nodes)
         self.net = Mininet(topo=topo, controller=None, build=False, autoSetMacs=False,
                            waitConnected=False)
         self.net.build()
@@ -246,12 +265,17 @@ class Emulation:
                 self.host_intf[model] = node.defaultIntf().name
 
     def _start_switches(self) -> None:
-        """Start every P4 switch process (Mininet's start: each waits until it listens), then
-        the Open vSwitch bridges of the bare ones."""
+        """Start every P4 switch process (Mininet's start), wait until each listens (they boot
+        together), then the Open vSwitch bridges of the bare ones."""
         from controller.emulation import mininet_nodes as nodes
 
+        p4 = [node for node in self.node.values() if isinstance(node, nodes.P4RuntimeSwitch)]
+        for node in p4:
+            node.boot_in_background = True
         try:
             self.net.start()
+            for node in p4:
+                node.wait_started()
         except nodes.SwitchProcessError as exc:
             raise RunnerError(str(exc)) from None
         self.addresses = {model: node.address for model, node in self.node.items()
@@ -404,19 +428,7 @@ class Emulation:
              "--result-flow-id", str(next(iter(rows[tp.task].values()))["result_flow_id"])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             for tp in tps}
-        wire_gbps = first.rate_gbps * self.scale / 1000 * PACING_HEADROOM
-        workers = {}
-        for index, worker in enumerate(first.paths):
-            a = rows[first.task][worker]
-            workers[worker] = self.node[worker].popen(
-                [sys.executable, "-m", "controller.cli", "worker", "--iface",
-                 self.host_intf[worker], "--ip", self.ids.host_ip[worker], *common,
-                 "--task", str(self.ids.task_id(first.job, first.task)),
-                 "--ps-ip", a["ps_ip"], "--index", str(index), "--flow-id", str(a["flow_id"]),
-                 "--next-node", str(a["next_node"]), "--rate-gbps", f"{wire_gbps:.6f}",
-                 "--name", worker, "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}",
-                 "--verify"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        workers, serves = self._start_workers(first, rows[first.task], common, iteration)
         ps_names = {task: f"PS {tp.ps}" for task, tp in zip(pss, tps, strict=True)}
         with _no_agent_outlives([*workers.values(), *pss.values()]):
             # Every agent imports for seconds on a loaded machine: release them together, the PSs
@@ -435,7 +447,8 @@ class Emulation:
             for sampler in samplers:
                 sampler.start()
             try:
-                reports = _collect(workers, {ps_names[t]: proc for t, proc in pss.items()},
+                reports = _collect(workers, serves,
+                                   {ps_names[t]: proc for t, proc in pss.items()},
                                    started + timeout, iteration)
             finally:
                 if disturbance:
@@ -463,6 +476,43 @@ class Emulation:
                 worker_reports=reports))
         return out
 
+    def _start_workers(self, first: TaskPlan, rows: dict[str, dict], common: list[str],
+                       iteration: int) -> tuple[dict[str, subprocess.Popen], dict[str, list[str]]]:
+        """Start the workers' agents: one `ina worker` per host in its namespace while there
+        are at most `agent_processes` workers, else the workers split evenly over that many
+        `python -m dataplane workers` processes (dataplane/agents.py), each opening a socket
+        in each of its hosts' namespaces. Returns the processes by name and the workers each
+        serves."""
+        rate = ["--rate-gbps", f"{first.rate_gbps * self.scale / 1000 * PACING_HEADROOM:.6f}",
+                "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}", "--verify",
+                "--task", str(self.ids.task_id(first.job, first.task))]
+        names = list(first.paths)
+        if len(names) <= self.agent_processes:
+            return {worker: self.node[worker].popen(
+                [sys.executable, "-m", "controller.cli", "worker", "--iface",
+                 self.host_intf[worker], "--ip", self.ids.host_ip[worker], *common, *rate,
+                 "--ps-ip", rows[worker]["ps_ip"], "--index", str(index),
+                 "--flow-id", str(rows[worker]["flow_id"]),
+                 "--next-node", str(rows[worker]["next_node"]), "--name", worker],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                for index, worker in enumerate(names)}, {worker: [worker] for worker in names}
+        agents, serves = {}, {}
+        for number, members in enumerate(_split(names, self.agent_processes), start=1):
+            hosts_file = self.workdir / f"agent-{number}-iteration-{iteration}.json"
+            hosts_file.write_text(json.dumps([
+                {"name": w, "netns": f"/proc/{self.node[w].pid}/ns/net",
+                 "iface": self.host_intf[w], "ip": self.ids.host_ip[w],
+                 "index": names.index(w), "flow_id": rows[w]["flow_id"],
+                 "next_node": rows[w]["next_node"], "ps_ip": rows[w]["ps_ip"]}
+                for w in members]))
+            name = f"agent {number} ({members[0]}..{members[-1]})"
+            agents[name] = subprocess.Popen(
+                [sys.executable, "-m", "dataplane", "workers", "--hosts", str(hosts_file),
+                 *common, *rate], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env=_child_env())
+            serves[name] = members
+        return agents, serves
+
     def _ids(self, tp) -> tuple[int, int]:
         return self.ids.job_id(tp.job), self.ids.task_id(tp.job, tp.task)
 
@@ -485,22 +535,40 @@ def _ps_report(ps: subprocess.Popen) -> dict:
                  if ln.startswith('{"ps"')), {})
 
 
-def _collect(workers: dict[str, subprocess.Popen], pss: dict[str, subprocess.Popen],
-             deadline: float, iteration: int) -> dict[str, dict]:
-    """Each worker's JSON report; kills every agent and names the culprit on a hang."""
+def _split(names: list[str], parts: int) -> list[list[str]]:
+    """`names` in `parts` contiguous runs whose lengths differ by at most one."""
+    size, extra = divmod(len(names), parts)
+    bounds = list(accumulate([0] + [size + (i < extra) for i in range(parts)]))
+    return [names[lo:hi] for lo, hi in pairwise(bounds) if hi > lo]
+
+
+def _child_env() -> dict[str, str]:
+    """Our environment with our module path: a child started outside Mininet's hosts imports
+    this checkout, as the embedded switches do."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+def _collect(agents: dict[str, subprocess.Popen], serves: dict[str, list[str]],
+             pss: dict[str, subprocess.Popen], deadline: float,
+             iteration: int) -> dict[str, dict]:
+    """Each worker's JSON report (an agent serving several prints one per worker, with its
+    `name`); kills every agent and names the culprit on a hang."""
     reports = {}
-    for worker, proc in workers.items():
+    for agent, proc in agents.items():
         try:
             out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            raise RunnerError(f"worker {worker} did not finish iteration {iteration} in time "
-                              f"(hang); {_stop_and_report({**workers, **pss})}") from None
-        lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
-        if proc.returncode not in (0, 1) or not lines:
+            raise RunnerError(f"worker {agent} did not finish iteration {iteration} in time "
+                              f"(hang); {_stop_and_report({**agents, **pss})}") from None
+        lines = [json.loads(ln) for ln in out.decode().splitlines() if ln.startswith("{")]
+        if serves[agent] == [agent]:
+            lines = [{**line, "name": agent} for line in lines[-1:]]
+        got = {line.get("name"): line for line in lines}
+        if proc.returncode not in (0, 1) or not set(serves[agent]) <= set(got):
             for ps in pss.values():
                 ps.kill()
-            raise RunnerError(f"worker {worker} failed: {out.decode()[-500:]}")
-        reports[worker] = json.loads(lines[-1])
+            raise RunnerError(f"worker {agent} failed: {out.decode()[-500:]}")
+        reports.update({w: got[w] for w in serves[agent]})
     return reports
 
 
@@ -576,17 +644,21 @@ def worker_rate_gbps(plan: Plan) -> float:
 
 def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
         target: str = "embedded", scale_mbps: float | None = None,
-        timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4") -> RunResult:
+        timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4",
+        switches: str = "all", agent_processes: int = DEFAULT_AGENT_PROCESSES) -> RunResult:
     """Run the whole closed loop once; raises RunnerError naming the component that failed."""
     scale_mbps = scale_mbps or DEFAULT_SCALE_MBPS[target]
     result = RunResult(plan.scheme, worker_rate_gbps(plan), scale_mbps)
     with Emulation(network, plan, target=target, scale_mbps=scale_mbps,
-                   plain_switches=plain_switches) as emu:
+                   plain_switches=plain_switches, switches=switches,
+                   agent_processes=agent_processes) as emu:
+        result.setup_seconds = dict(emu.setup_seconds)
         for k in range(1, iterations + 1):
             for it in emu.iterate(gradient_mb, k, timeout):
                 result.iterations.append(it)
                 if on_iteration:
                     on_iteration(it)
-        result.switch_push_seconds = {
-            s: d["pushes_seconds"] for s, d in emu.state()["switches"].items()}
+        switches_state = emu.state()["switches"]
+        result.switch_push_seconds = {s: d["pushes_seconds"] for s, d in switches_state.items()}
+        result.switch_writes = {s: d["writes"] for s, d in switches_state.items()}
     return result
