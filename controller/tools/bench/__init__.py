@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "atro": "controller.tools.bench.atro",
     "failover": "controller.tools.bench.failover",
     "reliability": "controller.tools.bench.reliability",
+    "scale": "controller.tools.bench.scale",
 }
 
 
