@@ -514,7 +514,8 @@ def cmd_mininet(args: argparse.Namespace) -> int:
                 emulated, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
                 target=args.target, scale_mbps=args.scale_mbps, timeout=args.timeout,
                 on_iteration=show, plain_switches=args.plain_switches,
-                switches=args.emulate_switches, agent_processes=args.agent_processes))
+                switches=args.emulate_switches, agent_processes=args.agent_processes,
+                pace_mbps=args.pace_mbps))
             results[-1].scheme = spec
             console.print("set-up seconds: " + ", ".join(
                 f"{step} {sec:.1f}" for step, sec in results[-1].setup_seconds.items()),
@@ -669,6 +670,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TCLink Mbps per model Gbps (default 2 on the embedded target, 0.5 on "
                         "bmv2, which forwards ina.p4 about ten times slower)")
     p.add_argument("--timeout", type=positive, default=120.0, help="per-iteration limit (s)")
+    p.add_argument("--pace-mbps", type=positive,
+                   help="workers pace at this many Mbps per model Gbps (default: the link "
+                        "scale); below it the links never queue, for runs whose packet rate "
+                        "the switch processes cannot forward at the link scale (200 workers)")
     p.add_argument("--emulate-switches", choices=["all", "plan"], default="all",
                    help="build every switch (default) or only those on the plan's paths "
                         "(fewer processes; a re-plan cannot route through the others). Only "

@@ -11,6 +11,7 @@ from controller.model import topogen
 from controller.model.network import dump_topology, load_topology
 from controller.model.topogen import Workload
 from controller.solvers import solve
+from controller.tools.bench.scale import WIRE_MBPS, wire_scale
 
 pytestmark = MININET
 WORKERS = 40
@@ -24,10 +25,13 @@ def test_forty_workers_share_eight_agent_processes_and_every_sum_is_exact(scheme
     dump_topology(topogen.leaf_spine(leaves=4, spines=4, hosts_per_leaf=16,
                                      workload=Workload(workers_per_job=WORKERS)), path)
     network = load_topology(path)
-    plan = solve(network, scheme)
-    with Emulation(network, plan, switches="plan", agent_processes=8) as emu:
+    plans = {s: solve(network, s) for s in ("shortest", "aro")}
+    plan = plans[scheme]
+    # both paced as `ina bench scale` paces them: at the emulator's pace, not a collapse
+    scale = wire_scale(plans, WIRE_MBPS["embedded"])
+    with Emulation(network, plan, switches="plan", agent_processes=8, pace_mbps=scale) as emu:
         assert len(emu.net.hosts) == WORKERS + 1
-        (it,) = emu.iterate(0.05, 1, timeout=120)
+        (it,) = emu.iterate(0.02, 1, timeout=120)
     assert it.exact and it.ps_exact
     assert set(it.worker_reports) == set(plan.tasks[0].paths)
     assert all(r["exact"] for r in it.worker_reports.values())

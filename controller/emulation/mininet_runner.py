@@ -147,13 +147,21 @@ class Emulation:
     def __init__(self, network: Network, plan: Plan, *, target: str = "embedded",
                  scale_mbps: float | None = None, workdir: Path | None = None,
                  plain_switches: str = "p4", switches: str = "all",
-                 agent_processes: int = DEFAULT_AGENT_PROCESSES):
+                 agent_processes: int = DEFAULT_AGENT_PROCESSES,
+                 pace_mbps: float | None = None):
         if target == "bmv2" and not switch_path():
             raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine. "
                               + HOW_TO_GET_BMV2)
         self.program_args = self._program_args(target)  # p4c first: fails before Mininet
         self.network, self.plan, self.target = network, plan, target
         self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]
+        # Workers pace at `pace` Mbps per model Gbps (default: the links' scale). Below the
+        # links' scale the links never queue: at 200 workers the emulated switches forward
+        # only a few Mbps in all, and links shaped that slow queued a window of fragments for
+        # longer than the 0.5 s retransmission timeout (every fragment timed out, none
+        # completed); paced that slow on fast links, every scheme still sends at its plan's
+        # rates times one factor.
+        self.pace = pace_mbps or self.scale
         # Plain (non-INA) switches: the P4 target without aggregation entries, or Open vSwitch
         # under the OpenFlow controller (controller/southbound/openflow/).
         self.plain_switches = plain_switches
@@ -483,8 +491,8 @@ class Emulation:
         `python -m dataplane workers` processes (dataplane/agents.py), each opening a socket
         in each of its hosts' namespaces. Returns the processes by name and the workers each
         serves."""
-        rate = ["--rate-gbps", f"{first.rate_gbps * self.scale / 1000 * PACING_HEADROOM:.6f}",
-                "--rate-scale", f"{self.scale / 1000 * PACING_HEADROOM:.9f}", "--verify",
+        rate = ["--rate-gbps", f"{first.rate_gbps * self.pace / 1000 * PACING_HEADROOM:.9f}",
+                "--rate-scale", f"{self.pace / 1000 * PACING_HEADROOM:.12f}", "--verify",
                 "--task", str(self.ids.task_id(first.job, first.task))]
         names = list(first.paths)
         if len(names) <= self.agent_processes:
@@ -645,13 +653,14 @@ def worker_rate_gbps(plan: Plan) -> float:
 def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
         target: str = "embedded", scale_mbps: float | None = None,
         timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4",
-        switches: str = "all", agent_processes: int = DEFAULT_AGENT_PROCESSES) -> RunResult:
+        switches: str = "all", agent_processes: int = DEFAULT_AGENT_PROCESSES,
+        pace_mbps: float | None = None) -> RunResult:
     """Run the whole closed loop once; raises RunnerError naming the component that failed."""
     scale_mbps = scale_mbps or DEFAULT_SCALE_MBPS[target]
     result = RunResult(plan.scheme, worker_rate_gbps(plan), scale_mbps)
     with Emulation(network, plan, target=target, scale_mbps=scale_mbps,
                    plain_switches=plain_switches, switches=switches,
-                   agent_processes=agent_processes) as emu:
+                   agent_processes=agent_processes, pace_mbps=pace_mbps) as emu:
         result.setup_seconds = dict(emu.setup_seconds)
         for k in range(1, iterations + 1):
             for it in emu.iterate(gradient_mb, k, timeout):

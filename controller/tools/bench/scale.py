@@ -2,8 +2,10 @@
 
 For each worker count W it generates a leaf-spine shaped like ARO's default (24 leaves, 24
 spines, 24 servers per leaf for 200 workers) scaled to keep its servers per worker: n =
-ceil(24 sqrt(W / 200)) leaves, spines and servers per leaf. On each target and for each scheme
-it runs `ina mininet`'s loop and measures the set-up (Mininet's build, the switches listening,
+ceil(24 sqrt(W / 200)) leaves, spines and servers per leaf. Links keep the target's scale;
+the workers of both schemes are paced by one factor, set so that the faster plan's workers
+send `--wire-mbps` together (`wire_scale`). On each target and for each scheme it runs
+`ina mininet`'s loop and measures the set-up (Mininet's build, the switches listening,
 the controller done programming them), the plan push (table entries written per second over
 P4Runtime: the updates of every switch's first push over the slowest push, as the controller
 programs them concurrently), the iteration time at a fixed gradient size, whether the sums
@@ -29,6 +31,7 @@ from rich.table import Table
 
 from controller.emulation.mininet_runner import (
     DEFAULT_AGENT_PROCESSES,
+    DEFAULT_SCALE_MBPS,
     Emulation,
     RunnerError,
     missing_mininet,
@@ -57,7 +60,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "the link scale of each size (default 8 on the embedded target, 2 "
                         "on bmv2, which forwards ina.p4 several times slower)")
     p.add_argument("--scale-mbps", type=float,
-                   help="TCLink Mbps per model Gbps at every size instead of --wire-mbps")
+                   help="TCLink Mbps per model Gbps (default: ina mininet's for the target); "
+                        "workers pace at the --wire-mbps budget below it")
     p.add_argument("--emulate-switches", choices=["all", "plan"], default="plan",
                    help="build every switch or only the plan's (default plan)")
     p.add_argument("--agent-processes", type=int, default=DEFAULT_AGENT_PROCESSES,
@@ -97,12 +101,13 @@ def main(args: argparse.Namespace) -> int:
                                      workload=Workload(workers_per_job=workers)), path)
             network = load_topology(path)
             plans = {scheme: solve(network, scheme) for scheme in SCHEMES}
-            scale = args.scale_mbps or wire_scale(plans, args.wire_mbps or WIRE_MBPS[target])
+            pace = wire_scale(plans, args.wire_mbps or WIRE_MBPS[target])
             for scheme, plan in plans.items():
                 console.print(f"[bold]{target}[/bold] {workers} workers ({n}x{n} leaf-spine, "
-                              f"{n} servers per leaf), {scheme}, {scale:.3g} Mbps per Gbps")
+                              f"{n} servers per leaf), {scheme}, paced at {pace:.3g} Mbps per "
+                              "Gbps")
                 row = {"target": target, "workers": workers, "leaves": n, "spines": n,
-                       "scheme": scheme, **measure(network, plan, scale, target, args)}
+                       "scheme": scheme, **measure(network, plan, pace, target, args)}
                 console.print(f"  {_summary(row)}", highlight=False)
                 report["runs"].append(row)
                 (out / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -113,24 +118,27 @@ def main(args: argparse.Namespace) -> int:
 
 
 def wire_scale(plans: dict, wire_mbps: float) -> float:
-    """TCLink Mbps per model Gbps at which the workers of the fastest plan send `wire_mbps`
-    together. The emulated switches forward thousands of packets a second, not the plans'
-    Gbps: paced far beyond that (ARO's 33 Gbps a worker at 2 Mbps per Gbps is 60,000 packets
-    a second each), every link drops, a fragment waits for the resends of all its workers,
-    and at 50 workers ARO took 60 s where shortest took 13 (89,444 resends). Under the
-    budget both schemes run at the same scale, so their times compare as their rates."""
+    """Mbps per model Gbps at which the workers of the fastest plan send `wire_mbps` together
+    (their pace; the links keep the target's scale). The emulated switches forward thousands
+    of packets a second, not the plans' Gbps: paced far beyond that (ARO's 33 Gbps a worker
+    at 2 Mbps per Gbps is 60,000 packets a second each), every link drops, a fragment waits
+    for the resends of all its workers, and at 50 workers ARO took 60 s where shortest took
+    13 (89,444 resends). Under the budget both schemes are paced by the same factor, so their
+    times compare as their rates."""
     return wire_mbps / max(len(p.tasks[0].paths) * p.tasks[0].rate_gbps for p in plans.values())
 
 
-def measure(network, plan, scale: float, target: str, args: argparse.Namespace) -> dict:
+def measure(network, plan, pace: float, target: str, args: argparse.Namespace) -> dict:
     """One run of one iteration: set-up, push, iteration, exactness, peak memory, CPU."""
+    scale = args.scale_mbps or DEFAULT_SCALE_MBPS[target]
     row: dict = {"plan_rate_gbps": plan.tasks[0].rate_gbps, "scale_mbps_per_gbps": scale,
+                 "pace_mbps_per_gbps": pace,
                  "load_before": os.getloadavg()[0]}
     peak = PeakMemory()
     cpu_before = _cpu_seconds()
     started = time.monotonic()
     try:
-        with peak, Emulation(network, plan, target=target, scale_mbps=scale,
+        with peak, Emulation(network, plan, target=target, scale_mbps=scale, pace_mbps=pace,
                              switches=args.emulate_switches,
                              agent_processes=args.agent_processes) as emu:
             row["setup_seconds"] = dict(emu.setup_seconds)
