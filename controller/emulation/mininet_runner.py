@@ -50,7 +50,7 @@ PACING_HEADROOM = 0.95
 # can take seconds. It is not part of the iteration time (the per-iteration timeout).
 AGENT_START_SECONDS = 60.0
 # Up to this many workers, each runs in its own `ina worker` process in its host's namespace;
-# more share this many processes (dataplane/agents.py): at 85 MB and seconds of imports per
+# more share this many processes (dataplane/multihost.py): at 85 MB and seconds of imports per
 # process, one per worker did not fit 200 workers on this 2-core machine.
 DEFAULT_AGENT_PROCESSES = 16
 # The PS serves until every worker has reported, when the runner says stop on its stdin
@@ -488,7 +488,7 @@ class Emulation:
                        iteration: int) -> tuple[dict[str, subprocess.Popen], dict[str, list[str]]]:
         """Start the workers' agents: one `ina worker` per host in its namespace while there
         are at most `agent_processes` workers, else the workers split evenly over that many
-        `python -m dataplane workers` processes (dataplane/agents.py), each opening a socket
+        `python -m dataplane workers` processes (dataplane/multihost.py), each opening a socket
         in each of its hosts' namespaces. Returns the processes by name and the workers each
         serves."""
         rate = ["--rate-gbps", f"{first.rate_gbps * self.pace / 1000 * PACING_HEADROOM:.9f}",

@@ -1,4 +1,4 @@
-"""Several hosts' workers in one process (dataplane/agents.py): each host keeps its own socket
+"""Several hosts' workers in one process (dataplane/multihost.py): each host keeps its own socket
 in its own namespace and its own flows, and every host's sum is exact."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_dp_shards import JOB, PS_PORTS, RANGES, SEED, SIZE_MB, WORKERS, _program, _state
 
-from dataplane.agents import HostsFileError, SharedPlanWatcher, StateCache, load_hosts
 from dataplane.bmv2 import free_tcp_port
+from dataplane.multihost import HostsFileError, SharedPlanWatcher, StateCache, load_hosts
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client
 from dataplane.targets import missing, program_for, start_target
