@@ -1,5 +1,5 @@
 """The closed loop at 40 workers on Mininet (root): only the plan's hosts built, the workers
-served by shared agent processes (dataplane/agents.py), every sum exact."""
+served by shared agent processes (dataplane/multihost.py), every sum exact."""
 
 from __future__ import annotations
 
