@@ -1,8 +1,9 @@
 """A gradient as the agents put it on the wire: fixed point, fragments of K elements, fragment
 ids, and the split of the fragments into model shards and partial-aggregation segments.
 
-Each is a function of its inputs alone, so every worker and every PS computes the same ids,
-shards and segments from the same plan.
+A float32 gradient becomes fixed point with scale 2**16 (FIXED_POINT_SCALE: round(x * 2**16)),
+an int32 one passes through. Each piece is a function of its inputs alone, so every worker and
+every PS computes the same ids, shards and segments from the same plan.
 
 Fragment ids carry the iteration: `frag_id` = epoch << 24 | index (EPOCH_SHIFT; gradients up to
 2**24 fragments, 2 GiB). A partial sum that a lost ACK left in a switch can then never be merged
