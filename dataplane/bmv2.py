@@ -85,6 +85,18 @@ def wait_listening(address: str, process: subprocess.Popen | None = None,
     raise RuntimeError(f"no switch served P4Runtime on {address} within {timeout:.0f} s")
 
 
+def serving(process: subprocess.Popen, address: str, timeout: float = 20.0) -> subprocess.Popen:
+    """`process` once it serves P4Runtime on `address`; if it does not, it is stopped (no switch
+    is left behind a failed start) and wait_listening's error raised."""
+    try:
+        wait_listening(address, process, timeout)
+    except RuntimeError:
+        process.terminate()
+        process.wait(timeout=10)
+        raise
+    return process
+
+
 def start_bmv2(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int = 1,
                thrift_port: int | None = None, log_path: Path | None = None,
                wait: bool = True) -> subprocess.Popen:
@@ -101,11 +113,4 @@ def start_bmv2(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int 
     finally:
         if log_path:
             out.close()
-    if wait:
-        try:
-            wait_listening(grpc_addr, process)
-        except RuntimeError:
-            process.terminate()
-            process.wait(timeout=10)
-            raise
-    return process
+    return serving(process, grpc_addr) if wait else process

@@ -94,7 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="log detail on stderr (default info)")
     p.set_defaults(func=cmd_switch)
 
-    from dataplane import demo, hosts
+    from dataplane import agents, demo
 
-    hosts.register(subparsers)
+    agents.register(subparsers)
     demo.register(subparsers)

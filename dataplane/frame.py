@@ -104,6 +104,17 @@ class Endpoint:
     ip: bytes
 
 
+BROADCAST = Endpoint(b"\xff" * 6, b"\xff" * 4)
+
+
+@dataclass(frozen=True)
+class Task:
+    """Which aggregation the traffic belongs to (the plan's job and task ids)."""
+
+    job: int
+    task: int
+
+
 def mac_bytes(text: str) -> bytes:
     return bytes(int(part, 16) for part in text.split(":"))
 

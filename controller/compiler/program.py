@@ -115,7 +115,7 @@ class WorkerAssignment:
     result_flow_id: int
     version: int
     # the task's fraction of the model (Plan `model_share`): the worker sends that shard of
-    # its gradient to this task's PS (dataplane/hosts.py); None: the whole gradient
+    # its gradient to this task's PS (dataplane/gradients.py `shard_ranges`); None: the whole gradient
     model_share: float | None = None
     # Partial aggregation: the fragments in [start, end) of what the worker sends this task
     # travel as flow `flow_id` toward `next_node` (`controller.compiler.segments`); empty: all of them

@@ -99,8 +99,8 @@ class IterationResult:
     # the PS's own check of its shard (None: it did not report, e.g. stopped while unfinished)
     ps_exact: bool | None = None
     retransmissions: int = 0  # the workers' resends: on timeout, on CONTROL, found lost (RACK)
-    ps_report: dict = field(default_factory=dict)  # the PS's report (hosts.py: exactly-once counts)
-    # each worker's report (hosts.py: resends by cause, its round trip estimate and RTO)
+    ps_report: dict = field(default_factory=dict)  # the PS's report (dataplane/ps.py: exactly-once counts)
+    # each worker's report (dataplane/worker.py: resends by cause, its round trip estimate and RTO)
     worker_reports: dict[str, dict] = field(default_factory=dict)
 
 
@@ -518,7 +518,7 @@ def _no_agent_outlives(agents: list[subprocess.Popen]) -> Iterator[None]:
 
 
 def _release_when_ready(agents: dict[str, subprocess.Popen], deadline: float) -> None:
-    """Wait for each agent's ready line (hosts.py --wait-go), then send every one its go."""
+    """Wait for each agent's ready line (dataplane/agents.py --wait-go), then send every one its go."""
     for name, proc in agents.items():
         line = b""
         while not line.startswith(b'{"ready"'):
@@ -535,7 +535,7 @@ def _release_when_ready(agents: dict[str, subprocess.Popen], deadline: float) ->
 
 
 def _stop_and_report(agents: dict[str, subprocess.Popen]) -> str:
-    """Stop the agents with SIGTERM and gather what each was still waiting for (hosts.py)."""
+    """Stop the agents with SIGTERM and gather what each was still waiting for (dataplane/agents.py)."""
     for proc in agents.values():
         if proc.poll() is None:
             proc.terminate()

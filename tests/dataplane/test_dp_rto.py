@@ -23,18 +23,15 @@ from dataplane.frame import (
     Endpoint,
     InaHeader,
     K,
+    Task,
     build_frame,
 )
-from dataplane.hosts import (
-    CUT_FLOOR,
-    PEER_WAIT_CAP,
-    ParameterServer,
-    PlanWatcher,
-    Task,
-    Worker,
-    frag_id,
-)
+from dataplane.gradients import frag_id
+from dataplane.ps import ParameterServer
+from dataplane.recovery import CUT_FLOOR, PEER_WAIT_CAP
 from dataplane.rto import BACKOFF_CEILING, MAX_RTO, MIN_RTO, RtoEstimator
+from dataplane.state import PlanWatcher
+from dataplane.worker import Worker
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
 

@@ -43,12 +43,14 @@ from dataplane.frame import (
     Endpoint,
     InaHeader,
     K,
+    Task,
     build_frame,
 )
-from dataplane.hosts import Task, Worker, frag_id, fragments
+from dataplane.gradients import frag_id, fragments
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client, WriteFailed
 from dataplane.targets import KINDS, missing, program_for, start_target
+from dataplane.worker import Worker
 
 pytestmark = pytest.mark.root
 PORTS = 4

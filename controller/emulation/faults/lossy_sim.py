@@ -44,6 +44,7 @@ from controller.southbound.p4runtime import diff_programs
 from dataplane.entities import DELETE, INSERT, MODIFY, Entities
 from dataplane.frame import (
     ACK,
+    BROADCAST,
     CPU_PORT,
     DATA,
     FRAME_LEN,
@@ -54,20 +55,14 @@ from dataplane.frame import (
     PROBE,
     Endpoint,
     K,
+    Task,
     ip_bytes,
 )
-from dataplane.hosts import (
-    BROADCAST,
-    ParameterServer,
-    Task,
-    Worker,
-    dispatch,
-    fragments,
-    split_frag_id,
-    synthetic_gradient,
-)
+from dataplane.gradients import fragments, split_frag_id, synthetic_gradient
 from dataplane.pipeline import Pipeline
+from dataplane.ps import ParameterServer
 from dataplane.schema import P4INFO_PATH, Schema, load_p4info
+from dataplane.worker import Worker, dispatch
 
 MBPS_PER_GBPS = DEFAULT_SCALE_MBPS["embedded"]  # what the Mininet runner emulates
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
