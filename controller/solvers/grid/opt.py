@@ -36,7 +36,7 @@ from fractions import Fraction
 
 from controller.network import Network
 from controller.plan import Plan
-from controller.solvers import SolveOptions
+from controller.solvers import SolveOptions, progress
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import exact, lp
 from controller.solvers.grid.model import PS, GridTask, build
@@ -70,7 +70,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
         seconds["lp"] += time.perf_counter() - began
         share = (started + limit - time.perf_counter()) / (len(insts) - i)
         outcomes[key] = exact.solve(inst, links, hint, time.perf_counter() + share, workers,
-                                    options.seed or 0)
+                                    options.seed or 0, _reporter(key, len(insts)))
         seconds["cp_sat"] += sum(p[2] for p in outcomes[key].probes)
     began = time.perf_counter()
     plan = _best_routing(network, insts, outcomes, options, links, paths)
@@ -142,6 +142,12 @@ def _best_routing(network: Network, insts, outcomes, options: SolveOptions,
         if best is None or plan.objective > best.objective + 1e-9:
             best = plan
     return best
+
+
+def _reporter(key: tuple[str, str], tasks: int):
+    """Progress (`ina solve --progress`): the task's λ in (1) and the bound proven on it."""
+    what = "common rate" if tasks == 1 else f"common rate of {'/'.join(key)}"
+    return lambda best, bound: progress.report(float(best), _up(bound), what)
 
 
 def _up(value: Fraction) -> float:
