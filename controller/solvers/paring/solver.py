@@ -133,8 +133,8 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
             options.seed)
         report = _reporter("summed rate")
         report(plan.objective, INF)
-        bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0)
-        report(None, bounds)
+        bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0,
+                                     report)
         if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
             found = joint.solve(several.shard_graphs(network, tasks), len(tasks[0].workers),
                                 Fraction(plan.objective), Fraction(bounds), started + limit,
