@@ -9,9 +9,10 @@ CP-SAT has no continuous variables, so EINA's MIQCP (real r_p) is solved on a gr
 Either way the trees CP-SAT picks are then re-rated by an LP (`rates.py`), so the plan's rates
 are the best real rates for those trees, and `bound` / `status` are about the REAL problem
 (`bound.py`): `optimal` only when the plan reaches a bound valid for continuous rates, else
-`feasible` with that bound and its gap (also when CP-SAT found nothing in time and the plan
-is the star, every worker rack straight to its PS's aggregator); `timeout` when not even that
-fits r^L;
+`feasible` with that bound and its gap when CP-SAT finished (the grid's optimum falls short of
+the real one), `timeout` when the time limit stopped CP-SAT first (also when it found nothing
+and the plan is the star, every worker rack straight to its PS's aggregator, and when not even
+that fits r^L);
 `infeasible` when CP-SAT proved the quantized model infeasible, which (r^L on the grid) proves
 the real one infeasible too.
 """
@@ -118,7 +119,7 @@ def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fractio
     bound = rack_bound(inst) if out.bound is None else real_bound(inst, step, out.bound)
     plan.bound = max(float(bound), plan.objective)
     proven = plan.objective >= float(bound) * (1 - 1e-9)
-    plan.status = "optimal" if proven else "feasible"
+    plan.status = "optimal" if proven else "feasible" if out.cp_status == "OPTIMAL" else "timeout"
     plan.details.update({
         "model_objective_gbps": float(out.objective * step),
         "model_bound_gbps": None if out.bound is None else float(out.bound * step),

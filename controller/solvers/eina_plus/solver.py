@@ -16,7 +16,8 @@ Every candidate is rated by the same LP over the evaluator's own resources (`rer
 the best total Σ_p r_p is the plan; `details.candidates` gives every candidate's total.
 Status and bound are for the real problem the evaluator scores on this topology (see the
 package docstring): the model's CP-SAT bound turned into one for real rates (s · (U + |P|),
-`eina.bound`'s argument), capped by a tree-free bound; `optimal` only when the plan meets it.
+`eina.bound`'s argument), capped by a tree-free bound; `optimal` only when the plan meets it,
+else `timeout` when the time limit stopped the model's CP-SAT, `feasible` when it finished.
 """
 
 from __future__ import annotations
@@ -144,7 +145,9 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         details["winner"] = winner
         plan.details = details
         plan.bound = max(float(bound), plan.objective)
-        plan.status = "optimal" if plan.objective >= float(bound) * (1 - 1e-9) else "feasible"
+        finished = status in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+        plan.status = ("optimal" if plan.objective >= float(bound) * (1 - 1e-9) else
+                       "feasible" if finished else "timeout")
     plan.solve_seconds = time.perf_counter() - started
     return plan
 

@@ -17,6 +17,7 @@ found slow, never appear (notes/controller-facts.md: bisection on one common rat
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
@@ -40,17 +41,23 @@ class Outcome:
 
 
 def solve(inst: GridTask, links: bool, hint: dict[str, str], deadline: float,
-          workers: int = 1, seed: int = 0) -> Outcome:
-    """The best assignment found by the deadline and the proven bound; starts from `hint`."""
+          workers: int = 1, seed: int = 0,
+          report: Callable[[Fraction, Fraction], None] | None = None) -> Outcome:
+    """The best assignment found by the deadline and the proven bound; starts from `hint`.
+    `report(λ, bound)` hears each improvement of either as the search goes."""
     every_ps = {n: PS for n in inst.task.workers}
     start = max((hint, every_ps), key=lambda a: value(inst, a, links))
     out = Outcome(start, value(inst, start, links), inst.big_t)
     ceiling = inst.big_t
+    if report:
+        report(out.value, ceiling)
     if links:  # link rows only restrict: (1) without them bounds λ*, and is quick to prove
         pure = solve(inst, False, hint, deadline, workers, seed)
         ceiling = pure.bound
         out.probes += pure.probes
     above = [v for v in levels(inst, links) if out.value < v <= ceiling]  # undecided values
+    if report:
+        report(out.value, max(above, default=out.value))
     proofs, step_up = 0, False
     while above:
         # Bisection; but after a find above a proven infeasible value, first the next value
@@ -70,6 +77,8 @@ def solve(inst: GridTask, links: bool, hint: dict[str, str], deadline: float,
             proofs += 1
         else:
             break  # out of time: the undecided values stay possible
+        if report:
+            report(out.value, max(above, default=out.value))
         step_up = found is not None and proofs > 0
     out.bound = max(above, default=out.value)
     return out

@@ -36,7 +36,7 @@ from fractions import Fraction
 
 from controller.model.network import Network
 from controller.model.plan import Plan
-from controller.solvers import SolveOptions
+from controller.solvers import SolveOptions, progress
 from controller.solvers.baselines.inatree import PathCache, rng_for
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import exact, lp
@@ -63,6 +63,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     seconds = {"instance": time.perf_counter() - started, "lp": 0.0, "cp_sat": 0.0}
     for i, (key, inst) in enumerate(insts.items()):
         began = time.perf_counter()
+        _reporter(key, len(insts))(None, inst.big_t)  # λ ≤ T before any probe
         share = (started + limit - began) / (len(insts) - i)
         # at most a quarter of the task's time: the warm start only saves probes
         hint, warm[key], warm_lp[key] = _warm_start(network, inst, links, draws, rng,
@@ -70,7 +71,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
         seconds["lp"] += time.perf_counter() - began
         share = (started + limit - time.perf_counter()) / (len(insts) - i)
         outcomes[key] = exact.solve(inst, links, hint, time.perf_counter() + share, workers,
-                                    options.seed or 0)
+                                    options.seed or 0, _reporter(key, len(insts)))
         seconds["cp_sat"] += sum(p[2] for p in outcomes[key].probes)
     began = time.perf_counter()
     plan = _best_routing(network, insts, outcomes, options, links, paths)
@@ -98,6 +99,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
         "merged_at": {tp.job + "/" + tp.task: merges(network, tp) for tp in plan.tasks},
     })
     plan.solve_seconds = time.perf_counter() - started
+    progress.report(plan.objective, plan.bound, "rate")
     return plan
 
 
@@ -142,6 +144,14 @@ def _best_routing(network: Network, insts, outcomes, options: SolveOptions,
         if best is None or plan.objective > best.objective + 1e-9:
             best = plan
     return best
+
+
+def _reporter(key: tuple[str, str], tasks: int):
+    """Progress (`ina solve --progress`): the task's λ in (1) and the bound proven on it;
+    the plan's rate, which the evaluator scores on the routes, comes last."""
+    what = "model rate" if tasks == 1 else f"model rate of {'/'.join(key)}"
+    return lambda best, bound: progress.report(None if best is None else float(best),
+                                               _up(bound), what)
 
 
 def _up(value: Fraction) -> float:

@@ -29,6 +29,7 @@ forward, so that variant scores problem (1) as printed, not a deployable plan.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -75,19 +76,25 @@ def slots_suffice(g: Logical, n: int, r: Rate, servers_aggregate: bool = False) 
 
 def solve(g: Logical, n: int, deadline: float, workers: int, seed: int,
           hint: tuple[str, dict[str, str], list[str], Rate] | None = None,
-          servers_aggregate: bool = False) -> Exact:
+          servers_aggregate: bool = False,
+          report: Callable[[Rate | None, Rate], None] | None = None) -> Exact:
     """The highest feasible candidate rate, and the least-cost tree there until `deadline`.
 
     `hint` = (ps, parent, workers, rate) of a known tree (PARING's), used as CP-SAT's start
-    when it fits the candidate rate."""
+    when it fits the candidate rate. `report(rate, bound)` hears each candidate tried (every
+    higher one is refuted: a bound) and the rate of the tree found."""
     tried = 0
     for r in candidate_rates(g, n):
         if not slots_suffice(g, n, r, servers_aggregate):
             continue
         tried += 1
+        if report:
+            report(None, r)
         out = _solve_at(g, n, r, deadline, workers, seed, hint, servers_aggregate)
         if out.cp_status != "INFEASIBLE":
             out.candidates_tried = tried
+            if report and out.parent is not None:
+                report(r, r)
             return out
     return Exact(Fraction(0), None, None, [], None, None, "INFEASIBLE", tried)
 

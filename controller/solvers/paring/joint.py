@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -66,9 +67,11 @@ def candidates(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
 
 
 def solve(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction, deadline: float,
-          threads: int, seed: int) -> Joint:
+          threads: int, seed: int,
+          report: Callable[[Fraction | None, Fraction], None] | None = None) -> Joint:
     """The optimal r_1 + r_2 if it is above `above` (else `bound` = `above`: nothing better
-    exists), or the highest candidate not refuted by `deadline`."""
+    exists), or the highest candidate not refuted by `deadline`. `report(sum, bound)` hears
+    each candidate probed (every higher one is refuted: a bound) and the sum found."""
     refuted: list[tuple[Fraction, Fraction]] = []
     probes = 0
     for r in candidates(gs, n, above, ceiling):
@@ -77,12 +80,16 @@ def solve(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction, deadlin
         if time.perf_counter() >= deadline:
             return Joint(r[0] + r[1], None, None, [], probes)
         probes += 1
+        if report:
+            report(None, r[0] + r[1])
         status, trees, workers = _fit(gs, n, r, deadline, threads, seed)
         if status == "INFEASIBLE":
             refuted.append(r)
             continue
         if trees is None:  # time ran out on this candidate: it stays possible
             return Joint(r[0] + r[1], None, None, [], probes)
+        if report:
+            report(r[0] + r[1], r[0] + r[1])
         return Joint(r[0] + r[1], r, trees, workers, probes)
     return Joint(above, None, None, [], probes)
 

@@ -28,6 +28,7 @@ aggregation capacity B_v for vertices in the cluster after each run of Alg. 3." 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -244,18 +245,29 @@ def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> 
 
 
 def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: int,
-                seed: int) -> Rate:
+                seed: int, report: Callable[[Rate | None, Rate], None] | None = None) -> Rate:
     """A proven bound on Σ_p r_p: every shard's tree is a one-PS tree of problem (1) on the
     full B_v, so r_p is at most that problem's optimal rate (exact.py: its first candidate not
-    refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it."""
-    total: Rate = Fraction(0)
+    refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it.
+    `report(None, bound)` hears the bound as the candidates of each PS fall."""
     g = convert(network, tasks[0])
     n = len(tasks[0].workers)
-    known: dict = {}  # tasks whose PS capacity is the same share one solve
+    caps = [task.ps_aggregation_capacity_gbps for task in tasks]
+    known: dict = {}  # tasks whose PS capacity is the same share one solve; the bound so far
+
+    def total() -> Rate:
+        return min(sum((known.get(c, INF) for c in caps), Fraction(0)), g.rate_cap)
+
+    def hear(_rate: Rate | None, bound: Rate, capacity) -> None:
+        known[capacity] = bound
+        if report:
+            report(None, total())
+
     for task in tasks:
-        if task.ps_aggregation_capacity_gbps not in known:
+        capacity = task.ps_aggregation_capacity_gbps
+        if capacity not in known:
             g_p = _as_ps_of(g, network, task, g.hosts)
-            known[task.ps_aggregation_capacity_gbps] = solve_exactly(
-                g_p, n, deadline, threads, seed).rate
-        total += known[task.ps_aggregation_capacity_gbps]
-    return min(total, g.rate_cap)
+            known[capacity] = solve_exactly(
+                g_p, n, deadline, threads, seed,
+                report=lambda rate, bound, c=capacity: hear(rate, bound, c)).rate
+    return total()

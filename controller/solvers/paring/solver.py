@@ -15,7 +15,7 @@ from typing import Any
 from controller.evaluator.evaluate import evaluate
 from controller.model.network import Network, Task
 from controller.model.plan import Plan
-from controller.solvers import SchemeInputError, SolveOptions
+from controller.solvers import SchemeInputError, SolveOptions, progress
 from controller.solvers.params import SchemeParams
 from controller.solvers.paring import exact, joint, several
 from controller.solvers.paring.alg2 import run_paring
@@ -131,11 +131,14 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
         plan = several.plan_of(network, several.run_several(
             network, tasks, params["as_printed"]), "paring-opt", "feasible",
             options.seed)
-        bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0)
+        report = _reporter("summed rate")
+        report(plan.objective, INF)
+        bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0,
+                                     report)
         if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
             found = joint.solve(several.shard_graphs(network, tasks), len(tasks[0].workers),
                                 Fraction(plan.objective), Fraction(bounds), started + limit,
-                                threads, options.seed or 0)
+                                threads, options.seed or 0, report)
             if found.trees is not None:
                 better = several.joint_plan(network, tasks, found, options.seed)
                 plan = better if better and better.objective > plan.objective else plan
@@ -146,14 +149,17 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
         several.describe(plan, network, gradient_gb)
         plan.solve_seconds = time.perf_counter() - started
         _timed_out(plan, limit)
+        report(plan.objective, plan.bound)
         return plan
     task = tasks[0]
     heur = run_paring(network, task, params["as_printed"])
     g, n = heur.logical, len(task.workers)
     hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)
-    found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint)
     plans = [plan_for(network, task, heur.tree, heur.rate, "paring-opt", "feasible",
                       options.seed)]
+    report = _reporter("rate")
+    report(plans[0].objective, INF)
+    found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint, report=report)
     trees = [heur.tree]
     tree = None if found.parent is None else tree_of(g, found.ps, found.parent, found.workers)
     if tree is not None:
@@ -177,7 +183,17 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     describe(plan, network, trees[best], gradient_gb)
     plan.solve_seconds = time.perf_counter() - started
     _timed_out(plan, limit)
+    report(plan.objective, plan.bound)
     return plan
+
+
+def _reporter(what: str):
+    """Progress (`ina solve --progress`): the best rate so far (PARING's plan, then the rate
+    of CP-SAT's trees in problem (1), last the plan's) and the candidate rates refuted above."""
+    def report(best: Rate | None, bound: Rate) -> None:
+        progress.report(None if best is None else float(best),
+                        None if bound == INF else float(bound), what)
+    return report
 
 
 def _timed_out(plan: Plan, limit: float) -> None:

@@ -15,9 +15,9 @@ be able to import this package (same environment as the client).
 
 Output per figure: `out/bench/compare/<figure>/results.json` (every run, per-setting means and
 the ratios between schemes next to the paper's) and `<figure>.png`, drawn like the paper's plot;
-plus the figure's rows in the "Scheme comparison" section of BENCHMARKS.md, linking a
-copy of the PNG under `docs/benchmarks/compare/`, beside a copy of the JSON (`<figure>.json`),
-so the numbers BENCHMARKS.md quotes stay checkable (out/ is not committed). Runs go seed by
+plus the figure's rows in the "Scheme comparison" section of docs/benchmarks/compare.md (which
+BENCHMARKS.md summarises), linking a copy of the PNG under `docs/benchmarks/compare/`, beside a
+copy of the JSON (`<figure>.json`), so the numbers quoted stay checkable (out/ is not committed). Runs go seed by
 seed over all settings and each record is appended to `<out>/records.jsonl` as it arrives, so a
 sweep stopped early (`--resume` continues it; `--resume --seeds K` summarises its first K seeds)
 loses nothing and covers every setting with the same seeds.
@@ -52,7 +52,8 @@ from controller.tools.tables import print_table
 
 ROOT = Path(__file__).resolve().parents[3]
 SECTION = "## Scheme comparison"
-DOCS = Path("docs") / "benchmarks" / "compare"  # committed PNG copies, relative to BENCHMARKS.md
+DOCS = Path("compare")  # committed PNG copies, relative to the page of tables (TABLES)
+TABLES = ROOT / "docs" / "benchmarks" / "compare.md"
 DEVIATION = 0.25  # ratios between schemes further than this from the paper's get flagged
 
 console = Console()
@@ -678,7 +679,7 @@ def optimum_table(rows: list[dict[str, Any]], links: bool) -> list[str]:
 
 
 def update_benchmarks(path: Path, figure: str, rows: list[str]) -> None:
-    """Replace this figure's rows in our section of BENCHMARKS.md, leaving the rest untouched."""
+    """Replace this figure's rows in our section of the page, leaving the rest untouched."""
     begin, end = f"<!-- compare:{figure} -->", f"<!-- /compare:{figure} -->"
     block = "\n".join([begin, "", _HEADER, *rows, "", end])
     text = path.read_text() if path.exists() else "# Benchmarks\n"
@@ -702,10 +703,10 @@ def update_benchmarks(path: Path, figure: str, rows: list[str]) -> None:
 
 def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, ...] | None = None,
             jobs: int | None = None, cluster: str | None = None, out: Path | None = None,
-            benchmarks: Path | None = ROOT / "BENCHMARKS.md", time_limit: float | None = None,
+            benchmarks: Path | None = TABLES, time_limit: float | None = None,
             progress: bool = True, params: dict[str, dict[str, Any]] | None = None,
             resume: bool = False) -> dict[str, Any]:
-    """Run a figure, write its JSON, PNG and BENCHMARKS.md rows; returns the JSON document.
+    """Run a figure, write its JSON, PNG and table rows (TABLES); returns the JSON document.
     `params` (scheme → parameters) override the figure's, to test another reading. Every
     record is journaled in `<out>/records.jsonl`; `resume` reuses the runs recorded there by
     the same figure, parameters and time limit (else the journal starts afresh)."""
@@ -820,7 +821,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """`compare` under `ina bench`."""
     p = sub.add_parser("compare", help="rerun a paper's scheme comparison (JSON, PNG, "
-                       "BENCHMARKS.md row)")
+                       "table rows in docs/benchmarks/compare.md)")
     p.add_argument("--figure", required=True, choices=sorted(FIGURES),
                    help="the paper's figure to rerun")
     p.add_argument("--seeds", type=int, help="seeds per setting (default: the paper's)")
@@ -833,9 +834,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="override a scheme's parameter in this figure, repeatable (e.g. "
                         "atp:levels=all; add --no-benchmarks to keep the figure's rows)")
     p.add_argument("--out", metavar="DIR", help="output folder (default out/bench/compare/NAME)")
-    p.add_argument("--benchmarks", default=str(ROOT / "BENCHMARKS.md"),
-                   help="BENCHMARKS.md to update (default: the repository's)")
-    p.add_argument("--no-benchmarks", action="store_true", help="do not touch BENCHMARKS.md")
+    p.add_argument("--benchmarks", default=str(TABLES),
+                   help="the page of tables to update (default: the repository's "
+                        "docs/benchmarks/compare.md)")
+    p.add_argument("--no-benchmarks", action="store_true", help="do not touch that page")
     p.add_argument("--resume", action="store_true",
                    help="reuse the runs journaled in the output folder's records.jsonl by an "
                         "earlier run of the same figure and parameters (a stopped sweep, or "
