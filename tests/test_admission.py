@@ -5,7 +5,10 @@ another comes or goes."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
+from conftest import HOSTS, cluster_doc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -18,29 +21,6 @@ from controller.service.admission import Refused
 from controller.service.job_model import SLOT_REGION, JobRequest
 from controller.solvers import solve
 from controller.southbound.p4runtime import P4INFO
-
-LEAVES, PER_LEAF = 3, 6
-
-
-def cluster_doc(host_gbps: float = 10, spine_gbps: float = 40) -> dict:
-    """Leaves L0..L2 under spine S0, all INA; hosts H<leaf><k>; job A (H00, H01 -> H10)."""
-    hosts, links = [], []
-    for leaf in range(LEAVES):
-        for k in range(PER_LEAF):
-            hosts.append({"name": f"H{leaf}{k}", "role": "idle"})
-            links.append({"a": f"H{leaf}{k}", "b": f"L{leaf}", "capacity_gbps": host_gbps})
-        links.append({"a": f"L{leaf}", "b": "S0", "capacity_gbps": spine_gbps})
-    roles = {"H00": "worker", "H01": "worker", "H10": "ps"}
-    for host in hosts:
-        host["role"] = roles.get(host["name"], "idle")
-    switches = [{"name": f"L{leaf}", "tier": "leaf", "ina": True} for leaf in range(LEAVES)]
-    switches.append({"name": "S0", "tier": "spine", "ina": True})
-    return {"name": "api-cluster", "hosts": hosts, "switches": switches, "links": links,
-            "jobs": [{"name": "A", "tasks": [{"name": "t0", "ps": "H10",
-                                              "workers": ["H00", "H01"]}]}]}
-
-
-HOSTS = [f"H{leaf}{k}" for leaf in range(LEAVES) for k in range(PER_LEAF)]
 
 
 def start(scheme: str = "shortest", slots: int = 128):
@@ -207,6 +187,6 @@ def test_every_sequence_of_arrivals_and_departures_keeps_the_union_consistent(st
         assert not judged.beyond_data_plane
         regions = sorted((own.slot_base, own.slot_base + own.slot_count)
                          for own in layout.values())
-        assert all(a[1] <= b[0] for a, b in zip(regions, regions[1:]))
+        assert all(a[1] <= b[0] for a, b in pairwise(regions))
         assert len({own.job_id for own in layout.values()}) == len(layout)
         compile_plan(network, plan, layout=layout)  # every job's ids fit its blocks
