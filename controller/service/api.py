@@ -86,6 +86,12 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
     async def _refused(_request: Request, exc: Refused) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "reason": exc.reason}, exc.status)
 
+    @app.exception_handler(Exception)
+    async def _failed(_request: Request, exc: Exception) -> JSONResponse:
+        # A bug, not the client's fault: the log has the traceback, the client one line.
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {first}"}, 500)
+
     @app.post("/jobs", status_code=201, response_model=JobView, responses=errors,
               dependencies=[Depends(authorized)])
     async def submit(request: JobRequest) -> JobView:

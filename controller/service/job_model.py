@@ -148,7 +148,7 @@ class Refusal(BaseModel):
     detail: str
     reason: Literal["capacity", "fan-in", "unknown host", "no slot memory left", "job ids",
                     "flow ids", "table space", "no plan", "name taken", "unknown scheme",
-                    "switch error"]
+                    "switch error", "topology job"]
 
 
 class Problem(BaseModel):

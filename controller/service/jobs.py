@@ -188,14 +188,15 @@ class JobService:
         session = self.session
         record = self.records[job]
         if record.source != "api":
-            raise Refused("name taken", f"job {job} comes from the topology file; remove it "
-                                        "there and restart the controller", 409)
+            raise Refused("topology job", f"job {job} comes from the topology file; remove it "
+                                          "there and restart the controller", 409)
         async with session.changing:
             assert session.layout is not None
             own = session.layout[job]
             network, plan, layout = admission.without_job(session.network, session.plan,
                                                           session.layout, job, self.base)
-            programs, assignments = compile_plan(network, plan, session.version, layout)
+            programs, assignments = await asyncio.to_thread(compile_plan, network, plan,
+                                                            session.version, layout)
             before = sum(_names_job(e, own.job_id) for d in session.drivers.values()
                          for e in d.program.table_entries)
             await self._install(programs)
