@@ -190,3 +190,18 @@ def test_every_sequence_of_arrivals_and_departures_keeps_the_union_consistent(st
         assert all(a[1] <= b[0] for a, b in pairwise(regions))
         assert len({own.job_id for own in layout.values()}) == len(layout)
         compile_plan(network, plan, layout=layout)  # every job's ids fit its blocks
+
+
+def test_job_ids_run_out_at_31_and_a_freed_id_is_reused_as_late_as_possible():
+    layout: dict = {}
+    last = 0
+    for k in range(admission.MAX_JOB_ID):
+        own = admission.new_layout(layout, 1, last)
+        layout[f"j{k}"], last = own, own.job_id
+    assert sorted(own.job_id for own in layout.values()) == list(range(1, 32))
+    with pytest.raises(Refused) as refused:
+        admission.new_layout(layout, 1, last)
+    assert refused.value.reason == "job ids"
+    del layout["j2"], layout["j9"]  # ids 3 and 10 free again; the last given was 31
+    assert admission.new_layout(layout, 1, last).job_id == 3
+    assert admission.new_layout(layout, 1, 3).job_id == 10

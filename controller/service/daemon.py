@@ -15,6 +15,11 @@ primary (P4Runtime arbitration, `--election-id`), is finsy's reconnect plus the 
 handler, which writes only what the switch lacks or holds wrongly and logs how long it took
 (`pushes_seconds`) and how many updates it wrote (`writes`). A backup controller keeps its
 own state file with every switch's `role` "backup" until it takes over.
+
+With `--api`, jobs also arrive and leave while the daemon runs (`controller.service.api`,
+`controller.service.jobs`): every job keeps its own ids (the compiler's JobLayout), and each
+change of the plan in force (a job admitted or ended, a re-plan) holds the session's `changing`
+lock, so each starts from the plan the previous one left.
 """
 
 from __future__ import annotations
