@@ -237,6 +237,8 @@ async def _replan(session: Session, dead: set[tuple[str, str]]) -> None:
     await stage_for_plain_switches(session, plan, session.version + 1)
     session.version += 1
     session.plan, session.assignments = plan, assignments
+    if session.jobs is not None:
+        session.jobs.replanned()
     session.publish()
     installed = time.perf_counter()
     await asyncio.sleep(session.drain_seconds)

@@ -125,8 +125,9 @@ class JobView(BaseModel):
     source: Literal["topology", "api"]
     scheme: str
     status: Literal["running"] = "running"
-    plan_status: str = Field(description="the scheme's status for the job's own problem: "
-                                         "routing it in what the running jobs left")
+    plan_status: str = Field(description="the scheme's status for the problem last solved "
+                                         "for the job: alone in what the running jobs left, "
+                                         "or every job jointly (a re-plan)")
     plan_bound: float | None = None
     submitted_at: float | None = None
     priority: float

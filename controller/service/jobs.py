@@ -128,6 +128,13 @@ class JobService:
                 for job, own in sorted((self.session.layout or {}).items(),
                                        key=lambda item: item[1].job_id)]
 
+    def replanned(self) -> None:
+        """The daemon re-planned every job jointly: that plan is now what a deletion can come
+        back to, and each job's status is the joint problem's."""
+        self.base = self.session.plan
+        for record in self.records.values():
+            record.plan_status, record.plan_bound = self.base.status, self.base.bound
+
     def merged(self, network: Network) -> Network:
         """A re-read topology with the jobs submitted at run time added back."""
         extra = [t for t in self.session.network.tasks
