@@ -360,6 +360,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     targets = _secure(args, targets)
     northbound, layout = None, None
+    if args.api and args.once:
+        raise UserError("--api serves jobs while the controller runs; it cannot go with --once")
     if args.api:
         from controller.service import api as northbound
         try:
