@@ -668,8 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api", metavar="HOST:PORT",
                    help="serve the HTTP API (jobs submitted and ended at run time, topology, "
                         "health, Prometheus metrics; OpenAPI at /openapi.json) there, e.g. "
-                        "127.0.0.1:8080 (port 0: any free one, named in the state file); off "
-                        "by default")
+                        "127.0.0.1:8080, or PORT alone on 127.0.0.1 (port 0: any free one, "
+                        "named in the state file); off by default")
     p.add_argument("--api-token-file", metavar="FILE",
                    help="bearer token that POST and DELETE must carry; required when --api "
                         "is not a loopback address")

@@ -176,12 +176,14 @@ async def _reply(send: Any, status: int, detail: str) -> None:
 
 
 def listen(address: str, token: str | None) -> socket.socket:
-    """A listening socket for `--api HOST:PORT` (port 0: any free port); ApiConfigError for a
-    malformed address, one that cannot be bound, or a non-loopback one without a token."""
-    host, _, port = address.rpartition(":")
+    """A listening socket for `--api HOST:PORT`, or `--api PORT` on 127.0.0.1 (port 0: any
+    free port); ApiConfigError for a malformed address, one that cannot be bound, or a
+    non-loopback one without a token."""
+    host, _, port = address.rpartition(":") if not address.isdigit() else ("127.0.0.1", "", address)
     host = host.strip("[]")
     if not host or not port.isdigit() or int(port) > 65535:
-        raise ApiConfigError(f"--api {address!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+        raise ApiConfigError(f"--api {address!r}: expected HOST:PORT or PORT (on 127.0.0.1), "
+                             "e.g. 127.0.0.1:8080")
     try:
         infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
     except OSError as exc:
