@@ -164,7 +164,7 @@ class JobService:
                     dead_links=set(session.dead_links),
                     time_limit=self.time_limit, seed=self.seed)
                 planned = time.perf_counter()
-                before = {name: d.program for name, d in session.drivers.items()}
+                before = {switch: d.program for switch, d in session.drivers.items()}
                 writes = await self._install(admitted.programs)
                 problems = await self._read_back()
                 if problems:
