@@ -189,6 +189,7 @@ def test_job_b_runs_beside_a_and_ends_leaving_a_as_it_was(controller):
     assert {w["job_id"] for w in state["workers"]} == {1, b["id"]}
     status, removal = _call(address, "DELETE", f"/jobs/{b['id']}")
     assert status == 200 and removal["left_on_switches"] == dict.fromkeys(switches, 0)
+    assert removal["not_read"] == []
     gone = _held(switches)
     assert not any(_of_job(gone, b["id"]).values())
     assert gone == before  # A's entries and the shared ones exactly as they were

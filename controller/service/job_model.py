@@ -163,3 +163,6 @@ class Removal(BaseModel):
     name: str
     deleted_entries: int
     left_on_switches: dict[str, int]
+    not_read: list[str] = Field(
+        default=[], description="switches down at the time: one that comes back is made to "
+                                "hold the plan in force, which no longer has the job")

@@ -213,10 +213,11 @@ class JobService:
             self.deletions += 1
             session.publish()
             left = {name: await _held_of_job(d.switch, own)
-                    for name, d in session.drivers.items() if d.programmed}
+                    for name, d in session.drivers.items() if _readable(d)}
         LOG.info("ended job %s (id %d): %d entries deleted, %d left", job, own.job_id, before,
                  sum(left.values()))
-        return Removal(id=own.job_id, name=job, deleted_entries=before, left_on_switches=left)
+        return Removal(id=own.job_id, name=job, deleted_entries=before, left_on_switches=left,
+                       not_read=sorted(set(session.drivers) - set(left)))
 
     async def _install(self, programs: dict) -> int:
         """Every switch to its program in `programs`, make before break; the updates written."""
@@ -233,9 +234,16 @@ class JobService:
     async def _read_back(self) -> list[str]:
         problems = []
         for driver in self.session.drivers.values():
-            if driver.programmed:
+            if _readable(driver):
                 problems += await verify(driver.switch, driver.program)
         return problems
+
+
+def _readable(driver) -> bool:
+    """The switch holds the plan as installed and its channel is up: read it back. Not
+    `programmed`, whose liveness part is a once-a-second poll that a loaded switch can miss
+    while it still answers a read."""
+    return driver.installed and driver.switch.is_up
 
 
 def _names_job(entry: P4TableEntry, job_id: int) -> bool:
