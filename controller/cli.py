@@ -28,6 +28,7 @@ from controller.compiler.program import CompileError
 from controller.model.inputs import InputError, parse_json, plain_error, read_text
 from controller.model.network import Network, load_topology
 from controller.model.plan import MAX_FAN_IN, Plan, parse_plan
+from controller.service.job_model import DEFAULT_JOB_SLOTS, SLOT_REGION
 from controller.southbound.p4runtime import SouthboundError
 from controller.tools.arguments import (
     UserError,
@@ -311,6 +312,13 @@ def _add_channel_options(p: argparse.ArgumentParser) -> None:
                         "highest is primary, others wait as backups (RELIABILITY.md)")
 
 
+def _job_slots(text: str) -> int:
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value <= SLOT_REGION:
+        raise argparse.ArgumentTypeError(f"expected an integer in 1..{SLOT_REGION}, got {text!r}")
+    return value
+
+
 def _election_id(text: str) -> int:
     try:
         value = int(text)
@@ -351,6 +359,18 @@ def cmd_controller(args: argparse.Namespace) -> int:
     except daemon.SwitchesFileError as exc:
         raise UserError(str(exc)) from None
     targets = _secure(args, targets)
+    northbound, layout = None, None
+    if args.api and args.once:
+        raise UserError("--api serves jobs while the controller runs; it cannot go with --once")
+    if args.api:
+        from controller.service import api as northbound
+        try:
+            api_socket, token, layout = northbound.prepare(args.api, args.api_token_file,
+                                                           network, args.job_slots)
+        except northbound.ApiConfigError as exc:
+            raise UserError(str(exc)) from None
+    elif args.api_token_file:
+        raise UserError("--api-token-file needs --api HOST:PORT")
     if plan is None:
         try:
             plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
@@ -358,12 +378,16 @@ def cmd_controller(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from None
     print_plan(plan)
     session = daemon.Session(network, plan, targets,
-                             Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None,
+                             Path(args.state), layout=layout, p4blob=Path(args.p4blob) if args.p4blob else None,
                              p4info=Path(args.p4info) if args.p4info else None,
                              openflow_state=Path(args.openflow_state) if args.openflow_state
                              else None, election_id=args.election_id,
                              switch_grace=args.switch_grace, watch_primary=args.watch_primary,
                              primary_stale=args.primary_stale)
+    if northbound is not None:
+        northbound.attach(session, api_socket, token, scheme=args.scheme,
+                          time_limit=args.time_limit, seed=args.seed)
+        console.print(f"API on http://{session.api_address} once the switches hold the plan")
     try:
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
     except KeyboardInterrupt:
@@ -641,6 +665,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds without a write that make the watched primary hung "
                         "(default 5; it writes every second)")
     _add_channel_options(p)
+    p.add_argument("--api", metavar="HOST:PORT",
+                   help="serve the HTTP API (jobs submitted and ended at run time, topology, "
+                        "health, Prometheus metrics; OpenAPI at /openapi.json) there, e.g. "
+                        "127.0.0.1:8080, or PORT alone on 127.0.0.1 (port 0: any free one, "
+                        "named in the state file); off by default")
+    p.add_argument("--api-token-file", metavar="FILE",
+                   help="bearer token that POST and DELETE must carry; required when --api "
+                        "is not a loopback address")
+    p.add_argument("--job-slots", type=_job_slots, default=DEFAULT_JOB_SLOTS, metavar="N",
+                   help=f"with --api, aggregation slots per pipeline of each of the topology "
+                        f"file's jobs (default {DEFAULT_JOB_SLOTS}, of {SLOT_REGION})")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"],
                    help="log detail on stderr (default info)")
     p.set_defaults(func=cmd_controller)
@@ -690,7 +725,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Subcommands owned by other modules (topology generators, switch target, benchmarks)."""
     hooks = []
-    for module in ("controller.model.topogen", "dataplane.cli", "controller.tools.bench"):
+    for module in ("controller.model.topogen", "dataplane.cli", "controller.tools.bench",
+                   "controller.tools.jobs_cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ModuleNotFoundError as exc:

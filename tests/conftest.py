@@ -66,6 +66,31 @@ def fig1() -> Network:
     return build_network(leaf_spine_doc(4, 2, [0, 2, 2, 1], ina={"L1", "L2", "S1"}))
 
 
+CLUSTER_LEAVES, PER_LEAF = 3, 6
+
+
+def cluster_doc(host_gbps: float = 10, spine_gbps: float = 40) -> dict:
+    """Leaves L0..L2 under spine S0, all INA; hosts H<leaf><k>; job A (H00, H01 -> H10)."""
+    hosts, links = [], []
+    for leaf in range(CLUSTER_LEAVES):
+        for k in range(PER_LEAF):
+            hosts.append({"name": f"H{leaf}{k}", "role": "idle"})
+            links.append({"a": f"H{leaf}{k}", "b": f"L{leaf}", "capacity_gbps": host_gbps})
+        links.append({"a": f"L{leaf}", "b": "S0", "capacity_gbps": spine_gbps})
+    roles = {"H00": "worker", "H01": "worker", "H10": "ps"}
+    for host in hosts:
+        host["role"] = roles.get(host["name"], "idle")
+    switches = [{"name": f"L{leaf}", "tier": "leaf", "ina": True}
+                for leaf in range(CLUSTER_LEAVES)]
+    switches.append({"name": "S0", "tier": "spine", "ina": True})
+    return {"name": "api-cluster", "hosts": hosts, "switches": switches, "links": links,
+            "jobs": [{"name": "A", "tasks": [{"name": "t0", "ps": "H10",
+                                              "workers": ["H00", "H01"]}]}]}
+
+
+HOSTS = [f"H{leaf}{k}" for leaf in range(CLUSTER_LEAVES) for k in range(PER_LEAF)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
