@@ -153,6 +153,7 @@ _GRID = (
     Param("draws", "integer", 16, "randomized-rounding draws", 1, 100_000),
     Param("max_rate_gbps", "number", None, "T of GRID's Table 1, Gbps", 1e-9, 1e9,
           default_text="the PS's ingress bandwidth"),
+    FAN_IN,
 )
 
 _PARING = (
