@@ -162,6 +162,7 @@ _PARING = (
     Param("as_printed", "flag", False, "run Algorithm 1 as printed, not as corrected"),
     Param("fine", "flag", False, "Sec. V-C's fine mode: switches merge a share, the rest "
           "goes raw"),
+    FAN_IN,
 )
 
 _BASELINE = "a baseline the papers compare with"
