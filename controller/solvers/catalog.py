@@ -153,6 +153,7 @@ _GRID = (
     Param("draws", "integer", 16, "randomized-rounding draws", 1, 100_000),
     Param("max_rate_gbps", "number", None, "T of GRID's Table 1, Gbps", 1e-9, 1e9,
           default_text="the PS's ingress bandwidth"),
+    FAN_IN,
 )
 
 _PARING = (
@@ -161,6 +162,7 @@ _PARING = (
     Param("as_printed", "flag", False, "run Algorithm 1 as printed, not as corrected"),
     Param("fine", "flag", False, "Sec. V-C's fine mode: switches merge a share, the rest "
           "goes raw"),
+    FAN_IN,
 )
 
 _BASELINE = "a baseline the papers compare with"

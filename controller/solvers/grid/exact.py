@@ -6,6 +6,7 @@ probe asks CP-SAT for an integral assignment x with, at the rate λ,
 
     Σ_s x_n^s = 1                                 (aggregation constraint)
     |N_s| ≤ floor(C_s / λ) · u_s,  x_n^s ≤ u_s    (processing capacity; u_s: s ∈ S')
+    |N_s| ≤ L                                     (the data plane's fan-in, with L > 0)
     |N_α| + Σ_s u_s ≤ floor(B_α / λ)              (bandwidth constraint, y_s = λ for s ∈ S')
     n_e(x) ≤ floor(c_e / λ)                        (link rows, with `links`)
 
@@ -116,7 +117,8 @@ def probe(inst: GridTask, links: bool, rate: Fraction, hint: dict[str, str], sec
     # How many workers s can take: C_s / λ, and with link rows also what its incoming links
     # can bring (each worker arrives over the last link of its route; a cut the LP would not
     # see while u_s is fractional).
-    takes = {s: min(most(inst.cap[s]), len(allowed)) for s in usable}
+    takes = {s: min(most(inst.cap[s]), len(allowed), inst.fan_in or len(allowed))
+             for s in usable}  # the fan-in row |N_s| ≤ L (model.py) too
     if links:
         last: dict[str, dict[tuple[str, str], int]] = {}
         for n, nodes in allowed.items():

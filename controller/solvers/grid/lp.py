@@ -44,9 +44,12 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     lam = solver.NumVar(0, inf, "lambda")
     y = {s: solver.NumVar(0, inf, f"y[{s}]") for s in sorted(inst.cap)}
     r: dict[tuple[str, str], pywraplp.Variable] = {}
+    chosen: dict[str, list[pywraplp.Variable]] = defaultdict(list)  # x_n^s per switch s
     for n in task.workers:
         x = {s: solver.NumVar(0, 1, f"x[{n},{s}]") for s in inst.nodes(n)}
         solver.Add(sum(x.values()) == 1)  # aggregation constraint
+        for s in inst.cand[n]:
+            chosen[s].append(x[s])
         for s in inst.nodes(n):
             r[n, s] = solver.NumVar(0, inf, f"r[{n},{s}]")
             solver.Add(r[n, s] <= big_t * x[s])  # sending rate constraint
@@ -55,6 +58,10 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
         solver.Add(lam <= sum(r[n, s] for s in inst.nodes(n)))
     for s, cap in sorted(inst.cap.items()):  # processing capacity constraint
         solver.Add(sum(r[n, s] for n in task.workers if (n, s) in r) <= float(cap) / unit)
+    if inst.fan_in:  # the data plane's fan-in: Σ_n x_n^s ≤ L
+        for s, xs in sorted(chosen.items()):
+            if len(xs) > inst.fan_in:
+                solver.Add(sum(xs) <= inst.fan_in)
     # bandwidth constraint
     solver.Add(sum(r[n, PS] for n in task.workers) + sum(y.values()) <= float(inst.b_ps) / unit)
     if links:

@@ -4,7 +4,8 @@ What `optimal` and `bound` refer to (README, "What `optimal` ... guarantee"): GR
 (1) for each task on its own (the paper: the PSs' partitions are independent) with its rate
 model: one aggregation node per worker (a candidate INA switch or the PS), a common rate
 λ ≤ T, Σ_n r_n^s ≤ C_s, B_α shared by the raw flows into the PS and one merged flow per used
-switch, and with `links=true` (default) one capacity row per directed link, every flow on the
+switch, at most `max_fan_in` workers per switch (0: none), and with `links=true` (default)
+one capacity row per directed link, every flow on the
 one shortest route drawn with the seed (worker→node, node→PS; the plan then uses exactly those
 routes). Routes are not chosen: (1) has none. Per task, `details.model_value_gbps` is the
 plan's λ in that problem and `details.model_bound_gbps` the proven bound on it.

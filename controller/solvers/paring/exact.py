@@ -18,6 +18,7 @@ Constraints:
   Σ_h p[h] = 1, Σ_h w[h] = n, p[h] + w[h] ≤ 1                 (server assignment)
   Σ_b y[h, b] = w[h], Σ_b y[v, b] = s[v]                      (one parent each; PS none)
   Σ_a y[a, v] ≤ ⌊B_v / r⌋ s[v], Σ_a y[a, h] ≤ ⌊B_h / r⌋ p[h]   (capacity, as degrees)
+  Σ_a y[a, v] ≤ L                                             (fan-in limit, L > 0)
   f[a, b] ≤ n y[a, b]; out - in = w[h] at a server other than the PS, n p[h] into the PS
 Workers do not aggregate (degrees.py), so a server receives only as the PS. With
 `servers_aggregate` (the paper's own model, where a server chosen as worker has the same B_v and
@@ -35,7 +36,7 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from controller.solvers.paring.degrees import Rate, floor_div
+from controller.solvers.paring.degrees import Rate, floor_div, slots
 from controller.solvers.paring.logical import INF, Logical
 
 
@@ -65,8 +66,7 @@ def slots_suffice(g: Logical, n: int, r: Rate, servers_aggregate: bool = False) 
     """The counting test above: could any tree reach rate r? (Aggregating workers add their
     ⌊B_h / r⌋ - 1 slots: the n largest are counted.)"""
     cap = n + len(g.switches) + 1
-    relays = sum(floor_div(g.capacity[v], r, cap) - 1 for v in g.switches
-                 if floor_div(g.capacity[v], r, cap) >= 2)
+    relays = sum(slots(g, v, r, cap) - 1 for v in g.switches if slots(g, v, r, cap) >= 2)
     if servers_aggregate:
         relays += sum(sorted((max(floor_div(g.capacity[h], r, cap) - 1, 0) for h in g.hosts),
                              reverse=True)[:n])
@@ -106,7 +106,7 @@ def _solve_at(g: Logical, n: int, r: Rate, deadline: float, threads: int, seed: 
     p = {h: m.new_bool_var(f"p[{h}]") for h in g.hosts}
     w = {h: m.new_bool_var(f"w[{h}]") for h in g.hosts}
     s = {v: m.new_bool_var(f"s[{v}]") for v in g.switches}
-    k = {v: floor_div(g.capacity[v], r, cap) for v in g.nodes}
+    k = {v: slots(g, v, r, cap) for v in g.nodes}  # at a switch at most L (degrees.slots)
     y: dict[tuple[str, str], cp_model.IntVar] = {}
     f: dict[tuple[str, str], cp_model.IntVar] = {}
     for a in g.nodes:

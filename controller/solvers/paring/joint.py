@@ -125,7 +125,7 @@ def _fit(gs: list[Logical], n: int, rates: tuple[Fraction, Fraction], deadline: 
             m.add(sum(f[e] for e in f if e[1] == h) == n * p[h])
         for v in switches:
             m.add(sum(y[e] for e in y if e[0] == v) == s[v])
-            m.add(sum(ins[v]) <= n * s[v])
+            m.add(sum(ins[v]) <= min(n, g.fan_in or n) * s[v])  # at most L: the fan-in
             m.add(sum(f[e] for e in f if e[1] == v) == sum(f[e] for e in f if e[0] == v))
         pss.append(p)
         into.append(ins)

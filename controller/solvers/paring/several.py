@@ -54,10 +54,11 @@ class Subtask:
 
 
 def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
-                fine: bool = False) -> list[Subtask]:
+                fine: bool = False, fan_in: int = 0) -> list[Subtask]:
     """Sec. IV-C.3 on the tasks of one placed job, in their declaration order (fine: each
-    shard made fine on what the shards before it left, module docstring)."""
-    g = convert(network, tasks[0])  # Alg. 1 (the job's tasks share their free servers)
+    shard made fine on what the shards before it left, module docstring); in every shard's
+    tree a switch takes at most `fan_in` children (0: unlimited)."""
+    g = convert(network, tasks[0], fan_in)  # Alg. 1 (the job's tasks share their free servers)
     n, count = len(tasks[0].workers), len(tasks)
     if len(g.hosts) < n + count:
         raise SchemeInputError(
@@ -114,7 +115,7 @@ def _fine_shard(network: Network, task: Task, outcome: Outcome, before: list[Tas
     alone = Plan("paring", "heuristic", 0.0, None, 0.0, None, [tp], topology=network.name)
     carried = evaluate(left, alone).tasks[0].rate_gbps  # links left, B_v left, R left
     tp.rate_gbps = min(float(outcome.rate), carried)
-    return best_effort(left, alone).tasks[0]
+    return best_effort(left, alone, outcome.tree.fan_in).tasks[0]
 
 
 def residual(network: Network, shards: list[TaskPlan]) -> Network:
@@ -225,17 +226,18 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
     })
 
 
-def shard_graphs(network: Network, tasks: list[Task]) -> list[Logical]:
+def shard_graphs(network: Network, tasks: list[Task], fan_in: int = 0) -> list[Logical]:
     """G' once per PS: every free server, each with task p's PS capacity (joint.py)."""
-    g = convert(network, tasks[0])
+    g = convert(network, tasks[0], fan_in)
     return [_as_ps_of(g, network, task, g.hosts) for task in tasks]
 
 
-def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> Plan | None:
+def joint_plan(network: Network, tasks: list[Task], found, seed: int | None,
+               fan_in: int = 0) -> Plan | None:
     """The plan of joint.py's two trees at their rates (the evaluator may lower them); None
     when a tree has no physical realisation (`tree_of`)."""
     subtasks = []
-    for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks), found.trees,
+    for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks, fan_in), found.trees,
                                          found.rates, strict=True):
         tree = tree_of(g, ps, parent, found.workers)
         if tree is None:
@@ -245,12 +247,13 @@ def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> 
 
 
 def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: int,
-                seed: int, report: Callable[[Rate | None, Rate], None] | None = None) -> Rate:
+                seed: int, report: Callable[[Rate | None, Rate], None] | None = None,
+                fan_in: int = 0) -> Rate:
     """A proven bound on Σ_p r_p: every shard's tree is a one-PS tree of problem (1) on the
     full B_v, so r_p is at most that problem's optimal rate (exact.py: its first candidate not
     refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it.
     `report(None, bound)` hears the bound as the candidates of each PS fall."""
-    g = convert(network, tasks[0])
+    g = convert(network, tasks[0], fan_in)
     n = len(tasks[0].workers)
     caps = [task.ps_aggregation_capacity_gbps for task in tasks]
     known: dict = {}  # tasks whose PS capacity is the same share one solve; the bound so far

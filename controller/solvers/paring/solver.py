@@ -43,10 +43,12 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     params = SchemeParams("paring", options.params)
     gradient_gb, as_printed = params["gradient_gb"], params["as_printed"]
+    fan_in = params["max_fan_in"]
     tasks = placed_tasks(network, "paring")
     if len(tasks) > 1:  # Sec. IV-C.3: the model sharded over several PSs
         fine = params["fine"]  # each shard fine on what the others left
-        plan = several.plan_of(network, several.run_several(network, tasks, as_printed, fine),
+        plan = several.plan_of(network, several.run_several(network, tasks, as_printed, fine,
+                                                            fan_in),
                                "paring", "heuristic", options.seed)
         if fine:
             plan.details["partial_aggregation"] = {
@@ -56,10 +58,10 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
         plan.solve_seconds = time.perf_counter() - started
         return plan
     task = tasks[0]
-    out = run_paring(network, task, as_printed)
+    out = run_paring(network, task, as_printed, fan_in)
     plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
     if params["fine"]:  # Sec. V-C's fine mode: switches merge a share, rest raw
-        plan = best_effort(network, plan)
+        plan = best_effort(network, plan, fan_in)  # raw remainders count against L
     plan.details.update({"algorithm_rate_gbps": _num(out.rate),
                          "step2_rate_gbps": _num(out.step2_rate),
                          "degree_slack": _num(out.slack)})
@@ -119,7 +121,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     params = SchemeParams("paring-opt", options.params)
     gradient_gb, threads = params["gradient_gb"], params["num_workers"]
-    limit = options.time_limit
+    limit, fan_in = options.time_limit, params["max_fan_in"]
     if params["fine"]:
         raise SchemeInputError(
             f"{network.source}: paring-opt: `fine` is not modelled: paring-opt solves the "
@@ -129,18 +131,19 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     tasks = placed_tasks(network, "paring-opt")
     if len(tasks) > 1:  # Sec. IV-C.3: PARING's shards, bounded by the exact single-PS rates
         plan = several.plan_of(network, several.run_several(
-            network, tasks, params["as_printed"]), "paring-opt", "feasible",
+            network, tasks, params["as_printed"], fan_in=fan_in), "paring-opt", "feasible",
             options.seed)
         report = _reporter("summed rate")
         report(plan.objective, INF)
         bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0,
-                                     report)
+                                     report, fan_in)
         if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
-            found = joint.solve(several.shard_graphs(network, tasks), len(tasks[0].workers),
+            found = joint.solve(several.shard_graphs(network, tasks, fan_in),
+                                len(tasks[0].workers),
                                 Fraction(plan.objective), Fraction(bounds), started + limit,
                                 threads, options.seed or 0, report)
             if found.trees is not None:
-                better = several.joint_plan(network, tasks, found, options.seed)
+                better = several.joint_plan(network, tasks, found, options.seed, fan_in)
                 plan = better if better and better.objective > plan.objective else plan
             bounds = min(bounds, found.bound)
             plan.details["joint_candidates_probed"] = found.probes
@@ -152,7 +155,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
         report(plan.objective, plan.bound)
         return plan
     task = tasks[0]
-    heur = run_paring(network, task, params["as_printed"])
+    heur = run_paring(network, task, params["as_printed"], fan_in)
     g, n = heur.logical, len(task.workers)
     hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)
     plans = [plan_for(network, task, heur.tree, heur.rate, "paring-opt", "feasible",

@@ -57,6 +57,7 @@ class Tree:
     path: dict[str, list[str]] = field(default_factory=dict)  # child → physical path to parent
     workers: list[str] = field(default_factory=list)
     load: dict[tuple[str, str], int] = field(default_factory=dict)  # tree flows per link
+    fan_in: int = 0  # L: the most children a switch merges (0: unlimited); routes.py keeps it
 
     def children(self) -> dict[str, int]:
         count: dict[str, int] = defaultdict(int)
@@ -101,12 +102,13 @@ def steiner_tree(g: Logical, ps: str, d: dict[str, int], n: int, slack: float,
     """Alg. 3; None when no spider fits the degree bounds before all n workers are in H.
     `load`: flows per link that earlier trees (other PSs' shards) already put there, so that
     equal-cost legs avoid them."""
-    tree = Tree(ps, load=dict(load or {}))
+    tree = Tree(ps, load=dict(load or {}), fan_in=g.fan_in)
     deg: dict[str, int] = defaultdict(int)  # d'(v), current degree in H
     removed: set[str] = set()
 
-    def limit(v: str) -> float:
-        return math.floor(slack * d[v]) if slack != math.inf else math.inf
+    def limit(v: str) -> float:  # no slack lifts a switch above L children and its parent
+        most = math.floor(slack * d[v]) if slack != math.inf else math.inf
+        return min(most, g.fan_in + 1) if g.fan_in and g.network.is_switch(v) else most
 
     m = 0
     while m < n:  # line 3 (repeat ... until m = n, line 20)
