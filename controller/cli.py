@@ -100,7 +100,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     params = param_values(args.param)
     network = load_topology(args.topology)
     if not network.tasks:
-        raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing to route")
+        raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing "
+                        "to route")
     warm = _load_plan(args.warm_start, "--warm-start", network) if args.warm_start else None
     options = SolveOptions(args.time_limit, args.seed, warm, params)
     try:
@@ -180,7 +181,8 @@ def _time_limits() -> str:
 
 
 def _write_chosen(network, plan: Plan, path: str) -> None:
-    """`--topology-out`: the network a topology-choosing scheme built (controller.model.patch_panel)."""
+    """`--topology-out`: the network a topology-choosing scheme built
+    (controller.model.patch_panel)."""
     from controller.model import patch_panel
 
     if plan.patch_panel is None:
@@ -364,10 +366,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
                              else None, election_id=args.election_id,
                              switch_grace=args.switch_grace, watch_primary=args.watch_primary,
                              primary_stale=args.primary_stale)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
@@ -506,7 +506,8 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             console.print(
                 f"iteration {it.iteration}{shard}: {it.seconds:.2f} s, result "
                 f"{'exact' if it.exact else '[red]WRONG[/red]'}, flows into the PS "
-                f"{it.ps_link_flows:g} (distinct at the PS {it.ps_flows:g}), payload goodput Mbps (plan {planned:.2f} on the wire): "
+                f"{it.ps_link_flows:g} (distinct at the PS {it.ps_flows:g}), payload goodput Mbps "
+                f"(plan {planned:.2f} on the wire): "
                 f"{goodput}", highlight=False)
 
         try:
@@ -563,7 +564,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the plan as JSON (`-`: to stdout, the table to stderr)")
     p.add_argument("--time-limit", type=positive, metavar="S",
                    help=f"solver time limit in seconds (default: {_time_limits()})")
-    p.add_argument("--seed", type=solver_seed, default=0, help="seed for randomised schemes (default 0)")
+    p.add_argument("--seed", type=solver_seed, default=0,
+                   help="seed for randomised schemes (default 0)")
     p.add_argument("--warm-start", metavar="PLAN.json", help="previous plan to start from")
     p.add_argument("--param", type=param_pair, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter, repeatable (e.g. quantization=100); `ina schemes "

@@ -182,8 +182,8 @@ def test_grid_opt_matches_brute_force(seed):
         inst = build(network, task, SchemeParams("grid", {}), PathCache(network),
                      rng_for(seed))
         best = 0.0
-        for nodes in itertools.product(ina + ["PS"], repeat=len(workers)):
-            assign = dict(zip(workers, nodes))
+        for nodes in itertools.product([*ina, "PS"], repeat=len(workers)):
+            assign = dict(zip(workers, nodes, strict=True))
             if not links:
                 best = max(best, pure_value(caps, b_ps, b_ps, assign))
                 continue

@@ -118,8 +118,8 @@ class WorkerAssignment:
     # its gradient to this task's PS (dataplane/hosts.py); None: the whole gradient
     model_share: float | None = None
     # Partial aggregation: the fragments in [start, end) of what the worker sends this task
-    # travel as flow `flow_id` toward `next_node` (`controller.compiler.segments`); empty: all of them
-    # as `flow_id` above (which is the first segment's when there are several).
+    # travel as flow `flow_id` toward `next_node` (`controller.compiler.segments`); empty: all of
+    # them as `flow_id` above (which is the first segment's when there are several).
     segments: tuple[Segment, ...] = ()
 
 
@@ -153,7 +153,7 @@ def compile_plan(
     region = SLOTS_PER_PIPE // GENERATIONS
     share = region // max(1, len(jobs))
     assignments: list[WorkerAssignment] = []
-    group_ids: dict[str, int] = {s: gen * GROUPS_PER_GENERATION for s in network.switches}
+    group_ids: dict[str, int] = dict.fromkeys(network.switches, gen * GROUPS_PER_GENERATION)
     for task in number_tasks(network, plan, version):
         tp, job_id, task_id = task.plan, task.job_id, task.task_id
         for (switch, flow_id), port in flow_routes(network, task).items():
@@ -218,8 +218,8 @@ def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
 
 @dataclass(frozen=True)
 class SegmentNumbering:
-    """The fragments [span) of a task as a coarse plan (`controller.compiler.segments`), its flows and
-    their ids."""
+    """The fragments [span) of a task as a coarse plan (`controller.compiler.segments`), its flows
+    and their ids."""
 
     span: tuple[float, float]
     plan: TaskPlan

@@ -67,8 +67,8 @@ class RunnerError(RuntimeError):
 
 def missing_mininet() -> str | None:
     """Why Mininet cannot be used from this Python (what to install), or None. The node
-    classes (controller.emulation.mininet_nodes) import Mininet, so this module loads them only when it
-    builds a network: everything else here, and every command that needs no Mininet, works
+    classes (controller.emulation.mininet_nodes) import Mininet, so this module loads them only when
+    it builds a network: everything else here, and every command that needs no Mininet, works
     without it."""
     try:
         import mininet.net  # noqa: F401

@@ -154,7 +154,7 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         # A node may see a path twice only as different flows (EINA relays a merged flow
         # back through the fabric); the same flow twice is a loop no forwarding table holds.
         visits = {(worker, worker)}
-        for u, v, after in zip(path, path[1:], path[2:] + [None]):
+        for u, v, after in zip(path, path[1:], [*path[2:], None], strict=False):
             if any((v, flow) in visits for flow, _ in pieces):
                 problems.append(f"{label}: path of {worker} brings the same flow back to {v} "
                                 f"(it bounces or loops): {path}")
@@ -170,7 +170,8 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
                 pipe = network.ingress_pipeline(u, v)
                 point = tp.point_at(v, pipe)
                 merge = point is not None and point.merges(worker)
-                if isinstance(flow, tuple) and merged_at.setdefault((flow, v, pipe), merge) != merge:
+                if (isinstance(flow, tuple)
+                        and merged_at.setdefault((flow, v, pipe), merge) != merge):
                     problems.append(
                         f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} holds "
                         f"workers that {v} pipeline {pipe} merges and workers it does not"

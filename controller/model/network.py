@@ -64,7 +64,8 @@ def _capacity_in_range(value: float) -> float:
 def _bounded_map(value: Any) -> Any:
     # A dict is validated entry by entry with every error kept: bound its size first.
     if isinstance(value, dict) and len(value) > MAX_PORTS:
-        raise ValueError(f"the map has {len(value)} entries; a switch has at most {MAX_PORTS} ports")
+        raise ValueError(f"the map has {len(value)} entries; a switch has at most {MAX_PORTS} "
+                         "ports")
     return value
 
 
@@ -321,7 +322,8 @@ _ITEMS: dict[str, type[BaseModel]] = {
 def build_network(data: Any, source: str = "<memory>") -> Network:
     """Validate a parsed topology document and build its `Network`."""
     if not isinstance(data, dict):
-        raise TopologyError(source, "", "the document must be a mapping with hosts, switches, links")
+        raise TopologyError(source, "",
+                            "the document must be a mapping with hosts, switches, links")
     problems: list[tuple[str, str]] = []
     count = 0
     checked = dict(data)
@@ -424,17 +426,18 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
             if port in used_ports[name]:
                 raise TopologyError(
                     source, f"{where}.{end}_port",
-                    f"port {port} of {name} is already used by the link to {used_ports[name][port]}",
+                    f"port {port} of {name} is already used by the link to "
+                    f"{used_ports[name][port]}",
                 )
             used_ports[name][port] = link.b if end == "a" else link.a
             ports[end] = port
         forward = link.capacity_gbps
         reverse = link.reverse_capacity_gbps if link.reverse_capacity_gbps is not None else forward
         shared = link.shared_capacity
-        graph.add_edge(link.a, link.b, capacity_gbps=forward, out_port=ports["a"], in_port=ports["b"],
-                       shared=shared)
-        graph.add_edge(link.b, link.a, capacity_gbps=reverse, out_port=ports["b"], in_port=ports["a"],
-                       shared=shared)
+        graph.add_edge(link.a, link.b, capacity_gbps=forward, out_port=ports["a"],
+                       in_port=ports["b"], shared=shared)
+        graph.add_edge(link.b, link.a, capacity_gbps=reverse, out_port=ports["b"],
+                       in_port=ports["a"], shared=shared)
 
     for name, count in host_links.items():
         if count == 0:
@@ -468,7 +471,7 @@ def _check_dcn_fields(sw: SwitchSpec, graph: nx.DiGraph, where: str, source: str
         caps = [graph.edges[e]["capacity_gbps"] for e in links]
         if value is None or math.isclose(value, math.fsum(caps), rel_tol=1e-9, abs_tol=1e-12):
             continue
-        given = ", ".join(f"{u}->{v} {c:g}" for (u, v), c in zip(links, caps))
+        given = ", ".join(f"{u}->{v} {c:g}" for (u, v), c in zip(links, caps, strict=True))
         raise TopologyError(
             source, f"{where}.{name}",
             f"{value:g} Gbps, but the links {way} other switches give "

@@ -207,7 +207,8 @@ def leaf_spine(
     """ARO's evaluation cluster by default: 24 leaves x 24 spines x 24 hosts, 100 Gbps links,
     20 % INA switches with 4 pipelines, one task of 200 workers, PS under leaf i for task i."""
     kind = "leaf-spine"
-    for param, value in (("leaves", leaves), ("spines", spines), ("hosts_per_leaf", hosts_per_leaf)):
+    for param, value in (("leaves", leaves), ("spines", spines),
+                         ("hosts_per_leaf", hosts_per_leaf)):
         if value < 1:
             raise _fail(kind, param, "must be at least 1")
     _check_common(kind, capacity_gbps, ina, port_layout)
@@ -219,7 +220,8 @@ def leaf_spine(
     for leaf in range(leaves):
         for s in range(spines):
             fabric.connect(f"L{leaf}", f"S{s}")
-    servers = {f"L{leaf}": [f"h{leaf}_{j}" for j in range(hosts_per_leaf)] for leaf in range(leaves)}
+    servers = {f"L{leaf}": [f"h{leaf}_{j}" for j in range(hosts_per_leaf)]
+               for leaf in range(leaves)}
     header = {"name": f"leaf-spine-{leaves}x{spines}", "description": _describe(
         kind, leaves=leaves, spines=spines, hosts_per_leaf=hosts_per_leaf,
         capacity_gbps=capacity_gbps, ina=ina, workload=workload, port_layout=port_layout,

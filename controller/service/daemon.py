@@ -200,7 +200,7 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
         plan = solve(view, session.plan.scheme, SolveOptions(
             warm_start=session.plan, params=session.plan.details.get("params", {})))
         programs, assignments = compile_plan(view, plan, version=session.version + 1)
-    except Exception as exc:  # noqa: BLE001 (whatever the scheme raises, the daemon lives on)
+    except Exception as exc:  # whatever the scheme raises, the daemon lives on
         # No plan for what is left (a PS cut off, say): keep the current one and keep watching;
         # the next change of the dead links, or a capacity edit, tries again.
         session.replan_failures.append({"dead_links": sorted(session.dead_links),
@@ -396,7 +396,7 @@ async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
             edited = load_topology(path)
         except TopologyError as exc:
             problem = str(exc)
-        except Exception as exc:  # noqa: BLE001 (an operator's file must never stop the daemon)
+        except Exception as exc:  # an operator's file must never stop the daemon
             problem = f"{path}: cannot be loaded ({type(exc).__name__}: {exc})"
         else:
             if set(edited.graph.edges) != set(session.network.graph.edges):

@@ -396,7 +396,7 @@ class LinkMonitor:
                         counts[entry.index] = entry.data.packet_count if entry.data else 0
         except (TimeoutError, P4ClientError, CallCancelled):
             return False  # no answer now (a busy or restarting switch): no evidence
-        except Exception as exc:  # noqa: BLE001 (no such counter: probes decide)
+        except Exception as exc:  # no such counter: probes decide
             if sw.is_up:
                 LOG.warning("%s: counter %s cannot be read (%s): its links are judged by "
                             "probes alone", sw.name, PORT_COUNTER, exc)
@@ -434,7 +434,7 @@ class LinkMonitor:
         try:
             with call_cancelled_as_error():
                 await sw.write(probes)
-        except Exception as exc:  # noqa: BLE001 (a dropping connection: the round is undecided)
+        except Exception as exc:  # a dropping connection: the round is undecided
             LOG.debug("probes from %s not sent: %s", sw.name, exc)
             return False
         return True

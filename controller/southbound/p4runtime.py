@@ -79,7 +79,8 @@ class SwitchTarget:
     name: str
     address: str
     device_id: int = 1
-    credentials: GRPCCredentialsTLS | None = None  # TLS (controller/southbound/tls.py); None: plain text
+    # TLS (controller/southbound/tls.py); None: plain text
+    credentials: GRPCCredentialsTLS | None = None
 
 
 @dataclass

@@ -328,9 +328,9 @@ class Emulation:
     def cut(self, u: str, v: str, after: float, detect: float = 1.5,
             drain: float = 3.0) -> None:
         """`after` virtual seconds from now the link u-v goes down; `detect` later the
-        controller re-plans without it as `controller.service.daemon` does: the new version's entries
-        beside the old (make-before-break), the agents switch to the new ids, the old entries
-        go `drain` later."""
+        controller re-plans without it as `controller.service.daemon` does: the new version's
+        entries beside the old (make-before-break), the agents switch to the new ids, the old
+        entries go `drain` later."""
         at = self.clock.now + after
 
         def down() -> None:
@@ -477,11 +477,13 @@ def _positive(kind: type) -> Callable[[str], float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m controller.emulation.faults.lossy_sim`: one line per iteration (virtual seconds, exactly-once
-    evidence, resends, what reached the PS) for an impairment on every link of a topology,
-    optionally every link slowed and its queue shortened (as `controller.emulation.faults.impair.congest`
-    does on Mininet) and one link cut during the last iteration."""
-    parser = argparse.ArgumentParser(prog="python -m controller.emulation.faults.lossy_sim", description=main.__doc__)
+    """`python -m controller.emulation.faults.lossy_sim`: one line per iteration (virtual seconds,
+    exactly-once evidence, resends, what reached the PS) for an impairment on every link of a
+    topology, optionally every link slowed and its queue shortened (as
+    `controller.emulation.faults.impair.congest` does on Mininet) and one link cut during the last
+    iteration."""
+    parser = argparse.ArgumentParser(prog="python -m controller.emulation.faults.lossy_sim",
+                                     description=main.__doc__)
     parser.add_argument("--topology", default="topologies/examples/aro-fig1.yaml")
     parser.add_argument("--loss", type=_fraction, default=0.0, help="per frame and link (0..1)")
     parser.add_argument("--duplicate", type=_fraction, default=0.0)

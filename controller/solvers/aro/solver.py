@@ -160,7 +160,7 @@ def _restricted(network: Network, graphs: list[TaskGraph], full: dict[int, set[s
                 fan_in: int) -> bool:
     """Whether SRO/APP left out a route or an aggregator of the full model."""
     whole = _graphs(network, full, fan_in)
-    return any(set(a.edges) != set(b.edges) for a, b in zip(graphs, whole))
+    return any(set(a.edges) != set(b.edges) for a, b in zip(graphs, whole, strict=True))
 
 
 def _full_bound(
@@ -176,7 +176,7 @@ def _full_bound(
                      fan_in)
     search = _new_search(network, graphs, levels, variant, bidirectional, settings)
     replayed: dict[tuple[int, Edge], int] = {}
-    for tg, tp in zip(graphs, plan.tasks):
+    for tg, tp in zip(graphs, plan.tasks, strict=True):
         flows = replay(tg, tp.paths)
         replayed.update({(tg.index, e): n for e, n in (flows or {}).items()})
     started = time.perf_counter()

@@ -1,4 +1,5 @@
-"""ATRO's inputs (Sec. III-A) read off a pool topology: N_w, N_ps, N_cs, N_agg, η_u, P with b_u^v, L.
+"""ATRO's inputs (Sec. III-A) read off a pool topology: N_w, N_ps, N_cs, N_agg, η_u,
+P with b_u^v, L.
 
 A pool file (`ina topo gen pool`, topologies/README.md) lists switches with a port budget
 `max_ports` (η_u) and *candidate* links: the pairs P of Eq. (4) the optical patch panel may
@@ -88,7 +89,7 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
     g = network.graph
     for u, v in g.edges:
         host_pair = u in hosts and v in index
-        if not (host_pair or u in index and v in index and index[u] < index[v]):
+        if not (host_pair or (u in index and v in index and index[u] < index[v])):
             continue  # the reverse direction of a pair, or a host outside the task
         pair = (u, v)
         b = min(network.capacity(u, v), network.capacity(v, u))

@@ -64,7 +64,7 @@ class AtroModel:
     x: dict[Pair, cp_model.IntVar] = field(default_factory=dict)
     y: dict[tuple[int, str, str], cp_model.IntVar] = field(default_factory=dict)
     a: dict[tuple[int, str, str], cp_model.IntVar] = field(default_factory=dict)
-    l: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)
+    l: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)  # noqa: E741 (18)
 
     # Interchangeable workers counted per switch (`classes`): class → switch → n_c^s.
     count: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)

@@ -122,7 +122,7 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
         mid = first.pop(0) if top_first else _middle(cands, lo, limit)
         started = time.perf_counter()
         until = started + TOP_SHARE * (deadline - started) if top_first else deadline
-        rates = {**fixed, **{i: cands[mid] for i in tasks}}
+        rates = {**fixed, **dict.fromkeys(tasks, cands[mid])}
         verdict, sol = probe(inst, rates, until, workers, seed, symmetry, best, formulation)
         log.append(f"r={float(cands[mid]):.6g} {verdict} {time.perf_counter() - started:.3f}s")
         if verdict.startswith("feasible"):
@@ -194,7 +194,7 @@ def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction]
         mid = _middle(cands, lo, hi)
         started = time.perf_counter()
         left = deadline - time.perf_counter()
-        rates = {**fixed, **{i: cands[mid] for i in tasks}}
+        rates = {**fixed, **dict.fromkeys(tasks, cands[mid])}
         status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
                                       min(RELAXATION_SHARE * left, RELAXATION_MOST), workers,
                                       seed)

@@ -75,7 +75,7 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
         return Plan("atro", "timeout", 0.0, _bound(network, inst, out.bound, solo),
                     time.perf_counter() - started,
                     options.seed, [], topology=network.name, details=details)
-    rates = {i: out.rate for i in every}
+    rates = dict.fromkeys(every, out.rate)
     sol, finished = out.solution, out.finished
     if len(every) > 1:
         sol, finished = _raise_each(inst, rates, sol, solo, deadline, settings, details,
@@ -98,7 +98,8 @@ def _raise_each(inst: Instance, rates: dict[int, Fraction], sol, solo: dict[int,
         up = search.maximise(inst, [j], time.perf_counter() + share, **settings, fixed=others,
                              above=rates[j], hint=sol, top=solo[j])
         details.setdefault("raised", []).append(
-            {"task": f"{inst.tasks[j].job}/{inst.tasks[j].name}", "rate_gbps": float(up.rate), "probes": up.log})
+            {"task": f"{inst.tasks[j].job}/{inst.tasks[j].name}", "rate_gbps": float(up.rate),
+             "probes": up.log})
         finished = finished and up.finished
         if up.solution is not None:
             rates[j], sol = up.rate, up.solution
@@ -126,7 +127,7 @@ def _fill_rates(network: Network, plan: Plan) -> None:
     result = evaluate(network, plan)
     if not result.consistent:
         return
-    for tp, te in zip(plan.tasks, result.tasks):
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
         tp.rate_gbps = max(tp.rate_gbps, te.rate_gbps)
     plan.objective = weighted_objective(network, plan, MU)
 

@@ -23,7 +23,8 @@ differ only in where they aggregate:
   k flows: the rate is min(3 / (5 - k), 9 / k), best at k = 4 (2.25); 2.43 would need one
   worker's traffic split between two treatments, i.e. a fragment-level (multi-path) plan.
   `partial=true` makes that plan: points with a `share` of the fragments
-  (`controller.solvers.partial`), 2.4375 Gbps on GRID's Fig. 1 (deployed segment by segment, `controller.compiler.segments`).
+  (`controller.solvers.partial`), 2.4375 Gbps on GRID's Fig. 1 (deployed segment by segment,
+  `controller.compiler.segments`).
 * `random` (ARO Sec. IV-A): ATP's ECMP restricted to paths through a randomly drawn INA switch
   of the top tier (an INA spine in leaf-spine), aggregating at every INA switch on the way, so
   flows may be aggregated two or three times as ARO notes.

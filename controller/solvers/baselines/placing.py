@@ -1,4 +1,5 @@
-"""PARING's baselines (PARING Sec. V-B): `deepsys`, `deepsys-atp`, `deepsys-soar`, `marina`, `panama`.
+"""PARING's baselines (PARING Sec. V-B): `deepsys`, `deepsys-atp`, `deepsys-soar`,
+`marina`, `panama`.
 
 A plan routes the tasks a topology file defines, so placement is the file's: where PARING
 places workers with DeepSys (racks filled first), the example files carry that placement and
@@ -163,7 +164,7 @@ def _soar(network: Network, task: Task, nxt: dict[str, str], k: int) -> set[str]
         merged, split = cost(v, d)[1][j]
         if merged:
             selected.add(v)
-        for c, jc in zip(sorted(children[v]), split):
+        for c, jc in zip(sorted(children[v]), split, strict=True):
             collect(c, 1 if merged else d + 1, jc)
 
     collect(top, 1, k)

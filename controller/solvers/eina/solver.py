@@ -61,12 +61,13 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     step = exact(params["step"])
     if max(inst.r_high) / step > MAX_STEPS:
         raise TopologyError(network.source, "schemes.eina.step (or --param step)",
-                            f"a {float(step):g} Gbps step makes r_p up to {float(max(inst.r_high)):g} Gbps "
+                            f"a {float(step):g} Gbps step makes r_p up to "
+                            f"{float(max(inst.r_high)):g} Gbps "
                             f"more than {MAX_STEPS:,} steps; use a coarser step or set r_max")
     if inst.r_low % step:
         raise TopologyError(network.source, "schemes.eina.r_min (or --param r_min)",
-                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) for the "
-                            "bound to hold for real rates")
+                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) "
+                            "for the bound to hold for real rates")
     limit = options.time_limit
     details = {"step_gbps": float(step), "depth_limit": inst.depth_limit, "d_hat": inst.d_hat,
                "r_min_gbps": float(inst.r_low), "r_max_gbps": [float(v) for v in inst.r_high]}
@@ -104,7 +105,7 @@ def _star_fits(inst) -> bool:
     """The star within the fan-in limit: π[p] merges every worker rack and its own workers."""
     return not inst.fan_in or all(
         sum(1 for j, n in local.items() if n and j != inst.home[ps]) + local[inst.home[ps]]
-        <= inst.fan_in for ps, local in zip(inst.ps, inst.local))
+        <= inst.fan_in for ps, local in zip(inst.ps, inst.local, strict=True))
 
 
 def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fraction) -> None:

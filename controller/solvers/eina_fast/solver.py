@@ -39,7 +39,7 @@ def solve_fast(network: Network, options: SolveOptions) -> Plan:
     weights = [1.0 / n] * n
     best: tuple[float, list[dict[str, str]], list[float]] | None = None
     rounds = 0
-    for rounds in range(1, ROUNDS + 1):
+    for rounds in range(1, ROUNDS + 1):  # noqa: B007 (reported after the loop)
         found = _bisect(inst, weights, float(bound))
         if found is None:
             break

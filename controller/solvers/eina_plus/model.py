@@ -20,8 +20,9 @@ straight from the aggregator where it is made (its worker's rack, or where it wa
 the aggregator that merges it, or to π[p] and the PS: a flow crossing an aggregator unmerged
 on its way elsewhere only adds that aggregator's DCN ingress and egress (and, on `all`, its
 charge), and it keeps what each aggregator merges, so the fan-in limit L (`Instance.fan_in`)
-holds as n[p, j] + In ≤ L and M[p] ≤ L. The model holds a little more than the plans: two combinations the data plane's
-per-worker merge rule cannot express (`routes.py`), which `realizable=True` excludes.
+holds as n[p, j] + In ≤ L and M[p] ≤ L. The model holds a little more than the plans: two
+combinations the data plane's per-worker merge rule cannot express (`routes.py`), which
+`realizable=True` excludes.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ class PlusModel:
 def counts(inst: Instance, p: int, choice: Choice, merges_all: dict[str, bool]) -> dict:
     """Flow counts of one PS's choice: ("in"|"out"|"cap", j) and ("ps",) → count."""
     A, root, local = inst.aggregators, inst.home[inst.ps[p]], inst.local[p]
-    into = {j: 0 for j in A}
-    out = {j: 0 for j in A}
+    into = dict.fromkeys(A, 0)
+    out = dict.fromkeys(A, 0)
     for i, j in choice.parent.items():
         out[i] += 1
         into[j] += 1

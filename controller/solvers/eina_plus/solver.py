@@ -71,10 +71,10 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         rates = rerate.best_rates(network, plan, r_low, r_high)
         if rates is None:
             return None
-        for tp, r in zip(plan.tasks, rates):
+        for tp, r in zip(plan.tasks, rates, strict=True):
             tp.rate_gbps = r
         total = sum(rates)
-        for tp, r in zip(plan.tasks, rates):
+        for tp, r in zip(plan.tasks, rates, strict=True):
             tp.model_share = r / total if total > 0 else 1 / len(rates)
         plan.objective = weighted_objective(network, plan)
         return plan

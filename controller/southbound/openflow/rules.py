@@ -102,7 +102,8 @@ def compile_openflow(network: Network, plan: Plan, version: int = 1) -> dict[str
             FlowRule(TABLE_INA, PRIO_CONTROL, _ina(ip_ecn=ECN_CE), goto_table=TABLE_IPV4),
             FlowRule(TABLE_INA, PRIO_UNKNOWN_FLOW, _ina()),
             FlowRule(TABLE_INA, PRIO_MISS, {}, goto_table=TABLE_IPV4),
-            *(FlowRule(TABLE_IPV4, PRIO_HOST, {"eth_type": ETHERTYPE_IPV4, "ipv4_dst": ip}, output=port)
+            *(FlowRule(TABLE_IPV4, PRIO_HOST, {"eth_type": ETHERTYPE_IPV4, "ipv4_dst": ip},
+                       output=port)
               for ip, port in host_routes(network, ids, switch).items()),
             FlowRule(TABLE_IPV4, PRIO_MISS, {}),
         ]

@@ -1,4 +1,5 @@
-"""`ina bench compare --figure NAME`: the papers' scheme comparisons, rerun and scored by our evaluator.
+"""`ina bench compare --figure NAME`: the papers' scheme comparisons, rerun and scored by our
+evaluator.
 
 A figure is a set of settings (topology generator and its parameters, or an example file), a
 list of schemes and the values the paper states. Each run (setting × seed × scheme) builds its
@@ -161,7 +162,7 @@ def _fill_racks(doc: dict[str, Any], rng: random.Random) -> None:
     order = sorted(racks)
     rng.shuffle(order)
     chosen = [h for rack in order for h in racks[rack]][:len(task["workers"])]
-    role = {h: "worker" for h in chosen}
+    role = dict.fromkeys(chosen, "worker")
     for host in doc["hosts"]:
         if host["role"] != "ps":
             host["role"] = role.get(host["name"], "idle")
@@ -333,7 +334,7 @@ def run_one(run: Run) -> dict[str, Any]:
         plan = solve(network, run.scheme, SolveOptions(run.time_limit, run.seed, None, run.params))
         cpu = time.process_time() - cpu
         result = evaluate(network, plan)
-    except Exception as exc:  # noqa: BLE001 - one failing scheme must not lose the sweep
+    except Exception as exc:  # one failing scheme must not lose the sweep
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["traceback"] = traceback.format_exc(limit=4)
         return record
@@ -513,7 +514,7 @@ def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, 
     panels = [(panel, metric) for panel in dict.fromkeys(s.panel for s in figure.settings)
               for metric in figure.metrics]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
-    for ax, (panel, metric) in zip(axes[0], panels):
+    for ax, (panel, metric) in zip(axes[0], panels, strict=True):
         rows = [r for r in summary if r["panel"] == panel and r["metric"] == metric]
         if figure.plot == "groups":
             _group_bars(ax, figure, rows, schemes)
@@ -535,8 +536,8 @@ def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, 
             paper = [(i + 1, r["paper_gbps"]) for i, s in enumerate(schemes)
                      for r in rows if r["scheme"] == s and r["paper_gbps"]]
             if paper:
-                ax.scatter(*zip(*paper), marker="*", s=120, color="gold", edgecolor="black",
-                           zorder=3, label="paper mean")
+                ax.scatter(*zip(*paper, strict=True), marker="*", s=120, color="gold",
+                           edgecolor="black", zorder=3, label="paper mean")
             ax.set_xticks(range(1, len(schemes) + 1), [s.upper() for s in schemes])
         else:
             by = {r["scheme"]: r for r in rows}
@@ -569,10 +570,12 @@ def _group_bars(ax: Any, figure: Figure, rows: list[dict[str, Any]],
         xs = [k - 0.4 + width * (i + 0.5) for k in range(len(labels))]
         bars = ax.bar(xs, [by[lb].get("mean_gbps", 0.0) for lb in labels], width,
                       label=scheme.upper())
-        stars = [(x, by[lb]["paper_gbps"]) for x, lb in zip(xs, labels) if by[lb]["paper_gbps"]]
+        stars = [(x, by[lb]["paper_gbps"]) for x, lb in zip(xs, labels, strict=True)
+                 if by[lb]["paper_gbps"]]
         if stars:
-            ax.scatter(*zip(*stars), marker="*", s=120, color=bars.patches[0].get_facecolor(),
-                       edgecolor="black", zorder=3, label=f"{scheme.upper()} (paper)")
+            ax.scatter(*zip(*stars, strict=True), marker="*", s=120,
+                       color=bars.patches[0].get_facecolor(), edgecolor="black", zorder=3,
+                       label=f"{scheme.upper()} (paper)")
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel(figure.xlabel)
 
@@ -618,10 +621,10 @@ def grid_optimum(figure: Figure, records: list[dict[str, Any]]) -> list[dict[str
             continue
         opt = [mine["grid-opt", seed]["model"] for seed in seeds]
         star = [next(iter(m["model_bound_gbps"].values())) for m in opt]
-        draws = [w / b for m, b in zip(opt, star)
+        draws = [w / b for m, b in zip(opt, star, strict=True)
                  if (w := next(iter(m["warm_start_gbps"].values()))) is not None]
         kept = [next(iter(mine["grid", seed]["model"]["model_value_gbps"].values())) / b
-                for seed, b in zip(seeds, star) if ("grid", seed) in mine and pure]
+                for seed, b in zip(seeds, star, strict=True) if ("grid", seed) in mine and pure]
         variants = [(r["rate_gbps"], max(r["model"]["variants"].values()))
                     for seed in sorted(s for k, s in mine if k == "grid")
                     if "variants" in (r := mine["grid", seed])["model"]]

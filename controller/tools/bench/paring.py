@@ -12,8 +12,8 @@ Three sweeps: workers 5-35 (8 switches, R 5), programmable switches 2-12 (20 wor
 R 0.4-6 Gbps (20 workers, 8 switches). Every scheme runs in the coarse mode (Figs. 11-19: a
 switch merges all the flows it takes, or none) but `paring-fine`, PARING's tree in the fine
 mode (Figs. 2-10: a switch at capacity merges a share of the fragments and forwards the rest,
-`controller.solvers.partial`; deployable, `controller.compiler.segments`). The baselines' fine mode is not run.
-One deterministic instance per point (the paper states no seed count).
+`controller.solvers.partial`; deployable, `controller.compiler.segments`). The baselines' fine mode
+is not run. One deterministic instance per point (the paper states no seed count).
 
 Beside the sweeps, at the two points where the paper states PARING's 5.0 Gbps: the model
 sharded over 1-3 PSs (`--pss`, Sec. IV-C.3; pss.json / pss.png) and problem (1) as printed,
@@ -101,7 +101,7 @@ def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
                 links.append({"a": f"A{p}_{a}", "b": cores[a * half + c],
                               "capacity_gbps": capacity})
     ps, listed = hosts[0], hosts[1:workers + 1]  # DeepSys: racks filled in order
-    roles = {ps: "ps", **{w: "worker" for w in listed}}
+    roles = {ps: "ps", **dict.fromkeys(listed, "worker")}
     return {
         "name": f"paring-fat-tree-k{k}",
         "description": f"PARING Sec. V: k={k}, {workers} workers, {switches} programmable, "
@@ -252,10 +252,10 @@ def plot_sweep(sweep: str, rows: list[dict], schemes: list[str], path: Path) -> 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for key, ax, label in zip(("volume_gb", "rate_gbps", "communication_seconds"), axes,
                               ("traffic volume (GB)", "sending rate (Gbps)",
-                               "communication time (s)")):
+                               "communication time (s)"), strict=True):
         for s in schemes:
             pts = [(r["value"], r[key]) for r in rows if r["scheme"] == s]
-            ax.plot(*zip(*pts), marker="o", label=s)
+            ax.plot(*zip(*pts, strict=True), marker="o", label=s)
         ax.set_xlabel({"workers": "workers", "switches": "programmable switches",
                        "rate": "R (Gbps)"}[sweep])
         ax.set_ylabel(label)

@@ -219,7 +219,7 @@ def _until_hang(iterations: Iterator[IterationResult]
     ended: list[IterationResult] = []
     try:
         for it in iterations:
-            ended.append(it)  # noqa: PERF402 (list() would lose them at the raise)
+            ended.append(it)  # list() would lose them at the raise
     except RunnerError as exc:
         return ended, str(exc)[:2000]
     return ended, None
