@@ -18,6 +18,7 @@ does not depend on how fast the generator was scheduled.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -115,7 +116,8 @@ class Generator:
         self.waiting: dict[int, set[int]] = {}  # frag -> flows not seen at the receiver yet
         self.order: OrderedDict[int, float] = OrderedDict()  # frag -> deadline, by last send
         self.first_sent: dict[int, float] = {}  # frags sent once (Karn's rule) -> send time
-        self.limit, self.srtt = min(START_WINDOW, window), None
+        self.limit = min(START_WINDOW, window)
+        self.srtt: float | None = None
         self.completed = self.next_frag = 0
         self.resent = {"control": 0, "loss": 0, "timeout": 0}
         self.pending: OrderedDict[int, str] = OrderedDict()  # lost frags to resend -> why
@@ -186,7 +188,7 @@ class Generator:
             drain(self.receiver, self.on_output, limit=4096)
         for port, sock in self.senders.items():
             if sock in ready:
-                drain(sock, lambda f, port=port: self.on_sender(port, f), limit=4096)
+                drain(sock, functools.partial(self.on_sender, port), limit=4096)
 
     def run(self) -> dict:
         while (self.completed < len(self.frames)

@@ -80,13 +80,13 @@ class RtoEstimator:
 
     @property
     def rto(self) -> float:
-        if self.srtt is None:
+        if self.srtt is None or self.rttvar is None:  # both set by the first sample
             return min(MAX_RTO, max(MIN_RTO, self.initial))
         return min(MAX_RTO, max(MIN_RTO, self.srtt + max(GRANULARITY, K * self.rttvar)))
 
     def sample(self, rtt: float) -> None:
         """One round trip of a fragment that was sent once."""
-        if self.srtt is None:
+        if self.srtt is None or self.rttvar is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
             self.rttvar = (1 - BETA) * self.rttvar + BETA * abs(self.srtt - rtt)
