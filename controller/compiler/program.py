@@ -195,7 +195,8 @@ def _entry(table: str, match: dict[str, object], action: str, **params: int) -> 
 
 
 def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
-    return entry.table_id == "job_slots" and entry.match["job"] == job_id
+    return (entry.table_id == "job_slots" and entry.match is not None
+            and entry.match["job"] == job_id)
 
 
 def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
@@ -332,7 +333,8 @@ def _aggregation(ids: Numbering, programs, tp: TaskPlan, seg: SegmentNumbering, 
     segments' fragments differ, so their partial sums never share a (fragment, tag)."""
     flows, flow_ids = seg.flows, seg.flow_ids
     for point in seg.plan.aggregation:
-        inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()), key=flow_ids.get)
+        inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()),
+                         key=flow_ids.__getitem__)  # every flow of the segment has an id
         if len(inflows) > MAX_FAN_IN:
             raise CompileError(f"{tp.job}/{tp.task}: fan-in {len(inflows)} at {point.switch} "
                                f"exceeds the data plane's {MAX_FAN_IN}")

@@ -179,13 +179,14 @@ class TopologySpec(_Strict):
     @model_validator(mode="after")
     def _names_unique(self) -> TopologySpec:
         seen: dict[str, str] = {}
-        for kind, items in (("hosts", self.hosts), ("switches", self.switches)):
-            for i, item in enumerate(items):
-                if item.name in seen:
+        for kind, names in (("hosts", [h.name for h in self.hosts]),
+                            ("switches", [s.name for s in self.switches])):
+            for i, name in enumerate(names):
+                if name in seen:
                     raise ValueError(
-                        f"duplicate node name {item.name!r} ({kind}[{i}] repeats {seen[item.name]})"
+                        f"duplicate node name {name!r} ({kind}[{i}] repeats {seen[name]})"
                     )
-                seen[item.name] = f"{kind}[{i}]"
+                seen[name] = f"{kind}[{i}]"
         return self
 
 
@@ -276,6 +277,13 @@ class Network:
 
     def spec(self, node: str) -> HostSpec | SwitchSpec:
         return self.graph.nodes[node]["spec"]
+
+    def switch_spec(self, switch: str) -> SwitchSpec:
+        """`spec` of a node the caller knows is a switch (a host there is a bug)."""
+        spec = self.graph.nodes[switch]["spec"]
+        if not isinstance(spec, SwitchSpec):
+            raise TypeError(f"{switch!r} is a host, not a switch")
+        return spec
 
     def ps_capacity(self, task: Task, ps: str) -> float | None:
         """What `ps` can aggregate as `task`'s PS: its own capacity, else the task's."""
@@ -411,7 +419,7 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
             raise TopologyError(source, where, "a link cannot connect a node to itself")
         if graph.has_edge(link.a, link.b):
             raise TopologyError(source, where, "duplicate link between these two nodes")
-        ports = {}
+        ports: dict[str, int | None] = {}
         for end, port_field in (("a", link.a_port), ("b", link.b_port)):
             name = getattr(link, end)
             if name in host_links:

@@ -110,7 +110,7 @@ FAN_IN = Param("max_fan_in", "integer", MAX_FAN_IN,
 
 
 def _aro_params(levels: int, alpha: bool = False) -> tuple[Param, ...]:
-    params = (
+    params: tuple[Param, ...] = (
         # beyond 10^6 levels the grid's integer domains only cost time
         Param("quantization", "integer", levels,
               "N of QSR: rate levels of the variable-rate model's grid (aro-raw: 0.01 % of "

@@ -313,8 +313,8 @@ class LinkMonitor:
         probe = parse_probe(frame)
         if probe is None:
             return
-        *sender, round_ = probe
-        key = (*sender, switch, port)
+        sender, sender_port, round_ = probe
+        key = (sender, sender_port, switch, port)
         edge = self.expected.get(key)
         if edge is not None:
             self._arrived.add(edge)
@@ -391,8 +391,9 @@ class LinkMonitor:
         try:
             async with asyncio.timeout(self.answer_within):
                 with call_cancelled_as_error():
-                    async for entry in sw.read([P4CounterEntry(PORT_COUNTER, index=p)
-                                                for p in self.ports[sw.name]]):
+                    # finsy types read() as a coroutine; it is an async generator
+                    async for entry in sw.read([  # type: ignore[attr-defined]
+                            P4CounterEntry(PORT_COUNTER, index=p) for p in self.ports[sw.name]]):
                         counts[entry.index] = entry.data.packet_count if entry.data else 0
         except (TimeoutError, P4ClientError, CallCancelled):
             return False  # no answer now (a busy or restarting switch): no evidence

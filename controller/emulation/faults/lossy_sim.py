@@ -366,6 +366,7 @@ class Emulation:
     def _deliverer(self, node: str, port: int | None) -> Callable[[bytes], None]:
         if self.network.is_switch(node):
             switch = self.switches[node]
+            assert port is not None  # a switch's end of a link has a port
             return lambda frame: switch.receive(port, frame)
         return lambda frame: self.receivers.get(node, _ignore)(frame)
 
@@ -386,7 +387,9 @@ class Emulation:
         elements = int(gradient_mb * 2**20) // 4
         count = -(-elements // K)
         first = rows[0]
-        ps = ParameterServer(self.sockets[first.ps], self.endpoint(first.ps), Task(job, task),
+        # The simulated sockets and plan stand in for the real ones (duck-typed).
+        ps = ParameterServer(self.sockets[first.ps],  # type: ignore[arg-type]
+                             self.endpoint(first.ps), Task(job, task),
                              len(rows), count, first.result_flow_id, epoch=epoch)
         intake = PsIntake(ps)
         self.receivers[first.ps] = intake.receive
@@ -398,10 +401,11 @@ class Emulation:
             grad = synthetic_gradient(epoch, index, elements)
             watcher = SimPlan(self, a.worker)
             self.watchers.append(watcher)
-            w = Worker(self.sockets[a.worker], self.endpoint(a.worker),
+            w = Worker(self.sockets[a.worker], self.endpoint(a.worker),  # type: ignore[arg-type]
                        Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
                        a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
-                       plan=watcher, rate_scale=MBPS_PER_GBPS / 1000 * pacing_headroom,
+                       plan=watcher,  # type: ignore[arg-type]
+                       rate_scale=MBPS_PER_GBPS / 1000 * pacing_headroom,
                        epoch=epoch, contributor=index)
             sim = SimWorker(self.clock, w)
             self.receivers[a.worker] = sim.receive
@@ -415,7 +419,7 @@ class Emulation:
                        for i in range(len(rows)))
         exact = [bool(np.array_equal(s.worker.result.reshape(-1)[:elements].astype(np.int64),
                                      expected)) for _, s in workers]
-        waiting = {} if done else {
+        waiting: dict[str, object] = {} if done else {
             **{name: s.worker.waiting_for() for name, s in workers},
             "PS": ps.waiting_for()}
         return Iteration(epoch, self.clock.now - start if done else None, exact, ps.finished,
@@ -518,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--cut {args.cut}: the topology has no link {cut[0]}-{cut[1]}")
     for epoch in range(args.iterations):
         if cut and epoch == args.iterations - 1:
-            emulation.cut(*cut, after=args.cut_after)
+            emulation.cut(cut[0], cut[1], after=args.cut_after)
         it = emulation.iteration(epoch, args.gradient_mb, timeout=600,
                                  pacing_headroom=args.pacing_headroom)
         row = {k: v for k, v in it.__dict__.items() if k != "waiting"}

@@ -337,10 +337,10 @@ class Search:
         cands = self.candidates()
         incumbents = [f for f in incumbents if self.valid(f)] or incumbents[:1]
         best, lo = incumbents[0], -1
-        for flows in incumbents:
-            idx = self.supported(flows, cands)
+        for incumbent in incumbents:
+            idx = self.supported(incumbent, cands)
             if idx > lo:
-                best, lo = flows, idx
+                best, lo = incumbent, idx
         hi, timed_out, log = len(cands), False, []
         caps = {i: min(self.solo.get(i, math.inf), self.ceiling[i]) for i in self.weight}
         hi = next((k for k, c in enumerate(cands) if any(

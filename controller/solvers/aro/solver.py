@@ -22,7 +22,7 @@ from controller.evaluator.evaluate import Resource as EvalResource
 from controller.evaluator.evaluate import max_min_fair, task_flows
 from controller.evaluator.evaluate import resources as evaluator_resources
 from controller.model.network import Network
-from controller.model.plan import Plan, TaskPlan
+from controller.model.plan import Plan, Status, TaskPlan
 from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.aro import accel
 from controller.solvers.aro.qsr import Scale, bbar, quantize, rate_ceiling, resources, task_ceiling
@@ -89,7 +89,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     variant, params = VARIANTS[scheme], SchemeParams(scheme, options.params)
     levels, bidirectional = params["quantization"], params["bidirectional"]
     fan_in = params["max_fan_in"]
-    limit = options.time_limit
+    limit = options.limit()
     search_limit = limit - min(ROUTE_RESERVE, 0.05 * limit)
     bound_deadline = started + search_limit
     ina = ina_switches(network)
@@ -149,7 +149,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     return best
 
 
-def _status(plan: Plan, finished: bool) -> str:
+def _status(plan: Plan, finished: bool) -> Status:
     """`optimal` only when the real problem's bound is reached."""
     if plan.bound is not None and plan.objective >= plan.bound * (1 - REL) - 1e-12:
         return "optimal"
@@ -318,7 +318,7 @@ def _fill_rates(network: Network, plan: Plan, bidirectional: bool) -> None:
         tp.rate_gbps = rates[label]
 
 
-def _fits(demand: dict[str, dict[EvalResource, int]], capacity: dict[EvalResource, float],
+def _fits(demand: dict[str, dict[EvalResource, float]], capacity: dict[EvalResource, float],
           rates: dict[str, float]) -> bool:
     load: dict[EvalResource, float] = {}
     for label, uses in demand.items():

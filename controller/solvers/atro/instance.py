@@ -67,7 +67,7 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
     ports: dict[str, int] = {}
     aggs, common, agg_capacity = [], [], {}
     for i, s in enumerate(switches):
-        spec = network.spec(s)
+        spec = network.switch_spec(s)
         budget = spec.max_ports if spec.max_ports is not None else spec.ports
         if budget is None:
             raise TopologyError(src, f"switches[{i}] ({s}).max_ports",
@@ -120,5 +120,7 @@ def _ps_limits(network: Network) -> dict[tuple[int, ...], float]:
         else:
             limits[(i,)] = limit
     for ps, group in shared.items():
-        limits[tuple(group)] = network.spec(ps).aggregation_capacity_gbps
+        own = network.spec(ps).aggregation_capacity_gbps
+        assert own is not None  # grouped above for having one
+        limits[tuple(group)] = own
     return limits

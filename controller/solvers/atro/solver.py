@@ -44,7 +44,7 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
     params = SchemeParams("atro", options.params)
     settings = {"workers": params["num_workers"], "seed": options.seed or 0,
                 "symmetry": params["symmetry"], "formulation": params["formulation"]}
-    limit = options.time_limit
+    limit = options.limit()
     deadline = started + limit
     details: dict = {"layers": inst.layers, "max_fan_in": inst.max_fan_in,
                      "symmetry": settings["symmetry"],
@@ -112,11 +112,12 @@ def _plan(network: Network, inst: Instance, sol, rates: dict[int, Fraction], det
     for i, t in enumerate(inst.tasks):
         paths, points = routes.paths(inst, sol, i)
         tasks.append(TaskPlan(t.job, t.name, t.ps, float(rates[i]), paths, points))
+    panel = routes.patch_panel(inst, sol)
     plan = Plan("atro", "feasible", 0.0, None, 0.0, options.seed, tasks, topology=network.name,
-                details=details, patch_panel=routes.patch_panel(inst, sol))
+                details=details, patch_panel=panel)
     plan.objective = weighted_objective(network, plan, MU)
-    details["switches_used"] = sorted({c["a"] for c in plan.patch_panel}
-                                      | {c["b"] for c in plan.patch_panel if c["b_port"]})
+    details["switches_used"] = sorted({c["a"] for c in panel}
+                                      | {c["b"] for c in panel if c["b_port"]})
     return plan
 
 

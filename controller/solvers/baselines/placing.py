@@ -176,7 +176,8 @@ def _knapsack(parts: list[tuple[tuple[float, ...], tuple]], k: int):
     best = [0.0] * (k + 1)
     split: list[tuple[int, ...]] = [()] * (k + 1)
     for costs, _ in parts:
-        new, new_split = [float("inf")] * (k + 1), [()] * (k + 1)
+        new = [float("inf")] * (k + 1)
+        new_split: list[tuple[int, ...]] = [()] * (k + 1)
         for j in range(k + 1):
             for jc in range(j + 1):
                 total = best[j - jc] + costs[jc]
@@ -280,7 +281,7 @@ def _subtree(parent: dict[str, str], root: str) -> set[str]:
 
 def solve_panama(network: Network, options: SolveOptions) -> Plan:
     apexes = sorted(_top_ina(network) | {s for s in network.switches
-                                         if network.spec(s).tier in ("spine", "core")})
+                                         if network.switch_spec(s).tier in ("spine", "core")})
 
     def route(tree: AggregationTree, rng: random.Random) -> None:
         for i, w in enumerate(sorted(tree.task.workers)):

@@ -26,7 +26,7 @@ from controller.solvers import SchemeInputError
 from controller.solvers.params import SchemeParams
 
 
-def exact(value: float) -> Fraction:
+def exact(value: float | str) -> Fraction:
     """The number as written (0.8 is 4/5, not 0.8000000000000000444)."""
     return Fraction(str(value))
 
@@ -104,7 +104,7 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
 
     c, b_in, b_out = {}, {}, {}
     for a in aggs:
-        spec = network.spec(a)
+        spec = network.switch_spec(a)
         if spec.aggregation_capacity_gbps is None:
             raise TopologyError(src, f"switches ({a}).aggregation_capacity_gbps",
                                 "EINA needs every aggregator's aggregation capacity c_j")

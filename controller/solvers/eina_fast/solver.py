@@ -33,7 +33,7 @@ def solve_fast(network: Network, options: SolveOptions) -> Plan:
     inst = read(network, {**network.schemes.get("eina", {}), **options.params})
     refuse_unmergeable(inst, network, SCHEME)
     refuse_over_fan_in(inst, network, SCHEME)
-    limit = options.time_limit
+    limit = options.limit()
     bound = rack_bound(inst)
     n = len(inst.ps)
     weights = [1.0 / n] * n

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from ortools.sat.python import cp_model
 
@@ -65,7 +66,7 @@ def counts(inst: Instance, p: int, choice: Choice, merges_all: dict[str, bool]) 
     for (i, j), k in choice.unmerged.items():
         out[i] += k
         into[j] += k
-    c = {}
+    c: dict[tuple[str, ...], int] = {}
     for j in A:
         if merges_all[j]:
             c["cap", j] = local[j] + into[j]
@@ -96,7 +97,8 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
         high = units(inst.r_high[p], step)
         r = mdl.new_int_var(math.ceil(inst.r_low / step), high, f"r{p}")  # (1)
         pm.r.append(r)
-        into, out = {j: [] for j in A}, {j: [] for j in A}
+        into: dict[str, list[Any]] = {j: [] for j in A}  # terms of flows into / out of j
+        out: dict[str, list[Any]] = {j: [] for j in A}
         for i in A:
             v["d", p, i] = mdl.new_constant(0) if i == root else \
                 mdl.new_int_var(1, max(1, len(A) - 1), f"d{p}_{i}")
@@ -148,7 +150,7 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
             for j in A:
                 if j != root:
                     mdl.add(v["n", p, j] + sum(into[j]) <= inst.fan_in)
-        rows = {("ps",): arrivals - v["M", p] + v["mr", p]}
+        rows: dict[tuple[str, ...], Any] = {("ps",): arrivals - v["M", p] + v["mr", p]}
         for j in A:
             rows["in", j], rows["out", j] = sum(into[j]), sum(out[j])
             if merges_all[j]:
@@ -175,7 +177,7 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
         mdl.add(sum(pm.r[p] for p in inst.tasks_of[w]) <= units(cap, step))
     # Implied (`solver.merge_budget`), stated so CP-SAT's bound sees it.
     mdl.add(sum(total[p] * pm.r[p] for p in P)
-            <= units(sum(inst.c.values()) + sum(ps_link), step))
+            <= units(sum(inst.c.values(), Fraction(0)) + sum(ps_link, Fraction(0)), step))
     mdl.maximize(sum(pm.r))  # (13)
     return pm
 

@@ -67,13 +67,14 @@ class SwitchTables:
 
     def flow_ports(self) -> dict[int, int]:
         """Flow id → output port of the per-flow rules, to compare with the plan."""
-        return {r.match["udp_src"]: r.output for r in self.flows
+        return {int(r.match["udp_src"]): r.output for r in self.flows
                 if r.priority == PRIO_FLOW and r.output is not None}
 
     def result_ports(self) -> dict[int, tuple[int, ...]]:
         """Result flow id → ports its group replicates to."""
         groups = {g.group_id: g.ports for g in self.groups}
-        return {r.match["udp_src"]: groups[r.group] for r in self.flows if r.group is not None}
+        return {int(r.match["udp_src"]): groups[r.group] for r in self.flows
+                if r.group is not None}
 
 
 def datapath_id(network: Network, switch: str) -> int:

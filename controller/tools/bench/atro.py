@@ -149,7 +149,8 @@ def _split_jobs(doc: dict[str, Any], count: int) -> dict[str, Any]:
 
 def run_one(job: dict[str, Any], limit: float) -> dict[str, Any]:
     network = build_network(document(job), f"{job['fabric']} seed {job['seed']}")
-    scheme, params = job["scheme"], {}
+    scheme = job["scheme"]
+    params: dict[str, Any] = {}
     if scheme == "atro":
         params = {"max_fan_in": 0}
     elif scheme == "atro-mono":

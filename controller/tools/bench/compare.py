@@ -363,7 +363,7 @@ _MODEL_DETAILS = ("model_value_gbps", "model_bound_gbps", "model_status", "warm_
 def plan_runs(figure: Figure, seeds: int, schemes: tuple[str, ...],
               time_limit: float | None) -> list[Run]:
     """Seed-major, so a sweep stopped early has the same seeds done for every setting."""
-    runs = []
+    runs: list[Run] = []
     for seed in range(seeds):
         for setting in figure.settings:
             for scheme in schemes:
@@ -533,10 +533,10 @@ def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, 
                     or [0.0] for s in schemes]
             parts = ax.violinplot(data, showmeans=True, showextrema=True)
             parts["cmeans"].set_color("red")
-            paper = [(i + 1, r["paper_gbps"]) for i, s in enumerate(schemes)
+            means = [(i + 1, r["paper_gbps"]) for i, s in enumerate(schemes)
                      for r in rows if r["scheme"] == s and r["paper_gbps"]]
-            if paper:
-                ax.scatter(*zip(*paper, strict=True), marker="*", s=120, color="gold",
+            if means:
+                ax.scatter(*zip(*means, strict=True), marker="*", s=120, color="gold",
                            edgecolor="black", zorder=3, label="paper mean")
             ax.set_xticks(range(1, len(schemes) + 1), [s.upper() for s in schemes])
         else:

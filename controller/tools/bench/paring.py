@@ -53,7 +53,7 @@ SWEEPS: dict[str, dict[str, Any]] = {
     "rate": {"values": "0.4,1,2,3,4,5,6", "fixed": {"workers": 20, "switches": 8}},
 }
 # Values the text states for the coarse mode (Sec. V-C-3); GB and Gbps.
-PAPER = {
+PAPER: dict[tuple[str, float], dict[str, dict[str, float]]] = {
     ("workers", 15): {"rate": {"paring": 5.0, "deepsys-soar": 1.4, "deepsys-atp": 0.8,
                                "deepsys": 0.7, "marina": 1.4, "panama": 0.9},
                       "volume": {"paring": 57.2, "deepsys-soar": 60.4, "deepsys-atp": 76.3,
@@ -198,8 +198,8 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                 rows.append({
                     "sweep": sweep, "value": value, **setting, "p4": p4, "layout": layout,
                     "scheme": scheme,
-                    "rate_gbps": te.rate_gbps, "volume_gb": te.volume_mb / 1000,
-                    "volume_gib": te.volume_mb / 1024,  # the paper's GB (BENCHMARKS.md)
+                    "rate_gbps": te.rate_gbps, "volume_gb": _known(te.volume_mb) / 1000,
+                    "volume_gib": _known(te.volume_mb) / 1024,  # the paper's GB (BENCHMARKS.md)
                     "communication_seconds": te.communication_seconds,
                     "status": plan.status, "bound": plan.bound,
                     "consistent": result.consistent, "solve_seconds": seconds,
@@ -207,6 +207,12 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                 })
                 bar.advance(job)
     return rows
+
+
+def _known(value: float | None) -> float:
+    """A volume or time of an evaluation given the gradient size (so never None)."""
+    assert value is not None
+    return value
 
 
 def scheme_spec(text: str) -> tuple[str, dict]:
@@ -288,8 +294,8 @@ def several_ps(counts: list[int]) -> list[dict]:
                 "gradient_gb": GRADIENT_MB / 1000}))
             result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
             rates = [te.rate_gbps for te in result.tasks]
-            volume = sum(te.volume_mb for te in result.tasks) / 1000
-            seconds = max(te.communication_seconds for te in result.tasks)
+            volume = sum(_known(te.volume_mb) for te in result.tasks) / 1000
+            seconds = max(_known(te.communication_seconds) for te in result.tasks)
             rows.append({"workers": workers, "switches": switches, "pss": count,
                          "rates_gbps": rates, "rate_gbps": sum(rates), "volume_gb": volume,
                          "communication_seconds": seconds, "consistent": result.consistent,
