@@ -50,8 +50,8 @@ Partial aggregation (PARING Sec. V-C): when the worker's state-file row has `seg
 fragments of each segment [start, end) of its traffic (fractions, rounded to fragment indices
 the same way by every worker, `segment_rows`) go under that segment's flow id and first
 aggregator: the compiler gave each segment its own flows, so a switch merges a share of a
-worker's fragments and forwards the rest (`controller.compiler.segments`). The PS needs no change: it
-finishes each fragment by the `count` its packets carry, whatever flows brought them.
+worker's fragments and forwards the rest (`controller.compiler.segments`). The PS needs no change:
+it finishes each fragment by the `count` its packets carry, whatever flows brought them.
 
 Stopped by SIGTERM before the end, either agent prints a JSON line with `stopped`: what it
 still waits for (the Mininet runner's hang report names it).
@@ -649,8 +649,8 @@ class Worker:
         wait = (now + self.rto if earliest is None else earliest) - now
         if self._probe_due is not None:
             wait = min(wait, self._probe_due - now)
-        if not self.timeouts_spurious and (due := self._next_keepalive()) is not None:
-            wait = min(wait, max(due, self.next_send) - now)
+        if not self.timeouts_spurious and (resend_at := self._next_keepalive()) is not None:
+            wait = min(wait, max(resend_at, self.next_send) - now)
         if self._detected:
             wait = min(wait, self.next_send - now)
         if self._has_more() and self._window_open():
@@ -816,7 +816,8 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
 def dispatch(shards: list[Worker], by_task: dict[tuple[int, int], Worker], frame: bytes,
              now: float) -> None:
     """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
-    the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this too."""
+    the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this
+    too."""
     job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
     shard = by_task.get((job, task))
     if shard is None:
@@ -875,8 +876,8 @@ class ParameterServer:
     finished: int = 0
     results_sent: int = 0
     # Exactly-once evidence: DATA already counted or for a finished fragment (a copy, or a
-    # retransmission whose original also arrived), ignored; fragments finished with a summed count other than `workers`
-    # (a contribution counted twice or missed: must stay 0).
+    # retransmission whose original also arrived), ignored; fragments finished with a summed
+    # count other than `workers` (a contribution counted twice or missed: must stay 0).
     duplicates_ignored: int = 0
     miscounted: int = 0
     epoch: int = 0  # the iteration; fragments of other iterations are ignored
@@ -951,14 +952,14 @@ class ParameterServer:
         every worker has its sums says so, so a worker still waiting for a lost result is never
         left without its PS, however long its retransmission timeout."""
         quiet_since = time.monotonic()
-        watched = [self.sock, *([stop] if stop else [])]
+        watched: list[socket.socket | TextIO] = [self.sock, *([stop] if stop else [])]
         while (stop or self.finished < self.fragments
                or time.monotonic() - quiet_since < linger):
             row = self.plan.poll(time.monotonic()) if self.plan else None
             if row is not None:
                 self.result_flow_id = row["result_flow_id"]
             ready = select.select(watched, [], [], 0.1)[0]
-            if stop in ready:
+            if stop is not None and stop in ready:
                 stop.readline()
                 return
             if self.sock in ready:
@@ -1143,7 +1144,8 @@ def cmd_ps(args: argparse.Namespace) -> int:
         return 3
     report = {"ps": True, "first_fragment": offset, "fragments": ps.fragments,
               "finished": ps.finished, "duplicates_ignored": ps.duplicates_ignored,
-              "miscounted": ps.miscounted, "results_sent": ps.results_sent, "flows_per_fragment": ps.flows_per_fragment(),
+              "miscounted": ps.miscounted, "results_sent": ps.results_sent,
+              "flows_per_fragment": ps.flows_per_fragment(),
               "seconds": round(time.monotonic() - start, 3), **_ps_check(args, ps, elements)}
     print(json.dumps(report))
     return 0 if report.get("exact", True) else 1
