@@ -79,7 +79,7 @@ clean-install: venv
 	fi
 	rm -rf $(CLEAN) && mkdir -p $(CLEAN)/src
 	tar --exclude=./.git --exclude=./.venv --exclude=./out --exclude=__pycache__ \
-	  --exclude=.pytest_cache --exclude=.hypothesis --exclude=.ruff_cache --exclude='*.egg-info' \
+	  --exclude=.pytest_cache --exclude=.hypothesis --exclude=.ruff_cache --exclude=.mypy_cache --exclude='*.egg-info' \
 	  -cf - . | tar -xf - -C $(CLEAN)/src
 	$(CLEAN_PYTHON) -m venv $(if $(FRESH),,--without-pip) $(CLEAN)/venv
 	@set -e; if [ -n "$(FRESH)" ]; then \
