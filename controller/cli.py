@@ -18,6 +18,7 @@ import time
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -101,7 +102,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     params = param_values(args.param)
     network = load_topology(args.topology)
     if not network.tasks:
-        raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing to route")
+        raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing "
+                        "to route")
     warm = _load_plan(args.warm_start, "--warm-start", network) if args.warm_start else None
     options = SolveOptions(args.time_limit, args.seed, warm, params)
     try:
@@ -181,7 +183,8 @@ def _time_limits() -> str:
 
 
 def _write_chosen(network, plan: Plan, path: str) -> None:
-    """`--topology-out`: the network a topology-choosing scheme built (controller.model.patch_panel)."""
+    """`--topology-out`: the network a topology-choosing scheme built
+    (controller.model.patch_panel)."""
     from controller.model import patch_panel
 
     if plan.patch_panel is None:
@@ -359,15 +362,18 @@ def cmd_controller(args: argparse.Namespace) -> int:
     except daemon.SwitchesFileError as exc:
         raise UserError(str(exc)) from None
     targets = _secure(args, targets)
-    northbound, layout = None, None
+    northbound: ModuleType | None = None
+    layout = None
     if args.api and args.once:
         raise UserError("--api serves jobs while the controller runs; it cannot go with --once")
     if args.api:
-        from controller.service import api as northbound
+        from controller.service import api
+
+        northbound = api
         try:
-            api_socket, token, layout = northbound.prepare(args.api, args.api_token_file,
-                                                           network, args.job_slots)
-        except northbound.ApiConfigError as exc:
+            api_socket, token, layout = api.prepare(args.api, args.api_token_file, network,
+                                                    args.job_slots)
+        except api.ApiConfigError as exc:
             raise UserError(str(exc)) from None
     elif args.api_token_file:
         raise UserError("--api-token-file needs --api HOST:PORT")
@@ -378,7 +384,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from None
     print_plan(plan)
     session = daemon.Session(network, plan, targets,
-                             Path(args.state), layout=layout, p4blob=Path(args.p4blob) if args.p4blob else None,
+                             Path(args.state), layout=layout,
+                             p4blob=Path(args.p4blob) if args.p4blob else None,
                              p4info=Path(args.p4info) if args.p4info else None,
                              openflow_state=Path(args.openflow_state) if args.openflow_state
                              else None, election_id=args.election_id,
@@ -388,10 +395,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
         northbound.attach(session, api_socket, token, scheme=args.scheme,
                           time_limit=args.time_limit, seed=args.seed)
         console.print(f"API on http://{session.api_address} once the switches hold the plan")
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
@@ -530,7 +535,8 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             console.print(
                 f"iteration {it.iteration}{shard}: {it.seconds:.2f} s, result "
                 f"{'exact' if it.exact else '[red]WRONG[/red]'}, flows into the PS "
-                f"{it.ps_link_flows:g} (distinct at the PS {it.ps_flows:g}), payload goodput Mbps (plan {planned:.2f} on the wire): "
+                f"{it.ps_link_flows:g} (distinct at the PS {it.ps_flows:g}), payload goodput Mbps "
+                f"(plan {planned:.2f} on the wire): "
                 f"{goodput}", highlight=False)
 
         try:
@@ -587,7 +593,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the plan as JSON (`-`: to stdout, the table to stderr)")
     p.add_argument("--time-limit", type=positive, metavar="S",
                    help=f"solver time limit in seconds (default: {_time_limits()})")
-    p.add_argument("--seed", type=solver_seed, default=0, help="seed for randomised schemes (default 0)")
+    p.add_argument("--seed", type=solver_seed, default=0,
+                   help="seed for randomised schemes (default 0)")
     p.add_argument("--warm-start", metavar="PLAN.json", help="previous plan to start from")
     p.add_argument("--param", type=param_pair, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter, repeatable (e.g. quantization=100); `ina schemes "

@@ -201,7 +201,8 @@ def cmd_ps(args: argparse.Namespace) -> int:
         return 3
     report = {"ps": True, "first_fragment": offset, "fragments": ps.fragments,
               "finished": ps.finished, "duplicates_ignored": ps.duplicates_ignored,
-              "miscounted": ps.miscounted, "results_sent": ps.results_sent, "flows_per_fragment": ps.flows_per_fragment(),
+              "miscounted": ps.miscounted, "results_sent": ps.results_sent,
+              "flows_per_fragment": ps.flows_per_fragment(),
               "seconds": round(time.monotonic() - start, 3), **_ps_check(args, ps, elements)}
     print(json.dumps(report))
     return 0 if report.get("exact", True) else 1

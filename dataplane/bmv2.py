@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from dataplane.frame import CPU_PORT
 
@@ -75,7 +76,8 @@ def wait_listening(address: str, process: subprocess.Popen | None = None,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"the switch ({process.args[0]}) exited with status "
+            program = cast(list[str], process.args)[0]  # started with a list of str
+            raise RuntimeError(f"the switch ({program}) exited with status "
                                f"{process.returncode} before serving P4Runtime on {address}")
         try:
             socket.create_connection((host, int(port)), timeout=0.2).close()
@@ -111,6 +113,6 @@ def start_bmv2(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int 
     try:
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     finally:
-        if log_path:
+        if not isinstance(out, int):
             out.close()
     return serving(process, grpc_addr) if wait else process

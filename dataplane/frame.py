@@ -123,7 +123,7 @@ def ip_bytes(text: str) -> bytes:
     return bytes(int(part) for part in text.split("."))
 
 
-def ipv4_checksum(header: bytes | memoryview) -> int:
+def ipv4_checksum(header: bytes | bytearray | memoryview) -> int:
     """RFC 1071 checksum of a 20-byte IPv4 header whose checksum field is zero."""
     total = sum(struct.unpack("!10H", header))
     total = (total & 0xFFFF) + (total >> 16)

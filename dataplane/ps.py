@@ -64,8 +64,8 @@ class ParameterServer:
     finished: int = 0
     results_sent: int = 0
     # Exactly-once evidence: DATA already counted or for a finished fragment (a copy, or a
-    # retransmission whose original also arrived), ignored; fragments finished with a summed count other than `workers`
-    # (a contribution counted twice or missed: must stay 0).
+    # retransmission whose original also arrived), ignored; fragments finished with a summed
+    # count other than `workers` (a contribution counted twice or missed: must stay 0).
     duplicates_ignored: int = 0
     miscounted: int = 0
     epoch: int = 0  # the iteration; fragments of other iterations are ignored
@@ -140,14 +140,14 @@ class ParameterServer:
         every worker has its sums says so, so a worker still waiting for a lost result is never
         left without its PS, however long its retransmission timeout."""
         quiet_since = time.monotonic()
-        watched = [self.sock, *([stop] if stop else [])]
+        watched: list[socket.socket | TextIO] = [self.sock, *([stop] if stop else [])]
         while (stop or self.finished < self.fragments
                or time.monotonic() - quiet_since < linger):
             row = self.plan.poll(time.monotonic()) if self.plan else None
             if row is not None:
                 self.result_flow_id = row["result_flow_id"]
             ready = select.select(watched, [], [], 0.1)[0]
-            if stop in ready:
+            if stop is not None and stop in ready:
                 stop.readline()
                 return
             if self.sock in ready:

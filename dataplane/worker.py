@@ -457,8 +457,8 @@ class Worker:
         wait = (now + self.rto if earliest is None else earliest) - now
         if self._probe_due is not None:
             wait = min(wait, self._probe_due - now)
-        if not self.timeouts_spurious and (due := self._next_keepalive()) is not None:
-            wait = min(wait, max(due, self.next_send) - now)
+        if not self.timeouts_spurious and (resend_at := self._next_keepalive()) is not None:
+            wait = min(wait, max(resend_at, self.next_send) - now)
         if self._detected:
             wait = min(wait, self.next_send - now)
         if self._has_more() and self._window_open():
@@ -624,7 +624,8 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
 def dispatch(shards: list[Worker], by_task: dict[tuple[int, int], Worker], frame: bytes,
              now: float) -> None:
     """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
-    the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this too."""
+    the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this
+    too."""
     job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
     shard = by_task.get((job, task))
     if shard is None:

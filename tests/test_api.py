@@ -6,6 +6,7 @@ errors a client gets, the metrics and `ina job`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import json
 import subprocess
@@ -59,10 +60,8 @@ def controller(tmp_path_factory):
     task = loop.create_task(daemon.run(session, connect_timeout=30, probe_interval=None))
 
     def serve() -> None:
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             loop.run_until_complete(task)
-        except asyncio.CancelledError:
-            pass
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()

@@ -152,4 +152,4 @@ def test_the_python_api_snippets_run_as_written(monkeypatch: pytest.MonkeyPatch)
     namespace: dict[str, object] = {"__name__": "__python_api__"}
     for number, code in enumerate(snippets, 1):
         snippet = compile(code, f"docs/python-api.md, snippet {number}", "exec")
-        exec(snippet, namespace)  # noqa: S102
+        exec(snippet, namespace)

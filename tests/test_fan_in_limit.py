@@ -136,7 +136,8 @@ def test_unlimited_is_recorded_and_said(tmp_path, capsys):
     assert main(["solve", str(topo), "--scheme", "atp", "--param", "max_fan_in=0",
                  "--json", str(tmp_path / "p.json")]) == 0
     out = capsys.readouterr().out
-    assert f"fan-in: unlimited (the paper's model); the data plane merges at most {MAX_FAN_IN}" in out
+    assert ("fan-in: unlimited (the paper's model); the data plane merges at most "
+            f"{MAX_FAN_IN}") in out
 
 
 def test_readme_example_evaluates_clean(tmp_path):

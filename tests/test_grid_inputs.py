@@ -2,8 +2,8 @@
 anywhere in its accepted range, and a worker cabled straight to the PS's server; and every
 scheme on such a host-host link (a valid topology: the link crosses no third host).
 
-Every plan is judged by the evaluator (`controller.evaluator.evaluate`): consistent, carrying at least
-the rate it claims, never above T.
+Every plan is judged by the evaluator (`controller.evaluator.evaluate`): consistent, carrying at
+least the rate it claims, never above T.
 """
 
 from __future__ import annotations

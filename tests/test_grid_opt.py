@@ -186,8 +186,8 @@ def test_grid_opt_matches_brute_force(seed, limit):
         inst = build(network, task, SchemeParams("grid", {}), PathCache(network),
                      rng_for(seed))
         best = 0.0
-        for nodes in itertools.product(ina + ["PS"], repeat=len(workers)):
-            assign = dict(zip(workers, nodes))
+        for nodes in itertools.product([*ina, "PS"], repeat=len(workers)):
+            assign = dict(zip(workers, nodes, strict=True))
             if limit and any(nodes.count(s) > limit for s in ina):
                 continue
             if not links:

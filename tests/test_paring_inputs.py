@@ -126,9 +126,10 @@ def reference_rate(doc: dict, n: int, fan_in: int = 0) -> Fraction:
         ups = [ps, *sorted(cap)]
         for workers in itertools.combinations([h for h in hosts if h != ps], n):
             for parents in itertools.product([None, *ups], repeat=len(cap)):
-                parent = {s: p for s, p in zip(sorted(cap), parents) if p not in (None, s)}
+                parent = {s: p for s, p in zip(sorted(cap), parents, strict=True)
+                          if p not in (None, s)}
                 for w_parent in itertools.product(ups, repeat=n):
-                    tree = {**parent, **dict(zip(workers, w_parent))}
+                    tree = {**parent, **dict(zip(workers, w_parent, strict=True))}
                     used = _used(tree, workers, ps)
                     if used is None:
                         continue

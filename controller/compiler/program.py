@@ -141,11 +141,12 @@ class WorkerAssignment:
     result_flow_id: int
     version: int
     # the task's fraction of the model (Plan `model_share`): the worker sends that shard of
-    # its gradient to this task's PS (dataplane/gradients.py `shard_ranges`); None: the whole gradient
+    # its gradient to this task's PS (dataplane/gradients.py `shard_ranges`); None: the whole
+    # gradient
     model_share: float | None = None
     # Partial aggregation: the fragments in [start, end) of what the worker sends this task
-    # travel as flow `flow_id` toward `next_node` (`controller.compiler.segments`); empty: all of them
-    # as `flow_id` above (which is the first segment's when there are several).
+    # travel as flow `flow_id` toward `next_node` (`controller.compiler.segments`); empty: all of
+    # them as `flow_id` above (which is the first segment's when there are several).
     segments: tuple[Segment, ...] = ()
 
 
@@ -233,7 +234,8 @@ def _entry(table: str, match: dict[str, object], action: str, **params: int) -> 
 
 
 def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
-    return entry.table_id == "job_slots" and entry.match["job"] == job_id
+    return (entry.table_id == "job_slots" and entry.match is not None
+            and entry.match["job"] == job_id)
 
 
 def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
@@ -256,8 +258,8 @@ def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
 
 @dataclass(frozen=True)
 class SegmentNumbering:
-    """The fragments [span) of a task as a coarse plan (`controller.compiler.segments`), its flows and
-    their ids."""
+    """The fragments [span) of a task as a coarse plan (`controller.compiler.segments`), its flows
+    and their ids."""
 
     span: tuple[float, float]
     plan: TaskPlan
@@ -381,7 +383,8 @@ def _aggregation(ids: Numbering, programs, tp: TaskPlan, seg: SegmentNumbering, 
     segments' fragments differ, so their partial sums never share a (fragment, tag)."""
     flows, flow_ids = seg.flows, seg.flow_ids
     for point in seg.plan.aggregation:
-        inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()), key=flow_ids.get)
+        inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()),
+                         key=flow_ids.__getitem__)  # every flow of the segment has an id
         if len(inflows) > MAX_FAN_IN:
             raise CompileError(f"{tp.job}/{tp.task}: fan-in {len(inflows)} at {point.switch} "
                                f"exceeds the data plane's {MAX_FAN_IN}")

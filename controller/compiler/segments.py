@@ -11,8 +11,8 @@ All segments keep the task's job, task, PS and result tree: the PS finishes ever
 usual, by the `count` the packets carry.
 
 Replaying a segment's plan gives, fragment by fragment, what the evaluator's coverage replay
-(`controller.evaluator.evaluate.task_flows`) gives for the fractional plan, so the switches realise the
-traffic the evaluator scored.
+(`controller.evaluator.evaluate.task_flows`) gives for the fractional plan, so the switches realise
+the traffic the evaluator scored.
 """
 
 from __future__ import annotations

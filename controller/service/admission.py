@@ -22,7 +22,7 @@ switches and the controller's state as they were (`controller.service.jobs` inst
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -146,7 +146,8 @@ def requested_task(network: Network, plan: Plan, request: JobRequest, name: str)
                 raise Refused("unknown host", f"{host!r} (as {role}) is a switch, not a host",
                               422)
         return Task(name, TASK, request.ps, tuple(request.workers), request.priority)
-    count = int(request.workers)
+    assert isinstance(request.workers, int)  # `placement: free`: a count
+    count = request.workers
     free = [h for h in network.hosts if h not in busy_hosts(plan)]
     if len(free) < count + 1:
         raise Refused("capacity", f"placement free needs {count + 1} free servers (a PS and "
@@ -162,7 +163,7 @@ def _some(names: list[str], shown: int = 8) -> str:
 
 def admit(network: Network, plan: Plan, layout: Layout, request: JobRequest, *, scheme: str,
           name: str, last_id: int, version: int, switches: Iterable[str], p4info: Path,
-          dead_links: set[tuple[str, str]] = frozenset(), time_limit: float | None = None,
+          dead_links: Set[tuple[str, str]] = frozenset(), time_limit: float | None = None,
           seed: int | None = 0) -> Admitted:
     """Plan `request` as job `name` beside the running `plan` on `network`, around the links
     known dead (module docstring); raises Refused with the reason."""

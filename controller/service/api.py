@@ -139,8 +139,8 @@ def topology_view(service: JobService) -> dict[str, Any]:
         "name": net.name,
         "hosts": [{"name": h, "role": net.role(h)} for h in net.hosts],
         "switches": [{"name": s, "ina": net.is_ina(s), "pipelines": net.pipelines(s),
-                      "tier": net.spec(s).tier,
-                      "aggregation_capacity_gbps": net.spec(s).aggregation_capacity_gbps}
+                      "tier": net.switch_spec(s).tier,
+                      "aggregation_capacity_gbps": net.switch_spec(s).aggregation_capacity_gbps}
                      for s in net.switches],
         "links": [{"from": u, "to": v, "capacity_gbps": d["capacity_gbps"]}
                   for u, v, d in net.graph.edges(data=True)],

@@ -46,6 +46,7 @@ from controller.model.network import Network, TopologyError, load_topology
 from controller.model.plan import Plan
 from controller.southbound.discovery import LinkMonitor
 from controller.southbound.p4runtime import (
+    EMBEDDED_BLOB,
     P4INFO,
     InaSwitchDriver,
     SouthboundError,
@@ -131,10 +132,10 @@ class Session:
         too_big = [p for name in self.targets for p in check_fits(programs[name], p4info)]
         if too_big:
             raise SouthboundError("the plan does not fit the switches: " + "; ".join(too_big))
-        extra = {k: v for k, v in (("p4blob", self.p4blob), ("p4info", self.p4info)) if v}
         self.drivers = {
             name: InaSwitchDriver(target, programs[name], on_programmed=self._republish,
-                                  election_id=self.election_id, **extra)
+                                  election_id=self.election_id, p4info=p4info,
+                                  p4blob=self.p4blob or EMBEDDED_BLOB)
             for name, target in self.targets.items()
         }
         self.started = False
@@ -222,7 +223,7 @@ async def _replan(session: Session, dead: set[tuple[str, str]]) -> None:
             warm_start=session.plan, params=session.plan.details.get("params", {})))
         programs, assignments = compile_plan(view, plan, version=session.version + 1,
                                              layout=session.layout)
-    except Exception as exc:  # noqa: BLE001 (whatever the scheme raises, the daemon lives on)
+    except Exception as exc:  # whatever the scheme raises, the daemon lives on
         # No plan for what is left (a PS cut off, say): keep the current one and keep watching;
         # the next change of the dead links, or a capacity edit, tries again.
         session.replan_failures.append({"dead_links": sorted(session.dead_links),
@@ -422,7 +423,7 @@ async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
             edited = load_topology(path)
         except TopologyError as exc:
             problem = str(exc)
-        except Exception as exc:  # noqa: BLE001 (an operator's file must never stop the daemon)
+        except Exception as exc:  # an operator's file must never stop the daemon
             problem = f"{path}: cannot be loaded ({type(exc).__name__}: {exc})"
         else:
             if set(edited.graph.edges) != set(session.network.graph.edges):
@@ -543,9 +544,13 @@ def unusable_links(network: Network, dead: Iterable[tuple[str, str]],
                    failed: set[str]) -> set[tuple[str, str]]:
     """Links (sorted pairs) to plan around: both directions of every dead directed link,
     and every link of a failed switch."""
-    links = {tuple(sorted(edge)) for edge in dead}
-    links |= {tuple(sorted(edge)) for edge in network.graph.edges if set(edge) & failed}
+    links = {_sorted_pair(*edge) for edge in dead}
+    links |= {_sorted_pair(*edge) for edge in network.graph.edges if set(edge) & failed}
     return links
+
+
+def _sorted_pair(u: str, v: str) -> tuple[str, str]:
+    return (u, v) if u <= v else (v, u)
 
 
 async def _wait_programmed(session: Session, timeout: float) -> None:
@@ -634,7 +639,7 @@ def _target(path: str | Path, name: str, entry: object) -> SwitchTarget:
                                 "(expected address and device_id)")
     address = entry.get("address")
     host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536 \
+    if not isinstance(address, str) or not host or not port.isdigit() or not 0 < int(port) < 65536 \
             or any(c.isspace() for c in host):
         raise SwitchesFileError(f"{where}: field address must be HOST:PORT with a port in "
                                 f"1..65535 (e.g. 127.0.0.1:9559), got {address!r}")

@@ -247,7 +247,7 @@ def _readable(driver) -> bool:
 
 
 def _names_job(entry: P4TableEntry, job_id: int) -> bool:
-    value = (entry.match or {}).get("job")
+    value = entry.match.get("job") if entry.match else None
     try:
         return value is not None and int(value) == job_id
     except (TypeError, ValueError):

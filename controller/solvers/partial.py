@@ -46,7 +46,7 @@ def best_effort(network: Network, plan: Plan, max_fan_in: int = 0) -> Plan:
         else:
             high = mid
     final = evaluate(network, best)
-    for tp, te in zip(best.tasks, final.tasks):
+    for tp, te in zip(best.tasks, final.tasks, strict=True):
         tp.rate_gbps = min(te.rate_gbps, tp.rate_gbps) if best is plan else te.rate_gbps
     best.objective = sum(tp.rate_gbps for tp in best.tasks)
     best.link_loads = final.link_loads

@@ -33,7 +33,7 @@ ROLE_COLOUR = {"worker": "#4c9be8", "ps": "#e8744c", "idle": "#dddddd", "unused"
 def _level(network: Network, node: str) -> int:
     if not network.is_switch(node):
         return 0
-    return _LEVEL[network.spec(node).tier]
+    return _LEVEL[network.switch_spec(node).tier]
 
 
 def layout(network: Network) -> dict[str, tuple[float, float]]:

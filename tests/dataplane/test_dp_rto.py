@@ -227,7 +227,8 @@ def test_a_result_a_peer_completed_counts_as_at_most_twice_the_workers_own_round
     _result(worker, 2, 0.1, aux=3 << 1)  # SRTT 0.1, RTTVAR 0.05
     _result(worker, 1, 2.5, aux=5 << 1 | RETRANSMITTED)
     assert worker.rtt.samples == 1
-    _result(worker, 0, 2.55, aux=5 << 1)  # R' = 0.2: RTTVAR 3/4 0.05 + 1/4 0.1, SRTT 7/8 0.1 + 1/8 0.2
+    # R' = 0.2: RTTVAR 3/4 0.05 + 1/4 0.1, SRTT 7/8 0.1 + 1/8 0.2
+    _result(worker, 0, 2.55, aux=5 << 1)
     assert PEER_WAIT_CAP == 2
     assert worker.rtt.samples == 2
     assert (worker.rtt.srtt, worker.rtt.rttvar) == pytest.approx((0.1125, 0.0625))

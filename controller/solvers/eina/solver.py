@@ -62,13 +62,14 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     step = exact(params["step"])
     if max(inst.r_high) / step > MAX_STEPS:
         raise TopologyError(network.source, "schemes.eina.step (or --param step)",
-                            f"a {float(step):g} Gbps step makes r_p up to {float(max(inst.r_high)):g} Gbps "
+                            f"a {float(step):g} Gbps step makes r_p up to "
+                            f"{float(max(inst.r_high)):g} Gbps "
                             f"more than {MAX_STEPS:,} steps; use a coarser step or set r_max")
     if inst.r_low % step:
         raise TopologyError(network.source, "schemes.eina.r_min (or --param r_min)",
-                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) for the "
-                            "bound to hold for real rates")
-    limit = options.time_limit
+                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) "
+                            "for the bound to hold for real rates")
+    limit = options.limit()
     details = {"step_gbps": float(step), "depth_limit": inst.depth_limit, "d_hat": inst.d_hat,
                "r_min_gbps": float(inst.r_low), "r_max_gbps": [float(v) for v in inst.r_high]}
     plan = Plan(scheme, "infeasible", 0.0, None, 0.0, options.seed, [], topology=network.name,
@@ -105,16 +106,18 @@ def _star_fits(inst) -> bool:
     """The star within the fan-in limit: π[p] merges every worker rack and its own workers."""
     return not inst.fan_in or all(
         sum(1 for j, n in local.items() if n and j != inst.home[ps]) + local[inst.home[ps]]
-        <= inst.fan_in for ps, local in zip(inst.ps, inst.local))
+        <= inst.fan_in for ps, local in zip(inst.ps, inst.local, strict=True))
 
 
 def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fraction) -> None:
+    parents = out.parents
+    assert parents is not None  # called once a tree was found
     try:
-        rates = best_rates(inst, out.parents)
+        rates = best_rates(inst, parents)
     except RuntimeError:  # the star cannot meet r^L: nothing found, nothing proven
         plan.status = "timeout"
         return
-    plan.tasks = task_plans(inst, out.parents, rates)
+    plan.tasks = task_plans(inst, parents, rates)
     plan.objective = weighted_objective(network, plan)  # one job: Σ_p r_p (13)
     bound = rack_bound(inst) if out.bound is None else real_bound(inst, step, out.bound)
     plan.bound = max(float(bound), plan.objective)
@@ -123,5 +126,5 @@ def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fractio
     plan.details.update({
         "model_objective_gbps": float(out.objective * step),
         "model_bound_gbps": None if out.bound is None else float(out.bound * step),
-        "trees": [dict(t) for t in out.parents],
+        "trees": [dict(t) for t in parents],
     })

@@ -46,7 +46,7 @@ def solve(inst: GridTask, links: bool, hint: dict[str, str], deadline: float,
           report: Callable[[Fraction, Fraction], None] | None = None) -> Outcome:
     """The best assignment found by the deadline and the proven bound; starts from `hint`.
     `report(λ, bound)` hears each improvement of either as the search goes."""
-    every_ps = {n: PS for n in inst.task.workers}
+    every_ps = dict.fromkeys(inst.task.workers, PS)
     start = max((hint, every_ps), key=lambda a: value(inst, a, links))
     out = Outcome(start, value(inst, start, links), inst.big_t)
     ceiling = inst.big_t
@@ -124,7 +124,8 @@ def probe(inst: GridTask, links: bool, rate: Fraction, hint: dict[str, str], sec
         for n, nodes in allowed.items():
             for s in nodes:
                 if s != PS:
-                    e = tuple(inst.route(n, s)[-2:])
+                    hop = inst.route(n, s)[-2:]
+                    e = (hop[0], hop[1])
                     last.setdefault(s, {})[e] = last.get(s, {}).get(e, 0) + 1
         for s, arrivals in last.items():
             takes[s] = min(takes[s], sum(min(k, most(inst.link_cap[e]))

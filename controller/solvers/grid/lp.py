@@ -59,7 +59,7 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     for s, cap in sorted(inst.cap.items()):  # processing capacity constraint
         solver.Add(sum(r[n, s] for n in task.workers if (n, s) in r) <= float(cap) / unit)
     if inst.fan_in:  # the data plane's fan-in: Σ_n x_n^s ≤ L
-        for s, xs in sorted(chosen.items()):
+        for _switch, xs in sorted(chosen.items()):
             if len(xs) > inst.fan_in:
                 solver.Add(sum(xs) <= inst.fan_in)
     # bandwidth constraint

@@ -55,7 +55,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     given = {**network.schemes.get("grid", {}), **options.params}
     params = SchemeParams("grid-opt", given)
     links, draws, workers = params["links"], params["draws"], params["num_workers"]
-    limit = options.time_limit
+    limit = options.limit()
     paths, rng = PathCache(network), rng_for(options.seed)
     # Routes only where the model charges them; without link rows the plan routes least-loaded.
     insts = {t.key: build(network, t, params, paths, rng if links else None)
@@ -114,7 +114,7 @@ def _warm_start(network: Network, inst: GridTask, links: bool, draws: int, rng: 
     worker at the PS (value None) when no LP finished in time."""
     deadline = time.perf_counter() + seconds
     best: tuple[dict[str, str], Fraction | None, str | None] = (
-        {n: PS for n in inst.task.workers}, None, None)
+        dict.fromkeys(inst.task.workers, PS), None, None)
     for lp_links in (False, True) if links else (False,):
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -144,6 +144,7 @@ def _best_routing(network: Network, insts, outcomes, options: SolveOptions,
         rate_plan(network, plan, insts)
         if best is None or plan.objective > best.objective + 1e-9:
             best = plan
+    assert best is not None  # the loop runs at least once
     return best
 
 

@@ -91,7 +91,7 @@ def rate_plan(network: Network, plan: Plan, insts: dict[tuple[str, str], GridTas
     sending rate (with T = B_α, the default, the cap never binds: a task's flows into the PS
     share its ingress)."""
     result = evaluate(network, plan)
-    for tp, te in zip(plan.tasks, result.tasks):
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
         tp.rate_gbps = min(te.rate_gbps, float(insts[tp.key].big_t))
     plan.link_loads = result.link_loads
     plan.objective = weighted_objective(network, plan)

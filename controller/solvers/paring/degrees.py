@@ -56,7 +56,7 @@ def rate_and_degrees(g: Logical, ps: str, n: int) -> tuple[Rate, dict[str, int]]
     """Step 2 (lines 7-20): the rate r_2 and the degree bound d(v) of every vertex."""
     cap = n + len(g.switches) + 1  # no vertex can use more children than that
     workers = n  # line 8: n servers besides the PS, each of capacity 0 (module docstring)
-    everyone = g.switches + [ps]  # V_2 without the workers, who add only to |V_1 - {v_p}|
+    everyone = [*g.switches, ps]  # V_2 without the workers, who add only to |V_1 - {v_p}|
 
     def demand(v1: list[str]) -> int:  # |V_1 - {v_p}|
         return len(v1) - 1 + workers
@@ -65,8 +65,8 @@ def rate_and_degrees(g: Logical, ps: str, n: int) -> tuple[Rate, dict[str, int]]
         return sum(slots(g, v, r, cap) for v in v1)
 
     def useful(r: Rate) -> list[str]:  # lines 14-15: switches that can merge two gradients
-        return [v for v in everyone if v == ps or g.capacity[v] >= 2 * r
-                and slots(g, v, r, cap) >= 2]
+        return [v for v in everyone if v == ps or (g.capacity[v] >= 2 * r
+                and slots(g, v, r, cap) >= 2)]
 
     def grows(v: str, r: Rate) -> bool:  # a lower rate can give v another slot
         return g.capacity[v] not in (0, INF) and not (

@@ -32,7 +32,7 @@ from controller.solvers.paring.logical import INF, Logical
 
 @dataclass
 class Joint:
-    bound: Fraction | None  # proven: no two trees give a larger r_1 + r_2 (None: not reached)
+    bound: Fraction  # proven: no two trees give a larger r_1 + r_2
     rates: tuple[Fraction, Fraction] | None  # the rates of the trees found at `bound`
     trees: list[tuple[str, dict[str, str]]] | None  # per PS: (ps, parent) of those trees
     workers: list[str]
@@ -49,11 +49,12 @@ def candidates(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
     for v in gs[0].switches:
         b = gs[0].capacity[v]
         if b not in (0, INF):
-            rows |= {(Fraction(a), Fraction(c), b) for a in range(n + 1) for c in range(n + 1)
+            rows |= {(Fraction(a), Fraction(c), Fraction(b)) for a in range(n + 1)
+                     for c in range(n + 1)
                      if a or c}
     for p, g in enumerate(gs):
         for b in {g.capacity[h] for h in g.hosts} - {0, INF}:
-            rows |= {(Fraction(k * (p == 0)), Fraction(k * (p == 1)), b)
+            rows |= {(Fraction(k * (p == 0)), Fraction(k * (p == 1)), Fraction(b))
                      for k in range(1, n + 1)}
     found = set()
     for (a1, b1, c1), (a2, b2, c2) in itertools.combinations(rows, 2):
@@ -133,12 +134,13 @@ def _fit(gs: list[Logical], n: int, rates: tuple[Fraction, Fraction], deadline: 
     for h in hosts:  # distinct PSs, none a worker
         m.add(sum(p[h] for p in pss) + w[h] <= 1)
     for v in switches:  # the joint capacity row, scaled to integers
-        b = gs[0].capacity[v]
-        if b == INF:
+        cap = gs[0].capacity[v]
+        if cap == INF:
             continue
-        scale = math.lcm(b.denominator, *(r.denominator for r in rates))
+        cap = Fraction(cap)
+        scale = math.lcm(cap.denominator, *(r.denominator for r in rates))
         m.add(sum(int(r * scale) * sum(ins[v]) for r, ins in zip(rates, into, strict=True))
-              <= int(b * scale))
+              <= int(cap * scale))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.05)
     solver.parameters.num_workers = threads

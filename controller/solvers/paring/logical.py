@@ -125,8 +125,8 @@ def convert(network: Network, task: Task, fan_in: int = 0) -> Logical:
                 cost[(a, b)] = cost[(b, a)] = int(h)
     capacity: dict[str, Fraction | float] = {
         s: exact(network.spec(s).aggregation_capacity_gbps) for s in switches}
-    for h in hosts:
-        capacity[h] = exact(network.ps_capacity(task, h))
+    for host in hosts:
+        capacity[host] = exact(network.ps_capacity(task, host))
     reachable = [h for h in hosts if any((h, x) in cost for x in hosts if x != h)]
     if len(reachable) < len(task.workers) + 1:
         raise SchemeInputError(

@@ -27,14 +27,16 @@ aggregation capacity B_v for vertices in the cluster after each run of Alg. 3." 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from controller.evaluator import sharding
 from controller.evaluator.evaluate import evaluate, resources, task_flows
 from controller.model.network import Network, Task
-from controller.model.plan import Plan, TaskPlan
+from controller.model.plan import Plan, Status, TaskPlan
 from controller.solvers import SchemeInputError
 from controller.solvers.paring import degrees
 from controller.solvers.paring.alg2 import Outcome, grow
@@ -75,17 +77,17 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
     load: dict = {}
     for task, ps in zip(tasks, pss, strict=True):
         # the first shard places the workers: on servers that reach every PS
-        hosts = [h for h in g.hosts if h == ps or h not in pss and all(
-            (h, q) in g.cost for q in pss)] if workers is None else \
+        hosts = [h for h in g.hosts if h == ps or (h not in pss and all(
+            (h, q) in g.cost for q in pss))] if workers is None else \
             [h for h in g.hosts if h == ps or h in workers]
         g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
         outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed, load)
         load = outcome.tree.load  # the links the shards so far use (equal-cost legs avoid them)
         workers = workers or list(outcome.tree.workers)
         if fine:
-            shard = _fine_shard(network, task, outcome, [s.fine for s in out], len(tasks))
+            shard = _fine_shard(network, task, outcome, _fine(out), len(tasks))
             out.append(Subtask(task, replace(outcome, rate=shard.rate_gbps), shard))
-            left_over = residual(network, [s.fine for s in out])
+            left_over = residual(network, _fine(out))
             for v in g.switches:  # update B_v by what the shards merge, shares included
                 if capacity[v] != INF:
                     capacity[v] = _snap(left_over.spec(v).aggregation_capacity_gbps)
@@ -101,6 +103,11 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
                     capacity[v] = max(capacity[v] - r * k, Fraction(0))
             left = left - r if left != INF else INF
     return out
+
+
+def _fine(subtasks: list[Subtask]) -> list[TaskPlan]:
+    """The fine-mode shards so far (fine mode sets every one)."""
+    return [s.fine for s in subtasks if s.fine is not None]
 
 
 def _fine_shard(network: Network, task: Task, outcome: Outcome, before: list[TaskPlan],
@@ -163,14 +170,14 @@ def _as_ps_of(g: Logical, network: Network, task: Task, hosts: list[str],
 
 def _star(g: Logical, ps: str, n: int) -> Outcome:
     """A subtask left with no rate: each worker straight to its PS (no B_v spent)."""
-    d = {v: 1 for v in g.nodes} | {ps: max(n, 2)}
+    d = dict.fromkeys(g.nodes, 1) | {ps: max(n, 2)}
     tree = steiner_tree(g, ps, d, n, 1.0, guard=False)  # links left alone: it sends nothing
     if tree is None:
         raise SchemeInputError(f"{g.network.source}: no path from the workers to {ps}")
     return Outcome(g, tree, Fraction(0), Fraction(0), 1.0)
 
 
-def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: str,
+def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: Status,
             seed: int | None) -> Plan:
     """One task per PS, model_share r_p / Σ r. PARING ignores links; the evaluator does not,
     so each shard in turn claims its line-23 rate or, if less, what the evaluator's resources
@@ -206,7 +213,7 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
     for tp in plan.tasks:
         hops[tp.key] = sum(ll.flows for ll in evaluate(network, Plan(
             plan.scheme, plan.status, 0.0, None, 0.0, None, [tp])).link_loads)
-    volume = sum(tp.model_share * hops[tp.key] for tp in plan.tasks) * gradient_gb
+    volume = sum(sharding.share(tp) * hops[tp.key] for tp in plan.tasks) * gradient_gb
     total = plan.objective
     seconds = gradient_gb * 8 / total if total > 0 else INF
     pss = [tp.ps for tp in plan.tasks]
@@ -272,5 +279,5 @@ def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: i
             g_p = _as_ps_of(g, network, task, g.hosts)
             known[capacity] = solve_exactly(
                 g_p, n, deadline, threads, seed,
-                report=lambda rate, bound, c=capacity: hear(rate, bound, c)).rate
+                report=functools.partial(hear, capacity=capacity)).rate
     return total()

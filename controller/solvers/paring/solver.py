@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.evaluator.evaluate import evaluate
 from controller.model.network import Network, Task
-from controller.model.plan import Plan
+from controller.model.plan import Plan, Status
 from controller.solvers import SchemeInputError, SolveOptions, progress
 from controller.solvers.params import SchemeParams
 from controller.solvers.paring import exact, joint, several
@@ -70,8 +70,8 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     return plan
 
 
-def plan_for(network: Network, task: Task, tree: Tree, rate: float, scheme: str,
-             status: str, seed: int | None) -> Plan:
+def plan_for(network: Network, task: Task, tree: Tree, rate: float | Fraction, scheme: str,
+             status: Status, seed: int | None) -> Plan:
     """The Plan of one placed tree, rated by the evaluator (the claimed rate is never above
     what the paths carry)."""
     tp = task_plan(network, task, tree, 0.0)
@@ -121,7 +121,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     params = SchemeParams("paring-opt", options.params)
     gradient_gb, threads = params["gradient_gb"], params["num_workers"]
-    limit, fan_in = options.time_limit, params["max_fan_in"]
+    limit, fan_in = options.limit(), params["max_fan_in"]
     if params["fine"]:
         raise SchemeInputError(
             f"{network.source}: paring-opt: `fine` is not modelled: paring-opt solves the "
@@ -138,15 +138,15 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
         bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0,
                                      report, fan_in)
         if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
-            found = joint.solve(several.shard_graphs(network, tasks, fan_in),
-                                len(tasks[0].workers),
-                                Fraction(plan.objective), Fraction(bounds), started + limit,
-                                threads, options.seed or 0, report)
-            if found.trees is not None:
-                better = several.joint_plan(network, tasks, found, options.seed, fan_in)
+            pair = joint.solve(several.shard_graphs(network, tasks, fan_in),
+                               len(tasks[0].workers),
+                               Fraction(plan.objective), Fraction(bounds), started + limit,
+                               threads, options.seed or 0, report)
+            if pair.trees is not None:
+                better = several.joint_plan(network, tasks, pair, options.seed, fan_in)
                 plan = better if better and better.objective > plan.objective else plan
-            bounds = min(bounds, found.bound)
-            plan.details["joint_candidates_probed"] = found.probes
+            bounds = min(bounds, pair.bound)
+            plan.details["joint_candidates_probed"] = pair.probes
         plan.bound = max(float(bounds), plan.objective)
         plan.details["rate_optimal"] = plan.objective >= float(bounds) * (1 - 1e-9)
         several.describe(plan, network, gradient_gb)
@@ -164,7 +164,8 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     report(plans[0].objective, INF)
     found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint, report=report)
     trees = [heur.tree]
-    tree = None if found.parent is None else tree_of(g, found.ps, found.parent, found.workers)
+    tree = (None if found.parent is None or found.ps is None
+            else tree_of(g, found.ps, found.parent, found.workers))
     if tree is not None:
         plans.append(plan_for(network, task, tree, float(found.rate), "paring-opt",
                               "feasible", options.seed))

@@ -14,8 +14,9 @@ placement falls out of the tree. Readings where the text leaves room:
   Theorem 2's 2/3 are its answer. `guard` (default; `--param as_printed=true` turns it off)
   takes the least ratio-cost spider after which H keeps a free slot and the free slots plus
   those the switches outside H can add (⌊slack d(v)⌋ - 2 each, net of their own parent)
-  cover the workers still to come (relays a merge brings in count). G' being complete, some spider always passes when the slots added up at the
-  start, so with slack 1 the tree reaches step 2's rate r_2.
+  cover the workers still to come (relays a merge brings in count). G' being complete, some
+  spider always passes when the slots added up at the start, so with slack 1 the tree
+  reaches step 2's rate r_2.
 * (c) A plan merges by worker (`controller.model.plan`): a flow must not cross a vertex above its
   parent before reaching it (that vertex would merge it early), nor a vertex below it (a
   mix of merged and unmerged workers). So a leg avoids the vertices above its upper end, a
