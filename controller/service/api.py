@@ -1,4 +1,5 @@
-"""The northbound API of `ina controller --api HOST:PORT`: jobs, topology, health, metrics.
+"""The northbound API of `ina controller --api HOST:PORT`: jobs, topology, health, metrics,
+and at `/` a status page (`status.html`: the topology with each job's paths, updated live).
 
 FastAPI on uvicorn. It is asyncio, so it runs in the daemon's own event loop beside the
 P4Runtime channels and a handler reads the session without threads or locks of its own; its
@@ -23,24 +24,28 @@ import contextlib
 import hmac
 import ipaddress
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from controller.compiler.program import Layout
 from controller.model.inputs import plain_error
 from controller.model.network import Network
+from controller.model.tiers import layout
 from controller.service.admission import Refused, initial_layout
 from controller.service.job_model import JobRequest, JobView, Problem, Refusal, Removal
 from controller.service.metrics import exposition
+from controller.southbound.p4runtime import COUNTERS
 
 if TYPE_CHECKING:
     from controller.service.daemon import Session
     from controller.service.jobs import JobService
 
+STATUS_PAGE = Path(__file__).with_name("status.html")
 MAX_BODY = 64 * 1024  # bytes: a job is a few hundred; a 4096-worker list about 40 kB
 
 
@@ -125,6 +130,15 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
                              "plan_version": service.session.version, "switches": switches},
                             200 if ok else 503)
 
+    @app.get("/switches")
+    async def switches() -> dict[str, Any]:
+        """Per switch: whether it holds the plan, and each INA counter summed over its cells."""
+        return switches_view(service)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def status_page() -> HTMLResponse:
+        return HTMLResponse(STATUS_PAGE.read_text(encoding="utf-8"))
+
     @app.get("/metrics", response_class=Response)
     async def metrics() -> Response:
         return Response(exposition(service), media_type="text/plain; version=0.0.4")
@@ -146,7 +160,16 @@ def topology_view(service: JobService) -> dict[str, Any]:
                   for u, v, d in net.graph.edges(data=True)],
         "dead_links": sorted(session.dead_links),
         "failed_switches": sorted(session.failed_switches),
+        "positions": layout(net),  # node -> (x in 0..1, tier row): as `ina show` draws it
     }
+
+
+def switches_view(service: JobService) -> dict[str, Any]:
+    session = service.session
+    return {name: {"programmed": driver.programmed, "connected": driver.switch.is_up,
+                   "counters": {c: sum(session.counters.get(name, {}).get(c, []))
+                                for c in COUNTERS}}
+            for name, driver in sorted(session.drivers.items())}
 
 
 class BodyLimit:
