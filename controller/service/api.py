@@ -11,6 +11,7 @@ Off unless `--api` is given: a primary and a backup controller on one machine wo
 contend for one default port, and a listening port nobody asked for is one more way in. Bound
 to loopback, mutating calls (POST, DELETE) need a bearer token only if `--api-token-file` is
 given; bound to anything else the token is required (`listen` refuses to start without one).
+With `--api-cert` and `--api-key` it serves HTTPS only (`ApiTLS`).
 Every error is a 4xx with a one-line `detail`: bad JSON (400), a body that does not follow the
 schema (422, naming the field), a body over `MAX_BODY` or without a length (413, 411), no or a
 wrong token (401), an unknown job (404); a refused job is 409 (422 for a host or scheme the
@@ -24,6 +25,8 @@ import contextlib
 import hmac
 import ipaddress
 import socket
+import ssl
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +43,7 @@ from controller.service.admission import Refused, initial_layout
 from controller.service.job_model import JobRequest, JobView, Problem, Refusal, Removal
 from controller.service.metrics import exposition
 from controller.southbound.p4runtime import COUNTERS
+from dataplane.tls import TLSConfigError, read_pem
 
 if TYPE_CHECKING:
     from controller.service.daemon import Session
@@ -50,7 +54,45 @@ MAX_BODY = 64 * 1024  # bytes: a job is a few hundred; a 4096-worker list about 
 
 
 class ApiConfigError(ValueError):
-    """`--api` or `--api-token-file` cannot be used; the message says why."""
+    """`--api`, `--api-token-file`, `--api-cert` or `--api-key` cannot be used; the message
+    says why."""
+
+
+@dataclass(frozen=True)
+class ApiTLS:
+    """HTTPS for the API: the certificate the controller presents (issued for the API's
+    address, PEM, its chain after it) and its private key. A client checks it against the CA
+    that signed it (`ina job --ca`); the bearer token still says who may change jobs."""
+
+    cert: Path
+    key: Path
+
+    def context(self) -> ssl.SSLContext:
+        """A server context with the pair loaded; ApiConfigError naming a bad file."""
+        for option, path in (("--api-cert", self.cert), ("--api-key", self.key)):
+            try:
+                read_pem(path, option)
+            except TLSConfigError as exc:
+                raise ApiConfigError(str(exc)) from None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(self.cert, self.key)
+        except ssl.SSLError as exc:
+            raise ApiConfigError(f"--api-cert {self.cert} and --api-key {self.key}: not a "
+                                 f"certificate and its key ({exc.reason or exc})") from None
+        return context
+
+
+def api_tls(cert: Path | None, key: Path | None) -> ApiTLS | None:
+    """The API's TLS from `--api-cert` and `--api-key` (both or neither), checked now."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ApiConfigError("--api-cert and --api-key go together (the API's certificate "
+                             "and its private key, PEM)")
+    tls = ApiTLS(Path(cert), Path(key))
+    tls.context()
+    return tls
 
 
 def build_app(service: JobService, token: str | None) -> FastAPI:
@@ -242,16 +284,20 @@ class _Server(uvicorn.Server):
 
 
 class ApiServer:
-    """Serves `app` on `sock` until cancelled, then closes it gracefully."""
+    """Serves `app` on `sock` (over TLS with `tls`) until cancelled, then closes it
+    gracefully."""
 
-    def __init__(self, app: Any, sock: socket.socket):
-        self.app, self.sock = BodyLimit(app), sock
+    def __init__(self, app: Any, sock: socket.socket, tls: ApiTLS | None = None):
+        self.app, self.sock, self.tls = BodyLimit(app), sock, tls
         host, port = sock.getsockname()[:2]
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.url = f"{'https' if tls else 'http'}://{self.address}"
 
     async def serve(self) -> None:
+        certs = ({"ssl_certfile": str(self.tls.cert), "ssl_keyfile": str(self.tls.key)}
+                 if self.tls else {})
         server = _Server(uvicorn.Config(self.app, lifespan="off", log_config=None,
-                                        access_log=False, log_level="warning"))
+                                        access_log=False, log_level="warning", **certs))
         task = asyncio.create_task(server.serve(sockets=[self.sock]))
         try:
             await asyncio.shield(task)
@@ -274,11 +320,13 @@ def prepare(address: str, token_file: str | None, network: Network,
 
 
 def attach(session: Session, sock: socket.socket, token: str | None, *, scheme: str,
-           time_limit: float | None, seed: int | None) -> None:
-    """Give the session its job service and the API, served once the first plan is in."""
+           time_limit: float | None, seed: int | None, tls: ApiTLS | None = None) -> None:
+    """Give the session its job service and the API (HTTPS with `tls`), served once the
+    first plan is in."""
     from controller.service.jobs import JobService
 
     service = JobService(session, scheme, time_limit, seed)
     session.jobs = service
-    server = ApiServer(build_app(service, token), sock)
+    server = ApiServer(build_app(service, token), sock, tls)
     session.api_server, session.api_address = server, server.address
+    session.api_url = server.url
