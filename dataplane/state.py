@@ -1,5 +1,6 @@
 """The controller's state file as the agents read it: the plan version each agent follows
-(`PlanWatcher`) and how a job's model is sharded over its tasks (`job_shares`)."""
+(`PlanWatcher`) and how a job's model is sharded over its tasks (`job_shares`). Agents
+elsewhere read the same rows from the controller's API (`dataplane.plan_api`)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,11 @@ def job_shares(state_path: str | None, job: int) -> dict[int, float] | None:
         rows = json.loads(Path(state_path).read_text())["workers"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return rows_shares(rows, job)
+
+
+def rows_shares(rows: list[dict], job: int) -> dict[int, float] | None:
+    """`job_shares` of the rows themselves (the state file's, or the API's)."""
     shares = {r["task_id"]: r.get("model_share") for r in rows if r["job_id"] == job}
     if not shares or any(v is None for v in shares.values()):
         return None

@@ -26,7 +26,7 @@ import hmac
 import ipaddress
 import socket
 import ssl
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,15 @@ from controller.model.inputs import plain_error
 from controller.model.network import Network
 from controller.model.tiers import layout
 from controller.service.admission import Refused, initial_layout
-from controller.service.job_model import JobRequest, JobView, Problem, Refusal, Removal
+from controller.service.job_model import (
+    AgentIds,
+    AgentRows,
+    JobRequest,
+    JobView,
+    Problem,
+    Refusal,
+    Removal,
+)
 from controller.service.metrics import exposition
 from controller.southbound.p4runtime import COUNTERS
 from dataplane.tls import TLSConfigError, read_pem
@@ -152,6 +160,27 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
     @app.get("/jobs/{job_id}", response_model=JobView, responses={404: {"model": Problem}})
     async def job(job_id: int) -> JobView:
         return service.view(job_named(job_id))
+
+    def rows(job_id: int, name: str) -> AgentRows:
+        return AgentRows(version=service.session.version, job_id=job_id, name=name,
+                         workers=[AgentIds(**asdict(a)) for a in service.session.assignments
+                                  if a.job_id == job_id])
+
+    @app.get("/jobs/{job_id}/agents", response_model=AgentRows,
+             responses={404: {"model": Problem}})
+    async def agents(job_id: int) -> AgentRows:
+        """The job's rows for its agents: 404 until the job is installed (agents wait)."""
+        return rows(job_id, job_named(job_id))
+
+    @app.get("/jobs/by-name/{name}/agents", response_model=AgentRows,
+             responses={404: {"model": Problem}})
+    async def agents_named(name: str) -> AgentRows:
+        """The rows of the job submitted as `name`, whatever id it was given: a scheduler
+        can start the agents before it submits the job."""
+        ids = {job: job_id for job_id, job in service.ids().items()}
+        if name not in ids:
+            raise HTTPException(404, f"no job named {name!r} runs (GET /jobs lists the jobs)")
+        return rows(ids[name], name)
 
     @app.delete("/jobs/{job_id}", response_model=Removal,
                 responses={**errors, 404: {"model": Problem}},
