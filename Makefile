@@ -9,8 +9,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Debian packages the demo and the root tests need.
-APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump nftables
+# Debian packages the demo and the root tests need; chromium for the status page test.
+APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump nftables \
+	chromium
 
 .PHONY: all setup apt venv mininet-link p4 test test-unprivileged demo lint clean \
 	clean-install check-no-mininet test-as-user

@@ -371,12 +371,13 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
         northbound = api
         try:
+            api_tls = api.api_tls(args.api_cert, args.api_key)
             api_socket, token, layout = api.prepare(args.api, args.api_token_file, network,
                                                     args.job_slots)
         except api.ApiConfigError as exc:
             raise UserError(str(exc)) from None
-    elif args.api_token_file:
-        raise UserError("--api-token-file needs --api HOST:PORT")
+    elif args.api_token_file or args.api_cert or args.api_key:
+        raise UserError("--api-token-file, --api-cert and --api-key need --api HOST:PORT")
     if plan is None:
         try:
             plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
@@ -393,8 +394,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
                              primary_stale=args.primary_stale)
     if northbound is not None:
         northbound.attach(session, api_socket, token, scheme=args.scheme,
-                          time_limit=args.time_limit, seed=args.seed)
-        console.print(f"API on http://{session.api_address} once the switches hold the plan")
+                          time_limit=args.time_limit, seed=args.seed, tls=api_tls)
+        console.print(f"API on {session.api_url} once the switches hold the plan")
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
     return 0
@@ -680,6 +681,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-token-file", metavar="FILE",
                    help="bearer token that POST and DELETE must carry; required when --api "
                         "is not a loopback address")
+    p.add_argument("--api-cert", type=Path, metavar="PEM",
+                   help="serve the API over HTTPS with this certificate (issued for the API's "
+                        "address; with --api-key)")
+    p.add_argument("--api-key", type=Path, metavar="PEM", help="the --api-cert's private key")
     p.add_argument("--job-slots", type=_job_slots, default=DEFAULT_JOB_SLOTS, metavar="N",
                    help=f"with --api, aggregation slots per pipeline of each of the topology "
                         f"file's jobs (default {DEFAULT_JOB_SLOTS}, of {SLOT_REGION})")

@@ -1,7 +1,9 @@
 """Host agents on the command line: `ina worker` sends a gradient in fragments and gets the
 sum back (dataplane/worker.py, its loss recovery dataplane/recovery.py), `ina ps` finishes the
-sums and returns them (dataplane/ps.py). Both read the controller's state file
-(dataplane/state.py) and cut the gradient the same way (dataplane/gradients.py).
+sums and returns them (dataplane/ps.py). Both take their ids and follow the plan from the
+controller's state file (dataplane/state.py) or, by job id, from its API (`--api URL --job ID`,
+dataplane/plan_api.py: they wait until the job is installed), and cut the gradient the same
+way (dataplane/gradients.py).
 
 Every frame's UDP source port is its flow id (`build_frame`), so plain OpenFlow switches that
 cannot parse INA still forward each flow on its planned path by matching `udp_src`.
@@ -31,9 +33,10 @@ from dataplane.gradients import (
     synthetic_gradient,
     to_fixed_point,
 )
+from dataplane.plan_api import ApiError, ApiWatcher, wait_for_job
 from dataplane.ports import open_raw
 from dataplane.ps import ParameterServer
-from dataplane.state import PlanWatcher, job_shares
+from dataplane.state import PlanWatcher, job_shares, rows_shares
 from dataplane.worker import Worker, run_shards
 
 
@@ -67,32 +70,100 @@ class BadShards(Exception):
     """The state file shards a job in a way this agent cannot follow; the message says why."""
 
 
+class BadConfig(Exception):
+    """The options, or the controller's rows for the job, leave the agent without its ids;
+    the message says what is missing."""
+
+
+# Per role: the options that --api fills in from the job's rows, else needed by hand.
+FROM_API = {"worker": ("ps_ip", "index", "workers"), "ps": ("result_flow_id", "workers")}
+
+
+def configure(args: argparse.Namespace, role: str) -> list[dict] | None:
+    """With --api: wait until the controller has installed job --job (or --job-name), take
+    this agent's ids from its rows into `args`, and return the rows; without it, check the
+    options given."""
+    if not args.api:
+        if args.job_name:
+            raise BadConfig(f"ina {role}: --job-name needs --api URL")
+        args.job = 1 if args.job is None else args.job
+        missing = [f"--{n.replace('_', '-')}" for n in FROM_API[role] if getattr(args, n) is None]
+        if missing:
+            raise BadConfig(f"ina {role}: {', '.join(missing)} needed (or --api URL and --job "
+                            "ID to take them from the controller)")
+        return None
+    if args.state:
+        raise BadConfig(f"ina {role}: --api and --state are two sources of one plan; give one")
+    if args.job_name and args.job is not None:
+        raise BadConfig(f"ina {role}: --job and --job-name name one job two ways; give one")
+    if not args.job_name and args.job is None:
+        raise BadConfig(f"ina {role} --api needs --job ID (the id the controller gave the "
+                        "job) or --job-name NAME (the name it was submitted with)")
+    if role == "worker" and not args.name:
+        raise BadConfig("ina worker --api needs --name (this worker's host in the topology)")
+    answer = wait_for_job(args.api, args.job_name or args.job, wait=args.api_wait,
+                          ca=args.api_ca)
+    args.job, rows = answer["job_id"], answer["workers"]
+    if role == "worker":
+        mine = [r for r in rows if r["worker"] == args.name]
+        if not mine:
+            raise BadConfig(f"job {args.job} has no worker {args.name} (its workers: "
+                            f"{', '.join(sorted({r['worker'] for r in rows}))})")
+        row = next((r for r in mine if r["task_id"] == args.task), mine[0])
+        task = [r["worker"] for r in rows if r["task_id"] == row["task_id"]]
+        args.task, args.ps_ip, args.index = row["task_id"], row["ps_ip"], task.index(args.name)
+        args.flow_id, args.next_node = row["flow_id"], row["next_node"]
+        args.workers = row["workers_in_task"]
+    else:
+        task = [r for r in rows if r["task_id"] == args.task]
+        if not task:
+            raise BadConfig(f"job {args.job} has no task {args.task} (its tasks: "
+                            f"{sorted({r['task_id'] for r in rows})})")
+        args.workers, args.result_flow_id = task[0]["workers_in_task"], task[0]["result_flow_id"]
+    return rows
+
+
+def _watcher(args: argparse.Namespace, match) -> PlanWatcher | ApiWatcher | None:
+    """What follows the plan for this agent: the API's rows, the state file, or nothing."""
+    if args.api:
+        return ApiWatcher(args.api, args.job, match, args.api_ca)
+    if args.state:
+        return PlanWatcher(Path(args.state), match)
+    return None
+
+
+def _shares(args: argparse.Namespace, published: list[dict] | None) -> dict[int, float] | None:
+    if published is not None:
+        return rows_shares(published, args.job)
+    return job_shares(args.state, args.job)
+
+
 def _endpoint(iface: str, ip: str) -> Endpoint:
     mac = Path(f"/sys/class/net/{iface}/address").read_text().strip()
     return Endpoint(mac_bytes(mac), ip_bytes(ip))
 
 
 def _worker_shards(args: argparse.Namespace, sock: socket.socket, me: Endpoint,
-                   rows: np.ndarray) -> list[Worker]:
+                   rows: np.ndarray, published: list[dict] | None = None) -> list[Worker]:
     """One Worker per task this worker sends to: the whole gradient to --task's PS, or, when
-    the state file gives the job's tasks model shares, each task's shard to its PS."""
+    the state file (or the API's `published` rows) gives the job's tasks model shares, each
+    task's shard to its PS."""
     common = {"window": args.window, "timeout": args.timeout, "rate_scale": args.rate_scale,
               "epoch": args.epoch}
 
-    def watcher(task: int) -> PlanWatcher | None:
-        if not args.state:
-            return None
+    def watcher(task: int) -> PlanWatcher | ApiWatcher | None:
         key = (args.name, args.job, task)
-        return PlanWatcher(Path(args.state),
-                           lambda r: (r["worker"], r["job_id"], r["task_id"]) == key)
+        return _watcher(args, lambda r: (r["worker"], r["job_id"], r["task_id"]) == key)
 
-    shares = job_shares(args.state, args.job)
+    shares = _shares(args, published)
     if shares is None:
         return [Worker(sock, me, Endpoint(BROADCAST.mac, ip_bytes(args.ps_ip)),
                        Task(args.job, args.task), args.flow_id or args.index + 1,
                        args.next_node, rows, rate_gbps=args.rate_gbps, plan=watcher(args.task),
                        contributor=args.index, **common)]
-    mine = {r["task_id"]: r for r in json.loads(Path(args.state).read_text())["workers"]
+    if published is None:
+        published = json.loads(Path(args.state).read_text())["workers"]
+    mine = {r["task_id"]: r for r in published
             if r["job_id"] == args.job and r["worker"] == args.name}
     if set(mine) != set(shares):
         raise BadShards(
@@ -129,10 +200,15 @@ def _worker_report(shards: list[Worker]) -> dict[str, object]:
 def cmd_worker(args: argparse.Namespace) -> int:
     if args.verify and args.gradient:
         raise SystemExit("--verify checks synthetic gradients; it cannot be used with --gradient")
+    try:
+        published = configure(args, "worker")
+    except (BadConfig, ApiError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     gradient = _gradient(args, args.index)
     try:
         shards = _worker_shards(args, open_raw(args.iface), _endpoint(args.iface, args.ip),
-                                fragments(gradient))
+                                fragments(gradient), published)
     except BadShards as exc:
         print(f"error: ina worker: {exc}", file=sys.stderr)
         return 2
@@ -162,9 +238,10 @@ def _expected_sum(seed: int, workers: int, elements: int) -> np.ndarray:
                np.zeros(elements, np.int64))
 
 
-def _ps_shard(args: argparse.Namespace, total: int) -> tuple[int, int]:
+def _ps_shard(args: argparse.Namespace, total: int,
+              published: list[dict] | None = None) -> tuple[int, int]:
     """(first fragment, fragments) this PS finishes: its task's shard, or the whole gradient."""
-    shares = job_shares(args.state, args.job)
+    shares = _shares(args, published)
     if shares is None:
         return 0, total
     if args.task not in shares:
@@ -177,14 +254,16 @@ def _ps_shard(args: argparse.Namespace, total: int) -> tuple[int, int]:
 def cmd_ps(args: argparse.Namespace) -> int:
     elements = int(args.size_mb * 2**20) // 4
     try:
-        offset, count = _ps_shard(args, -(-elements // K))
+        published = configure(args, "ps")
+        offset, count = _ps_shard(args, -(-elements // K), published)
+    except (BadConfig, ApiError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except BadShards as exc:
         print(f"error: ina ps: {exc}", file=sys.stderr)
         return 2
-    plan = None
-    if args.state:
-        task = (args.job, args.task)
-        plan = PlanWatcher(Path(args.state), lambda r: (r["job_id"], r["task_id"]) == task)
+    task = (args.job, args.task)
+    plan = _watcher(args, lambda r: (r["job_id"], r["task_id"]) == task)
     ps = ParameterServer(open_raw(args.iface), _endpoint(args.iface, args.ip),
                          Task(args.job, args.task), args.workers, count,
                          args.result_flow_id, plan=plan, epoch=args.epoch, offset=offset)
@@ -220,13 +299,24 @@ def _ps_check(args: argparse.Namespace, ps: ParameterServer, elements: int) -> d
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", metavar="FILE",
                    help="the controller's state file: follow plan changes (README)")
+    p.add_argument("--api", metavar="URL",
+                   help="the controller's API (http[s]://HOST:PORT): take this agent's ids for "
+                        "job --job from it, waiting until the job is installed, and follow "
+                        "its plan changes (instead of --state)")
+    p.add_argument("--job-name", metavar="NAME",
+                   help="with --api, the job submitted under this name, whatever its id "
+                        "(instead of --job)")
+    p.add_argument("--api-ca", metavar="PEM", help="the CA of the API's certificate (https)")
+    p.add_argument("--api-wait", type=float, default=600.0, metavar="S",
+                   help="with --api, seconds to wait for the job to be installed (default 600)")
     p.add_argument("--iface", required=True, help="interface to send and receive on")
     p.add_argument("--ip", required=True, help="this host's IPv4 address")
-    p.add_argument("--job", type=int, default=1,
-                   help="job number, carried in every fragment (default 1)")
+    p.add_argument("--job", type=int,
+                   help="job number, carried in every fragment (default 1); with --api, the "
+                        "job id the controller gave the job")
     p.add_argument("--task", type=int, default=0,
                    help="task number within the job, carried in every fragment (default 0)")
-    p.add_argument("--workers", type=int, required=True, help="workers in the task")
+    p.add_argument("--workers", type=int, help="workers in the task (with --api: from it)")
     p.add_argument("--size-mb", type=float, default=1.0, help="gradient size (default 1 MB)")
     p.add_argument("--epoch", type=int, default=0,
                    help="iteration number, carried in fragment ids (worker and PS must agree)")
@@ -239,9 +329,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `worker` and `ps` to the command line."""
     p = subparsers.add_parser("worker", help="send one gradient through INA and get the sum")
     _common(p)
-    p.add_argument("--ps-ip", required=True,
-                   help="the PS's address (a sharded job takes each task's PS from --state)")
-    p.add_argument("--index", type=int, required=True, help="worker index in the task (0-based)")
+    p.add_argument("--ps-ip",
+                   help="the PS's address (a sharded job takes each task's PS from --state; "
+                        "with --api: from it)")
+    p.add_argument("--index", type=int,
+                   help="worker index in the task (0-based; with --api: from it)")
     p.add_argument("--flow-id", type=int, help="this worker's flow id (default index + 1)")
     p.add_argument("--next-node", type=int, default=0, help="id of the first aggregating node")
     p.add_argument("--gradient", metavar="FILE.npy", help="int32 or float32 gradient to send "
@@ -249,7 +341,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
     p.add_argument("--timeout", type=float, default=0.5, help="retransmission timeout (s)")
     p.add_argument("--rate-gbps", type=float, help="pace at the task's published rate")
-    p.add_argument("--name", help="this worker's name in the topology (with --state)")
+    p.add_argument("--name", help="this worker's name in the topology (with --state or --api)")
     p.add_argument("--rate-scale", type=float, default=1.0,
                    help="wire Gbps per planned Gbps when pacing at the state file's rate")
     p.add_argument("--verify", action="store_true",
@@ -258,8 +350,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("ps", help="parameter server: finish the sums, send results")
     _common(p)
-    p.add_argument("--result-flow-id", type=int, required=True,
-                   help="flow id of the task's results (the controller's result_flow_id)")
+    p.add_argument("--result-flow-id", type=int,
+                   help="flow id of the task's results (the controller's result_flow_id; "
+                        "with --api: from it)")
     p.add_argument("--linger", type=float, default=1.0,
                    help="seconds to keep answering retransmissions after the last fragment; "
                    "with --wait-go the PS serves until a second line on stdin instead")

@@ -41,7 +41,7 @@ from dataplane.frame import (
 )
 from dataplane.gradients import EPOCHS, frag_id, split_frag_id
 from dataplane.ports import ina_frames, send
-from dataplane.state import PlanWatcher
+from dataplane.state import PlanSource
 
 
 @dataclass
@@ -54,7 +54,7 @@ class ParameterServer:
     workers: int
     fragments: int
     result_flow_id: int
-    plan: PlanWatcher | None = None
+    plan: PlanSource | None = None
     # per flow-id generation: sums and contribution counts of every fragment
     sums: dict[int, np.ndarray] = field(default_factory=dict)
     counts: dict[int, np.ndarray] = field(default_factory=dict)

@@ -1,5 +1,6 @@
 """The controller's state file as the agents read it: the plan version each agent follows
-(`PlanWatcher`) and how a job's model is sharded over its tasks (`job_shares`)."""
+(`PlanWatcher`) and how a job's model is sharded over its tasks (`job_shares`). Agents
+elsewhere read the same rows from the controller's API (`dataplane.plan_api`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,16 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+
+class PlanSource(Protocol):
+    """Where an agent hears of a newer plan: the state file (`PlanWatcher`) or the API
+    (`plan_api.ApiWatcher`)."""
+
+    version: int
+
+    def poll(self, now: float) -> dict | None: ...
 
 
 @dataclass
@@ -53,7 +64,15 @@ def job_shares(state_path: str | None, job: int) -> dict[int, float] | None:
         rows = json.loads(Path(state_path).read_text())["workers"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    shares = {r["task_id"]: r.get("model_share") for r in rows if r["job_id"] == job}
-    if not shares or any(v is None for v in shares.values()):
-        return None
-    return dict(sorted(shares.items()))
+    return rows_shares(rows, job)
+
+
+def rows_shares(rows: list[dict], job: int) -> dict[int, float] | None:
+    """`job_shares` of the rows themselves (the state file's, or the API's)."""
+    shares: dict[int, float] = {}
+    for r in rows:
+        if r["job_id"] == job:
+            if r.get("model_share") is None:
+                return None
+            shares[r["task_id"]] = float(r["model_share"])
+    return dict(sorted(shares.items())) or None

@@ -71,7 +71,7 @@ from dataplane.recovery import (
     InFlight,
 )
 from dataplane.rto import BACKOFF_CEILING, RtoEstimator
-from dataplane.state import PlanWatcher
+from dataplane.state import PlanSource
 
 # A paced worker sends this many seconds' worth of fragments per turn of its loop, then sleeps
 # as long: the same rate, but one select, drain and timer check per burst instead of per
@@ -111,7 +111,7 @@ class Worker:
     max_window: int = 256
     timeout: float = 0.5  # the RTO before the first round trip is measured (RFC 6298 2.1)
     rate_gbps: float | None = None
-    plan: PlanWatcher | None = None
+    plan: PlanSource | None = None
     # wire Gbps per planned Gbps, when the rate comes from the plan (emulations scale links)
     rate_scale: float = 1.0
     # This worker's index in its task, named in the `aux` of every DATA it sends: a RESULT

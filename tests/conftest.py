@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -95,6 +98,56 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+API_SWITCHES = ["L0", "L1", "L2", "S0"]
+
+
+@contextlib.contextmanager
+def running_api(tmp: Path, token: str | None, **serve):
+    """A daemon with the API on 127.0.0.1:0 (`serve`: `api.attach`'s TLS options), in a
+    thread of this process, programming one embedded switch process per switch of
+    `cluster_doc`; yields its address, session, switches, topology and state file."""
+    from controller.service import api, daemon
+    from controller.service.admission import initial_layout
+    from controller.solvers import solve
+    from controller.southbound.p4runtime import SwitchTarget
+
+    addresses = {name: f"127.0.0.1:{free_port()}" for name in API_SWITCHES}
+    procs = [subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
+                               address, "--log-level", "warning"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for address in addresses.values()]
+    doc = cluster_doc()
+    network = build_network(doc)
+    session = daemon.Session(
+        network, solve(network, "shortest"),
+        {n: SwitchTarget(n, a) for n, a in addresses.items()}, tmp / "state.json",
+        layout=initial_layout(network, 128))
+    api.attach(session, api.listen("127.0.0.1:0", token), token, scheme="shortest",
+               time_limit=None, seed=0, **serve)
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(daemon.run(session, connect_timeout=30, probe_interval=None))
+
+    def run() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            loop.run_until_complete(task)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 40
+        while not session.started and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert session.started, "the switches were not programmed"
+        yield {"address": session.api_address, "session": session, "switches": addresses,
+               "doc": doc, "state": tmp / "state.json"}
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(timeout=20)
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 @pytest.fixture

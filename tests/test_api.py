@@ -5,78 +5,36 @@ errors a client gets, the metrics and `ina job`."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import http.client
 import json
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 
 import pytest
 import yaml
-from conftest import HOSTS, cluster_doc, free_port
+from conftest import API_SWITCHES, HOSTS, cluster_doc, free_port, running_api
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.evaluator.evaluate import evaluate
 from controller.model.network import build_network
 from controller.model.plan import AggregationPoint, Plan, TaskPlan
-from controller.service import api, daemon
-from controller.service.admission import initial_layout
-from controller.solvers import solve
-from controller.southbound.p4runtime import SwitchTarget
+from controller.service import api
 from dataplane.p4rt_client import Client
 from dataplane.schema import load_p4info
 
 TOKEN = "test-token-0123456789abcdef"
-SWITCHES = ["L0", "L1", "L2", "S0"]
-
-
-def _switch(address: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
-                             address, "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+SWITCHES = API_SWITCHES
 
 
 @pytest.fixture(scope="module")
 def controller(tmp_path_factory):
-    """A daemon with the API (token required) on 127.0.0.1:0, in a thread of this process,
-    programming one embedded switch process per switch of `cluster_doc`."""
-    tmp = tmp_path_factory.mktemp("api")
-    addresses = {name: f"127.0.0.1:{free_port()}" for name in SWITCHES}
-    procs = [_switch(address) for address in addresses.values()]
-    doc = cluster_doc()
-    network = build_network(doc)
-    session = daemon.Session(
-        network, solve(network, "shortest"),
-        {n: SwitchTarget(n, a) for n, a in addresses.items()}, tmp / "state.json",
-        layout=initial_layout(network, 128))
-    api.attach(session, api.listen("127.0.0.1:0", TOKEN), TOKEN, scheme="shortest",
-               time_limit=None, seed=0)
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(daemon.run(session, connect_timeout=30, probe_interval=None))
-
-    def serve() -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            loop.run_until_complete(task)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 40
-    while not session.started and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert session.started, "the switches were not programmed"
-    _wait_for(lambda: _call(session.api_address, "GET", "/healthz")[0] == 200)
-    yield {"address": session.api_address, "session": session, "switches": addresses,
-           "doc": doc, "state": tmp / "state.json"}
-    loop.call_soon_threadsafe(task.cancel)
-    thread.join(timeout=20)
-    for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=10)
+    """A daemon with the API (token required) programming embedded switch processes."""
+    with running_api(tmp_path_factory.mktemp("api"), TOKEN) as running:
+        _wait_for(lambda: _call(running["address"], "GET", "/healthz")[0] == 200)
+        yield running
 
 
 def _wait_for(condition, timeout: float = 10.0) -> None:

@@ -1,4 +1,5 @@
-"""The northbound API of `ina controller --api HOST:PORT`: jobs, topology, health, metrics.
+"""The northbound API of `ina controller --api HOST:PORT`: jobs, topology, health, metrics,
+and at `/` a status page (`status.html`: the topology with each job's paths, updated live).
 
 FastAPI on uvicorn. It is asyncio, so it runs in the daemon's own event loop beside the
 P4Runtime channels and a handler reads the session without threads or locks of its own; its
@@ -10,6 +11,7 @@ Off unless `--api` is given: a primary and a backup controller on one machine wo
 contend for one default port, and a listening port nobody asked for is one more way in. Bound
 to loopback, mutating calls (POST, DELETE) need a bearer token only if `--api-token-file` is
 given; bound to anything else the token is required (`listen` refuses to start without one).
+With `--api-cert` and `--api-key` it serves HTTPS only (`ApiTLS`).
 Every error is a 4xx with a one-line `detail`: bad JSON (400), a body that does not follow the
 schema (422, naming the field), a body over `MAX_BODY` or without a length (413, 411), no or a
 wrong token (401), an unknown job (404); a refused job is 409 (422 for a host or scheme the
@@ -23,29 +25,82 @@ import contextlib
 import hmac
 import ipaddress
 import socket
+import ssl
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from controller.compiler.program import Layout
 from controller.model.inputs import plain_error
 from controller.model.network import Network
+from controller.model.tiers import layout
 from controller.service.admission import Refused, initial_layout
-from controller.service.job_model import JobRequest, JobView, Problem, Refusal, Removal
+from controller.service.job_model import (
+    AgentIds,
+    AgentRows,
+    JobRequest,
+    JobView,
+    Problem,
+    Refusal,
+    Removal,
+)
 from controller.service.metrics import exposition
+from controller.southbound.p4runtime import COUNTERS
+from dataplane.tls import TLSConfigError, read_pem
 
 if TYPE_CHECKING:
     from controller.service.daemon import Session
     from controller.service.jobs import JobService
 
+STATUS_PAGE = Path(__file__).with_name("status.html")
 MAX_BODY = 64 * 1024  # bytes: a job is a few hundred; a 4096-worker list about 40 kB
 
 
 class ApiConfigError(ValueError):
-    """`--api` or `--api-token-file` cannot be used; the message says why."""
+    """`--api`, `--api-token-file`, `--api-cert` or `--api-key` cannot be used; the message
+    says why."""
+
+
+@dataclass(frozen=True)
+class ApiTLS:
+    """HTTPS for the API: the certificate the controller presents (issued for the API's
+    address, PEM, its chain after it) and its private key. A client checks it against the CA
+    that signed it (`ina job --ca`); the bearer token still says who may change jobs."""
+
+    cert: Path
+    key: Path
+
+    def context(self) -> ssl.SSLContext:
+        """A server context with the pair loaded; ApiConfigError naming a bad file."""
+        for option, path in (("--api-cert", self.cert), ("--api-key", self.key)):
+            try:
+                read_pem(path, option)
+            except TLSConfigError as exc:
+                raise ApiConfigError(str(exc)) from None
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            context.load_cert_chain(self.cert, self.key)
+        except ssl.SSLError as exc:
+            raise ApiConfigError(f"--api-cert {self.cert} and --api-key {self.key}: not a "
+                                 f"certificate and its key ({exc.reason or exc})") from None
+        return context
+
+
+def api_tls(cert: Path | None, key: Path | None) -> ApiTLS | None:
+    """The API's TLS from `--api-cert` and `--api-key` (both or neither), checked now."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ApiConfigError("--api-cert and --api-key go together (the API's certificate "
+                             "and its private key, PEM)")
+    tls = ApiTLS(Path(cert), Path(key))
+    tls.context()
+    return tls
 
 
 def build_app(service: JobService, token: str | None) -> FastAPI:
@@ -106,6 +161,27 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
     async def job(job_id: int) -> JobView:
         return service.view(job_named(job_id))
 
+    def rows(job_id: int, name: str) -> AgentRows:
+        return AgentRows(version=service.session.version, job_id=job_id, name=name,
+                         workers=[AgentIds(**asdict(a)) for a in service.session.assignments
+                                  if a.job_id == job_id])
+
+    @app.get("/jobs/{job_id}/agents", response_model=AgentRows,
+             responses={404: {"model": Problem}})
+    async def agents(job_id: int) -> AgentRows:
+        """The job's rows for its agents: 404 until the job is installed (agents wait)."""
+        return rows(job_id, job_named(job_id))
+
+    @app.get("/jobs/by-name/{name}/agents", response_model=AgentRows,
+             responses={404: {"model": Problem}})
+    async def agents_named(name: str) -> AgentRows:
+        """The rows of the job submitted as `name`, whatever id it was given: a scheduler
+        can start the agents before it submits the job."""
+        ids = {job: job_id for job_id, job in service.ids().items()}
+        if name not in ids:
+            raise HTTPException(404, f"no job named {name!r} runs (GET /jobs lists the jobs)")
+        return rows(ids[name], name)
+
     @app.delete("/jobs/{job_id}", response_model=Removal,
                 responses={**errors, 404: {"model": Problem}},
                 dependencies=[Depends(authorized)])
@@ -124,6 +200,15 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
         return JSONResponse({"status": "ok" if ok else "degraded",
                              "plan_version": service.session.version, "switches": switches},
                             200 if ok else 503)
+
+    @app.get("/switches")
+    async def switches() -> dict[str, Any]:
+        """Per switch: whether it holds the plan, and each INA counter summed over its cells."""
+        return switches_view(service)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def status_page() -> HTMLResponse:
+        return HTMLResponse(STATUS_PAGE.read_text(encoding="utf-8"))
 
     @app.get("/metrics", response_class=Response)
     async def metrics() -> Response:
@@ -146,7 +231,16 @@ def topology_view(service: JobService) -> dict[str, Any]:
                   for u, v, d in net.graph.edges(data=True)],
         "dead_links": sorted(session.dead_links),
         "failed_switches": sorted(session.failed_switches),
+        "positions": layout(net),  # node -> (x in 0..1, tier row): as `ina show` draws it
     }
+
+
+def switches_view(service: JobService) -> dict[str, Any]:
+    session = service.session
+    return {name: {"programmed": driver.programmed, "connected": driver.switch.is_up,
+                   "counters": {c: sum(session.counters.get(name, {}).get(c, []))
+                                for c in COUNTERS}}
+            for name, driver in sorted(session.drivers.items())}
 
 
 class BodyLimit:
@@ -219,16 +313,20 @@ class _Server(uvicorn.Server):
 
 
 class ApiServer:
-    """Serves `app` on `sock` until cancelled, then closes it gracefully."""
+    """Serves `app` on `sock` (over TLS with `tls`) until cancelled, then closes it
+    gracefully."""
 
-    def __init__(self, app: Any, sock: socket.socket):
-        self.app, self.sock = BodyLimit(app), sock
+    def __init__(self, app: Any, sock: socket.socket, tls: ApiTLS | None = None):
+        self.app, self.sock, self.tls = BodyLimit(app), sock, tls
         host, port = sock.getsockname()[:2]
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.url = f"{'https' if tls else 'http'}://{self.address}"
 
     async def serve(self) -> None:
-        server = _Server(uvicorn.Config(self.app, lifespan="off", log_config=None,
-                                        access_log=False, log_level="warning"))
+        server = _Server(uvicorn.Config(
+            self.app, lifespan="off", log_config=None, access_log=False, log_level="warning",
+            ssl_certfile=str(self.tls.cert) if self.tls else None,
+            ssl_keyfile=str(self.tls.key) if self.tls else None))
         task = asyncio.create_task(server.serve(sockets=[self.sock]))
         try:
             await asyncio.shield(task)
@@ -251,11 +349,13 @@ def prepare(address: str, token_file: str | None, network: Network,
 
 
 def attach(session: Session, sock: socket.socket, token: str | None, *, scheme: str,
-           time_limit: float | None, seed: int | None) -> None:
-    """Give the session its job service and the API, served once the first plan is in."""
+           time_limit: float | None, seed: int | None, tls: ApiTLS | None = None) -> None:
+    """Give the session its job service and the API (HTTPS with `tls`), served once the
+    first plan is in."""
     from controller.service.jobs import JobService
 
     service = JobService(session, scheme, time_limit, seed)
     session.jobs = service
-    server = ApiServer(build_app(service, token), sock)
+    server = ApiServer(build_app(service, token), sock, tls)
     session.api_server, session.api_address = server, server.address
+    session.api_url = server.url

@@ -121,6 +121,7 @@ class Session:
     jobs: Any = None
     api_server: Any = None  # serves the API (`serve()`) once the first plan is installed
     api_address: str | None = None
+    api_url: str | None = None  # http:// or https:// (`--api-cert`) and the address
     changing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
@@ -164,7 +165,8 @@ class Session:
             "topology_problem": self.topology_problem,
             "preemptions": self.preemptions,
             "switches": self.last_seen or self.switches(),
-            **({"jobs": self.jobs.summary(), "api": {"address": self.api_address}}
+            **({"jobs": self.jobs.summary(), "api": {"address": self.api_address,
+                                                            "url": self.api_url}}
                if self.jobs is not None else {}),
         }
 

@@ -94,6 +94,16 @@ class AgentIds(BaseModel):
     segments: list[dict] = []
 
 
+class AgentRows(BaseModel):
+    """A job's rows as its agents follow them (`ina worker|ps --api URL --job ID`): the state
+    file's `version` and `workers` rows of this job, answered once every switch holds them."""
+
+    version: int
+    job_id: int
+    name: str
+    workers: list[AgentIds]
+
+
 class TaskView(BaseModel):
     task: str
     ps: str

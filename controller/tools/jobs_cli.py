@@ -4,6 +4,8 @@ A thin client on the standard library's urllib: the API (`controller.service.api
 everything, this only builds the request and prints the answer. The API's address is
 `--api HOST:PORT`, else the one the controller wrote into its state file (`--state`, the
 controller's default), so `ina controller --api 127.0.0.1:0` needs no port chosen by hand.
+An API served over HTTPS (`--api-cert`) is `--api https://HOST:PORT` (the state file says
+so), its certificate checked against `--ca` or the system's CAs.
 A refused job exits 1 with the controller's reason; a request the API rejects (unknown host,
 unknown id, bad token) and bad arguments exit 2.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -35,8 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "(`ina controller --api`)")
     jobs = p.add_subparsers(dest="job_command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--api", metavar="HOST:PORT",
+    common.add_argument("--api", metavar="[https://]HOST:PORT",
                         help="the controller's API (default: the address in --state)")
+    common.add_argument("--ca", metavar="PEM",
+                        help="the CA that signed the API's certificate (HTTPS; default: the "
+                             "system's CAs)")
     common.add_argument("--state", default=DEFAULT_STATE,
                         help=f"the controller's state file (default {DEFAULT_STATE})")
     common.add_argument("--token-file", metavar="FILE",
@@ -92,8 +98,9 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
     """One API call; the decoded answer, ApiRefusal for an error status, UserError when the
     controller cannot be reached."""
     address = args.api or _address_from_state(args.state)
+    url = address if "://" in address else f"http://{address}"
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{address}{path}", data=data, method=method)
+    request = urllib.request.Request(f"{url}{path}", data=data, method=method)
     if data is not None:
         request.add_header("Content-Type", "application/json")
     if args.token_file:
@@ -103,7 +110,12 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
             raise UserError(f"--token-file {args.token_file}: cannot read it ({exc})") from None
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=120) as answer:
+        context = ssl.create_default_context(cafile=args.ca) if url.startswith("https") \
+            else None
+    except (OSError, ssl.SSLError) as exc:
+        raise UserError(f"--ca {args.ca}: not a readable CA certificate ({exc})") from None
+    try:
+        with urllib.request.urlopen(request, timeout=120, context=context) as answer:
             return json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         try:
@@ -113,6 +125,10 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
         raise ApiRefusal(exc.code, str(detail)) from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            raise UserError(f"the API at {address} shows a certificate that does not verify "
+                            f"({reason.verify_message}); give --ca with the CA that signed "
+                            "it") from None
         raise UserError(f"cannot reach the controller's API at {address} ({reason}); is "
                         "`ina controller --api` running?") from None
 
@@ -120,7 +136,7 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
 def _address_from_state(path: str) -> str:
     try:
         state = json.loads(open(path, encoding="utf-8").read())  # noqa: SIM115
-        address = state["api"]["address"]
+        address = state["api"].get("url") or state["api"]["address"]
     except OSError as exc:
         raise UserError(f"{path}: cannot read the controller's state file ({exc.strerror}); "
                         "give --api HOST:PORT or --state FILE") from None

@@ -20,7 +20,8 @@ HOME = {
     "rto": ["RtoEstimator", "BACKOFF_CEILING"],
     "gradients": ["fragments", "frag_id", "split_frag_id", "EPOCH_SHIFT", "FIXED_POINT_SCALE",
                   "synthetic_gradient", "to_fixed_point", "shard_ranges", "segment_rows"],
-    "state": ["PlanWatcher", "job_shares"],
+    "state": ["PlanWatcher", "job_shares", "rows_shares"],
+    "plan_api": ["ApiWatcher", "job_rows", "wait_for_job"],
     "agents": ["register", "cmd_worker", "cmd_ps"],
     "frame": ["Task", "BROADCAST"],
     "ports": ["ina_frames"],
@@ -62,6 +63,12 @@ def test_the_parameter_server_needs_nothing_of_the_worker():
     assert not _imports("ps") & {"dataplane.worker", "dataplane.recovery", "dataplane.rto",
                                  "dataplane.agents"}
     assert not _imports("gradients") & {"socket", "dataplane.ports", "dataplane.worker"}
+
+
+def test_the_agents_reach_the_controller_over_http_only():
+    """dataplane/ runs on hosts without the controller's code: no module imports it."""
+    for path in DATAPLANE.glob("*.py"):
+        assert not {m for m in _imports(path.stem) if m.split(".")[0] == "controller"}, path
 
 
 @pytest.mark.parametrize("command", ["worker", "ps"])
