@@ -5,9 +5,9 @@ one anywhere: the plan version and the job's rows (a worker assignment each, the
 `workers` rows); or by the name it is submitted with, which a scheduler knows before the
 controller gives the job its id. A job the controller has not installed yet (404) or a
 controller not up yet is waited for, not an error: a scheduler may start a job's agents
-before or while it submits the job. The controller answers the rows only once every switch holds the job's entries, so
-an agent that has them may send. Standard library only (urllib): dataplane/ does not import
-controller/.
+before or while it submits the job. The controller answers the rows only once every switch
+holds the job's entries, so an agent that has them may send. Standard library only (urllib):
+dataplane/ does not import controller/.
 """
 
 from __future__ import annotations
