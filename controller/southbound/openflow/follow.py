@@ -110,8 +110,9 @@ class DaemonFollower:
     is_active: bool
     _write_state: Callable[[], None]
 
-    @property
     def _following(self) -> Follow:
+        # A method, not a property: os-ken's app registry reads every attribute of the app
+        # (inspect.getmembers), which would evaluate a property before `follow` is set.
         assert self.follow is not None  # the follower runs only with `ina_follow`
         return self.follow
 
@@ -120,11 +121,11 @@ class DaemonFollower:
     def _follow_daemon(self) -> None:
         stamp = None
         while self.is_active:
-            time.sleep(self._following.poll_seconds)
+            time.sleep(self._following().poll_seconds)
             try:
-                mtime = self._following.daemon_state.stat().st_mtime_ns
+                mtime = self._following().daemon_state.stat().st_mtime_ns
                 if mtime != stamp:
-                    self.follow_state(*read_daemon_state(self._following.daemon_state))
+                    self.follow_state(*read_daemon_state(self._following().daemon_state))
                     stamp = mtime
             except UNREADABLE as exc:
                 log.debug("daemon state not readable yet: %s", exc)
@@ -141,14 +142,14 @@ class DaemonFollower:
             self.add_version(newest)
         if published.version > self.published:  # the hosts switched: drain the older ones
             self.published = published.version
-            deadline = time.monotonic() + self._following.drain_seconds
+            deadline = time.monotonic() + self._following().drain_seconds
             for version in self.versions:
                 if version < published.version:
                     self.retire_at.setdefault(version, deadline)
 
     def _compile(self, announced: Announced) -> dict | None:
         try:
-            return self._following.compile(announced)
+            return self._following().compile(announced)
         except CompileError as exc:
             log.error("plan version %d cannot be installed: %s", announced.version, exc)
             return None
