@@ -1,6 +1,7 @@
 # One entry point for a fresh Debian 12 machine (run as root):
 #   make demo   install everything, then run the product's main job
 #   make test   install everything, then run the whole test suite
+#   make lint   ruff and mypy over the code (CI runs it before the tests)
 #   make p4     compile p4src/ina.p4 for bmv2 into p4src/build (needs p4c-bm2-ss on PATH)
 #   make check-no-mininet   install as a user would, without Mininet: what needs none works
 #   make test-as-user       `make test-unprivileged` as a non-root user (root starts it)
@@ -8,8 +9,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Debian packages the demo and the root tests need.
-APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump nftables
+# Debian packages the demo and the root tests need; chromium for the status page test.
+APT_PACKAGES := mininet openvswitch-switch bridge-utils iproute2 iputils-ping ethtool tcpdump nftables \
+	chromium
 
 .PHONY: all setup apt venv mininet-link p4 test test-unprivileged demo lint clean \
 	clean-install check-no-mininet test-as-user
@@ -78,7 +80,7 @@ clean-install: venv
 	fi
 	rm -rf $(CLEAN) && mkdir -p $(CLEAN)/src
 	tar --exclude=./.git --exclude=./.venv --exclude=./out --exclude=__pycache__ \
-	  --exclude=.pytest_cache --exclude=.hypothesis --exclude=.ruff_cache --exclude='*.egg-info' \
+	  --exclude=.pytest_cache --exclude=.hypothesis --exclude=.ruff_cache --exclude=.mypy_cache --exclude='*.egg-info' \
 	  -cf - . | tar -xf - -C $(CLEAN)/src
 	$(CLEAN_PYTHON) -m venv $(if $(FRESH),,--without-pip) $(CLEAN)/venv
 	@set -e; if [ -n "$(FRESH)" ]; then \
@@ -134,8 +136,10 @@ demo: setup $(P4_WHEN_PRESENT)
 	  --target $(TARGET) --gradient-mb $(if $(filter bmv2,$(TARGET)),0.1,0.25) --iterations 2 \
 	  --json out/demo/closed-loop$(if $(filter bmv2,$(TARGET)),-bmv2,).json
 
+# ruff's rule set and mypy's settings are in pyproject.toml (mypy checks controller/ and dataplane/).
 lint: venv
 	$(BIN)/ruff check controller dataplane tests
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) out $(CLEAN)

@@ -18,6 +18,7 @@ import time
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,6 +29,7 @@ from controller.compiler.program import CompileError
 from controller.model.inputs import InputError, parse_json, plain_error, read_text
 from controller.model.network import Network, load_topology
 from controller.model.plan import MAX_FAN_IN, Plan, parse_plan
+from controller.service.job_model import DEFAULT_JOB_SLOTS, SLOT_REGION
 from controller.southbound.p4runtime import SouthboundError
 from controller.tools.arguments import (
     UserError,
@@ -100,7 +102,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     params = param_values(args.param)
     network = load_topology(args.topology)
     if not network.tasks:
-        raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing to route")
+        raise UserError(f"{args.topology}: the topology defines no jobs, so there is nothing "
+                        "to route")
     warm = _load_plan(args.warm_start, "--warm-start", network) if args.warm_start else None
     options = SolveOptions(args.time_limit, args.seed, warm, params)
     try:
@@ -180,7 +183,8 @@ def _time_limits() -> str:
 
 
 def _write_chosen(network, plan: Plan, path: str) -> None:
-    """`--topology-out`: the network a topology-choosing scheme built (controller.model.patch_panel)."""
+    """`--topology-out`: the network a topology-choosing scheme built
+    (controller.model.patch_panel)."""
     from controller.model import patch_panel
 
     if plan.patch_panel is None:
@@ -311,6 +315,13 @@ def _add_channel_options(p: argparse.ArgumentParser) -> None:
                         "highest is primary, others wait as backups (RELIABILITY.md)")
 
 
+def _job_slots(text: str) -> int:
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value <= SLOT_REGION:
+        raise argparse.ArgumentTypeError(f"expected an integer in 1..{SLOT_REGION}, got {text!r}")
+    return value
+
+
 def _election_id(text: str) -> int:
     try:
         value = int(text)
@@ -351,6 +362,22 @@ def cmd_controller(args: argparse.Namespace) -> int:
     except daemon.SwitchesFileError as exc:
         raise UserError(str(exc)) from None
     targets = _secure(args, targets)
+    northbound: ModuleType | None = None
+    layout = None
+    if args.api and args.once:
+        raise UserError("--api serves jobs while the controller runs; it cannot go with --once")
+    if args.api:
+        from controller.service import api
+
+        northbound = api
+        try:
+            api_tls = api.api_tls(args.api_cert, args.api_key)
+            api_socket, token, layout = api.prepare(args.api, args.api_token_file, network,
+                                                    args.job_slots)
+        except api.ApiConfigError as exc:
+            raise UserError(str(exc)) from None
+    elif args.api_token_file or args.api_cert or args.api_key:
+        raise UserError("--api-token-file, --api-cert and --api-key need --api HOST:PORT")
     if plan is None:
         try:
             plan = solve(network, args.scheme, SolveOptions(args.time_limit, args.seed))
@@ -358,16 +385,19 @@ def cmd_controller(args: argparse.Namespace) -> int:
             raise UserError(str(exc)) from None
     print_plan(plan)
     session = daemon.Session(network, plan, targets,
-                             Path(args.state), p4blob=Path(args.p4blob) if args.p4blob else None,
+                             Path(args.state), layout=layout,
+                             p4blob=Path(args.p4blob) if args.p4blob else None,
                              p4info=Path(args.p4info) if args.p4info else None,
                              openflow_state=Path(args.openflow_state) if args.openflow_state
                              else None, election_id=args.election_id,
                              switch_grace=args.switch_grace, watch_primary=args.watch_primary,
                              primary_stale=args.primary_stale)
-    try:
+    if northbound is not None:
+        northbound.attach(session, api_socket, token, scheme=args.scheme,
+                          time_limit=args.time_limit, seed=args.seed, tls=api_tls)
+        console.print(f"API on {session.api_url} once the switches hold the plan")
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
@@ -506,7 +536,8 @@ def cmd_mininet(args: argparse.Namespace) -> int:
             console.print(
                 f"iteration {it.iteration}{shard}: {it.seconds:.2f} s, result "
                 f"{'exact' if it.exact else '[red]WRONG[/red]'}, flows into the PS "
-                f"{it.ps_link_flows:g} (distinct at the PS {it.ps_flows:g}), payload goodput Mbps (plan {planned:.2f} on the wire): "
+                f"{it.ps_link_flows:g} (distinct at the PS {it.ps_flows:g}), payload goodput Mbps "
+                f"(plan {planned:.2f} on the wire): "
                 f"{goodput}", highlight=False)
 
         try:
@@ -568,7 +599,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the plan as JSON (`-`: to stdout, the table to stderr)")
     p.add_argument("--time-limit", type=positive, metavar="S",
                    help=f"solver time limit in seconds (default: {_time_limits()})")
-    p.add_argument("--seed", type=solver_seed, default=0, help="seed for randomised schemes (default 0)")
+    p.add_argument("--seed", type=solver_seed, default=0,
+                   help="seed for randomised schemes (default 0)")
     p.add_argument("--warm-start", metavar="PLAN.json", help="previous plan to start from")
     p.add_argument("--param", type=param_pair, action="append", default=[], metavar="KEY=VALUE",
                    help="scheme parameter, repeatable (e.g. quantization=100); `ina schemes "
@@ -646,6 +678,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds without a write that make the watched primary hung "
                         "(default 5; it writes every second)")
     _add_channel_options(p)
+    p.add_argument("--api", metavar="HOST:PORT",
+                   help="serve the HTTP API (jobs submitted and ended at run time, topology, "
+                        "health, Prometheus metrics; OpenAPI at /openapi.json) there, e.g. "
+                        "127.0.0.1:8080, or PORT alone on 127.0.0.1 (port 0: any free one, "
+                        "named in the state file); off by default")
+    p.add_argument("--api-token-file", metavar="FILE",
+                   help="bearer token that POST and DELETE must carry; required when --api "
+                        "is not a loopback address")
+    p.add_argument("--api-cert", type=Path, metavar="PEM",
+                   help="serve the API over HTTPS with this certificate (issued for the API's "
+                        "address; with --api-key)")
+    p.add_argument("--api-key", type=Path, metavar="PEM", help="the --api-cert's private key")
+    p.add_argument("--job-slots", type=_job_slots, default=DEFAULT_JOB_SLOTS, metavar="N",
+                   help=f"with --api, aggregation slots per pipeline of each of the topology "
+                        f"file's jobs (default {DEFAULT_JOB_SLOTS}, of {SLOT_REGION})")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning"],
                    help="log detail on stderr (default info)")
     p.set_defaults(func=cmd_controller)
@@ -706,7 +753,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
     """Subcommands owned by other modules (topology generators, switch target, benchmarks)."""
     hooks = []
-    for module in ("controller.model.topogen", "dataplane.cli", "controller.tools.bench"):
+    for module in ("controller.model.topogen", "dataplane.cli", "controller.tools.bench",
+                   "controller.tools.jobs_cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ModuleNotFoundError as exc:

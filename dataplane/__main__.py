@@ -1,4 +1,5 @@
-"""`python -m dataplane switch|worker|ps|dataplane-demo|bench target`: without the controller CLI."""
+"""`python -m dataplane switch|worker|ps|dataplane-demo|bench target`: without the controller
+CLI."""
 
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 """`ina bench target`: aggregated fragments per second through one switch, N -> 1, per target.
 
 N sender ports (`--senders`, default 2) feed the same fragments under flows 1..N; the switch
-sums each fragment's N copies and sends one fragment to the receiver port. The generator keeps `window` pairs outstanding (so the
-switch's queues never overflow and the figure is the switch's, not the drop rate's) and
-resends what a CONTROL packet names. The same traffic runs through every target asked for
-(`--target embedded --target bmv2`), and on bmv2 also through a forwarding-only program
-(p4src/bench/forward.p4: the first sender's frames are forwarded and the others' dropped,
-nothing parsed beyond Ethernet) to show what the aggregation costs. Prints JSON and writes JSON + PNG when asked.
+sums each fragment's N copies and sends one fragment to the receiver port. The generator keeps
+`window` pairs outstanding (so the switch's queues never overflow and the figure is the switch's,
+not the drop rate's) and resends what a CONTROL packet names. The same traffic runs through every
+target asked for (`--target embedded --target bmv2`), and on bmv2 also through a forwarding-only
+program (p4src/bench/forward.p4: the first sender's frames are forwarded and the others' dropped,
+nothing parsed beyond Ethernet) to show what the aggregation costs. Prints JSON and writes JSON +
+PNG when asked.
 
 The generator shares the 2 cores with the switch (and, here, with other work), so besides
 fragments/s each run reports the switch process's own CPU time per aggregated fragment (user +
@@ -17,6 +18,7 @@ does not depend on how fast the generator was scheduled.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
@@ -96,11 +98,12 @@ class Generator:
 
     The window grows from START_WINDOW by one per completed fragment up to `window` and halves
     on a loss; at most BURST_PAIRS pairs leave back to back before the generator waits for
-    the switch (on 2 cores a longer burst outruns a switch that is not scheduled meanwhile). A fragment is lost when one sent after it completes first (each port and the
-    switch are FIFO, so its output would have come first; a fast retransmit) or when it times
-    out (4 smoothed completion times, at least MIN_TIMEOUT); all its frames are sent again. A
-    switch may drop a burst at its input (bmv2 does beyond about 32 frames per port), and a
-    fragment only counts as lost in the end when the switch stops answering altogether.
+    the switch (on 2 cores a longer burst outruns a switch that is not scheduled meanwhile). A
+    fragment is lost when one sent after it completes first (each port and the switch are FIFO, so
+    its output would have come first; a fast retransmit) or when it times out (4 smoothed completion
+    times, at least MIN_TIMEOUT); all its frames are sent again. A switch may drop a burst at its
+    input (bmv2 does beyond about 32 frames per port), and a fragment only counts as lost in the end
+    when the switch stops answering altogether.
     """
 
     def __init__(self, net: VethNet, senders: int, fragments: int, window: int,
@@ -113,7 +116,8 @@ class Generator:
         self.waiting: dict[int, set[int]] = {}  # frag -> flows not seen at the receiver yet
         self.order: OrderedDict[int, float] = OrderedDict()  # frag -> deadline, by last send
         self.first_sent: dict[int, float] = {}  # frags sent once (Karn's rule) -> send time
-        self.limit, self.srtt = min(START_WINDOW, window), None
+        self.limit = min(START_WINDOW, window)
+        self.srtt: float | None = None
         self.completed = self.next_frag = 0
         self.resent = {"control": 0, "loss": 0, "timeout": 0}
         self.pending: OrderedDict[int, str] = OrderedDict()  # lost frags to resend -> why
@@ -184,7 +188,7 @@ class Generator:
             drain(self.receiver, self.on_output, limit=4096)
         for port, sock in self.senders.items():
             if sock in ready:
-                drain(sock, lambda f, port=port: self.on_sender(port, f), limit=4096)
+                drain(sock, functools.partial(self.on_sender, port), limit=4096)
 
     def run(self) -> dict:
         while (self.completed < len(self.frames)
@@ -295,7 +299,8 @@ def summarise(runs: list[dict]) -> dict:
         for name in medians:
             row[name].append(run[name])
         row["lost"].append(run["lost"])
-        row["collisions"].append(run.get("switch_counters", {}).get("collisions"))  # None: no counter
+        # None: no counter
+        row["collisions"].append(run.get("switch_counters", {}).get("collisions"))
     for row in rows.values():
         for name in medians:
             row[f"median_{name}"] = round(statistics.median(row[name]), 1)
@@ -321,7 +326,7 @@ def plot(report: dict, path: Path) -> None:
 
     rows = report["summary"]["rows"]
     fig, (rate_ax, cpu_ax) = plt.subplots(1, 2, figsize=(11, 4))
-    for i, (label, row) in enumerate(rows.items()):
+    for i, row in enumerate(rows.values()):
         color = "#4c72b0" if row["program"] == "ina" else "#999999"
         for ax, name in ((rate_ax, "fragments_per_s"), (cpu_ax, "switch_cpu_us_per_fragment")):
             ax.bar(i, row[f"median_{name}"], color=color)

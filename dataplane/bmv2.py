@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from dataplane.frame import CPU_PORT
 
@@ -75,7 +76,8 @@ def wait_listening(address: str, process: subprocess.Popen | None = None,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
-            raise RuntimeError(f"the switch ({process.args[0]}) exited with status "
+            program = cast(list[str], process.args)[0]  # started with a list of str
+            raise RuntimeError(f"the switch ({program}) exited with status "
                                f"{process.returncode} before serving P4Runtime on {address}")
         try:
             socket.create_connection((host, int(port)), timeout=0.2).close()
@@ -83,6 +85,18 @@ def wait_listening(address: str, process: subprocess.Popen | None = None,
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"no switch served P4Runtime on {address} within {timeout:.0f} s")
+
+
+def serving(process: subprocess.Popen, address: str, timeout: float = 20.0) -> subprocess.Popen:
+    """`process` once it serves P4Runtime on `address`; if it does not, it is stopped (no switch
+    is left behind a failed start) and wait_listening's error raised."""
+    try:
+        wait_listening(address, process, timeout)
+    except RuntimeError:
+        process.terminate()
+        process.wait(timeout=10)
+        raise
+    return process
 
 
 def start_bmv2(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int = 1,
@@ -99,13 +113,6 @@ def start_bmv2(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int 
     try:
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     finally:
-        if log_path:
+        if not isinstance(out, int):
             out.close()
-    if wait:
-        try:
-            wait_listening(grpc_addr, process)
-        except RuntimeError:
-            process.terminate()
-            process.wait(timeout=10)
-            raise
-    return process
+    return serving(process, grpc_addr) if wait else process

@@ -94,8 +94,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="log detail on stderr (default info)")
     p.set_defaults(func=cmd_switch)
 
-    from dataplane import demo, hosts, multihost
+    from dataplane import agents, demo, multihost
 
-    hosts.register(subparsers)
+    agents.register(subparsers)
     multihost.register(subparsers)
     demo.register(subparsers)

@@ -30,7 +30,8 @@ def program_aggregation(client: Client, senders: list[int], out_port: int, slots
     full = (1 << len(senders)) - 1
     entities = [client.clone_session(p, p) for p in [*senders, out_port]]
     entities += [
-        client.table_entry("job_slots", {"job": JOB, "generation": 0}, "set_job_slots", base=0, count=slots),
+        client.table_entry("job_slots", {"job": JOB, "generation": 0}, "set_job_slots", base=0,
+                           count=slots),
         client.table_entry("ina_forward", {"job": JOB, "task": TASK, "flow_id": AGG_FLOW},
                            "forward", port=out_port),
         client.group(GROUP, senders),

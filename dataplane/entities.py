@@ -354,7 +354,8 @@ class Entities:
         base, count = action["base"], action["count"]
         if count < 1 or base + count > SLOTS_PER_PIPE:
             raise P4Error(StatusCode.INVALID_ARGUMENT,
-                          f"job {job}: slots [{base}, {base + count}) not within 1..{SLOTS_PER_PIPE}")
+                          f"job {job}: slots [{base}, {base + count}) not within "
+                          f"1..{SLOTS_PER_PIPE}")
         self.pipeline.fwd.job_slots[(job, generation)] = (base, count)
 
     def _aggregate(self, key: Key, action: Params | None) -> None:

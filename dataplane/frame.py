@@ -104,6 +104,17 @@ class Endpoint:
     ip: bytes
 
 
+BROADCAST = Endpoint(b"\xff" * 6, b"\xff" * 4)
+
+
+@dataclass(frozen=True)
+class Task:
+    """Which aggregation the traffic belongs to (the plan's job and task ids)."""
+
+    job: int
+    task: int
+
+
 def mac_bytes(text: str) -> bytes:
     return bytes(int(part, 16) for part in text.split(":"))
 
@@ -112,7 +123,7 @@ def ip_bytes(text: str) -> bytes:
     return bytes(int(part) for part in text.split("."))
 
 
-def ipv4_checksum(header: bytes | memoryview) -> int:
+def ipv4_checksum(header: bytes | bytearray | memoryview) -> int:
     """RFC 1071 checksum of a 20-byte IPv4 header whose checksum field is zero."""
     total = sum(struct.unpack("!10H", header))
     total = (total & 0xFFFF) + (total >> 16)

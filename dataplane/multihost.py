@@ -29,10 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dataplane import hosts
+from dataplane import agents as one
 from dataplane.frame import Endpoint, ip_bytes
+from dataplane.gradients import fragments
 from dataplane.netns import in_netns
-from dataplane.ports import open_raw
+from dataplane.ports import ina_frames, open_raw
+from dataplane.state import PlanWatcher
+from dataplane.worker import Worker, dispatch
 
 HOST_FIELDS = ("name", "netns", "iface", "ip", "index", "flow_id", "next_node", "ps_ip")
 
@@ -63,10 +66,10 @@ class StateCache:
 
 
 @dataclass
-class SharedPlanWatcher(hosts.PlanWatcher):
+class SharedPlanWatcher(PlanWatcher):
     """`PlanWatcher` reading through a `StateCache` shared by the process's workers."""
 
-    cache: StateCache | None = None
+    cache: StateCache = field(default_factory=lambda: StateCache(Path()))
 
     def poll(self, now: float) -> dict | None:
         if now < self._next_check:
@@ -91,8 +94,8 @@ class HostAgent:
     name: str
     index: int
     sock: socket.socket
-    shards: list[hosts.Worker]
-    by_task: dict[tuple[int, int], hosts.Worker] = field(init=False)
+    shards: list[Worker]
+    by_task: dict[tuple[int, int], Worker] = field(init=False)
 
     def __post_init__(self) -> None:
         self.by_task = {(w.task.job, w.task.task): w for w in self.shards}
@@ -129,20 +132,21 @@ def host_agent(args: argparse.Namespace, row: dict, cache: StateCache | None) ->
     """Host `row`'s socket and Worker shards, built as `ina worker` builds its own."""
     own = argparse.Namespace(**{**vars(args), "name": row["name"], "index": row["index"],
                                 "flow_id": row["flow_id"], "next_node": row["next_node"],
-                                "ps_ip": row["ps_ip"], "gradient": None})
+                                "ps_ip": row["ps_ip"], "gradient": None, "api": None})
     sock, mac = open_in_netns(row["netns"], row["iface"])
-    rows = hosts.fragments(hosts._gradient(own, row["index"]))
-    shards = hosts._worker_shards(own, sock, Endpoint(mac, ip_bytes(row["ip"])), rows)
+    rows = fragments(one._gradient(own, row["index"]))
+    shards = one._worker_shards(own, sock, Endpoint(mac, ip_bytes(row["ip"])), rows)
     if cache is not None:
-        for w in (w for w in shards if w.plan is not None):
-            w.plan = SharedPlanWatcher(w.plan.path, w.plan.match, cache=cache)
+        for w in shards:
+            if isinstance(w.plan, PlanWatcher):  # the state file's (no --api here)
+                w.plan = SharedPlanWatcher(w.plan.path, w.plan.match, cache=cache)
     return HostAgent(row["name"], row["index"], sock, shards)
 
 
 def run_hosts(agents: list[HostAgent], clock=time.monotonic) -> None:
-    """Send every host's gradient at once, as `hosts.run_shards` does for one: one loop pumps
-    each unfinished host's shards, waits on all their sockets together, hands each received
-    frame to the host whose socket it came in on, and checks every timer."""
+    """Send every host's gradient at once, as `dataplane.worker.run_shards` does for one:
+    one loop pumps each unfinished host's shards, waits on all their sockets together, hands
+    each received frame to the host whose socket it came in on, and checks every timer."""
     start = clock()
     for agent in agents:
         for w in agent.shards:
@@ -159,8 +163,8 @@ def run_hosts(agents: list[HostAgent], clock=time.monotonic) -> None:
             now = clock()
             for fd, _ in ready:
                 agent = active[fd]
-                for frame in hosts._ina_frames(agent.sock):
-                    hosts.dispatch(agent.shards, agent.by_task, frame, now)
+                for frame in ina_frames(agent.sock):
+                    dispatch(agent.shards, agent.by_task, frame, now)
             for fd, agent in list(active.items()):
                 for w in agent.shards:
                     w.on_timeouts(clock())
@@ -177,13 +181,13 @@ def run_hosts(agents: list[HostAgent], clock=time.monotonic) -> None:
 @cache
 def _expected(seed: int, workers: int, elements: int) -> np.ndarray:
     """The exact sum, computed once per process for all its hosts."""
-    return hosts._expected_sum(seed, workers, elements)
+    return one._expected_sum(seed, workers, elements)
 
 
 def report(args: argparse.Namespace, agent: HostAgent) -> dict:
     """`ina worker`'s report for one host, with its name (and `exact` with --verify)."""
     out: dict[str, object] = {"worker": agent.index, "name": agent.name,
-                              **hosts._worker_report(agent.shards)}
+                              **one._worker_report(agent.shards)}
     if args.verify:
         elements = int(args.size_mb * 2**20) // 4
         result = np.concatenate([w.result for w in agent.shards]).reshape(-1)[:elements]
@@ -197,21 +201,21 @@ def cmd_workers(args: argparse.Namespace) -> int:
         rows = load_hosts(args.hosts)
         cache = StateCache(Path(args.state)) if args.state else None
         agents = [host_agent(args, row, cache) for row in rows]
-    except (HostsFileError, hosts.BadShards) as exc:
+    except (HostsFileError, one.BadShards) as exc:
         print(f"error: workers: {exc}", file=sys.stderr)
         return 2
-    hosts._stop_on_sigterm()
+    one._stop_on_sigterm()
     try:
-        hosts._wait_for_go(args)
+        one._wait_for_go(args)
         run_hosts(agents)
-    except hosts.Stopped:
+    except one.Stopped:
         for agent in agents:
             if not agent.finished:
                 waiting = {w.task.task: w.waiting_for() for w in agent.shards}
                 print(json.dumps({"worker": agent.index, "name": agent.name,
                                   "stopped": waiting if len(waiting) > 1 else
                                   next(iter(waiting.values())),
-                                  **hosts._worker_report(agent.shards)}))
+                                  **one._worker_report(agent.shards)}))
         return 3
     reports = [report(args, agent) for agent in agents]
     for line in reports:

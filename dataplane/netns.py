@@ -91,7 +91,7 @@ def in_netns(ns: str, fn):
             if libc.setns(fd, CLONE_NEWNET) != 0:
                 raise OSError(ctypes.get_errno(), "setns failed")
             result.append(fn())
-        except Exception as exc:  # noqa: BLE001 (re-raised by the caller below)
+        except Exception as exc:  # re-raised by the caller below
             error.append(exc)
         finally:
             os.close(fd)

@@ -201,7 +201,7 @@ class Pipeline:
         region = self.fwd.job_slots.get((job, flow >> 14))  # step 4.1: (job, generation)
         action = (self.fwd.aggregate.get((job, task, pipe, flow), self.fwd.default_aggregate)
                   if region else None)
-        if action is not None:
+        if action is not None and region is not None:
             cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
             result = self._aggregate(action, cell, frame, flags, frag, count)
             if result is None:
@@ -212,6 +212,7 @@ class Pipeline:
             if result == "duplicate":
                 self._count("duplicates", pipe)
                 return []
+            assert isinstance(result, bytes)
             frame = result
             flow = action.out_flow
         out_port = self.fwd.forward.get((job, task, flow))  # step 4.3

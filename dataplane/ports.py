@@ -18,6 +18,8 @@ import socket
 import struct
 from collections.abc import Callable
 
+from dataplane.frame import INA_UDP_PORT, OFF_ELEMS, OFF_UDP, K
+
 ETH_P_ALL = 0x0003
 MAX_FRAME_BYTES = 65535
 PACKET_OUTGOING = 4
@@ -32,6 +34,7 @@ ETH_P_8021Q = 0x8100
 # struct tpacket_auxdata: status, len, snaplen (u32); mac, net, vlan_tci, vlan_tpid (u16).
 _AUXDATA = struct.Struct("=IIIHHHH")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_AUXDATA.size)
+_INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
 
 def open_raw(ifname: str) -> socket.socket:
@@ -67,6 +70,14 @@ def drain(sock: socket.socket, handle: Callable[[bytes], None], limit: int = 256
         if frame is None:
             return
         handle(frame)
+
+
+def ina_frames(sock: socket.socket) -> list[bytes]:
+    """The INA frames waiting on a host agent's `sock` (up to 4096), others dropped."""
+    frames: list[bytes] = []
+    drain(sock, lambda f: frames.append(f) if f[OFF_UDP + 2:OFF_UDP + 4] == _INA_PORT
+          and len(f) >= OFF_ELEMS + 4 * K else None, limit=4096)
+    return frames
 
 
 def with_vlan_tag(frame: bytes, ancillary: list[tuple[int, int, bytes]]) -> bytes:

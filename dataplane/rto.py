@@ -22,12 +22,12 @@ Nor is a fragment sent once sampled when a peer's retransmission completed it: t
 so (`aux`, p4src/README.md), since every switch forwards the `aux` of the contribution that
 completed its slot. With 16 workers and 5 % loss on every link nearly every fragment waits for
 someone's recovery; sampled, those waits grew the RTOs from 0.5 s to 3.5 s within 20 simulated
-seconds (`controller.emulation.faults.lossy_sim`; 2.6-10 s on Mininet), each stuck window then waited that
-long, and iterations hung. A result that a peer's first DATA completed waited for that peer
-to send it, which under loss a stalled window does seconds late: the `aux` also names the
+seconds (`controller.emulation.faults.lossy_sim`; 2.6-10 s on Mininet), each stuck window then
+waited that long, and iterations hung. A result that a peer's first DATA completed waited for that
+peer to send it, which under loss a stalled window does seconds late: the `aux` also names the
 contributor whose DATA came last, and a worker samples such a result at most at
 PEER_WAIT_CAP times its own round trip, the one it measures on the results its own DATA
-completed (dataplane/hosts.py). In a quarter megabyte at 16 workers and 5 % loss (lossy_sim,
+completed (dataplane/recovery.py). In a quarter megabyte at 16 workers and 5 % loss (lossy_sim,
 seed 0), sampled whole, every sample over 0.5 s was such a wait (the last peer had sent a
 median 0.7-2.5 s, at most 5.1 s, after this worker; the result came at most 0.3 s after
 that), the RTOs reached MAX_RTO and 59 of 2048 fragments were still missing after 60 virtual
@@ -80,13 +80,13 @@ class RtoEstimator:
 
     @property
     def rto(self) -> float:
-        if self.srtt is None:
+        if self.srtt is None or self.rttvar is None:  # both set by the first sample
             return min(MAX_RTO, max(MIN_RTO, self.initial))
         return min(MAX_RTO, max(MIN_RTO, self.srtt + max(GRANULARITY, K * self.rttvar)))
 
     def sample(self, rtt: float) -> None:
         """One round trip of a fragment that was sent once."""
-        if self.srtt is None:
+        if self.srtt is None or self.rttvar is None:
             self.srtt, self.rttvar = rtt, rtt / 2
         else:
             self.rttvar = (1 - BETA) * self.rttvar + BETA * abs(self.srtt - rtt)

@@ -160,12 +160,12 @@ class Schema:
             if COUNTER_PREFIX + counter not in names:
                 raise SchemaError(f"P4Info has no counter {COUNTER_PREFIX + counter}")
         for header, (field, bitwidth) in REQUIRED_PACKET_METADATA.items():
-            fields = self.packet_metadata.get(header)
-            if fields is None:
+            metadata = self.packet_metadata.get(header)
+            if metadata is None:
                 raise SchemaError(f"P4Info has no controller_packet_metadata {header}")
-            shape = {name: width for name, (_, width) in fields.items()}
-            if shape != {field: bitwidth}:
-                raise SchemaError(f"controller header {header} has metadata {shape}, "
+            widths = {name: width for name, (_, width) in metadata.items()}
+            if widths != {field: bitwidth}:
+                raise SchemaError(f"controller header {header} has metadata {widths}, "
                                   f"expected {{{field!r}: {bitwidth}}}")
 
 

@@ -48,6 +48,7 @@ dropped.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -293,8 +294,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             self.saved = (_copy(request.config), entities)
             LOG.info("pipeline saved (cookie %d)", request.config.cookie.cookie)
         elif request.action in (action.VERIFY_AND_COMMIT, action.COMMIT):
-            config, entities = ((_copy(request.config), entities)
-                                if request.action == action.VERIFY_AND_COMMIT else self.saved)
+            if request.action == action.VERIFY_AND_COMMIT:
+                config, entities = _copy(request.config), entities
+            else:
+                assert self.saved is not None  # a COMMIT with nothing saved is refused above
+                config, entities = self.saved
             self.pipeline.adopt(entities.pipeline)
             entities.pipeline = self.pipeline
             self.entities, self.config, self.saved = entities, config, None
@@ -343,7 +347,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                               "only CONTINUE_ON_ERROR atomicity is supported")
         except P4Error as exc:
             await context.abort(exc.code, str(exc))
-        errors = [_outcome(lambda u=update: entities.write(u)) for update in request.updates]
+        errors = [_outcome(functools.partial(entities.write, update)) for update in request.updates]
         if any(e.canonical_code != grpc.StatusCode.OK.value[0] for e in errors):
             status = error_status(errors)
             await context.abort(grpc.StatusCode.UNKNOWN, status.message, trailing_metadata=(
@@ -362,8 +366,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             entities = self._addressed()
         except P4Error as exc:
             await context.abort(exc.code, str(exc))
-        errors = [_outcome(lambda e=entity: reply.entities.extend(list(entities.read(e))))
-                  for entity in request.entities]
+        def read(entity: p4r.Entity) -> None:
+            reply.entities.extend(list(entities.read(entity)))
+
+        errors = [_outcome(functools.partial(read, entity)) for entity in request.entities]
         yield reply
         if any(e.canonical_code != grpc.StatusCode.OK.value[0] for e in errors):
             status = error_status(errors, "Read", "request")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from finsy.proto import p4i
 
-from dataplane.bmv2 import HOW_TO_GET_BMV2, bmv2_command, switch_path, wait_listening
+from dataplane.bmv2 import HOW_TO_GET_BMV2, bmv2_command, serving, switch_path
 from dataplane.p4build import HOW_TO_GET_P4C, compile_for_bmv2, compiler_path
 from dataplane.schema import P4INFO_PATH, load_p4info
 
@@ -63,12 +63,5 @@ def command_for(kind: str, interfaces: Mapping[int, str], address: str,
 def start_target(kind: str, interfaces: Mapping[int, str], address: str,
                  device_id: int = 1) -> subprocess.Popen:
     """Start the switch and return once it serves P4Runtime on `address`."""
-    process = subprocess.Popen(command_for(kind, interfaces, address, device_id), cwd=ROOT,
-                               stdout=subprocess.DEVNULL)
-    try:
-        wait_listening(address, process)
-    except RuntimeError:
-        process.terminate()
-        process.wait(timeout=10)
-        raise
-    return process
+    return serving(subprocess.Popen(command_for(kind, interfaces, address, device_id), cwd=ROOT,
+                                    stdout=subprocess.DEVNULL), address)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -66,10 +69,85 @@ def fig1() -> Network:
     return build_network(leaf_spine_doc(4, 2, [0, 2, 2, 1], ina={"L1", "L2", "S1"}))
 
 
+CLUSTER_LEAVES, PER_LEAF = 3, 6
+
+
+def cluster_doc(host_gbps: float = 10, spine_gbps: float = 40) -> dict:
+    """Leaves L0..L2 under spine S0, all INA; hosts H<leaf><k>; job A (H00, H01 -> H10)."""
+    hosts, links = [], []
+    for leaf in range(CLUSTER_LEAVES):
+        for k in range(PER_LEAF):
+            hosts.append({"name": f"H{leaf}{k}", "role": "idle"})
+            links.append({"a": f"H{leaf}{k}", "b": f"L{leaf}", "capacity_gbps": host_gbps})
+        links.append({"a": f"L{leaf}", "b": "S0", "capacity_gbps": spine_gbps})
+    roles = {"H00": "worker", "H01": "worker", "H10": "ps"}
+    for host in hosts:
+        host["role"] = roles.get(host["name"], "idle")
+    switches = [{"name": f"L{leaf}", "tier": "leaf", "ina": True}
+                for leaf in range(CLUSTER_LEAVES)]
+    switches.append({"name": "S0", "tier": "spine", "ina": True})
+    return {"name": "api-cluster", "hosts": hosts, "switches": switches, "links": links,
+            "jobs": [{"name": "A", "tasks": [{"name": "t0", "ps": "H10",
+                                              "workers": ["H00", "H01"]}]}]}
+
+
+HOSTS = [f"H{leaf}{k}" for leaf in range(CLUSTER_LEAVES) for k in range(PER_LEAF)]
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+API_SWITCHES = ["L0", "L1", "L2", "S0"]
+
+
+@contextlib.contextmanager
+def running_api(tmp: Path, token: str | None, **serve):
+    """A daemon with the API on 127.0.0.1:0 (`serve`: `api.attach`'s TLS options), in a
+    thread of this process, programming one embedded switch process per switch of
+    `cluster_doc`; yields its address, session, switches, topology and state file."""
+    from controller.service import api, daemon
+    from controller.service.admission import initial_layout
+    from controller.solvers import solve
+    from controller.southbound.p4runtime import SwitchTarget
+
+    addresses = {name: f"127.0.0.1:{free_port()}" for name in API_SWITCHES}
+    procs = [subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
+                               address, "--log-level", "warning"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for address in addresses.values()]
+    doc = cluster_doc()
+    network = build_network(doc)
+    session = daemon.Session(
+        network, solve(network, "shortest"),
+        {n: SwitchTarget(n, a) for n, a in addresses.items()}, tmp / "state.json",
+        layout=initial_layout(network, 128))
+    api.attach(session, api.listen("127.0.0.1:0", token), token, scheme="shortest",
+               time_limit=None, seed=0, **serve)
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(daemon.run(session, connect_timeout=30, probe_interval=None))
+
+    def run() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            loop.run_until_complete(task)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 40
+        while not session.started and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert session.started, "the switches were not programmed"
+        yield {"address": session.api_address, "session": session, "switches": addresses,
+               "doc": doc, "state": tmp / "state.json"}
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(timeout=20)
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ def _check(network: Network, plan: Plan) -> None:
     """Consistent, exact rates, and up-down paths."""
     result = evaluate(network, plan)
     assert result.consistent, result.problems
-    for tp, te in zip(plan.tasks, result.tasks):
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
         assert te.rate_gbps == pytest.approx(tp.rate_gbps, rel=1e-6, abs=1e-9)
         for path in tp.paths.values():
             _assert_up_down(network, path)
@@ -158,7 +158,8 @@ def test_bidirectional_reserves_the_reverse_multicast():
     assert [tp.rate_gbps for tp in both.tasks] == pytest.approx([0.5, 0.5])
     result = evaluate(network, both)
     assert result.consistent  # the evaluator ignores the multicast, so it finds at least this
-    assert all(te.rate_gbps >= tp.rate_gbps for tp, te in zip(both.tasks, result.tasks))
+    assert all(te.rate_gbps >= tp.rate_gbps
+               for tp, te in zip(both.tasks, result.tasks, strict=True))
 
 
 def _fat_tree_doc(k: int, ina: set[str], workers: list[str]) -> dict:

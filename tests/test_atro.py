@@ -132,11 +132,12 @@ def _reference(doc: dict, layers: int) -> float:
     pairs = list(itertools.combinations(switches, 2))
     best = 0.0
     for attach in itertools.product(switches, repeat=len(hosts)):
-        home = dict(zip(hosts, attach))
+        home = dict(zip(hosts, attach, strict=True))
         if any(frozenset((h, s)) not in cap for h, s in home.items()):
             continue
         for chosen in itertools.product((0, 1), repeat=len(pairs)):
-            built = [frozenset(p) for p, on in zip(pairs, chosen) if on and frozenset(p) in cap]
+            built = [frozenset(p) for p, on in zip(pairs, chosen, strict=True)
+                     if on and frozenset(p) in cap]
             degree = {s: sum(s in e for e in built) + attach.count(s) for s in switches}
             if any(degree[s] > ports[s] for s in switches):
                 continue
@@ -170,11 +171,11 @@ def _best_routing(home, built, ina, switches, cap, workers, layers) -> float:
 
     aggs = [a for a in switches if a in ina]
     worker_routes = [routes(home[w], False) for w in workers]
-    agg_routes = [routes(a, True) + [None] for a in aggs]
+    agg_routes = [[*routes(a, True), None] for a in aggs]
     best = 0.0
     for wr in itertools.product(*worker_routes):
         for ar in itertools.product(*agg_routes):
-            rate = _rate(wr, dict(zip(aggs, ar)), cap, home, workers, layers)
+            rate = _rate(wr, dict(zip(aggs, ar, strict=True)), cap, home, workers, layers)
             best = max(best, rate)
     return best
 
@@ -352,7 +353,7 @@ def _check_on_chosen(doc: dict, plan: Plan) -> None:
     assert result.consistent, result.problems
     # On the pool itself the plan runs on the links its patch panel builds: the same loads.
     assert evaluate(build_network(doc), plan).link_loads == result.link_loads
-    for tp, te in zip(plan.tasks, result.tasks):
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
         assert te.rate_gbps == pytest.approx(tp.rate_gbps)
 
 

@@ -113,7 +113,8 @@ def _grid_assignments(network: Network) -> list[float]:
     workers = sorted(task.workers)
     rates = []
     for nodes in itertools.product(["A0", "A1", "A2", "A3", grid.PS], repeat=len(workers)):
-        routed = grid.least_loaded_routes(network, task, dict(zip(workers, nodes)), rng_for(0))
+        routed = grid.least_loaded_routes(network, task, dict(zip(workers, nodes, strict=True)),
+                                          rng_for(0))
         plan = Plan("grid", "heuristic", 0.0, None, 0.0, 0, [routed], topology=network.name)
         rates.append(evaluate(network, plan).tasks[0].rate_gbps)
     return rates

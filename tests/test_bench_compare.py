@@ -14,6 +14,7 @@ from controller.tools.bench.compare import (
     DOCS,
     FIGURES,
     SECTION,
+    TABLES,
     Figure,
     compare,
     scheme_params,
@@ -69,6 +70,16 @@ def test_benchmarks_rows_replace_only_their_own(tmp_path):
     assert text.startswith("# Benchmarks\n\n## ARO\n\nkept as it is\n")
     assert "| a |" not in text and text.index("| c |") < text.index("| b |")
     assert text.count(SECTION) == 1
+
+
+def test_the_committed_tables_are_where_a_rerun_writes_them():
+    """The default page holds every figure's generated rows, and the PNG each row links
+    (DOCS, relative to that page) is the committed copy beside it."""
+    text = TABLES.read_text()
+    assert SECTION in text
+    for name in ("grid-fig1", "aro-fig7a", "grid-fig11", "grid-fig12"):
+        assert f"<!-- compare:{name} -->" in text and f"]({DOCS.as_posix()}/{name}.png)" in text
+        assert (TABLES.parent / DOCS / f"{name}.png").exists()
 
 
 TINY = {"leaves": 4, "spines": 2, "hosts_per_leaf": 6}

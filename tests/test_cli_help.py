@@ -47,7 +47,8 @@ def test_every_subcommand_and_argument_has_help():
             if action.help == argparse.SUPPRESS:
                 continue
             if not (action.help and action.help.strip()):
-                missing.append(f"ina {' '.join(words)} {'/'.join(action.option_strings) or action.dest}")
+                flag = "/".join(action.option_strings) or action.dest
+                missing.append(f"ina {' '.join(words)} {flag}")
     assert not missing, "arguments without help:\n" + "\n".join(missing)
 
 
@@ -78,7 +79,7 @@ def _readme_commands() -> set[str]:
 def test_readme_options_are_the_parsers_and_required_only_where_they_are():
     """A flag README shows outside brackets is one the command requires, and every flag it
     shows is one the command has."""
-    parsers = {words: parser for words, parser in _commands(build_parser())}
+    parsers = dict(_commands(build_parser()))
     wrong = []
     for words, tokens in _readme_usages():
         parser = parsers[words]

@@ -1,5 +1,5 @@
-"""The reorder impairment's delay line (controller.emulation.faults.delayline) on real veth pairs (root):
-it delays frames without losing any of its own, and accounts for every frame it read."""
+"""The reorder impairment's delay line (controller.emulation.faults.delayline) on real veth pairs
+(root): it delays frames without losing any of its own, and accounts for every frame it read."""
 
 from __future__ import annotations
 

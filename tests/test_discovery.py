@@ -4,6 +4,7 @@ driven by finsy as the controller drives them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
@@ -168,8 +169,8 @@ def _triangle_round(far: dict, *, current, arrived=None) -> RoundEvidence:
 def test_a_receiver_whose_data_plane_lags_is_no_evidence_against_the_link() -> None:
     """The bmv2 false verdict (RELIABILITY.md section 2): S3 answers reads at once while its one
     ingress thread is seconds behind its input queue, so S1's and S2's probes wait there and S3's
-    counters of those ports stay flat; S3 still sends out its probes of earlier rounds. No probe of this round
-    passed through S3 over its other links: undecided, however long. Once S3's data plane
+    counters of those ports stay flat; S3 still sends out its probes of earlier rounds. No probe of
+    this round passed through S3 over its other links: undecided, however long. Once S3's data plane
     shows this round's probes (S2 -> S3 arrives), S1 -> S3 is missed, and dies."""
     judge, far = _triangle_judge(dead_after=2)
     lagging = [e for e in far if "S3" not in e]  # S1 <-> S2 only
@@ -188,7 +189,7 @@ def test_a_sender_whose_data_plane_lags_is_no_evidence_against_the_link() -> Non
     (its counter of the S3 port grows by a frame a round), so it is not still."""
     judge, far = _triangle_judge(dead_after=1)
     busy = [("S2", "S3"), ("S3", "S2")]
-    for k in range(20):
+    for _ in range(20):
         before = dict.fromkeys(far.values(), 10)
         after = {**before, far["S3", "S1"]: 11}
         judge.judge(RoundEvidence(frozenset(TRIANGLE), frozenset(TRIANGLE), before, after,
@@ -221,7 +222,7 @@ def test_a_lagging_receiver_that_counts_on_another_port_is_not_still() -> None:
     its backlog): not still, so without a witness S1 -> S3 stays undecided."""
     judge, far = _triangle_judge(dead_after=1)
     rest = [("S1", "S2"), ("S2", "S1")]
-    for k in range(20):
+    for _ in range(20):
         before = dict.fromkeys(far.values(), 10)
         after = {**before, far["S2", "S3"]: 11}
         seen = RoundEvidence(frozenset(TRIANGLE), frozenset(TRIANGLE), before, after,
@@ -253,10 +254,8 @@ async def _until(monitor: LinkMonitor, test, timeout: float) -> None:
     async with asyncio.timeout(timeout):
         while not test():
             monitor.changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(monitor.changed.wait(), 0.2)
-            except TimeoutError:
-                pass
 
 
 def test_every_packet_in_is_a_sign_of_life_of_the_switch_it_came_from() -> None:

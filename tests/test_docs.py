@@ -26,19 +26,50 @@ TRACKER = re.compile(r"\bissues?\s*#?\d|(?<![\w&#])#\d{1,4}\b", re.IGNORECASE)
 PAPER_FILE = re.compile(r"\b(aro|eina|atro|grid|paring)-[a-z-]+\.txt\b")
 
 
-def relative_links(text: str) -> list[str]:
-    """Link targets outside code blocks and code spans that point into the repository."""
+# A top-level document opens with a one-screen summary and stays "a few hundred lines":
+# journals, per-run detail and history live in docs/.
+LINE_BUDGET = {"README.md": 350, "BENCHMARKS.md": 250, "RELIABILITY.md": 250}
+
+
+def relative_links(text: str, anchors: bool = False) -> list[str]:
+    """Link targets outside code blocks and code spans that point into the repository
+    (with `anchors`, each with its '#fragment', and the same file's own '#fragment' links)."""
     text = INLINE_CODE.sub("", FENCE.sub("", text))
     targets = []
     for target in LINK.findall(text):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE) or target.startswith("#"):
-            continue  # http:, https:, mailto: or an anchor in the same file
-        targets.append(target.split("#", 1)[0])
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.IGNORECASE):
+            continue  # http:, https:, mailto:
+        if anchors:
+            targets.append(target)
+        elif not target.startswith("#"):  # an anchor in the same file
+            targets.append(target.split("#", 1)[0])
     return targets
 
 
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a markdown file's headings: lower case, spaces to hyphens,
+    punctuation other than hyphens and underscores dropped; a repeated heading gets -1, -2."""
+    seen: dict[str, int] = {}
+    for line in FENCE.sub("", path.read_text()).splitlines():
+        heading = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not heading:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading[1].lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+    return {s if k == 0 else f"{s}-{k}" for s, n in seen.items() for k in range(n)}
+
+
 def broken_links(path: Path) -> list[str]:
-    return [t for t in relative_links(path.read_text()) if not (path.parent / t).exists()]
+    """Targets that do not exist, and '#fragments' no heading of a markdown target gives."""
+    broken = []
+    for target in relative_links(path.read_text(), anchors=True):
+        name, _, fragment = target.partition("#")
+        file = path.parent / name if name else path
+        if not file.exists() or (fragment and file.suffix == ".md"
+                                 and fragment not in heading_anchors(file)):
+            broken.append(target)
+    return broken
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -49,10 +80,26 @@ def test_every_relative_link_points_to_a_file_that_exists(path: Path) -> None:
 def test_the_link_check_finds_a_broken_link_and_ignores_code(tmp_path: Path) -> None:
     (tmp_path / "there.png").write_bytes(b"")
     doc = tmp_path / "doc.md"
-    doc.write_text("[ok](there.png) ![pic](there.png#x) [web](https://example.org) [top](#a)\n"
+    doc.write_text("# A\n[ok](there.png) ![pic](there.png#x) [web](https://example.org) [top](#a)\n"
                    "[gone](missing/file.json) `[code](nowhere.md)`\n"
                    "```\n[block](nowhere.md)\n```\n")
     assert broken_links(doc) == ["missing/file.json"]
+
+
+def test_the_link_check_finds_an_anchor_no_heading_gives(tmp_path: Path) -> None:
+    (tmp_path / "other.md").write_text("# Top\n## 3. Controller failover\n## Runs\n## Runs\n"
+                                      "```\n# not a heading\n```\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text("## What `optimal` guarantees\n[a](other.md#3-controller-failover) "
+                   "[b](other.md#runs-1) [c](#what-optimal-guarantees) [d](other.md#runs-2) "
+                   "[e](#nowhere) [f](other.md#not-a-heading)\n")
+    assert broken_links(doc) == ["other.md#runs-2", "#nowhere", "other.md#not-a-heading"]
+
+
+@pytest.mark.parametrize("name", sorted(LINE_BUDGET))
+def test_a_top_level_document_fits_its_line_budget(name: str) -> None:
+    lines = len((ROOT / name).read_text().splitlines())
+    assert lines <= LINE_BUDGET[name], f"{name}: {lines} lines, budget {LINE_BUDGET[name]}"
 
 
 def _code_files() -> list[Path]:
@@ -105,4 +152,4 @@ def test_the_python_api_snippets_run_as_written(monkeypatch: pytest.MonkeyPatch)
     namespace: dict[str, object] = {"__name__": "__python_api__"}
     for number, code in enumerate(snippets, 1):
         snippet = compile(code, f"docs/python-api.md, snippet {number}", "exec")
-        exec(snippet, namespace)  # noqa: S102
+        exec(snippet, namespace)

@@ -46,7 +46,7 @@ def scored(network: Network, plan: Plan) -> float:
     """Check the plan on the evaluator's terms; return what the evaluator says it carries."""
     result = evaluate(network, plan)
     assert result.consistent, result.problems
-    for te, tp in zip(result.tasks, plan.tasks):
+    for te, tp in zip(result.tasks, plan.tasks, strict=True):
         assert te.rate_gbps >= tp.rate_gbps * (1 - TOL) - 1e-9, (te, tp.rate_gbps)
     zero = {s for s in network.switches if network.spec(s).aggregation_capacity_gbps == 0}
     assert not [pt for tp in plan.tasks for pt in tp.aggregation if pt.switch in zero]
@@ -93,7 +93,7 @@ def test_a_ps_aggregation_capacity_is_charged_by_every_scheme(doc, ps_caps, wher
     tasks = doc["jobs"][0]["tasks"]
     hosts = {h["name"]: h for h in doc["hosts"]}
     ref_doc = copy.deepcopy(doc)
-    for task, cap in zip(tasks, ps_caps):
+    for task, cap in zip(tasks, ps_caps, strict=False):  # two caps drawn, one or two tasks
         if where == "host":
             hosts[task["ps"]]["aggregation_capacity_gbps"] = cap
         else:

@@ -305,7 +305,7 @@ def _acceptable(doc: dict, plan: Plan) -> bool:
     if len(set(pairs)) < len(pairs) or any(p not in candidates for p in pairs):
         return False  # (6), (4): host-host pairs and self-links are never candidates
     if any(c["a"] not in budget or c["capacity_gbps"] != candidates[p]
-           for c, p in zip(panel, pairs)):
+           for c, p in zip(panel, pairs, strict=True)):
         return False
     if any((c["b_port"] is None) != (c["b"] in hosts) for c in panel):
         return False
@@ -399,7 +399,7 @@ def test_every_atro_plan_passes_on_its_pool(doc):
         return  # no network of this pool connects the task
     result = evaluate(network, plan)
     assert result.consistent, (plan.patch_panel, result.problems)
-    for tp, te in zip(plan.tasks, result.tasks):
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
         assert te.rate_gbps == pytest.approx(tp.rate_gbps)
 
 

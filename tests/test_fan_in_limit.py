@@ -18,23 +18,12 @@ from controller.model import topogen
 from controller.model.network import build_network
 from controller.model.plan import MAX_FAN_IN
 from controller.solvers import SchemeInputError, SolveOptions, solve
-from controller.solvers.catalog import SCHEMES
 
 ARO = ["aro", "aro-acc", "aro-sro", "aro-app", "aro-qsr", "aro-raw"]
 BASELINES = ["shortest", "atp", "random", "switchml", "geryon", "aggtree", "rr", "deepsys",
              "deepsys-atp", "deepsys-soar", "marina", "panama", "spar"]
 EINA = ["eina", "eina-iqcp", "eina-plus", "eina-fast"]
-# Schemes whose own models are being reworked elsewhere; they do not read the limit yet.
-NOT_YET = {"grid", "grid-opt", "paring", "paring-opt"}
-
-
-def test_every_scheme_reads_the_limit_with_the_data_plane_default():
-    for name, entry in SCHEMES.items():
-        if name in NOT_YET:
-            continue
-        param = entry.param("max_fan_in")
-        assert (param.kind, param.default, param.minimum) == ("integer", MAX_FAN_IN, 0), name
-    assert set(ARO + BASELINES + EINA + ["atro"]) | NOT_YET == set(SCHEMES)
+# Every scheme, these and the rest, on its own kind of network: test_fan_in_every_scheme.py.
 
 
 def _clos(kind: str, size: int, workers: int, ina: float, seed: int,
@@ -147,7 +136,8 @@ def test_unlimited_is_recorded_and_said(tmp_path, capsys):
     assert main(["solve", str(topo), "--scheme", "atp", "--param", "max_fan_in=0",
                  "--json", str(tmp_path / "p.json")]) == 0
     out = capsys.readouterr().out
-    assert f"fan-in: unlimited (the paper's model); the data plane merges at most {MAX_FAN_IN}" in out
+    assert ("fan-in: unlimited (the paper's model); the data plane merges at most "
+            f"{MAX_FAN_IN}") in out
 
 
 def test_readme_example_evaluates_clean(tmp_path):

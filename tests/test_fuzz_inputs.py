@@ -163,7 +163,8 @@ def _plan_is_judged_or_rejected(doc) -> None:
         try:
             compile_plan(NETWORK, plan)
         except CompileError as exc:
-            raise AssertionError(f"deployable per the evaluator, refused by the compiler: {exc}")
+            raise AssertionError(
+                f"deployable per the evaluator, refused by the compiler: {exc}") from exc
 
 
 def test_the_unmutated_plan_is_consistent():

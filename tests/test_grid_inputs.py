@@ -2,8 +2,8 @@
 anywhere in its accepted range, and a worker cabled straight to the PS's server; and every
 scheme on such a host-host link (a valid topology: the link crosses no third host).
 
-Every plan is judged by the evaluator (`controller.evaluator.evaluate`): consistent, carrying at least
-the rate it claims, never above T.
+Every plan is judged by the evaluator (`controller.evaluator.evaluate`): consistent, carrying at
+least the rate it claims, never above T.
 """
 
 from __future__ import annotations
@@ -94,3 +94,20 @@ def test_every_scheme_takes_a_host_host_link(scheme):
     except (SchemeInputError, InputError):
         return
     judged(network, plan)
+
+
+def test_an_lp_stopped_by_the_time_limit_is_one_paragraph_naming_the_limit(tmp_path, capsys):
+    """GLOP stopped by --time-limit (status NOT_SOLVED) is no "no solution": the LP always has
+    one (every rate 0). The user hears that the limit was too short, exit 2, no traceback."""
+    from controller.cli import main
+    from controller.model import topogen
+    from controller.model.network import dump_topology
+
+    path = tmp_path / "edge.yaml"
+    dump_topology(topogen.edge(aggregators=12, ps=1, seed=0), path)
+    code = main(["solve", str(path), "--scheme", "grid", "--time-limit", "0.01"])
+    captured = capsys.readouterr()
+    err = captured.out + captured.err
+    assert code == 2, err
+    assert "time limit" in err and "0.01" in err and "no solution" not in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 3

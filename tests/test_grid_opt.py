@@ -166,13 +166,17 @@ def _instance(seed: int) -> Network:
     return build_network(doc)
 
 
+@pytest.mark.parametrize("limit", [None, 2], ids=["default-limit", "fan-in-2"])
 @pytest.mark.parametrize("seed", range(12))
-def test_grid_opt_matches_brute_force(seed):
+def test_grid_opt_matches_brute_force(seed, limit):
     """Every assignment of every worker to an INA switch or the PS, scored here: without link
     rows by (1)'s formula from the file's numbers; with them by the evaluator on the routes
     the model charges (the evaluator counts each flow on each link and each switch's merged
-    inflows, which with one pipeline and explicit C_s is exactly (1)'s rows), capped at T."""
+    inflows, which with one pipeline and explicit C_s is exactly (1)'s rows), capped at T.
+    With a fan-in limit (`max_fan_in=2`, below the 3-5 workers), only assignments that send
+    no switch more than 2 workers count: `optimal` and the bound are within the limit."""
     network = _instance(seed)
+    given = {} if limit is None else {"max_fan_in": limit}
     task = network.tasks[0]
     ina = sorted(s for s in network.switches if network.is_ina(s))
     caps = {s: network.spec(s).aggregation_capacity_gbps for s in ina}
@@ -182,8 +186,10 @@ def test_grid_opt_matches_brute_force(seed):
         inst = build(network, task, SchemeParams("grid", {}), PathCache(network),
                      rng_for(seed))
         best = 0.0
-        for nodes in itertools.product(ina + ["PS"], repeat=len(workers)):
-            assign = dict(zip(workers, nodes))
+        for nodes in itertools.product([*ina, "PS"], repeat=len(workers)):
+            assign = dict(zip(workers, nodes, strict=True))
+            if limit and any(nodes.count(s) > limit for s in ina):
+                continue
             if not links:
                 best = max(best, pure_value(caps, b_ps, b_ps, assign))
                 continue
@@ -191,7 +197,7 @@ def test_grid_opt_matches_brute_force(seed):
             plan = Plan("check", "heuristic", 0.0, None, 0.0, seed,
                         [fixed_routes(network, inst, model_assign)], topology=network.name)
             best = max(best, min(b_ps, evaluate(network, plan).tasks[0].rate_gbps))
-        plan = run(network, "grid-opt", seed=seed, links=links)
+        plan = run(network, "grid-opt", seed=seed, links=links, **given)
         # The warm start is an assignment of the model it is given to: its λ there is one
         # of the brute force's (not above λ*), and CP-SAT only improves on it.
         warm = plan.details["warm_start_gbps"]["job0/t0"]
@@ -200,7 +206,9 @@ def test_grid_opt_matches_brute_force(seed):
         assert plan.details["model_value_gbps"]["job0/t0"] == pytest.approx(best), links
         assert plan.details["model_bound_gbps"]["job0/t0"] == pytest.approx(best), links
         assert plan.details["model_status"]["job0/t0"] == "optimal"
-        assert evaluate(network, plan).consistent
+        result = evaluate(network, plan)
+        assert result.consistent
+        assert all(a.fan_in <= (limit or 64) for a in result.aggregator_loads)
         assert plan.bound >= plan.objective - 1e-9
         if links:  # the routes carry λ* (or more, routed least-loaded)
             assert plan.objective >= best - 1e-9 and plan.status == "optimal"

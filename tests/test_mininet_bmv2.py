@@ -4,7 +4,7 @@ build of p4src/ina.p4, programmed by `ina controller` (root).
 The independent reference is the papers' arithmetic, not the code's output: on Fig. 1 shortest
 paths bring all 5 workers' flows into the PS (no switch on them aggregates), ARO's plan brings
 exactly one, and ARO's planned rate is 5 times shortest's; every worker checks its result
-against the exact sum of the synthetic gradients (hosts.py --verify).
+against the exact sum of the synthetic gradients (`ina worker --verify`, dataplane/agents.py).
 """
 
 from __future__ import annotations

@@ -40,7 +40,8 @@ def test_importing_mininet_from_the_repository_root_gets_the_real_package(python
 @pytest.mark.root
 @pytest.mark.mininet
 @pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)")
-@pytest.mark.skipif(shutil.which("mn") is None, reason="mn is not installed (apt-get install mininet)")
+@pytest.mark.skipif(shutil.which("mn") is None,
+                    reason="mn is not installed (apt-get install mininet)")
 @pytest.mark.parametrize("switch", ["embedded", "bmv2"])
 def test_mn_custom_builds_the_yaml_and_ina_controller_programs_it(switch, tmp_path):
     """What a user does by hand: mn builds ARO Fig. 1 from the YAML with our switch class and

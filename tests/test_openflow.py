@@ -325,5 +325,5 @@ def test_restarted_daemon_numbering_from_1_again_is_installed_from_scratch(follo
 
 
 def test_ina_switches_cannot_run_as_ovs(tmp_path):
-    with pytest.raises(OpenFlowError, match="INA switch.*S1"):
+    with pytest.raises(OpenFlowError, match=r"INA switch.*S1"):
         start_ovs_switches(_network(), _plan(), {"S1": {1: "unused"}}, tmp_path)

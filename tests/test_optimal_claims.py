@@ -3,11 +3,12 @@
 The reference is written here and shares no code with the solvers: it enumerates every
 combination of up-down (shortest) worker→PS paths and of the INA pipelines that aggregate
 (a task's flows entering such a pipeline leave it as one flow, on one onward path; elsewhere
-they are forwarded), counts each link's flows and each aggregator's inflows, and finds the best real rates for those loads: the
-smallest capacity/load ratio for one task, a two-variable LP by vertex enumeration for two.
-Random small leaf-spines mix thin and fat links (1 to 400 Gbps), pipelines and aggregation
-capacities. For every scheme: a `bound` is never below the reference optimum, an `optimal`
-plan is never below it, and no plan is above it (a plan is a solution of the same problem).
+they are forwarded), counts each link's flows and each aggregator's inflows, and finds the best real
+rates for those loads: the smallest capacity/load ratio for one task, a two-variable LP by vertex
+enumeration for two. Random small leaf-spines mix thin and fat links (1 to 400 Gbps), pipelines and
+aggregation capacities. For every scheme: a `bound` is never below the reference optimum, an
+`optimal` plan is never below it, and no plan is above it (a plan is a solution of the same
+problem).
 
 With the data plane's fan-in limit L (`max_fan_in`) a merging pipeline merges at most L flows.
 Where more than L of the task's workers have a path through the switch, it merges a chosen
@@ -118,7 +119,7 @@ def _routings(network: Network, task, limit: int = 0) -> list[dict]:
     points = sorted({p for paths in choices for path in paths for _k, p in
                      _merge_points(network, path)})
     reach: dict[str, set] = {}
-    for worker, paths in zip(task.workers, choices):
+    for worker, paths in zip(task.workers, choices, strict=True):
         for path in paths:
             for node in path[1:-1]:
                 reach.setdefault(node, set()).add(worker)
@@ -133,7 +134,7 @@ def _routings(network: Network, task, limit: int = 0) -> list[dict]:
                          for p in mixed]
                 for chosen in itertools.product(*picks):
                     loads = _task_loads(network, list(combo), set(merging),
-                                        dict(zip(mixed, chosen)), limit)
+                                        dict(zip(mixed, chosen, strict=True)), limit)
                     if loads is not None:
                         found[frozenset(loads.items())] = loads
     kept = list(found.values())
@@ -144,7 +145,7 @@ def _routings(network: Network, task, limit: int = 0) -> list[dict]:
 
 def _objective(network: Network, rates: list[float]) -> float:
     per_job: dict[str, float] = {}
-    for task, r in zip(network.tasks, rates):
+    for task, r in zip(network.tasks, rates, strict=True):
         per_job[task.job] = per_job.get(task.job, 0.0) + r
     if len(per_job) == 1:
         return sum(per_job.values())

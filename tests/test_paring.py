@@ -181,11 +181,11 @@ def reference(doc: dict, n: int) -> tuple[Fraction, int]:
         for workers in itertools.combinations([h for h in hosts if h != ps], n):
             ups = [ps, *ina]
             for sw_parent in itertools.product([None, *ups], repeat=len(ina)):
-                parents = {s: p for s, p in zip(ina, sw_parent) if p not in (None, s)}
-                if any(p == s for s, p in zip(ina, sw_parent)):
+                parents = {s: p for s, p in zip(ina, sw_parent, strict=True) if p not in (None, s)}
+                if any(p == s for s, p in zip(ina, sw_parent, strict=True)):
                     continue
                 for w_parent in itertools.product(ups, repeat=n):
-                    parent = {**parents, **dict(zip(workers, w_parent))}
+                    parent = {**parents, **dict(zip(workers, w_parent, strict=True))}
                     used = _tree(parent, workers, ps)
                     if used is None:
                         continue

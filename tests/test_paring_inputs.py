@@ -110,9 +110,10 @@ def fat_doc(draw, pipelines: bool) -> tuple[dict, int]:
     return doc, n
 
 
-def reference_rate(doc: dict, n: int) -> Fraction:
+def reference_rate(doc: dict, n: int, fan_in: int = 0) -> Fraction:
     """The best rate of problem (1), pipelines ignored (a pipelined plan folds into such a
-    tree: its points of one switch merged, no count grows), by enumeration."""
+    tree: its points of one switch merged, no count grows), by enumeration; with `fan_in`
+    L > 0, only trees whose switches have at most L children each."""
     graph = nx.Graph((link["a"], link["b"]) for link in doc["links"])
     hosts = [h["name"] for h in doc["hosts"]]
     cap = {s["name"]: Fraction(s["aggregation_capacity_gbps"]) for s in doc["switches"]
@@ -125,15 +126,18 @@ def reference_rate(doc: dict, n: int) -> Fraction:
         ups = [ps, *sorted(cap)]
         for workers in itertools.combinations([h for h in hosts if h != ps], n):
             for parents in itertools.product([None, *ups], repeat=len(cap)):
-                parent = {s: p for s, p in zip(sorted(cap), parents) if p not in (None, s)}
+                parent = {s: p for s, p in zip(sorted(cap), parents, strict=True)
+                          if p not in (None, s)}
                 for w_parent in itertools.product(ups, repeat=n):
-                    tree = {**parent, **dict(zip(workers, w_parent))}
+                    tree = {**parent, **dict(zip(workers, w_parent, strict=True))}
                     used = _used(tree, workers, ps)
                     if used is None:
                         continue
                     kids: dict[str, int] = {}
                     for child in used:
                         kids[tree[child]] = kids.get(tree[child], 0) + 1
+                    if fan_in and any(k > fan_in for v, k in kids.items() if v in cap):
+                        continue
                     best = max(best, min([r_cap] + [(ps_cap if v == ps else cap[v]) / k
                                                     for v, k in kids.items()]))
     return best
@@ -161,6 +165,23 @@ def test_pipelined_plans_hold_their_rate_and_bound(data):
     opt = solve(network, "paring-opt", OPTIONS)
     judged(network, opt)
     assert opt.bound == pytest.approx(float(reference_rate(doc, n)))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data(), st.sampled_from([1, 2]))
+def test_plans_within_a_fan_in_limit_hold_their_rate_and_bound(data, limit):
+    """With `max_fan_in` L, no point merges more than L flows, in fine mode after its shares
+    too, and `paring-opt`'s bound is the best rate of trees whose switches take at most L
+    children (the brute force's)."""
+    doc, n = fat_doc(data.draw, pipelines=data.draw(st.booleans()))
+    network = build_network(doc)
+    runs = [("paring", {}), ("paring", {"fine": True}), ("paring-opt", {"num_workers": 1})]
+    for scheme, extra in runs:
+        plan = solve(network, scheme, SolveOptions(seed=0, time_limit=10,
+                                                    params={"max_fan_in": limit, **extra}))
+        result = judged(network, plan)
+        assert all(a.fan_in <= limit for a in result.aggregator_loads), (scheme, extra)
+    assert plan.bound == pytest.approx(float(reference_rate(doc, n, limit)))
 
 
 def crossing_doc() -> dict:

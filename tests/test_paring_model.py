@@ -38,7 +38,8 @@ def reference(doc: dict, n: int, servers: bool = True) -> tuple[Fraction, int]:
         for workers in itertools.combinations([h for h in hosts if h != ps], n):
             ups = [ps, *ina, *(workers if servers else ())]
             for choice in itertools.product([None, *ups], repeat=len(ina) + n):
-                parent = {v: p for v, p in zip([*ina, *workers], choice) if p is not None}
+                parent = {v: p for v, p in zip([*ina, *workers], choice, strict=True)
+                          if p is not None}
                 if any(parent.get(w) is None for w in workers) or \
                         any(v == p for v, p in parent.items()):
                     continue

@@ -35,7 +35,7 @@ def star_doc(ps_capacity: float = 2, n: int = 3) -> dict:
     hosts = [f"h{i}" for i in range(6)]
     roles = ["ps"] + ["worker"] * n + ["idle"] * (5 - n)
     return {
-        "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles)],
+        "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles, strict=True)],
         "switches": [{"name": "U"}],
         "links": [{"a": h, "b": "U", "capacity_gbps": 100} for h in hosts],
         "jobs": [{"name": "j", "tasks": [{
@@ -183,7 +183,7 @@ def fine_doc(rng: random.Random) -> dict:
              "h6": "E0", "h7": "E2"}
     roles = ["ps", "worker", "worker", "worker"] + ["idle"] * 4
     return sharded({
-        "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles)],
+        "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles, strict=True)],
         "switches": specs,
         "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in
                   links + list(hosts.items())],
@@ -210,7 +210,7 @@ def test_fine_shards_stay_feasible_and_split_only_where_a_switch_is_full(seed):
     partial = [(tp, a) for tp in plan.tasks for a in tp.aggregation if a.share < 1]
     assert partial, "the instance made no partial point"
     for _tp, a in partial:
-        assert 0 < a.share
+        assert a.share > 0
         cap = network.spec(a.switch).aggregation_capacity_gbps
         assert load[a.switch] == pytest.approx(cap, rel=1e-6), (seed, a)
     assert sum(tp.model_share for tp in plan.tasks) == pytest.approx(1)
@@ -230,7 +230,7 @@ def tiny_doc(rng: random.Random) -> tuple[dict, int]:
     hosts = {"h0": "E0", "h1": "E0", "h2": "E1", "h3": "E2", "h4": "E2", "h5": "E1"}
     roles = ["ps", "worker", "worker", "idle", "idle", "idle"]
     doc = {
-        "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles)],
+        "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles, strict=True)],
         "switches": specs,
         "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in
                   links + list(hosts.items())],
@@ -249,11 +249,11 @@ def trees(doc: dict, ps: str, workers: tuple[str, ...]):
     ups = [ps, *ina]
     seen = set()
     for sw_parent in itertools.product([None, *ups], repeat=len(ina)):
-        if any(p == s for s, p in zip(ina, sw_parent)):
+        if any(p == s for s, p in zip(ina, sw_parent, strict=True)):
             continue
-        parents = {s: p for s, p in zip(ina, sw_parent) if p is not None}
+        parents = {s: p for s, p in zip(ina, sw_parent, strict=True) if p is not None}
         for w_parent in itertools.product(ups, repeat=len(workers)):
-            parent = {**parents, **dict(zip(workers, w_parent))}
+            parent = {**parents, **dict(zip(workers, w_parent, strict=True))}
             used = set()
             ok = True
             for w in workers:
@@ -317,8 +317,8 @@ def _lp(k1, k2, ps1, ps2, cap, ps_cap, r_cap) -> Fraction:
     rows = [(Fraction(1), Fraction(1), r_cap), (Fraction(k1.get(ps1, 0)), Fraction(0), ps_cap),
             (Fraction(0), Fraction(k2.get(ps2, 0)), ps_cap)]
     rows += [(Fraction(k1.get(v, 0)), Fraction(k2.get(v, 0)), b) for v, b in cap.items()]
-    lines = rows + [(Fraction(-1), Fraction(0), Fraction(0)), (Fraction(0), Fraction(-1),
-                                                                Fraction(0))]
+    lines = [*rows, (Fraction(-1), Fraction(0), Fraction(0)),
+             (Fraction(0), Fraction(-1), Fraction(0))]
     best = Fraction(0)
     for (a1, b1, c1), (a2, b2, c2) in itertools.combinations(lines, 2):
         det = a1 * b2 - a2 * b1

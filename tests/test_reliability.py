@@ -58,7 +58,7 @@ def test_congestion_is_not_a_failure_but_a_cut_under_it_is(fig1, queue):
     assert congested["version"] == 1, f"re-planned without a failure: {congested['replans']}"
     assert after_cut.exact
     assert final["version"] == 2, f"one cut, plans: {final['replans']}"
-    assert [["L1", "S1"]] == final["dead_links"]
+    assert final["dead_links"] == [["L1", "S1"]]
     print("probes lost but counters moving (link-rounds):",
           final["link_monitor"]["saved_by_traffic"])
 
@@ -158,8 +158,9 @@ def check_long_run_of_four(record: dict, network, plan) -> None:
 
 def test_an_interrupted_runs_impairment_does_not_outlive_it(fig1):
     """A table a killed run left behind hooks its chains by device name, so the kernel
-    attaches them to the next emulation's interfaces of that name (controller/emulation/faults/impair.py):
-    this one drops every frame S1's first port sends. The next emulation removes it first."""
+    attaches them to the next emulation's interfaces of that name
+    (controller/emulation/faults/impair.py): this one drops every frame S1's first port sends. The
+    next emulation removes it first."""
     table = f"{TABLE_PREFIX}leftover"  # a name the sweep owns, as LinkImpairments' are
     nft = ["nft", "add", "chain", "netdev", table, "c",
            '{ type filter hook egress device "s1-eth1" priority 0; drop; }']

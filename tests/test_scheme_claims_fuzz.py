@@ -11,6 +11,7 @@ straight to its PS, and the scheme's own parameters (drawn within their declared
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 
@@ -134,10 +135,8 @@ def _valid_value(param: Param):
 
 def note(text: str) -> None:
     """A line for hypothesis's report of a failing example (nothing outside hypothesis)."""
-    try:
+    with contextlib.suppress(InvalidArgument):
         hypothesis_note(text)
-    except InvalidArgument:
-        pass
 
 
 def _judge(scheme: str, doc: dict, params: dict) -> None:
@@ -156,7 +155,7 @@ def _judge(scheme: str, doc: dict, params: dict) -> None:
         return
     ev = evaluate(network, plan)
     assert ev.consistent, ev.problems[:5]
-    for tp, te in zip(plan.tasks, ev.tasks):
+    for tp, te in zip(plan.tasks, ev.tasks, strict=True):
         assert tp.rate_gbps <= te.rate_gbps * (1 + 1e-6) + 1e-9, (tp.task, tp.rate_gbps,
                                                                   te.rate_gbps)
     if plan.bound is not None:

@@ -79,7 +79,7 @@ def test_an_unknown_key_in_the_topologys_section_is_refused(scheme, tmp_path):
 def test_a_section_named_after_no_scheme_is_refused():
     doc = yaml.safe_load((EXAMPLES / "aro-fig1.yaml").read_text())
     doc["schemes"] = {"arro": {"quantization": 10}}
-    with pytest.raises(SchemeInputError, match="schemes.arro: there is no scheme 'arro'"):
+    with pytest.raises(SchemeInputError, match=r"schemes\.arro: there is no scheme 'arro'"):
         solve(build_network(doc, "typo.yaml"), "aro")
 
 

@@ -1,6 +1,6 @@
-"""Partial aggregation compiled segment by segment (`controller.compiler.segments`): checked by walking
-packets through the compiled tables with an interpreter written here (the switch semantics of
-p4src/README.md, steps 1, 4.2 and 4.3), against hand-computed counts and the evaluator's
+"""Partial aggregation compiled segment by segment (`controller.compiler.segments`): checked by
+walking packets through the compiled tables with an interpreter written here (the switch semantics
+of p4src/README.md, steps 1, 4.2 and 4.3), against hand-computed counts and the evaluator's
 fractional link loads."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""P4Runtime over TLS (dataplane/tls.py, controller/southbound/tls.py): both targets serve it, the controller programs a
-switch whose certificate its CA signed for the address it dials, and refuses any other; plain
-text is refused off loopback unless --insecure. Certificates are made per run (tests/certs.py).
+"""P4Runtime over TLS (dataplane/tls.py, controller/southbound/tls.py): both targets serve it, the
+controller programs a switch whose certificate its CA signed for the address it dials, and refuses
+any other; plain text is refused off loopback unless --insecure. Certificates are made per run
+(tests/certs.py).
 """
 
 from __future__ import annotations

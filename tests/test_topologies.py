@@ -154,7 +154,7 @@ def test_eina_fig1_rates():
         hops = [worker]
         for i, agg in enumerate(aggs):
             hops += ([agg] if i == 0 else ["DCN", agg])
-        return hops + ["PS"]
+        return [*hops, "PS"]
 
     atp = {"W0": via("W0", "A0"), **{w: via(w, "A1", "A0") for w in ("W1", "W2")},
            **{w: via(w, "A2", "A0") for w in ("W3", "W4")}}
@@ -334,7 +334,8 @@ def test_hostile_values_are_rejected_naming_the_field(tmp_path, name):
 
 REJECTED_TEXT = {
     # name: (file bytes, words the message must contain)
-    "duplicate key": (b"name: a\nname: b\nhosts: []\n", ["line 2, column 1", "duplicate key 'name'"]),
+    "duplicate key": (b"name: a\nname: b\nhosts: []\n",
+                      ["line 2, column 1", "duplicate key 'name'"]),
     "duplicate key in a link": (
         b"links:\n- {a: PS, b: L0, capacity_gbps: 1, capacity_gbps: 9}\n",
         ["line 2", "duplicate key 'capacity_gbps'"]),

@@ -24,6 +24,12 @@ switches realise exactly the flows the evaluator scored:
 * `host_port` / `host_job` bind every port facing a host to the jobs that host takes part in
   (worker or PS), so a host cannot send for another job (p4src/README.md step 2b).
 
+Jobs are numbered from the topology's task order, flow ids run on across the plan and the slot
+region of a generation is split evenly, unless a `JobLayout` per job is given: then each job
+keeps its own job id and its own blocks of flow ids, slots and multicast groups in every
+generation, so adding or removing one job leaves every other job's entries exactly as they were
+(the controller's job service, `controller.service.admission`).
+
 The per-switch forwarding decisions (`number_tasks`, `flow_routes`, `result_children`,
 `host_routes`) are plain data, so the OpenFlow driver for plain switches
 (`controller.southbound.openflow`) installs the very same paths.
@@ -63,11 +69,29 @@ class CompileError(ValueError):
     """A plan that the data plane cannot realise (too many flows, a fan-in over MAX_FAN_IN, ...)."""
 
 
+@dataclass(frozen=True)
+class JobLayout:
+    """Where one job's ids live, the same in every generation: its job id (1..31: tags keep 5
+    bits of it), flow ids [flow_base, flow_base + flow_count) and slots [slot_base, slot_base +
+    slot_count) counted from the generation's start, and multicast groups from `group_base`."""
+
+    job_id: int
+    flow_base: int
+    flow_count: int
+    slot_base: int
+    slot_count: int
+    group_base: int
+
+
+Layout = dict[str, JobLayout]  # job name -> its ids
+
+
 @dataclass
 class Numbering:
     """The ids the switches and the host agents must agree on, derived from the network."""
 
     network: Network
+    layout: Layout | None = None
     node_id: dict[str, int] = field(init=False)
     host_ip: dict[str, str] = field(init=False)
 
@@ -78,6 +102,8 @@ class Numbering:
         self.host_ip = {h: str(HOST_SUBNET[i + 1]) for i, h in enumerate(hosts)}
 
     def job_id(self, job: str) -> int:
+        if self.layout is not None:
+            return job_layout(self.layout, job).job_id
         jobs = list(dict.fromkeys(t.job for t in self.network.tasks))
         return jobs.index(job) + 1
 
@@ -115,11 +141,12 @@ class WorkerAssignment:
     result_flow_id: int
     version: int
     # the task's fraction of the model (Plan `model_share`): the worker sends that shard of
-    # its gradient to this task's PS (dataplane/hosts.py); None: the whole gradient
+    # its gradient to this task's PS (dataplane/gradients.py `shard_ranges`); None: the whole
+    # gradient
     model_share: float | None = None
     # Partial aggregation: the fragments in [start, end) of what the worker sends this task
-    # travel as flow `flow_id` toward `next_node` (`controller.compiler.segments`); empty: all of them
-    # as `flow_id` above (which is the first segment's when there are several).
+    # travel as flow `flow_id` toward `next_node` (`controller.compiler.segments`); empty: all of
+    # them as `flow_id` above (which is the first segment's when there are several).
     segments: tuple[Segment, ...] = ()
 
 
@@ -138,13 +165,19 @@ def generation(version: int) -> int:
     return (version - 1) % GENERATIONS
 
 
+def job_layout(layout: Layout, job: str) -> JobLayout:
+    if job not in layout:
+        raise CompileError(f"job {job} has no ids (job id, flow ids, slots) assigned")
+    return layout[job]
+
+
 def compile_plan(
-    network: Network, plan: Plan, version: int = 1
+    network: Network, plan: Plan, version: int = 1, layout: Layout | None = None
 ) -> tuple[dict[str, SwitchProgram], list[WorkerAssignment]]:
-    """Compile `plan` as plan `version`; raises CompileError if the plan is inconsistent or
-    exceeds the target."""
+    """Compile `plan` as plan `version`, with each job's ids from `layout` if given (see the
+    module docstring); raises CompileError if the plan is inconsistent or exceeds the target."""
     network = built_network(network, plan)
-    ids = Numbering(network)
+    ids = Numbering(network, layout)
     gen = generation(version)
     programs = {s: SwitchProgram(s) for s in network.switches}
     for name, prog in programs.items():
@@ -153,8 +186,8 @@ def compile_plan(
     region = SLOTS_PER_PIPE // GENERATIONS
     share = region // max(1, len(jobs))
     assignments: list[WorkerAssignment] = []
-    group_ids: dict[str, int] = {s: gen * GROUPS_PER_GENERATION for s in network.switches}
-    for task in number_tasks(network, plan, version):
+    group_ids: dict[tuple[str, str], int] = {}
+    for task in number_tasks(network, plan, version, layout):
         tp, job_id, task_id = task.plan, task.job_id, task.task_id
         for (switch, flow_id), port in flow_routes(network, task).items():
             programs[switch].table_entries.append(_entry(
@@ -163,7 +196,10 @@ def compile_plan(
         for seg in task.segments:
             _aggregation(ids, programs, tp, seg, job_id, task_id, gen)
         for switch, ports in result_children(network, task).items():
-            group = group_ids[switch] = group_ids[switch] + 1
+            first = gen * GROUPS_PER_GENERATION + (
+                0 if layout is None else job_layout(layout, tp.job).group_base)
+            key = (switch, "" if layout is None else tp.job)
+            group = group_ids[key] = group_ids.get(key, first) + 1
             prog = programs[switch]
             prog.multicast_groups.append(
                 P4MulticastGroupEntry(group, replicas=[(p, 0) for p in ports]))
@@ -173,10 +209,13 @@ def compile_plan(
         for switch in {p.switch for p in tp.aggregation}:
             prog = programs[switch]
             if not any(_is_slots_for(e, job_id) for e in prog.table_entries):
-                base = gen * region + jobs.index(tp.job) * share
+                base, count = jobs.index(tp.job) * share, share
+                if layout is not None:
+                    own = job_layout(layout, tp.job)
+                    base, count = own.slot_base, own.slot_count
                 prog.table_entries.append(_entry(
                     "job_slots", {"job": job_id, "generation": gen}, "set_job_slots",
-                    base=base, count=share))
+                    base=gen * region + base, count=count))
         assignments += _assignments(ids, task, version)
     return programs, assignments
 
@@ -195,7 +234,8 @@ def _entry(table: str, match: dict[str, object], action: str, **params: int) -> 
 
 
 def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
-    return entry.table_id == "job_slots" and entry.match["job"] == job_id
+    return (entry.table_id == "job_slots" and entry.match is not None
+            and entry.match["job"] == job_id)
 
 
 def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
@@ -218,8 +258,8 @@ def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
 
 @dataclass(frozen=True)
 class SegmentNumbering:
-    """The fragments [span) of a task as a coarse plan (`controller.compiler.segments`), its flows and
-    their ids."""
+    """The fragments [span) of a task as a coarse plan (`controller.compiler.segments`), its flows
+    and their ids."""
 
     span: tuple[float, float]
     plan: TaskPlan
@@ -239,15 +279,24 @@ class TaskNumbering:
     result_flow: int
 
 
-def number_tasks(network: Network, plan: Plan, version: int = 1) -> list[TaskNumbering]:
+def number_tasks(network: Network, plan: Plan, version: int = 1,
+                 layout: Layout | None = None) -> list[TaskNumbering]:
     """Give every flow of `plan` (as version `version`) an id unique across the plan: per task
     and segment, the workers' own flows in worker order and one per aggregation point, then
-    the task's result flow."""
-    ids = Numbering(network)
+    the task's result flow. With a `layout`, each job's ids run from its own block."""
+    ids = Numbering(network, layout)
     gen = generation(version)
-    next_flow = max(1, gen * FLOW_IDS_PER_GENERATION)
+    start = gen * FLOW_IDS_PER_GENERATION
+    # Per block ("" for the whole plan without a layout): [next free flow id, end of block).
+    blocks: dict[str, list[int]] = {}
     out = []
     for tp in plan.tasks:
+        key = "" if layout is None else tp.job
+        if key not in blocks:
+            own = None if layout is None else job_layout(layout, tp.job)
+            blocks[key] = ([max(1, start), start + FLOW_IDS_PER_GENERATION] if own is None else
+                           [start + own.flow_base, start + own.flow_base + own.flow_count])
+        block = blocks[key]
         parts = segment_plans(network, tp)
         whole = parts[0][2] if len(parts) == 1 else task_flows(network, tp)
         if whole.problems:
@@ -257,15 +306,17 @@ def number_tasks(network: Network, plan: Plan, version: int = 1) -> list[TaskNum
             if flows.problems:  # cannot happen for a consistent plan (controller.compiler.segments)
                 raise CompileError(f"{tp.job}/{tp.task}: fragments {span[0]:.6g}-{span[1]:.6g}"
                                    f" as a coarse plan: {flows.problems[0]}")
-            flow_ids: dict[FlowId, int] = {w: next_flow + i for i, w in enumerate(tp.paths)}
+            flow_ids: dict[FlowId, int] = {w: block[0] + i for i, w in enumerate(tp.paths)}
             for point in part.aggregation:
-                flow_ids[("agg", point.switch, point.pipeline)] = next_flow + len(flow_ids)
-            next_flow += len(flow_ids)
+                flow_ids[("agg", point.switch, point.pipeline)] = block[0] + len(flow_ids)
+            block[0] += len(flow_ids)
             segments.append(SegmentNumbering(span, part, flows, flow_ids))
-        result_flow = next_flow
-        next_flow = result_flow + 1
-        if next_flow > (gen + 1) * FLOW_IDS_PER_GENERATION:
-            raise CompileError(f"the plan needs more than {FLOW_IDS_PER_GENERATION} flow ids")
+        result_flow = block[0]
+        block[0] = result_flow + 1
+        if block[0] > block[1]:
+            room = FLOW_IDS_PER_GENERATION if layout is None else layout[tp.job].flow_count
+            raise CompileError(f"{'the plan' if layout is None else 'job ' + tp.job} needs "
+                               f"more than {room} flow ids")
         out.append(TaskNumbering(tp, segments, ids.job_id(tp.job), ids.task_id(tp.job, tp.task),
                                  result_flow))
     return out
@@ -332,7 +383,8 @@ def _aggregation(ids: Numbering, programs, tp: TaskPlan, seg: SegmentNumbering, 
     segments' fragments differ, so their partial sums never share a (fragment, tag)."""
     flows, flow_ids = seg.flows, seg.flow_ids
     for point in seg.plan.aggregation:
-        inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()), key=flow_ids.get)
+        inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()),
+                         key=flow_ids.__getitem__)  # every flow of the segment has an id
         if len(inflows) > MAX_FAN_IN:
             raise CompileError(f"{tp.job}/{tp.task}: fan-in {len(inflows)} at {point.switch} "
                                f"exceeds the data plane's {MAX_FAN_IN}")

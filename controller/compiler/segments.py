@@ -5,14 +5,14 @@ ATP's best effort). The switches key aggregation by flow id, not by fragment, so
 cuts a task's fragment space [0, 1) at every share boundary: within one segment every point
 merges either all or none of what enters it, and the segment is an ordinary (coarse) plan on
 the same paths. Each segment gets its own flow ids; a worker sends each fragment under its
-segment's flow id (WorkerAssignment `segments`, dataplane/hosts.py), so fragment f of every
+segment's flow id (WorkerAssignment `segments`, dataplane/worker.py), so fragment f of every
 worker meets the same points, and each switch counts the right contributors per fragment.
 All segments keep the task's job, task, PS and result tree: the PS finishes every fragment as
 usual, by the `count` the packets carry.
 
 Replaying a segment's plan gives, fragment by fragment, what the evaluator's coverage replay
-(`controller.evaluator.evaluate.task_flows`) gives for the fractional plan, so the switches realise the
-traffic the evaluator scored.
+(`controller.evaluator.evaluate.task_flows`) gives for the fractional plan, so the switches realise
+the traffic the evaluator scored.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 from mininet.link import TCLink
 from mininet.node import Host, Switch
@@ -63,7 +64,7 @@ class P4RuntimeSwitch(Switch):
         self.log_dir = Path(log_dir or "/tmp")
         self.switches_file = Path(switches_file) if switches_file else None
         self.proc: subprocess.Popen | None = None
-        self._log = None
+        self._log: BinaryIO | None = None
 
     def port_map(self) -> dict[int, str]:
         """Front-panel port number → interface name (the loopback control port 0 excluded)."""
@@ -110,14 +111,14 @@ class P4RuntimeSwitch(Switch):
         except RuntimeError as exc:
             raise SwitchProcessError(f"switch {self.model}: {exc}") from None
         if self.switches_file is not None:
-            self._register()
+            self._register(self.switches_file)
 
-    def _register(self) -> None:
+    def _register(self, switches_file: Path) -> None:
         """Add this switch to the `--switches` file of `ina controller` (switches start one
         after the other in Mininet's process, so read-modify-write is safe)."""
-        listed = json.loads(self.switches_file.read_text() or "{}")
+        listed = json.loads(switches_file.read_text() or "{}")
         listed[self.model] = {"address": self.address, "device_id": self.device_id}
-        self.switches_file.write_text(json.dumps(listed, indent=2) + "\n")
+        switches_file.write_text(json.dumps(listed, indent=2) + "\n")
 
     def stop_process(self, kill: bool = False) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate, pairwise
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Any, Self
 
 from controller.compiler.program import Numbering
 from controller.emulation.subset import plan_nodes
@@ -35,6 +35,9 @@ from controller.model.network import Network
 from controller.model.plan import Plan, TaskPlan
 from dataplane.bmv2 import HOW_TO_GET_BMV2, switch_path
 from dataplane.p4build import P4CompileError, compile_for_bmv2
+
+if TYPE_CHECKING:  # imported where used: it needs os-ken
+    from controller.southbound.openflow import OvsSwitches
 
 # One model Gbps becomes this many Mbps of TCLink bandwidth: small enough for the switch
 # processes on 2 cores (the plan, not the CPU, must be the bottleneck), large enough for quick
@@ -74,8 +77,8 @@ class RunnerError(RuntimeError):
 
 def missing_mininet() -> str | None:
     """Why Mininet cannot be used from this Python (what to install), or None. The node
-    classes (controller.emulation.mininet_nodes) import Mininet, so this module loads them only when it
-    builds a network: everything else here, and every command that needs no Mininet, works
+    classes (controller.emulation.mininet_nodes) import Mininet, so this module loads them only when
+    it builds a network: everything else here, and every command that needs no Mininet, works
     without it."""
     try:
         import mininet.net  # noqa: F401
@@ -106,8 +109,9 @@ class IterationResult:
     # the PS's own check of its shard (None: it did not report, e.g. stopped while unfinished)
     ps_exact: bool | None = None
     retransmissions: int = 0  # the workers' resends: on timeout, on CONTROL, found lost (RACK)
-    ps_report: dict = field(default_factory=dict)  # the PS's report (hosts.py: exactly-once counts)
-    # each worker's report (hosts.py: resends by cause, its round trip estimate and RTO)
+    # the PS's report (dataplane/ps.py: exactly-once counts)
+    ps_report: dict = field(default_factory=dict)
+    # each worker's report (dataplane/worker.py: resends by cause, its round trip estimate and RTO)
     worker_reports: dict[str, dict] = field(default_factory=dict)
 
 
@@ -165,7 +169,7 @@ class Emulation:
         # Plain (non-INA) switches: the P4 target without aggregation entries, or Open vSwitch
         # under the OpenFlow controller (controller/southbound/openflow/).
         self.plain_switches = plain_switches
-        self.ovs = None
+        self.ovs: OvsSwitches | None = None
         # Only the hosts the plan uses are built; all switches, or only the plan's
         # (controller/emulation/subset.py).
         self.nodes = plan_nodes(network, plan, switches)
@@ -175,14 +179,14 @@ class Emulation:
         self.setup_seconds: dict[str, float] = {}
         self.ids = Numbering(network)
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="ina-mininet-"))
-        self.net = None
+        self.net: Any = None  # the Mininet network (untyped), once built
         self.procs: dict[str, subprocess.Popen] = {}
         self.switch_ports: dict[str, dict[int, str]] = {}
         self.host_intf: dict[str, str] = {}
         self.logs: list = []
         self.addresses: dict[str, str] = {}
         self.node: dict = {}  # model name -> Mininet node
-        self._sigterm_before = None
+        self._sigterm_before: Any = None  # the SIGTERM handler before ours
 
     # -- lifecycle
     def __enter__(self) -> Self:
@@ -594,24 +598,29 @@ def _no_agent_outlives(agents: list[subprocess.Popen]) -> Iterator[None]:
 
 
 def _release_when_ready(agents: dict[str, subprocess.Popen], deadline: float) -> None:
-    """Wait for each agent's ready line (hosts.py --wait-go), then send every one its go."""
+    """Wait for each agent's ready line (dataplane/agents.py --wait-go), then send every one
+    its go."""
     for name, proc in agents.items():
+        stdout = proc.stdout
+        assert stdout is not None  # agents start with stdout=PIPE
         line = b""
         while not line.startswith(b'{"ready"'):
             if proc.poll() is not None or time.monotonic() > deadline:
-                out = line + (proc.stdout.read() if proc.poll() is not None else b"")
+                out = line + (stdout.read() if proc.poll() is not None else b"")
                 for other in agents.values():
                     other.kill()
                 raise RunnerError(f"{name} did not get ready to send: {out.decode()[-500:]}")
-            if select.select([proc.stdout], [], [], 0.1)[0]:
-                line = proc.stdout.readline()
+            if select.select([stdout], [], [], 0.1)[0]:
+                line = stdout.readline()
     for proc in agents.values():
+        assert proc.stdin is not None  # and stdin=PIPE
         proc.stdin.write(b"go\n")
         proc.stdin.flush()
 
 
 def _stop_and_report(agents: dict[str, subprocess.Popen]) -> str:
-    """Stop the agents with SIGTERM and gather what each was still waiting for (hosts.py)."""
+    """Stop the agents with SIGTERM and gather what each was still waiting for
+    (dataplane/agents.py)."""
     for proc in agents.values():
         if proc.poll() is None:
             proc.terminate()

@@ -20,11 +20,11 @@ from controller.model.network import Network
 
 def aggregator_charges(
     network: Network,
-    link_flows: dict[tuple[str, str], int],
-    aggregator_inflows: dict[tuple[str, int], int],
-) -> dict[str, int]:
+    link_flows: dict[tuple[str, str], float],
+    aggregator_inflows: dict[tuple[str, int], float],
+) -> dict[str, float]:
     """Per switch, how many of one task's flows its aggregation capacity must process."""
-    charges: dict[str, int] = defaultdict(int)
+    charges: defaultdict[str, float] = defaultdict(int)
     for (sw, _pipe), n in aggregator_inflows.items():
         if not merges_all(network, sw):
             charges[sw] += n
@@ -35,4 +35,4 @@ def aggregator_charges(
 
 
 def merges_all(network: Network, node: str) -> bool:
-    return network.is_switch(node) and network.spec(node).aggregates == "all"
+    return network.is_switch(node) and network.switch_spec(node).aggregates == "all"

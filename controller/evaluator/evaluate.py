@@ -71,8 +71,9 @@ class Hop:
 class TaskFlows:
     """How one task's paths load the network, before any rate is chosen."""
 
-    link_flows: dict[tuple[str, str], int]
-    aggregator_inflows: dict[tuple[str, int], int]
+    # Flow counts; a flow carrying part of the gradient (partial aggregation) counts that part.
+    link_flows: dict[tuple[str, str], float]
+    aggregator_inflows: dict[tuple[str, int], float]
     unaggregated_hops: int
     problems: list[str] = field(default_factory=list)
     # Per worker, its path as hops with flow identities (what the compiler installs).
@@ -90,7 +91,7 @@ class TaskEvaluation:
     ps: str
     rate_gbps: float
     claimed_rate_gbps: float
-    flows_into_ps: int
+    flows_into_ps: float
     volume_mb: float | None = None
     volume_without_ina_mb: float | None = None
     communication_seconds: float | None = None
@@ -101,7 +102,7 @@ class AggregatorLoad:
     switch: str
     pipeline: int
     task: str
-    fan_in: int
+    fan_in: float
     load_gbps: float
 
 
@@ -153,8 +154,8 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         trace = traces[worker] = []
         # A node may see a path twice only as different flows (EINA relays a merged flow
         # back through the fabric); the same flow twice is a loop no forwarding table holds.
-        visits = {(worker, worker)}
-        for u, v, after in zip(path, path[1:], path[2:] + [None]):
+        visits: set[tuple[str, FlowId]] = {(worker, worker)}
+        for u, v, after in zip(path, path[1:], [*path[2:], None], strict=False):
             if any((v, flow) in visits for flow, _ in pieces):
                 problems.append(f"{label}: path of {worker} brings the same flow back to {v} "
                                 f"(it bounces or loops): {path}")
@@ -169,23 +170,26 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
                     continue
                 pipe = network.ingress_pipeline(u, v)
                 point = tp.point_at(v, pipe)
-                merge = point is not None and point.merges(worker)
-                if isinstance(flow, tuple) and merged_at.setdefault((flow, v, pipe), merge) != merge:
+                merging = point if point is not None and point.merges(worker) else None
+                merge = merging is not None
+                if (isinstance(flow, tuple)
+                        and merged_at.setdefault((flow, v, pipe), merge) != merge):
                     problems.append(
                         f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} holds "
                         f"workers that {v} pipeline {pipe} merges and workers it does not"
                     )
                 if merge:
                     arriving[(v, pipe)][flow] = _union(arriving[(v, pipe)].get(flow, ()), cover)
-                taken, rest = _split(cover, point.share if merge else 0.0)
+                taken, rest = _split(cover, merging.share if merging is not None else 0.0)
                 if taken:
+                    assert merging is not None  # a share of 0 takes nothing
                     into_aggregator[(v, pipe)][flow] = _union(
                         into_aggregator[(v, pipe)].get(flow, ()), taken)
                     moved.append((("agg", v, pipe), taken))
-                    if after != point.next_hop:
+                    if after != merging.next_hop:
                         problems.append(
                             f"{label}: aggregation at {v} pipeline {pipe} declares next_hop "
-                            f"{point.next_hop} but the path of {worker} leaves it toward {after}")
+                            f"{merging.next_hop} but the path of {worker} leaves it toward {after}")
                 if rest:
                     moved.append((flow, rest))
             for flow, _ in moved:
@@ -285,7 +289,7 @@ def _path_is_valid(
 
 
 def max_min_fair(
-    demand: dict[str, dict[Resource, int]],
+    demand: dict[str, dict[Resource, float]],
     capacity: dict[Resource, float],
     start: dict[str, float] | None = None,
 ) -> dict[str, float]:
@@ -445,14 +449,14 @@ def _several_ps_problems(network: Network, tasks: list[TaskPlan]) -> list[str]:
 
 def resources(
     network: Network, plans: dict[str, TaskPlan], flows: dict[str, TaskFlows]
-) -> tuple[dict[str, dict[Resource, int]], dict[Resource, float]]:
+) -> tuple[dict[str, dict[Resource, float]], dict[Resource, float]]:
     """Per task, how many units of its rate each resource carries: links, switch aggregators,
     the PS host's aggregation capacity (flows entering it) and the task's rate cap R."""
-    demand: dict[str, dict[Resource, int]] = {}
+    demand: dict[str, dict[Resource, float]] = {}
     capacity: dict[Resource, float] = {}
     tasks = {f"{t.job}/{t.name}": t for t in network.tasks}
     for label, tf in flows.items():
-        uses: dict[Resource, int] = {}
+        uses: dict[Resource, float] = {}
         task, ps = tasks.get(label), plans[label].ps
         ps_limit = network.ps_capacity(task, ps) if task and ps in network.graph else None
         into_ps = sum(n for (_u, v), n in tf.link_flows.items() if v == ps)
@@ -481,7 +485,7 @@ def resources(
 
 
 def _overloaded(
-    demand: dict[str, dict[Resource, int]], capacity: dict[Resource, float],
+    demand: dict[str, dict[Resource, float]], capacity: dict[Resource, float],
     rates: dict[str, float],
 ) -> list[str]:
     load: dict[Resource, float] = defaultdict(float)
@@ -512,7 +516,7 @@ def _task_evaluation(
 def _link_loads(
     network: Network, flows: dict[str, TaskFlows], rates: dict[str, float]
 ) -> list[LinkLoad]:
-    count: dict[tuple[str, str], int] = defaultdict(int)
+    count: defaultdict[tuple[str, str], float] = defaultdict(int)
     load: dict[tuple[str, str], float] = defaultdict(float)
     for label, tf in flows.items():
         for e, n in tf.link_flows.items():

@@ -64,7 +64,8 @@ def _capacity_in_range(value: float) -> float:
 def _bounded_map(value: Any) -> Any:
     # A dict is validated entry by entry with every error kept: bound its size first.
     if isinstance(value, dict) and len(value) > MAX_PORTS:
-        raise ValueError(f"the map has {len(value)} entries; a switch has at most {MAX_PORTS} ports")
+        raise ValueError(f"the map has {len(value)} entries; a switch has at most {MAX_PORTS} "
+                         "ports")
     return value
 
 
@@ -178,13 +179,14 @@ class TopologySpec(_Strict):
     @model_validator(mode="after")
     def _names_unique(self) -> TopologySpec:
         seen: dict[str, str] = {}
-        for kind, items in (("hosts", self.hosts), ("switches", self.switches)):
-            for i, item in enumerate(items):
-                if item.name in seen:
+        for kind, names in (("hosts", [h.name for h in self.hosts]),
+                            ("switches", [s.name for s in self.switches])):
+            for i, name in enumerate(names):
+                if name in seen:
                     raise ValueError(
-                        f"duplicate node name {item.name!r} ({kind}[{i}] repeats {seen[item.name]})"
+                        f"duplicate node name {name!r} ({kind}[{i}] repeats {seen[name]})"
                     )
-                seen[item.name] = f"{kind}[{i}]"
+                seen[name] = f"{kind}[{i}]"
         return self
 
 
@@ -276,6 +278,13 @@ class Network:
     def spec(self, node: str) -> HostSpec | SwitchSpec:
         return self.graph.nodes[node]["spec"]
 
+    def switch_spec(self, switch: str) -> SwitchSpec:
+        """`spec` of a node the caller knows is a switch (a host there is a bug)."""
+        spec = self.graph.nodes[switch]["spec"]
+        if not isinstance(spec, SwitchSpec):
+            raise TypeError(f"{switch!r} is a host, not a switch")
+        return spec
+
     def ps_capacity(self, task: Task, ps: str) -> float | None:
         """What `ps` can aggregate as `task`'s PS: its own capacity, else the task's."""
         own = self.spec(ps).aggregation_capacity_gbps if ps in self.graph else None
@@ -321,7 +330,8 @@ _ITEMS: dict[str, type[BaseModel]] = {
 def build_network(data: Any, source: str = "<memory>") -> Network:
     """Validate a parsed topology document and build its `Network`."""
     if not isinstance(data, dict):
-        raise TopologyError(source, "", "the document must be a mapping with hosts, switches, links")
+        raise TopologyError(source, "",
+                            "the document must be a mapping with hosts, switches, links")
     problems: list[tuple[str, str]] = []
     count = 0
     checked = dict(data)
@@ -409,7 +419,7 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
             raise TopologyError(source, where, "a link cannot connect a node to itself")
         if graph.has_edge(link.a, link.b):
             raise TopologyError(source, where, "duplicate link between these two nodes")
-        ports = {}
+        ports: dict[str, int | None] = {}
         for end, port_field in (("a", link.a_port), ("b", link.b_port)):
             name = getattr(link, end)
             if name in host_links:
@@ -424,17 +434,18 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
             if port in used_ports[name]:
                 raise TopologyError(
                     source, f"{where}.{end}_port",
-                    f"port {port} of {name} is already used by the link to {used_ports[name][port]}",
+                    f"port {port} of {name} is already used by the link to "
+                    f"{used_ports[name][port]}",
                 )
             used_ports[name][port] = link.b if end == "a" else link.a
             ports[end] = port
         forward = link.capacity_gbps
         reverse = link.reverse_capacity_gbps if link.reverse_capacity_gbps is not None else forward
         shared = link.shared_capacity
-        graph.add_edge(link.a, link.b, capacity_gbps=forward, out_port=ports["a"], in_port=ports["b"],
-                       shared=shared)
-        graph.add_edge(link.b, link.a, capacity_gbps=reverse, out_port=ports["b"], in_port=ports["a"],
-                       shared=shared)
+        graph.add_edge(link.a, link.b, capacity_gbps=forward, out_port=ports["a"],
+                       in_port=ports["b"], shared=shared)
+        graph.add_edge(link.b, link.a, capacity_gbps=reverse, out_port=ports["b"],
+                       in_port=ports["a"], shared=shared)
 
     for name, count in host_links.items():
         if count == 0:
@@ -468,7 +479,7 @@ def _check_dcn_fields(sw: SwitchSpec, graph: nx.DiGraph, where: str, source: str
         caps = [graph.edges[e]["capacity_gbps"] for e in links]
         if value is None or math.isclose(value, math.fsum(caps), rel_tol=1e-9, abs_tol=1e-12):
             continue
-        given = ", ".join(f"{u}->{v} {c:g}" for (u, v), c in zip(links, caps))
+        given = ", ".join(f"{u}->{v} {c:g}" for (u, v), c in zip(links, caps, strict=True))
         raise TopologyError(
             source, f"{where}.{name}",
             f"{value:g} Gbps, but the links {way} other switches give "

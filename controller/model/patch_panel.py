@@ -50,7 +50,7 @@ def chosen_topology(network: Network, plan: Plan) -> dict[str, Any]:
     switch_specs = []
     for s in network.switches:
         if s in switches:
-            spec = network.spec(s)
+            spec = network.switch_spec(s)
             doc = spec.model_dump(exclude_defaults=True, exclude={"max_ports"})
             doc["ports"] = spec.max_ports or spec.ports
             switch_specs.append(doc)
@@ -132,7 +132,7 @@ def _connection_problems(network: Network, panel: list[dict[str, Any]]
             kept.append(c)
     for node, n in degree.items():
         if network.is_switch(node):
-            spec = network.spec(node)
+            spec = network.switch_spec(node)
             budget = _budget(spec)
             if budget is not None and n > budget:
                 name = "max_ports" if spec.max_ports is not None else "ports"
@@ -168,7 +168,7 @@ def _connection_problem(network: Network, c: dict[str, Any], task_hosts: set[str
     for node, port in ((a, c["a_port"]), (b, c["b_port"])):
         if port is None:
             continue
-        spec = network.spec(node)
+        spec = network.switch_spec(node)
         budget = _budget(spec)
         if budget is not None and port > budget:
             return f"port {port} of {node} is beyond its {budget} ports"
@@ -194,7 +194,7 @@ def _built(network: Network, panel: list[dict[str, Any]]) -> Network:
         if pb is not None:
             used[b].append(pb)
     for s, ports in used.items():
-        spec = network.spec(s)
+        spec = network.switch_spec(s)
         count = _budget(spec) or max(ports, default=1)
         graph.nodes[s]["pipeline_map"] = (dict(spec.pipeline_map) if spec.pipeline_map
                                           else default_pipeline_map(count, spec.pipelines))
@@ -204,10 +204,10 @@ def _built(network: Network, panel: list[dict[str, Any]]) -> Network:
 def _every_candidate_problems(network: Network) -> list[str]:
     """A plan without a patch panel on a pool builds every candidate: fine only where the
     budgets hold them all. One line for the whole pool."""
-    if not any(network.spec(s).max_ports is not None for s in network.switches):
+    if not any(network.switch_spec(s).max_ports is not None for s in network.switches):
         return []
     g = network.graph
-    budgets = {s: network.spec(s).max_ports for s in network.switches}
+    budgets = {s: network.switch_spec(s).max_ports for s in network.switches}
     over = [f"{s} {g.out_degree(s)} links for its {n} ports" for s, n in budgets.items()
             if n is not None and g.out_degree(s) > n]
     over += [f"host {h} {g.out_degree(h)} links for its one port"

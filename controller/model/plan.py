@@ -4,8 +4,8 @@ Scripts outside the code read these JSON keys, so they are part of the product's
 top level `scheme`, `status`, `objective`, `bound`, `solve_seconds`, `seed`, `tasks`; each task
 `job`, `task`, `ps`, `rate_gbps`, `paths` (worker → node list), `aggregation` (list of
 `switch`, `pipeline`, `fan_in`, `next_hop`, optional `workers`), optional `model_share`
-(`controller.evaluator.sharding`). Optional top-level `patch_panel`: the links a topology-choosing scheme
-(ATRO) has the optical patch panel build, each `a` (a switch), `a_port`, `b` (a switch or a
+(`controller.evaluator.sharding`). Optional top-level `patch_panel`: the links a topology-choosing
+scheme (ATRO) has the optical patch panel build, each `a` (a switch), `a_port`, `b` (a switch or a
 host), `b_port` (null at a host: it has one port) and `capacity_gbps` (shared by both
 directions); `ina solve --topology-out` writes them as a topology file. `PLAN_JSON_SCHEMA`
 states them formally.

@@ -15,6 +15,11 @@ primary (P4Runtime arbitration, `--election-id`), is finsy's reconnect plus the 
 handler, which writes only what the switch lacks or holds wrongly and logs how long it took
 (`pushes_seconds`) and how many updates it wrote (`writes`). A backup controller keeps its
 own state file with every switch's `role` "backup" until it takes over.
+
+With `--api`, jobs also arrive and leave while the daemon runs (`controller.service.api`,
+`controller.service.jobs`): every job keeps its own ids (the compiler's JobLayout), and each
+change of the plan in force (a job admitted or ended, a re-plan) holds the session's `changing`
+lock, so each starts from the plan the previous one left.
 """
 
 from __future__ import annotations
@@ -31,15 +36,17 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 from finsy import Controller
 
-from controller.compiler.program import compile_plan
+from controller.compiler.program import Layout, compile_plan
 from controller.model.network import Network, TopologyError, load_topology
 from controller.model.plan import Plan
 from controller.southbound.discovery import LinkMonitor
 from controller.southbound.p4runtime import (
+    EMBEDDED_BLOB,
     P4INFO,
     InaSwitchDriver,
     SouthboundError,
@@ -107,20 +114,29 @@ class Session:
     # The switches as last seen connected, kept once the daemon lets go of them (stopping):
     # they keep their entries, and a reader must not take the goodbye for a failure.
     last_seen: dict | None = None
+    # Jobs at run time (`ina controller --api`): each job's own ids (compiler JobLayout), the
+    # job service (controller.service.jobs) and the API's address. Changes of the plan in force
+    # (a job admitted or ended, a re-plan) hold `changing`, one at a time.
+    layout: Layout | None = None
+    jobs: Any = None
+    api_server: Any = None  # serves the API (`serve()`) once the first plan is installed
+    api_address: str | None = None
+    api_url: str | None = None  # http:// or https:// (`--api-cert`) and the address
+    changing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.targets) - set(self.network.switches))
         if unknown:
             raise SouthboundError(f"switches file names unknown switch(es): {', '.join(unknown)}")
-        programs, self.assignments = compile_plan(self.network, self.plan)
+        programs, self.assignments = compile_plan(self.network, self.plan, layout=self.layout)
         p4info = self.p4info or P4INFO
         too_big = [p for name in self.targets for p in check_fits(programs[name], p4info)]
         if too_big:
             raise SouthboundError("the plan does not fit the switches: " + "; ".join(too_big))
-        extra = {k: v for k, v in (("p4blob", self.p4blob), ("p4info", self.p4info)) if v}
         self.drivers = {
             name: InaSwitchDriver(target, programs[name], on_programmed=self._republish,
-                                  election_id=self.election_id, **extra)
+                                  election_id=self.election_id, p4info=p4info,
+                                  p4blob=self.p4blob or EMBEDDED_BLOB)
             for name, target in self.targets.items()
         }
         self.started = False
@@ -149,6 +165,9 @@ class Session:
             "topology_problem": self.topology_problem,
             "preemptions": self.preemptions,
             "switches": self.last_seen or self.switches(),
+            **({"jobs": self.jobs.summary(), "api": {"address": self.api_address,
+                                                            "url": self.api_url}}
+               if self.jobs is not None else {}),
         }
 
     def switches(self) -> dict:
@@ -185,12 +204,17 @@ class Session:
 
 
 async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
-    """Re-plan around dead links and move traffic make-before-break.
+    """Re-plan every job around dead links and move traffic make-before-break.
 
     The new plan is warm-started from the current one and compiled as the next version (its
     own flow ids, tags and slot region); its entries are installed beside the old ones, then
     the hosts are told (state file), and only after the drain time are the old ones deleted.
     """
+    async with session.changing:
+        await _replan(session, dead)
+
+
+async def _replan(session: Session, dead: set[tuple[str, str]]) -> None:
     from controller.solvers import SolveOptions, solve
 
     started = time.perf_counter()
@@ -199,8 +223,9 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
     try:
         plan = solve(view, session.plan.scheme, SolveOptions(
             warm_start=session.plan, params=session.plan.details.get("params", {})))
-        programs, assignments = compile_plan(view, plan, version=session.version + 1)
-    except Exception as exc:  # noqa: BLE001 (whatever the scheme raises, the daemon lives on)
+        programs, assignments = compile_plan(view, plan, version=session.version + 1,
+                                             layout=session.layout)
+    except Exception as exc:  # whatever the scheme raises, the daemon lives on
         # No plan for what is left (a PS cut off, say): keep the current one and keep watching;
         # the next change of the dead links, or a capacity edit, tries again.
         session.replan_failures.append({"dead_links": sorted(session.dead_links),
@@ -215,6 +240,8 @@ async def replan(session: Session, dead: set[tuple[str, str]]) -> None:
     await stage_for_plain_switches(session, plan, session.version + 1)
     session.version += 1
     session.plan, session.assignments = plan, assignments
+    if session.jobs is not None:
+        session.jobs.replanned()
     session.publish()
     installed = time.perf_counter()
     await asyncio.sleep(session.drain_seconds)
@@ -327,6 +354,8 @@ async def _program_and_watch(session: Session, connect_timeout: float, once: boo
         group.create_task(_watch_capacities(session))
         if probe_interval is not None:
             group.create_task(_watch_links(session, probe_interval))
+        if session.api_server is not None:
+            group.create_task(session.api_server.serve())
         if session.watch_primary is not None:
             group.create_task(_watch_primary(session))
 
@@ -396,7 +425,7 @@ async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
             edited = load_topology(path)
         except TopologyError as exc:
             problem = str(exc)
-        except Exception as exc:  # noqa: BLE001 (an operator's file must never stop the daemon)
+        except Exception as exc:  # an operator's file must never stop the daemon
             problem = f"{path}: cannot be loaded ({type(exc).__name__}: {exc})"
         else:
             if set(edited.graph.edges) != set(session.network.graph.edges):
@@ -411,10 +440,13 @@ async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
         if session.topology_problem is not None:
             session.topology_problem = None
             session.publish()
+        if session.jobs is not None:
+            edited = session.jobs.merged(edited)
         if _same_network(edited, session.network):
             continue  # restored as it was (or only reformatted): the plan stands
         LOG.info("capacities changed in %s: re-planning", path)
-        session.network = edited
+        async with session.changing:
+            session.network = edited
         await replan(session, session.dead_links)
 
 
@@ -514,9 +546,13 @@ def unusable_links(network: Network, dead: Iterable[tuple[str, str]],
                    failed: set[str]) -> set[tuple[str, str]]:
     """Links (sorted pairs) to plan around: both directions of every dead directed link,
     and every link of a failed switch."""
-    links = {tuple(sorted(edge)) for edge in dead}
-    links |= {tuple(sorted(edge)) for edge in network.graph.edges if set(edge) & failed}
+    links = {_sorted_pair(*edge) for edge in dead}
+    links |= {_sorted_pair(*edge) for edge in network.graph.edges if set(edge) & failed}
     return links
+
+
+def _sorted_pair(u: str, v: str) -> tuple[str, str]:
+    return (u, v) if u <= v else (v, u)
 
 
 async def _wait_programmed(session: Session, timeout: float) -> None:
@@ -605,7 +641,7 @@ def _target(path: str | Path, name: str, entry: object) -> SwitchTarget:
                                 "(expected address and device_id)")
     address = entry.get("address")
     host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536 \
+    if not isinstance(address, str) or not host or not port.isdigit() or not 0 < int(port) < 65536 \
             or any(c.isspace() for c in host):
         raise SwitchesFileError(f"{where}: field address must be HOST:PORT with a port in "
                                 f"1..65535 (e.g. 127.0.0.1:9559), got {address!r}")

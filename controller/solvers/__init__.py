@@ -27,6 +27,13 @@ class SolveOptions:
     warm_start: Plan | None = None
     params: dict[str, Any] = field(default_factory=dict)
 
+    def limit(self) -> float:
+        """The time limit a scheme runs under: `solve` always sets one (None there: the
+        scheme's default)."""
+        if self.time_limit is None:
+            raise ValueError("no time limit: call schemes through controller.solvers.solve")
+        return self.time_limit
+
 
 Solver = Callable[[Network, SolveOptions], Plan]
 
@@ -111,9 +118,9 @@ def _refuse_unbuildable_pool(network: Network, scheme: str) -> None:
     reconfigurable pool as built, and claim rates no buildable network carries."""
     if SCHEMES[scheme].builds_network:
         return
-    over = [(s, len(network.graph[s]), network.spec(s).max_ports) for s in network.switches
-            if network.spec(s).max_ports is not None
-            and len(network.graph[s]) > network.spec(s).max_ports]
+    over = [(s, len(network.graph[s]), ports) for s in network.switches
+            if (ports := network.switch_spec(s).max_ports) is not None
+            and len(network.graph[s]) > ports]
     if over:
         s, links, ports = over[0]
         more = f" (and {len(over) - 1} more switches)" if len(over) > 1 else ""

@@ -110,7 +110,7 @@ FAN_IN = Param("max_fan_in", "integer", MAX_FAN_IN,
 
 
 def _aro_params(levels: int, alpha: bool = False) -> tuple[Param, ...]:
-    params = (
+    params: tuple[Param, ...] = (
         # beyond 10^6 levels the grid's integer domains only cost time
         Param("quantization", "integer", levels,
               "N of QSR: rate levels of the variable-rate model's grid (aro-raw: 0.01 % of "
@@ -139,7 +139,8 @@ _EINA_SHARED = (
 
 
 def _eina_params(step: float) -> tuple[Param, ...]:
-    return _EINA_SHARED + (
+    return (
+        *_EINA_SHARED,
         Param("step", "number", step, "the rate grid of the model, Gbps", 0, 1e6,
               above_minimum=True),
         THREADS,
@@ -153,6 +154,7 @@ _GRID = (
     Param("draws", "integer", 16, "randomized-rounding draws", 1, 100_000),
     Param("max_rate_gbps", "number", None, "T of GRID's Table 1, Gbps", 1e-9, 1e9,
           default_text="the PS's ingress bandwidth"),
+    FAN_IN,
 )
 
 _PARING = (
@@ -161,6 +163,7 @@ _PARING = (
     Param("as_printed", "flag", False, "run Algorithm 1 as printed, not as corrected"),
     Param("fine", "flag", False, "Sec. V-C's fine mode: switches merge a share, the rest "
           "goes raw"),
+    FAN_IN,
 )
 
 _BASELINE = "a baseline the papers compare with"
@@ -174,7 +177,8 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
     Scheme("aro-sro", "controller.solvers.aro.solver:solve_sro", ARO_PAPER,
            "ARO with SRO: INA-agnostic spines dropped, then unused links", _aro_params(100), 120.0),
     Scheme("aro-app", "controller.solvers.aro.solver:solve_app", ARO_PAPER,
-           "ARO with APP: a share α of each group's INA switches kept", _aro_params(100, alpha=True), 120.0),
+           "ARO with APP: a share α of each group's INA switches kept",
+           _aro_params(100, alpha=True), 120.0),
     Scheme("aro-qsr", "controller.solvers.aro.solver:solve_qsr", ARO_PAPER,
            "ARO's model on QSR's quantized rates", _aro_params(100), 120.0),
     Scheme("aro-raw", "controller.solvers.aro.solver:solve_raw", ARO_PAPER,
@@ -186,26 +190,26 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
            "EINA's IQCP (1 Gbps rate grid)", _eina_params(1.0), 60.0, shares="eina"),
     Scheme("eina-plus", "controller.solvers.eina_plus.solver:solve_plus", EINA_PAPER,
            "EINA plus bypass, never below EINA's, GRID's, ATP's or RR's plan",
-           _eina_params(0.01) + (Param(
+           (*_eina_params(0.01), Param(
                "candidates", "text", "grid,atp,rr", "baselines it compares with, "
-               "comma-separated, from grid, atp, rr, random, aggtree"),), 60.0, shares="eina"),
+               "comma-separated, from grid, atp, rr, random, aggtree")), 60.0, shares="eina"),
     Scheme("eina-fast", "controller.solvers.eina_fast.solver:solve_fast", EINA_PAPER,
            "EINA's problem at 1,000 aggregators: greedy trees, LP rates, proven gap",
            _EINA_SHARED, 60.0, shares="eina"),
     Scheme("grid", "controller.solvers.grid.rgria:solve", GRID_PAPER,
            "R-GRIA: LP relaxation and randomized rounding",
            (Param("links", "flag", None, _GRID_LINKS,
-                  default_text="both, the better plan kept"),) + _GRID),
+                  default_text="both, the better plan kept"), *_GRID)),
     Scheme("grid-opt", "controller.solvers.grid.opt:solve", GRID_PAPER,
            "GRID's problem (1) solved exactly",
-           (Param("links", "flag", True, _GRID_LINKS),) + _GRID
-           + (Param("num_workers", "integer", 1, "CP-SAT search threads", 1, 64),),
+           (Param("links", "flag", True, _GRID_LINKS), *_GRID,
+            Param("num_workers", "integer", 1, "CP-SAT search threads", 1, 64)),
            60.0, shares="grid"),
     Scheme("paring", "controller.solvers.paring.solver:solve_paring", PARING_PAPER,
            "places a `placement: free` task and routes it on a degree-constrained Steiner tree",
            _PARING),
     Scheme("paring-opt", "controller.solvers.paring.solver:solve_paring_opt", PARING_PAPER,
-           "PARING's problem (1) solved exactly from PARING's tree", _PARING + (THREADS,), 30.0),
+           "PARING's problem (1) solved exactly from PARING's tree", (*_PARING, THREADS), 30.0),
     Scheme("atro", "controller.solvers.atro.solver:solve_atro", ATRO_PAPER,
            "chooses which candidate links of a reconfigurable pool to build, and the routing",
            (Param("formulation", "choice", "aggregated", "how the model counts flows",
@@ -250,8 +254,8 @@ SCHEMES: dict[str, Scheme] = {s.name: s for s in (
                   default_text="all switches"), FAN_IN)),
     Scheme("marina", "controller.solvers.baselines.placing:solve_marina", _BASELINE,
            "MARINA: a vertex-weighted Steiner tree, reshaped to balance switch load",
-           (Param("ina_weight", "number", 0.5, "the weight of an INA switch in the Steiner tree (others weigh 1)",
-                  1e-6, 1e6),
+           (Param("ina_weight", "number", 0.5,
+                  "the weight of an INA switch in the Steiner tree (others weigh 1)", 1e-6, 1e6),
             Param("rounds", "integer", 8, "reshaping rounds", 0, 10_000), FAN_IN)),
     Scheme("panama", "controller.solvers.baselines.placing:solve_panama", _BASELINE,
            "PANAMA: workers round-robin over one aggregation tree per top-tier switch",

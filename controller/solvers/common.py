@@ -35,7 +35,7 @@ def plan_with_evaluated_rates(
     ]
     plan = Plan(scheme, status, 0.0, None, 0.0, seed, tasks, topology=network.name)
     result = evaluate(network, plan)
-    for tp, te in zip(plan.tasks, result.tasks):
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
         tp.rate_gbps = te.rate_gbps
     plan.link_loads = result.link_loads
     plan.objective = weighted_objective(network, plan)

@@ -18,6 +18,7 @@ from dataclasses import replace
 from controller.evaluator.evaluate import evaluate, task_flows
 from controller.model.network import Network
 from controller.model.plan import Plan, TaskPlan
+from controller.solvers import SchemeInputError
 from controller.solvers.fanin import cap_fan_in
 
 ROUNDS = 60  # bisection steps: the rate to ~1e-15 of the largest link
@@ -34,14 +35,18 @@ def best_effort(network: Network, plan: Plan, max_fan_in: int = 0) -> Plan:
     for _ in range(ROUNDS):
         mid = (low + high) / 2
         trial = _with_shares(network, plan, mid)
-        trial.tasks = [cap_fan_in(network, tp, max_fan_in) for tp in trial.tasks]
+        try:
+            trial.tasks = [cap_fan_in(network, tp, max_fan_in) for tp in trial.tasks]
+        except SchemeInputError:  # these shares send a raw flow back to a point it crossed
+            high = mid  # unmerged, beyond the limit: a lower rate merges more, or `plan` stands
+            continue
         result = evaluate(network, trial)  # trial rates are 0: only what the paths carry
         if all(te.rate_gbps >= mid * (1 - 1e-9) for te in result.tasks):
             low, best = mid, trial
         else:
             high = mid
     final = evaluate(network, best)
-    for tp, te in zip(best.tasks, final.tasks):
+    for tp, te in zip(best.tasks, final.tasks, strict=True):
         tp.rate_gbps = min(te.rate_gbps, tp.rate_gbps) if best is plan else te.rate_gbps
     best.objective = sum(tp.rate_gbps for tp in best.tasks)
     best.link_loads = final.link_loads

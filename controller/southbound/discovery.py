@@ -313,8 +313,8 @@ class LinkMonitor:
         probe = parse_probe(frame)
         if probe is None:
             return
-        *sender, round_ = probe
-        key = (*sender, switch, port)
+        sender, sender_port, round_ = probe
+        key = (sender, sender_port, switch, port)
         edge = self.expected.get(key)
         if edge is not None:
             self._arrived.add(edge)
@@ -391,12 +391,13 @@ class LinkMonitor:
         try:
             async with asyncio.timeout(self.answer_within):
                 with call_cancelled_as_error():
-                    async for entry in sw.read([P4CounterEntry(PORT_COUNTER, index=p)
-                                                for p in self.ports[sw.name]]):
+                    # finsy types read() as a coroutine; it is an async generator
+                    async for entry in sw.read([  # type: ignore[attr-defined]
+                            P4CounterEntry(PORT_COUNTER, index=p) for p in self.ports[sw.name]]):
                         counts[entry.index] = entry.data.packet_count if entry.data else 0
         except (TimeoutError, P4ClientError, CallCancelled):
             return False  # no answer now (a busy or restarting switch): no evidence
-        except Exception as exc:  # noqa: BLE001 (no such counter: probes decide)
+        except Exception as exc:  # no such counter: probes decide
             if sw.is_up:
                 LOG.warning("%s: counter %s cannot be read (%s): its links are judged by "
                             "probes alone", sw.name, PORT_COUNTER, exc)
@@ -434,7 +435,7 @@ class LinkMonitor:
         try:
             with call_cancelled_as_error():
                 await sw.write(probes)
-        except Exception as exc:  # noqa: BLE001 (a dropping connection: the round is undecided)
+        except Exception as exc:  # a dropping connection: the round is undecided
             LOG.debug("probes from %s not sent: %s", sw.name, exc)
             return False
         return True

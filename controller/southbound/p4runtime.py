@@ -21,9 +21,10 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from finsy import (
     GRPCCredentialsTLS,
@@ -38,6 +39,7 @@ from finsy import (
 )
 from finsy import switch as finsy_switch
 from finsy.grpcutil import GRPCStatusCode
+from finsy.p4entity import P4EntityList
 
 from controller.compiler.program import SwitchProgram
 from controller.southbound.cancelled import CallCancelled, call_cancelled_as_error
@@ -79,7 +81,8 @@ class SwitchTarget:
     name: str
     address: str
     device_id: int = 1
-    credentials: GRPCCredentialsTLS | None = None  # TLS (controller/southbound/tls.py); None: plain text
+    # TLS (controller/southbound/tls.py); None: plain text
+    credentials: GRPCCredentialsTLS | None = None
 
 
 @dataclass
@@ -348,7 +351,7 @@ class FailureReports(logging.Filter):
         if exc is None or named is None or "Switch task" not in str(record.msg):
             return True
         code = exc.code if isinstance(exc, P4ClientError) else None
-        reason = (f"{code.name}: {exc.message}" if isinstance(exc, P4ClientError)
+        reason = (f"{exc.code.name}: {exc.message}" if isinstance(exc, P4ClientError)
                   else f"{type(exc).__name__}: {exc}")
         driver = self.drivers.get(named.group(1))
         if driver is not None and not driver.failed(code, reason):
@@ -383,10 +386,16 @@ def check_fits(program: SwitchProgram, p4info: Path = P4INFO) -> list[str]:
 def _key(entity) -> tuple:
     """What identifies an entity on the switch (P4Runtime's key), its action aside."""
     if isinstance(entity, P4TableEntry):
+        assert entity.match is not None  # every table of ina.p4 has a key
         return ("table", entity.table_id, tuple(sorted(entity.match.items())))
     if isinstance(entity, P4MulticastGroupEntry):
         return ("group", entity.multicast_group_id)
     return ("clone", entity.session_id)
+
+
+def _read(sw: Switch, entity: Any) -> AsyncIterator[Any]:
+    """`sw.read(entity)`: finsy's overloads type it as a coroutine; it is an async generator."""
+    return sw.read(entity)  # type: ignore[return-value]
 
 
 async def reconcile(sw: Switch, program: SwitchProgram) -> int:
@@ -394,9 +403,9 @@ async def reconcile(sw: Switch, program: SwitchProgram) -> int:
     (read back); returns the number of updates written. Order: new multicast groups and clone
     sessions before the table entries using them, deletions of table entries before the
     groups they used."""
-    held = [e async for e in sw.read(P4TableEntry())]
-    held += [e async for e in sw.read(P4MulticastGroupEntry())]
-    held += [e async for e in sw.read(P4CloneSessionEntry())]
+    held = [e async for e in _read(sw, P4TableEntry())]
+    held += [e async for e in _read(sw, P4MulticastGroupEntry())]
+    held += [e async for e in _read(sw, P4CloneSessionEntry())]
     found = _fingerprints(sw, held)
     wanted = _fingerprints(sw, program.entities())
     inserts = [e for k, (_, e) in wanted.items() if k not in found]
@@ -408,10 +417,10 @@ async def reconcile(sw: Switch, program: SwitchProgram) -> int:
     return len(inserts) + len(modifies) + len(deletes)
 
 
-def _fingerprints(sw: Switch, entities: Iterable) -> dict[tuple, tuple[bytes, object]]:
+def _fingerprints(sw: Switch, entities: Iterable) -> dict[tuple, tuple[bytes, P4EntityList]]:
     """Entity by its P4Runtime key → (its whole canonical encoding, the entity). Canonical
     bytes make a read-back entry compare equal to the compiled one (read-write symmetry)."""
-    out: dict[tuple, tuple[bytes, object]] = {}
+    out: dict[tuple, tuple[bytes, P4EntityList]] = {}
     for entity in entities:
         message = entity.encode(sw.p4info)
         if message.WhichOneof("entity") == "table_entry":
@@ -444,13 +453,13 @@ async def verify(sw: Switch, program: SwitchProgram) -> list[str]:
     """Read back tables, multicast groups and clone sessions; describe every difference."""
     problems: list[str] = []
     wanted_tables = _encoded(sw, program.table_entries)
-    got_tables = _encoded(sw, [e async for e in sw.read(P4TableEntry())])
+    got_tables = _encoded(sw, [e async for e in _read(sw, P4TableEntry())])
     problems += _diff(sw.name, "table entry", wanted_tables, got_tables)
     wanted_groups = _encoded(sw, program.multicast_groups)
-    got_groups = _encoded(sw, [e async for e in sw.read(P4MulticastGroupEntry())])
+    got_groups = _encoded(sw, [e async for e in _read(sw, P4MulticastGroupEntry())])
     problems += _diff(sw.name, "multicast group", wanted_groups, got_groups)
     wanted_clones = _encoded(sw, program.clone_sessions)
-    got_clones = _encoded(sw, [e async for e in sw.read(P4CloneSessionEntry())])
+    got_clones = _encoded(sw, [e async for e in _read(sw, P4CloneSessionEntry())])
     problems += _diff(sw.name, "clone session", wanted_clones, got_clones)
     return problems
 
@@ -479,7 +488,7 @@ async def read_counters(sw: Switch) -> dict[str, list[int]]:
     counts: dict[str, list[int]] = {}
     for name in COUNTERS:
         cells: dict[int, int] = {}
-        async for entry in sw.read(P4CounterEntry(name)):
+        async for entry in _read(sw, P4CounterEntry(name)):
             cells[entry.index] = entry.data.packet_count if entry.data else 0
         counts[name] = [cells[i] for i in sorted(cells)]
     return counts

@@ -1,8 +1,8 @@
 """`ina show`: a picture of the topology, tiers stacked top-down, with a plan's paths on it.
 
-Switches are laid out by tier (spines/cores on top, hosts at the bottom) so that up-down
-routes read as they do in the papers' figures; INA switches are filled, aggregation points
-are ringed and labelled with their fan-in, and each task's paths get one colour.
+Nodes are laid out by tier (`controller.model.tiers`, shared with the API's status page); INA
+switches are filled, aggregation points are ringed and labelled with their fan-in, and each
+task's paths get one colour.
 
 With a plan, hosts are coloured by the plan's roles (a PS a placing scheme chose, workers, and
 hosts the plan leaves unused), not the topology file's; on a reconfigurable pool the links the
@@ -24,33 +24,10 @@ import networkx as nx
 
 from controller.model.network import Network
 from controller.model.plan import Plan
+from controller.model.tiers import layout
 
-_LEVEL = {"core": 4, "spine": 4, "aggregation": 3, "leaf": 2, "tor": 2, "edge": 2, "other": 3}
 HOST_LABELS = 80  # beyond this many nodes host labels overlap; switch labels stay
 ROLE_COLOUR = {"worker": "#4c9be8", "ps": "#e8744c", "idle": "#dddddd", "unused": "#f4f4f4"}
-
-
-def _level(network: Network, node: str) -> int:
-    if not network.is_switch(node):
-        return 0
-    return _LEVEL[network.spec(node).tier]
-
-
-def layout(network: Network) -> dict[str, tuple[float, float]]:
-    """Nodes of one level spread evenly on one row; hosts ordered under their switch."""
-    rows: dict[int, list[str]] = {}
-    order = {n: i for i, n in enumerate(network.graph.nodes)}
-    for node in network.graph.nodes:
-        rows.setdefault(_level(network, node), []).append(node)
-    if 0 in rows:
-        def attach(host: str) -> int:
-            return min((order[s] for s in network.graph.successors(host)), default=0)
-        rows[0].sort(key=lambda h: (attach(h), order[h]))
-    pos = {}
-    for level, nodes in rows.items():
-        for i, node in enumerate(nodes):
-            pos[node] = ((i + 0.5) / len(nodes), float(level))
-    return pos
 
 
 def host_roles(network: Network, plan: Plan | None) -> dict[str, str]:

@@ -21,9 +21,11 @@ from dataplane.frame import (
     Endpoint,
     InaHeader,
     K,
+    Task,
     build_frame,
 )
-from dataplane.hosts import ParameterServer, Task, fragments, synthetic_gradient, to_fixed_point
+from dataplane.gradients import fragments, synthetic_gradient, to_fixed_point
+from dataplane.ps import ParameterServer
 from dataplane.targets import KINDS, missing
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))

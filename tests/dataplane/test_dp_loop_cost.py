@@ -11,8 +11,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.frame import FRAME_LEN, Endpoint, InaHeader, K, build_frame
-from dataplane.hosts import BROADCAST, PACING_BURST, InFlight, Task, Worker, fragments
+from dataplane.frame import BROADCAST, FRAME_LEN, Endpoint, InaHeader, K, Task, build_frame
+from dataplane.gradients import fragments
+from dataplane.recovery import InFlight
+from dataplane.worker import PACING_BURST, Worker
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
 

@@ -1,7 +1,7 @@
 """Exactly-once and prompt recovery under loss, duplication and reordering (RELIABILITY.md sec. 1),
 without root: the real workers, PS and embedded switch pipelines of ARO Fig. 1 over simulated
-impaired links on a virtual clock (`controller.emulation.faults.lossy_sim`), so bounds are on virtual seconds,
-deterministic for a seed.
+impaired links on a virtual clock (`controller.emulation.faults.lossy_sim`), so bounds are on
+virtual seconds, deterministic for a seed.
 
 What each case caught before its fix (RELIABILITY.md section 1): 1 % loss hung in the first
 iteration (late resends re-opened completed slots, a cycle between L2 and S1 renewed by
@@ -99,8 +99,8 @@ def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
 
 
 # The congestion case (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
-# what the workers pace at (`controller.emulation.faults.impair.congest(emu, 0.3, 2)`: links at 0.3 x
-# MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 0.1 MB iterations, then L1-S1 cut.
+# what the workers pace at (`controller.emulation.faults.impair.congest(emu, 0.3, 2)`: links at 0.3
+# x MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 0.1 MB iterations, then L1-S1 cut.
 CONGESTED_MBPS_PER_GBPS = 0.3 * MBPS_PER_GBPS
 CONGESTED_MB = 0.1
 

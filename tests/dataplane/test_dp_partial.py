@@ -1,6 +1,6 @@
 """Partial aggregation on real packets, on both targets: the compiler's segments
 (`controller.compiler.segments`) on two switches, the host agents sending each fragment under its
-segment's flow (dataplane/hosts.py `segments`), the exact sum at every worker and the PS, and
+segment's flow (dataplane/worker.py `segments`), the exact sum at every worker and the PS, and
 each switch completing exactly the fragments its share gives (`conftest.partial_plan`)."""
 
 from __future__ import annotations
@@ -23,12 +23,24 @@ from finsy import P4Schema
 from controller.compiler.program import Numbering, compile_plan
 from controller.model.network import build_network
 from dataplane.bmv2 import free_tcp_port
-from dataplane.frame import CONTROL, DATA, FRAME_LEN, OFF_UDP, Endpoint, InaHeader, K, build_frame
-from dataplane.hosts import EPOCH_SHIFT, PlanWatcher, Task, Worker, segment_rows
+from dataplane.frame import (
+    CONTROL,
+    DATA,
+    FRAME_LEN,
+    OFF_UDP,
+    Endpoint,
+    InaHeader,
+    K,
+    Task,
+    build_frame,
+)
+from dataplane.gradients import EPOCH_SHIFT, segment_rows
 from dataplane.netns import VethNet, ip
 from dataplane.p4rt_client import Client
 from dataplane.ports import drain
+from dataplane.state import PlanWatcher
 from dataplane.targets import KINDS, missing, program_for, start_target
+from dataplane.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZE_MB, SEED = 0.125, 7

@@ -23,18 +23,15 @@ from dataplane.frame import (
     Endpoint,
     InaHeader,
     K,
+    Task,
     build_frame,
 )
-from dataplane.hosts import (
-    CUT_FLOOR,
-    PEER_WAIT_CAP,
-    ParameterServer,
-    PlanWatcher,
-    Task,
-    Worker,
-    frag_id,
-)
+from dataplane.gradients import frag_id
+from dataplane.ps import ParameterServer
+from dataplane.recovery import CUT_FLOOR, PEER_WAIT_CAP
 from dataplane.rto import BACKOFF_CEILING, MAX_RTO, MIN_RTO, RtoEstimator
+from dataplane.state import PlanWatcher
+from dataplane.worker import Worker
 
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
 
@@ -230,7 +227,8 @@ def test_a_result_a_peer_completed_counts_as_at_most_twice_the_workers_own_round
     _result(worker, 2, 0.1, aux=3 << 1)  # SRTT 0.1, RTTVAR 0.05
     _result(worker, 1, 2.5, aux=5 << 1 | RETRANSMITTED)
     assert worker.rtt.samples == 1
-    _result(worker, 0, 2.55, aux=5 << 1)  # R' = 0.2: RTTVAR 3/4 0.05 + 1/4 0.1, SRTT 7/8 0.1 + 1/8 0.2
+    # R' = 0.2: RTTVAR 3/4 0.05 + 1/4 0.1, SRTT 7/8 0.1 + 1/8 0.2
+    _result(worker, 0, 2.55, aux=5 << 1)
     assert PEER_WAIT_CAP == 2
     assert worker.rtt.samples == 2
     assert (worker.rtt.srtt, worker.rtt.rttvar) == pytest.approx((0.1125, 0.0625))

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dataplane.agents import BadShards, _ps_shard, _worker_shards, register
 from dataplane.bmv2 import free_tcp_port
 from dataplane.frame import (
     ACK,
@@ -26,27 +27,17 @@ from dataplane.frame import (
     Endpoint,
     InaHeader,
     K,
+    Task,
     build_frame,
 )
-from dataplane.hosts import (
-    CONTROL_RESEND_GAP,
-    EPOCH_SHIFT,
-    BadShards,
-    ParameterServer,
-    Task,
-    Worker,
-    _ps_shard,
-    _worker_shards,
-    frag_id,
-    fragments,
-    register,
-    shard_ranges,
-    synthetic_gradient,
-)
+from dataplane.gradients import EPOCH_SHIFT, frag_id, fragments, shard_ranges, synthetic_gradient
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client
 from dataplane.ports import drain
+from dataplane.ps import ParameterServer
+from dataplane.recovery import CONTROL_RESEND_GAP
 from dataplane.targets import KINDS, missing, program_for, start_target
+from dataplane.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))

@@ -1,9 +1,9 @@
 """The contract of p4src/README.md, checked on a running target through veth pairs.
 
 Entries are written over P4Runtime by the test; packets go in and out of the host ends of the
-veths. Every test runs on both targets: the embedded one (`ina switch`) and bmv2 `simple_switch_grpc`
-with p4c's JSON and P4Info (`dataplane.p4build`); without p4c or bmv2 on PATH the bmv2 half
-skips and says how to get them.
+veths. Every test runs on both targets: the embedded one (`ina switch`) and bmv2
+`simple_switch_grpc` with p4c's JSON and P4Info (`dataplane.p4build`); without p4c or bmv2 on PATH
+the bmv2 half skips and says how to get them.
 """
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ from dataplane.frame import (
     Endpoint,
     InaHeader,
     K,
+    Task,
     build_frame,
 )
-from dataplane.hosts import Task, Worker, frag_id, fragments
+from dataplane.gradients import frag_id, fragments
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client, WriteFailed
 from dataplane.targets import KINDS, missing, program_for, start_target
+from dataplane.worker import Worker
 
 pytestmark = pytest.mark.root
 PORTS = 4
@@ -153,7 +155,8 @@ def _install_aggregation(sw: Client, flows: dict[int, int], *, slots: int = 64,
                          pipes: dict[int, int] | None = None) -> None:
     """Flows `flows` (flow id -> pipe) are summed at this switch and leave through port 4."""
     full = sum(1 << (f - 1) for f in flows)
-    entities = [sw.table_entry("job_slots", {"job": JOB, "generation": 0}, "set_job_slots", base=0, count=slots),
+    entities = [sw.table_entry("job_slots", {"job": JOB, "generation": 0}, "set_job_slots",
+                               base=0, count=slots),
                 sw.table_entry("ina_forward", {"job": JOB, "task": TASK, "flow_id": OUT_FLOW},
                                "forward", port=4)]
     for flow, pipe in flows.items():
@@ -171,7 +174,7 @@ def _install_aggregation(sw: Client, flows: dict[int, int], *, slots: int = 64,
 
 @pytest.mark.parametrize("fan_in", [2, 3])
 def test_contributions_are_summed_exactly(target: Target, sw: Client, fan_in: int) -> None:
-    _install_aggregation(sw, {f: 0 for f in range(1, fan_in + 1)})
+    _install_aggregation(sw, dict.fromkeys(range(1, fan_in + 1), 0))
     elems = [_elements(f) for f in range(1, fan_in + 1)]
     for f in range(1, fan_in + 1):
         target.sockets[f].send(_frame(f, 9, f, elems[f - 1]))
@@ -643,8 +646,8 @@ def test_non_primary_write_is_rejected(target: Target, sw: Client) -> None:
     try:
         assert backup.arbitration.status.code == grpc.StatusCode.ALREADY_EXISTS.value[0]
         with pytest.raises(grpc.RpcError) as failure:
-            backup.write(backup.table_entry("job_slots", {"job": 1, "generation": 0}, "set_job_slots",
-                                            base=0, count=1))
+            backup.write(backup.table_entry("job_slots", {"job": 1, "generation": 0},
+                                            "set_job_slots", base=0, count=1))
         assert failure.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert sw.read(_wildcard_table(sw, "job_slots")) == []
     finally:
@@ -652,7 +655,8 @@ def test_non_primary_write_is_rejected(target: Target, sw: Client) -> None:
 
 
 def _wildcard_table(sw: Client, name: str):
-    entity = sw.table_entry("job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0, count=1)
+    entity = sw.table_entry("job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0,
+                            count=1)
     entity.table_entry.ClearField("match")
     entity.table_entry.ClearField("action")
     entity.table_entry.table_id = sw._table(name).preamble.id
@@ -660,13 +664,16 @@ def _wildcard_table(sw: Client, name: str):
 
 
 def test_write_errors_are_reported_per_update_and_reads_are_symmetric(sw: Client) -> None:
-    first = sw.table_entry("job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0, count=8)
+    first = sw.table_entry("job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0,
+                           count=8)
     sw.write(first)
     route = sw.table_entry("ipv4_lpm", {"dst_addr": (0x0A000000, 8)}, "forward", port=2)
     sw.write(route)
     bad_prefix = sw.table_entry("ipv4_lpm", {"dst_addr": (0x0A000001, 8)}, "forward", port=2)
-    missing = sw.table_entry("job_slots", {"job": 2, "generation": 0}, "set_job_slots", base=0, count=8)
-    second = sw.table_entry("job_slots", {"job": 3, "generation": 0}, "set_job_slots", base=8, count=8)
+    missing = sw.table_entry("job_slots", {"job": 2, "generation": 0}, "set_job_slots", base=0,
+                             count=8)
+    second = sw.table_entry("job_slots", {"job": 3, "generation": 0}, "set_job_slots", base=8,
+                            count=8)
     with pytest.raises(WriteFailed) as failure:
         sw.write(first, bad_prefix, second)
     assert failure.value.codes == [grpc.StatusCode.ALREADY_EXISTS,

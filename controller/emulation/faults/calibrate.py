@@ -5,8 +5,8 @@ frames from one Mininet host to another across a link impaired by `LinkImpairmen
 at the receiver: frames lost, copies, and frames that arrived after a higher-numbered one
 (reordered). `ina bench reliability --item calibrate` records it next to the runs.
 
-Also `python -m controller.emulation.faults.calibrate send|receive ...`, the two ends, run in the hosts'
-namespaces.
+Also `python -m controller.emulation.faults.calibrate send|receive ...`, the two ends, run in the
+hosts' namespaces.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def send(interface: str, frames: int, gap: float) -> None:
     for seq in range(frames):
         while time.monotonic() < next_at:
             pass
-        try:
+        try:  # noqa: SIM105 (a paced loop: no context manager per frame)
             sock.send(_frame(seq))
         except OSError:  # ENOBUFS: the egress hook dropped it (the loss rule), as intended
             pass
@@ -92,8 +92,9 @@ def calibrate(impairment, frames: int = 3000, gap: float = 0.0005) -> dict:
                               workdir=Path(tempfile.mkdtemp(prefix="ina-calibrate-")))
         env = {"PYTHONPATH": str(Path(__file__).resolve().parents[3])}
         with LinkImpairments(emu, impairment) as faults:
-            receiver = h2.popen([sys.executable, "-m", "controller.emulation.faults.calibrate", "receive",
-                                 h2.defaultIntf().name], stdout=subprocess.PIPE, env=env)
+            receiver = h2.popen([sys.executable, "-m", "controller.emulation.faults.calibrate",
+                                 "receive", h2.defaultIntf().name],
+                                stdout=subprocess.PIPE, env=env)
             receiver.stdout.readline()
             h1.popen([sys.executable, "-m", "controller.emulation.faults.calibrate", "send",
                       h1.defaultIntf().name, str(frames), str(gap)], env=env).wait()

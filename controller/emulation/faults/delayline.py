@@ -6,9 +6,9 @@ process reads them from the pair's far end, holds each one `delay` seconds and s
 the link's interface again, marked (SO_MARK) so that the egress hook lets it through this time.
 Frames sent meanwhile overtake it: the link delivers them out of order.
 
-Run as `python -m controller.emulation.faults.delayline --delay-ms 20 DIVERT:LINK ...` in the namespace
-of the interfaces; on SIGTERM it prints one JSON line per link interface: frames held, sent,
-refused by the link (a full queue answers ENOBUFS, a cut link ENETDOWN: lost as on a wire),
+Run as `python -m controller.emulation.faults.delayline --delay-ms 20 DIVERT:LINK ...` in the
+namespace of the interfaces; on SIGTERM it prints one JSON line per link interface: frames held,
+sent, refused by the link (a full queue answers ENOBUFS, a cut link ENETDOWN: lost as on a wire),
 still held when it stopped, and dropped before it read them (the kernel's count for the
 socket): so that a "reorder" row can show it lost nothing of its own.
 """

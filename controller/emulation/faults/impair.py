@@ -36,7 +36,7 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from controller.emulation.faults.delayline import PASS_MARK
 
@@ -74,7 +74,7 @@ def _chain(interface: str) -> str:
 class _Site:
     """One namespace (a host, or the root namespace of all the switches): its interfaces."""
 
-    node: object  # a Mininet node whose cmd()/popen() run in that namespace
+    node: Any  # a Mininet node (untyped) whose cmd()/popen() run in that namespace
     interfaces: list[str]
     diverts: dict[str, str] = field(default_factory=dict)  # link interface -> divert veth end
     delayline: subprocess.Popen | None = None
@@ -141,15 +141,15 @@ class LinkImpairments:
         _cmd(site.node, f"nft -f {rules}")
         if site.diverts:
             pairs = [f"{divert}b:{link}" for link, divert in site.diverts.items()]
-            site.delayline = site.node.popen(
+            delayline = site.delayline = site.node.popen(
                 [sys.executable, "-m", "controller.emulation.faults.delayline",
                  "--delay-ms", str(imp.delay_ms), *pairs],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
-            line = site.delayline.stdout.readline()
+            line = delayline.stdout.readline()
             if not line.startswith(b'{"ready"'):
                 raise ImpairError(f"delay line did not start: {line.decode()}"
-                                  f"{site.delayline.stdout.read().decode()[-400:]}")
+                                  f"{delayline.stdout.read().decode()[-400:]}")
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Per link interface: frames the egress chain saw (`seen`) and acted on (`hit`)."""

@@ -86,7 +86,7 @@ class AgentPeaks:
                     self._names[pid] = self._agent_name(pid)
                 name = self._names[pid]
                 kb = rss_kb(pid, "VmHWM") if name else 0
-                if kb:
+                if name and kb:
                     with self._lock:
                         self._peak[name] = max(self._peak.get(name, 0), kb)
             # forget the finished ones: a pid used again is another process

@@ -44,6 +44,7 @@ from controller.southbound.p4runtime import diff_programs
 from dataplane.entities import DELETE, INSERT, MODIFY, Entities
 from dataplane.frame import (
     ACK,
+    BROADCAST,
     CPU_PORT,
     DATA,
     FRAME_LEN,
@@ -54,20 +55,14 @@ from dataplane.frame import (
     PROBE,
     Endpoint,
     K,
+    Task,
     ip_bytes,
 )
-from dataplane.hosts import (
-    BROADCAST,
-    ParameterServer,
-    Task,
-    Worker,
-    dispatch,
-    fragments,
-    split_frag_id,
-    synthetic_gradient,
-)
+from dataplane.gradients import fragments, split_frag_id, synthetic_gradient
 from dataplane.pipeline import Pipeline
+from dataplane.ps import ParameterServer
 from dataplane.schema import P4INFO_PATH, Schema, load_p4info
+from dataplane.worker import Worker, dispatch
 
 MBPS_PER_GBPS = DEFAULT_SCALE_MBPS["embedded"]  # what the Mininet runner emulates
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
@@ -328,9 +323,9 @@ class Emulation:
     def cut(self, u: str, v: str, after: float, detect: float = 1.5,
             drain: float = 3.0) -> None:
         """`after` virtual seconds from now the link u-v goes down; `detect` later the
-        controller re-plans without it as `controller.service.daemon` does: the new version's entries
-        beside the old (make-before-break), the agents switch to the new ids, the old entries
-        go `drain` later."""
+        controller re-plans without it as `controller.service.daemon` does: the new version's
+        entries beside the old (make-before-break), the agents switch to the new ids, the old
+        entries go `drain` later."""
         at = self.clock.now + after
 
         def down() -> None:
@@ -366,6 +361,7 @@ class Emulation:
     def _deliverer(self, node: str, port: int | None) -> Callable[[bytes], None]:
         if self.network.is_switch(node):
             switch = self.switches[node]
+            assert port is not None  # a switch's end of a link has a port
             return lambda frame: switch.receive(port, frame)
         return lambda frame: self.receivers.get(node, _ignore)(frame)
 
@@ -386,7 +382,9 @@ class Emulation:
         elements = int(gradient_mb * 2**20) // 4
         count = -(-elements // K)
         first = rows[0]
-        ps = ParameterServer(self.sockets[first.ps], self.endpoint(first.ps), Task(job, task),
+        # The simulated sockets and plan stand in for the real ones (duck-typed).
+        ps = ParameterServer(self.sockets[first.ps],  # type: ignore[arg-type]
+                             self.endpoint(first.ps), Task(job, task),
                              len(rows), count, first.result_flow_id, epoch=epoch)
         intake = PsIntake(ps)
         self.receivers[first.ps] = intake.receive
@@ -398,10 +396,11 @@ class Emulation:
             grad = synthetic_gradient(epoch, index, elements)
             watcher = SimPlan(self, a.worker)
             self.watchers.append(watcher)
-            w = Worker(self.sockets[a.worker], self.endpoint(a.worker),
+            w = Worker(self.sockets[a.worker], self.endpoint(a.worker),  # type: ignore[arg-type]
                        Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
                        a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
-                       plan=watcher, rate_scale=MBPS_PER_GBPS / 1000 * pacing_headroom,
+                       plan=watcher,  # type: ignore[arg-type]
+                       rate_scale=MBPS_PER_GBPS / 1000 * pacing_headroom,
                        epoch=epoch, contributor=index)
             sim = SimWorker(self.clock, w)
             self.receivers[a.worker] = sim.receive
@@ -415,7 +414,7 @@ class Emulation:
                        for i in range(len(rows)))
         exact = [bool(np.array_equal(s.worker.result.reshape(-1)[:elements].astype(np.int64),
                                      expected)) for _, s in workers]
-        waiting = {} if done else {
+        waiting: dict[str, object] = {} if done else {
             **{name: s.worker.waiting_for() for name, s in workers},
             "PS": ps.waiting_for()}
         return Iteration(epoch, self.clock.now - start if done else None, exact, ps.finished,
@@ -477,11 +476,13 @@ def _positive(kind: type) -> Callable[[str], float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m controller.emulation.faults.lossy_sim`: one line per iteration (virtual seconds, exactly-once
-    evidence, resends, what reached the PS) for an impairment on every link of a topology,
-    optionally every link slowed and its queue shortened (as `controller.emulation.faults.impair.congest`
-    does on Mininet) and one link cut during the last iteration."""
-    parser = argparse.ArgumentParser(prog="python -m controller.emulation.faults.lossy_sim", description=main.__doc__)
+    """`python -m controller.emulation.faults.lossy_sim`: one line per iteration (virtual seconds,
+    exactly-once evidence, resends, what reached the PS) for an impairment on every link of a
+    topology, optionally every link slowed and its queue shortened (as
+    `controller.emulation.faults.impair.congest` does on Mininet) and one link cut during the last
+    iteration."""
+    parser = argparse.ArgumentParser(prog="python -m controller.emulation.faults.lossy_sim",
+                                     description=main.__doc__)
     parser.add_argument("--topology", default="topologies/examples/aro-fig1.yaml")
     parser.add_argument("--loss", type=_fraction, default=0.0, help="per frame and link (0..1)")
     parser.add_argument("--duplicate", type=_fraction, default=0.0)
@@ -516,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--cut {args.cut}: the topology has no link {cut[0]}-{cut[1]}")
     for epoch in range(args.iterations):
         if cut and epoch == args.iterations - 1:
-            emulation.cut(*cut, after=args.cut_after)
+            emulation.cut(cut[0], cut[1], after=args.cut_after)
         it = emulation.iteration(epoch, args.gradient_mb, timeout=600,
                                  pacing_headroom=args.pacing_headroom)
         row = {k: v for k, v in it.__dict__.items() if k != "waiting"}

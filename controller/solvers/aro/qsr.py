@@ -121,7 +121,7 @@ def resources(
             inp = edge[1]
             # merged flows; at `aggregates: all` also those crossing its copy (`unfold`)
             charged = inp[0] == "inp" or (
-                edge in tg.bypass and network.spec(inp[1]).aggregates == "all")
+                edge in tg.bypass and network.switch_spec(inp[1]).aggregates == "all")
             limit = network.spec(inp[1]).aggregation_capacity_gbps if charged else None
             if limit is not None:
                 res = aggs.setdefault(inp[1], Resource(("aggregator", inp[1]), limit, {}))

@@ -23,8 +23,8 @@ def merge_classes(graphs: list[TaskGraph]) -> dict[str, str]:
                 sig = (tg.index, tuple(sorted(tg.pred[u])), tuple(sorted(vs)))
                 signature.setdefault(u[1], []).append(sig)
     groups: dict[tuple, list[str]] = {}
-    for name, sig in signature.items():
-        groups.setdefault(tuple(sig), []).append(name)
+    for name, sigs in signature.items():
+        groups.setdefault(tuple(sigs), []).append(name)
     return {s: min(g) for g in groups.values() if len(g) > 1 for s in g}
 
 

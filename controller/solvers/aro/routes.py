@@ -107,8 +107,12 @@ def _greedy_task(
             if not ways:
                 return flows, next(tg.bypass[(u, v)] for v in tg.succ[u] if (u, v) in tg.bypass)
             merging = [v for v in ways if (u, v) not in tg.bypass] or ways
-            v = min(merging, key=lambda v, u=u: load[tg.physical.get((u, v), ("", ""))]
-                    + mine[tg.physical.get((u, v), ("", ""))])
+
+            def cost(v, u=u):  # u=u: this hop's u
+                edge = tg.physical.get((u, v), ("", ""))
+                return load[edge] + mine[edge]
+
+            v = min(merging, key=cost)
             if (u, v) in tg.bypass and v[1] not in tg.mixed:
                 unmerged.add(tg.bypass[(u, v)])
             flows[(u, v)] += 1

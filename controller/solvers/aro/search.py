@@ -131,7 +131,7 @@ class Search:
     def rates_for(self, c: float) -> Rates:
         """Per-task rates of candidate threshold `c` (a rate, or grid levels when weighted)."""
         if self.common:
-            return {i: c for i in self.weight}
+            return dict.fromkeys(self.weight, c)
         w_min = min(self.weight.values())
         return {i: self.scale.gbps(math.ceil(c * w_min / w - 1e-9))
                 for i, w in self.weight.items()}
@@ -192,7 +192,7 @@ class Search:
             t = next(iter(rates.values()))
             if t > 0:
                 return ([Resource(r.key, r.capacity_gbps, r.terms, admits(r.capacity_gbps, t))
-                         for r in resources], {i: 1 for i in rates})
+                         for r in resources], dict.fromkeys(rates, 1))
         levels = {i: round(v / self.scale.gbps(1)) for i, v in rates.items()}
         assert all(_same(self.scale.gbps(levels[i]), v) for i, v in rates.items()), rates
         return resources, levels
@@ -337,10 +337,10 @@ class Search:
         cands = self.candidates()
         incumbents = [f for f in incumbents if self.valid(f)] or incumbents[:1]
         best, lo = incumbents[0], -1
-        for flows in incumbents:
-            idx = self.supported(flows, cands)
+        for incumbent in incumbents:
+            idx = self.supported(incumbent, cands)
             if idx > lo:
-                best, lo = flows, idx
+                best, lo = incumbent, idx
         hi, timed_out, log = len(cands), False, []
         caps = {i: min(self.solo.get(i, math.inf), self.ceiling[i]) for i in self.weight}
         hi = next((k for k, c in enumerate(cands) if any(
@@ -368,7 +368,7 @@ class Search:
                 break
             progress.report(cands[lo] if lo >= 0 else None, cands[hi - 1] if hi else None,
                             "common rate")
-        zero = {i: 0.0 for i in self.weight}
+        zero = dict.fromkeys(self.weight, 0.0)
         rates = self.rates_for(cands[lo]) if lo >= 0 else zero
         return best, rates, self._top(cands, hi), not timed_out, log
 
@@ -381,7 +381,7 @@ class Search:
         With nothing refuted, each task's ceiling.
         """
         if self.common and not self.grid_only:
-            return self.rates_for(cands[hi - 1]) if hi > 0 else {i: 0.0 for i in self.weight}
+            return self.rates_for(cands[hi - 1]) if hi > 0 else dict.fromkeys(self.weight, 0.0)
         if hi >= len(cands):
             return dict(self.ceiling)
         if self.common:
@@ -457,7 +457,7 @@ class Search:
         am.hint(first.flows, start)
         solver = self._solver()
         status = solver.solve(am.model)
-        log = first.log + [f"refine {solver.status_name(status)} {solver.wall_time:.3f}s"]
+        log = [*first.log, f"refine {solver.status_name(status)} {solver.wall_time:.3f}s"]
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             # No solution, so CP-SAT's bound is meaningless: keep the bisection's.
             return Result(first.flows, first.rates, first.objective, first.bound,

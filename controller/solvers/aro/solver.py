@@ -22,7 +22,7 @@ from controller.evaluator.evaluate import Resource as EvalResource
 from controller.evaluator.evaluate import max_min_fair, task_flows
 from controller.evaluator.evaluate import resources as evaluator_resources
 from controller.model.network import Network
-from controller.model.plan import Plan, TaskPlan
+from controller.model.plan import Plan, Status, TaskPlan
 from controller.solvers import SchemeInputError, SolveOptions
 from controller.solvers.aro import accel
 from controller.solvers.aro.qsr import Scale, bbar, quantize, rate_ceiling, resources, task_ceiling
@@ -89,7 +89,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     variant, params = VARIANTS[scheme], SchemeParams(scheme, options.params)
     levels, bidirectional = params["quantization"], params["bidirectional"]
     fan_in = params["max_fan_in"]
-    limit = options.time_limit
+    limit = options.limit()
     search_limit = limit - min(ROUTE_RESERVE, 0.05 * limit)
     bound_deadline = started + search_limit
     ina = ina_switches(network)
@@ -149,7 +149,7 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     return best
 
 
-def _status(plan: Plan, finished: bool) -> str:
+def _status(plan: Plan, finished: bool) -> Status:
     """`optimal` only when the real problem's bound is reached."""
     if plan.bound is not None and plan.objective >= plan.bound * (1 - REL) - 1e-12:
         return "optimal"
@@ -160,7 +160,7 @@ def _restricted(network: Network, graphs: list[TaskGraph], full: dict[int, set[s
                 fan_in: int) -> bool:
     """Whether SRO/APP left out a route or an aggregator of the full model."""
     whole = _graphs(network, full, fan_in)
-    return any(set(a.edges) != set(b.edges) for a, b in zip(graphs, whole))
+    return any(set(a.edges) != set(b.edges) for a, b in zip(graphs, whole, strict=True))
 
 
 def _full_bound(
@@ -176,7 +176,7 @@ def _full_bound(
                      fan_in)
     search = _new_search(network, graphs, levels, variant, bidirectional, settings)
     replayed: dict[tuple[int, Edge], int] = {}
-    for tg, tp in zip(graphs, plan.tasks):
+    for tg, tp in zip(graphs, plan.tasks, strict=True):
         flows = replay(tg, tp.paths)
         replayed.update({(tg.index, e): n for e, n in (flows or {}).items()})
     started = time.perf_counter()
@@ -318,7 +318,7 @@ def _fill_rates(network: Network, plan: Plan, bidirectional: bool) -> None:
         tp.rate_gbps = rates[label]
 
 
-def _fits(demand: dict[str, dict[EvalResource, int]], capacity: dict[EvalResource, float],
+def _fits(demand: dict[str, dict[EvalResource, float]], capacity: dict[EvalResource, float],
           rates: dict[str, float]) -> bool:
     load: dict[EvalResource, float] = {}
     for label, uses in demand.items():

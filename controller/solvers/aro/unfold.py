@@ -193,7 +193,7 @@ def build_task_graph(
     def capped(u: str) -> bool:
         # `aggregates: all` (EINA's edge aggregators) charges a crossing flow as if merged, so
         # crossing unmerged never pays there: no CS copy.
-        spec = network.spec(u) if u in aggregators else None
+        spec = network.switch_spec(u) if u in aggregators else None
         return (spec is not None and spec.aggregation_capacity_gbps is not None
                 and spec.aggregates != "all")
 

@@ -1,4 +1,5 @@
-"""ATRO's inputs (Sec. III-A) read off a pool topology: N_w, N_ps, N_cs, N_agg, η_u, P with b_u^v, L.
+"""ATRO's inputs (Sec. III-A) read off a pool topology: N_w, N_ps, N_cs, N_agg, η_u,
+P with b_u^v, L.
 
 A pool file (`ina topo gen pool`, topologies/README.md) lists switches with a port budget
 `max_ports` (η_u) and *candidate* links: the pairs P of Eq. (4) the optical patch panel may
@@ -66,7 +67,7 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
     ports: dict[str, int] = {}
     aggs, common, agg_capacity = [], [], {}
     for i, s in enumerate(switches):
-        spec = network.spec(s)
+        spec = network.switch_spec(s)
         budget = spec.max_ports if spec.max_ports is not None else spec.ports
         if budget is None:
             raise TopologyError(src, f"switches[{i}] ({s}).max_ports",
@@ -88,7 +89,7 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
     g = network.graph
     for u, v in g.edges:
         host_pair = u in hosts and v in index
-        if not (host_pair or u in index and v in index and index[u] < index[v]):
+        if not (host_pair or (u in index and v in index and index[u] < index[v])):
             continue  # the reverse direction of a pair, or a host outside the task
         pair = (u, v)
         b = min(network.capacity(u, v), network.capacity(v, u))
@@ -119,5 +120,7 @@ def _ps_limits(network: Network) -> dict[tuple[int, ...], float]:
         else:
             limits[(i,)] = limit
     for ps, group in shared.items():
-        limits[tuple(group)] = network.spec(ps).aggregation_capacity_gbps
+        own = network.spec(ps).aggregation_capacity_gbps
+        assert own is not None  # grouped above for having one
+        limits[tuple(group)] = own
     return limits

@@ -64,7 +64,7 @@ class AtroModel:
     x: dict[Pair, cp_model.IntVar] = field(default_factory=dict)
     y: dict[tuple[int, str, str], cp_model.IntVar] = field(default_factory=dict)
     a: dict[tuple[int, str, str], cp_model.IntVar] = field(default_factory=dict)
-    l: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)
+    l: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)  # noqa: E741 (18)
 
     # Interchangeable workers counted per switch (`classes`): class → switch → n_c^s.
     count: dict[tuple[int, str], cp_model.IntVar] = field(default_factory=dict)
@@ -129,8 +129,10 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
     for (u, v), x in m.x.items():
         incident[u].append(x)
         incident[v].append(x)
-    into = {(i, s): [] for i in tasks for s in inst.switches}
-    out = {(i, s): [] for i in tasks for s in inst.switches}
+    into: dict[tuple[int, str], list[cp_model.IntVar]] = {
+        (i, s): [] for i in tasks for s in inst.switches}
+    out: dict[tuple[int, str], list[cp_model.IntVar]] = {
+        (i, s): [] for i in tasks for s in inst.switches}
     for c, members in enumerate(m.groups):  # (7)-(8) for a class: each member on one link
         w = members[0]
         for s in inst.switches:

@@ -107,12 +107,13 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
     passes."""
     fixed = fixed or {}
     cands = [c for c in candidates(inst, tasks) if c > above and (top is None or c <= top)]
-    lo, hi, best, log = -1, len(cands), hint, []
+    lo, hi, best = -1, len(cands), hint
+    log: list[str] = []
     first: list[int] = []  # probes before the bisection, each with a share of the time
-    if formulation == "aggregated" and relax(inst) is not None:
+    if formulation == "aggregated" and (merged := relax(inst)) is not None:
         # The exact model starts at the highest rate the merged model carries (its network
         # to route), which is the optimum when the merged model decided every rate above.
-        hi, merged_lo = _ceiling(relax(inst), cands, fixed, tasks, deadline, workers, seed,
+        hi, merged_lo = _ceiling(merged, cands, fixed, tasks, deadline, workers, seed,
                                  log)
         first = [merged_lo if merged_lo >= 0 else hi - 1]
     limit = hi  # probes go below it: hi, unless a first probe ran out of its share of time
@@ -122,10 +123,11 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
         mid = first.pop(0) if top_first else _middle(cands, lo, limit)
         started = time.perf_counter()
         until = started + TOP_SHARE * (deadline - started) if top_first else deadline
-        rates = {**fixed, **{i: cands[mid] for i in tasks}}
+        rates = {**fixed, **dict.fromkeys(tasks, cands[mid])}
         verdict, sol = probe(inst, rates, until, workers, seed, symmetry, best, formulation)
         log.append(f"r={float(cands[mid]):.6g} {verdict} {time.perf_counter() - started:.3f}s")
         if verdict.startswith("feasible"):
+            assert sol is not None  # a feasible verdict comes with its solution
             best = sol
             lo = mid
             if not fixed:  # the routes may carry more than asked
@@ -194,7 +196,7 @@ def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction]
         mid = _middle(cands, lo, hi)
         started = time.perf_counter()
         left = deadline - time.perf_counter()
-        rates = {**fixed, **{i: cands[mid] for i in tasks}}
+        rates = {**fixed, **dict.fromkeys(tasks, cands[mid])}
         status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
                                       min(RELAXATION_SHARE * left, RELAXATION_MOST), workers,
                                       seed)
@@ -212,7 +214,7 @@ def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction]
 
 
 def _solve(am: AtroModel, seconds: float, workers: int,
-           seed: int) -> tuple[int, AtroModel, cp_model.CpSolver]:
+           seed: int) -> tuple[cp_model.CpSolverStatus, AtroModel, cp_model.CpSolver]:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(seconds, 0.01)
     solver.parameters.num_workers = workers

@@ -44,7 +44,7 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
     params = SchemeParams("atro", options.params)
     settings = {"workers": params["num_workers"], "seed": options.seed or 0,
                 "symmetry": params["symmetry"], "formulation": params["formulation"]}
-    limit = options.time_limit
+    limit = options.limit()
     deadline = started + limit
     details: dict = {"layers": inst.layers, "max_fan_in": inst.max_fan_in,
                      "symmetry": settings["symmetry"],
@@ -75,7 +75,7 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
         return Plan("atro", "timeout", 0.0, _bound(network, inst, out.bound, solo),
                     time.perf_counter() - started,
                     options.seed, [], topology=network.name, details=details)
-    rates = {i: out.rate for i in every}
+    rates = dict.fromkeys(every, out.rate)
     sol, finished = out.solution, out.finished
     if len(every) > 1:
         sol, finished = _raise_each(inst, rates, sol, solo, deadline, settings, details,
@@ -98,7 +98,8 @@ def _raise_each(inst: Instance, rates: dict[int, Fraction], sol, solo: dict[int,
         up = search.maximise(inst, [j], time.perf_counter() + share, **settings, fixed=others,
                              above=rates[j], hint=sol, top=solo[j])
         details.setdefault("raised", []).append(
-            {"task": f"{inst.tasks[j].job}/{inst.tasks[j].name}", "rate_gbps": float(up.rate), "probes": up.log})
+            {"task": f"{inst.tasks[j].job}/{inst.tasks[j].name}", "rate_gbps": float(up.rate),
+             "probes": up.log})
         finished = finished and up.finished
         if up.solution is not None:
             rates[j], sol = up.rate, up.solution
@@ -111,11 +112,12 @@ def _plan(network: Network, inst: Instance, sol, rates: dict[int, Fraction], det
     for i, t in enumerate(inst.tasks):
         paths, points = routes.paths(inst, sol, i)
         tasks.append(TaskPlan(t.job, t.name, t.ps, float(rates[i]), paths, points))
+    panel = routes.patch_panel(inst, sol)
     plan = Plan("atro", "feasible", 0.0, None, 0.0, options.seed, tasks, topology=network.name,
-                details=details, patch_panel=routes.patch_panel(inst, sol))
+                details=details, patch_panel=panel)
     plan.objective = weighted_objective(network, plan, MU)
-    details["switches_used"] = sorted({c["a"] for c in plan.patch_panel}
-                                      | {c["b"] for c in plan.patch_panel if c["b_port"]})
+    details["switches_used"] = sorted({c["a"] for c in panel}
+                                      | {c["b"] for c in panel if c["b_port"]})
     return plan
 
 
@@ -126,7 +128,7 @@ def _fill_rates(network: Network, plan: Plan) -> None:
     result = evaluate(network, plan)
     if not result.consistent:
         return
-    for tp, te in zip(plan.tasks, result.tasks):
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
         tp.rate_gbps = max(tp.rate_gbps, te.rate_gbps)
     plan.objective = weighted_objective(network, plan, MU)
 

@@ -23,7 +23,8 @@ differ only in where they aggregate:
   k flows: the rate is min(3 / (5 - k), 9 / k), best at k = 4 (2.25); 2.43 would need one
   worker's traffic split between two treatments, i.e. a fragment-level (multi-path) plan.
   `partial=true` makes that plan: points with a `share` of the fragments
-  (`controller.solvers.partial`), 2.4375 Gbps on GRID's Fig. 1 (deployed segment by segment, `controller.compiler.segments`).
+  (`controller.solvers.partial`), 2.4375 Gbps on GRID's Fig. 1 (deployed segment by segment,
+  `controller.compiler.segments`).
 * `random` (ARO Sec. IV-A): ATP's ECMP restricted to paths through a randomly drawn INA switch
   of the top tier (an INA spine in leaf-spine), aggregating at every INA switch on the way, so
   flows may be aggregated two or three times as ARO notes.
@@ -108,7 +109,7 @@ def solve_random(network: Network, options: SolveOptions) -> Plan:
 
 def _top_ina(network: Network) -> set[str]:
     """INA switches of the highest tier present (spines in leaf-spine, cores in fat-tree)."""
-    rank = {s: _TIER_RANK.get(network.spec(s).tier, 0) for s in network.switches}
+    rank = {s: _TIER_RANK.get(network.switch_spec(s).tier, 0) for s in network.switches}
     top = max(rank.values(), default=0)
     return {s for s, k in rank.items() if top > 0 and k == top and can_aggregate(network, s)}
 
@@ -117,7 +118,10 @@ def solve_switchml(network: Network, options: SolveOptions) -> Plan:
     def route(tree: AggregationTree, rng: random.Random) -> None:
         for w in tree.task.workers:
             tor = access_switch(network, w)
-            tree.add(w, ecmp_path(network, w, tree.task.ps, rng),
-                     lambda v, _p, merged, _n, tor=tor: v == tor and can_aggregate(network, v))
+
+            def at_tor(v, _p, merged, _n, tor=tor):
+                return v == tor and can_aggregate(network, v)
+
+            tree.add(w, ecmp_path(network, w, tree.task.ps, rng), at_tor)
     return solve_trees(network, "switchml", options.seed, route, addressed=True,
                        max_fan_in=fan_in_limit("switchml", options))

@@ -44,11 +44,13 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     return plan_with_evaluated_rates(network, "geryon", paths, started=started, seed=options.seed)
 
 
-def _near_shortest(network: Network, src: str, dst: str, slack: int, cap: int = 64) -> list[list[str]]:
+def _near_shortest(network: Network, src: str, dst: str, slack: int,
+                   cap: int = 64) -> list[list[str]]:
     """Simple paths at most `slack` hops longer than the shortest (at most `cap` of them)."""
     found = []
     shortest = None
-    for path in islice(nx.shortest_simple_paths(hosts_do_not_forward(network.graph, src), src, dst), cap):
+    graph = hosts_do_not_forward(network.graph, src)
+    for path in islice(nx.shortest_simple_paths(graph, src, dst), cap):
         shortest = shortest or len(path)
         if len(path) > shortest + slack:
             break

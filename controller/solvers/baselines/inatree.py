@@ -111,7 +111,8 @@ class AggregationTree:
                           for (s, p), onward in self.points.items()])
         inflows = task_flows(self.network, probe).aggregator_inflows
         probe.aggregation = [
-            AggregationPoint(s, p, inflows[(s, p)], onward[1], workers[(s, p)])
+            # whole flows (no point takes a share): a whole count
+            AggregationPoint(s, p, int(inflows[(s, p)]), onward[1], workers[(s, p)])
             for (s, p), onward in sorted(self.points.items())
             if inflows.get((s, p), 0) > 0
         ]
@@ -179,17 +180,18 @@ class PathCache:
             elif node == dst:
                 memo[node] = [[dst]]
             else:
-                found: list[list[str]] | None = []
+                found: list[list[str]] = []
+                too_many = False
                 for nxt in sorted(self.network.graph.successors(node)):
                     if nxt != dst and not self.network.is_switch(nxt):
                         continue  # hosts do not forward
                     if dist.get(nxt, -1) == dist[node] - 1:
                         tails = self._from(nxt, dst)
                         if tails is None or len(found) + len(tails) > self.LIMIT:
-                            found = None
+                            too_many = True
                             break
                         found += [[node, *tail] for tail in tails]
-                memo[node] = found
+                memo[node] = None if too_many else found
         return memo[node]
 
 

@@ -1,4 +1,5 @@
-"""PARING's baselines (PARING Sec. V-B): `deepsys`, `deepsys-atp`, `deepsys-soar`, `marina`, `panama`.
+"""PARING's baselines (PARING Sec. V-B): `deepsys`, `deepsys-atp`, `deepsys-soar`,
+`marina`, `panama`.
 
 A plan routes the tasks a topology file defines, so placement is the file's: where PARING
 places workers with DeepSys (racks filled first), the example files carry that placement and
@@ -163,7 +164,7 @@ def _soar(network: Network, task: Task, nxt: dict[str, str], k: int) -> set[str]
         merged, split = cost(v, d)[1][j]
         if merged:
             selected.add(v)
-        for c, jc in zip(sorted(children[v]), split):
+        for c, jc in zip(sorted(children[v]), split, strict=True):
             collect(c, 1 if merged else d + 1, jc)
 
     collect(top, 1, k)
@@ -175,7 +176,8 @@ def _knapsack(parts: list[tuple[tuple[float, ...], tuple]], k: int):
     best = [0.0] * (k + 1)
     split: list[tuple[int, ...]] = [()] * (k + 1)
     for costs, _ in parts:
-        new, new_split = [float("inf")] * (k + 1), [()] * (k + 1)
+        new = [float("inf")] * (k + 1)
+        new_split: list[tuple[int, ...]] = [()] * (k + 1)
         for j in range(k + 1):
             for jc in range(j + 1):
                 total = best[j - jc] + costs[jc]
@@ -279,7 +281,7 @@ def _subtree(parent: dict[str, str], root: str) -> set[str]:
 
 def solve_panama(network: Network, options: SolveOptions) -> Plan:
     apexes = sorted(_top_ina(network) | {s for s in network.switches
-                                         if network.spec(s).tier in ("spine", "core")})
+                                         if network.switch_spec(s).tier in ("spine", "core")})
 
     def route(tree: AggregationTree, rng: random.Random) -> None:
         for i, w in enumerate(sorted(tree.task.workers)):

@@ -47,7 +47,7 @@ def rack_bound(inst: Instance) -> Fraction:
     usually is the optimum, and this proves it for several PSs where the grid bound cannot.
     """
     P = range(len(inst.ps))
-    bounds = [sum(inst.r_high)]
+    bounds: list[Fraction] = [sum(inst.r_high, Fraction(0))]
     for j in inst.aggregators:
         least = min(inst.local[p][j] for p in P)
         if least > 0:

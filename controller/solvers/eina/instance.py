@@ -1,4 +1,5 @@
-"""EINA's inputs (Sec. III-A) read off a Network: A, A_W, π[k], a_j, c_j, b_j^I, b_j^E, r^L, r^U, d*.
+"""EINA's inputs (Sec. III-A) read off a Network: A, A_W, π[k], a_j, c_j, b_j^I, b_j^E,
+r^L, r^U, d*.
 
 r^U also holds what reaches the PS: one merged flow per task, which its link from π[p] and the
 PS's own aggregation capacity (the host's, else the task's) both limit.
@@ -25,7 +26,7 @@ from controller.solvers import SchemeInputError
 from controller.solvers.params import SchemeParams
 
 
-def exact(value: float) -> Fraction:
+def exact(value: float | str) -> Fraction:
     """The number as written (0.8 is 4/5, not 0.8000000000000000444)."""
     return Fraction(str(value))
 
@@ -86,14 +87,15 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
     g = network.graph
     for a in aggs:
         if not (g.has_edge(a, fabric) and g.has_edge(fabric, a)):
-            raise TopologyError(src, f"switches ({a})", f"aggregator {a!r} has no link to {fabric!r}")
+            raise TopologyError(src, f"switches ({a})",
+                                f"aggregator {a!r} has no link to {fabric!r}")
         if network.pipelines(a) != 1:
             raise TopologyError(src, f"switches ({a}).pipelines",
                                 "EINA merges every flow entering an aggregator, so it needs one "
                                 "pipeline per aggregator")
     home: dict[str, str] = {}
     for h in network.hosts:
-        ends = [v for v in g.successors(h)]
+        ends = list(g.successors(h))
         if len(ends) != 1 or ends[0] not in aggs:
             raise TopologyError(src, f"hosts ({h})",
                                 f"in EINA every host links to exactly one aggregator; {h!r} "
@@ -102,7 +104,7 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
 
     c, b_in, b_out = {}, {}, {}
     for a in aggs:
-        spec = network.spec(a)
+        spec = network.switch_spec(a)
         if spec.aggregation_capacity_gbps is None:
             raise TopologyError(src, f"switches ({a}).aggregation_capacity_gbps",
                                 "EINA needs every aggregator's aggregation capacity c_j")
@@ -119,7 +121,7 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
         raise TopologyError(src, "jobs", "EINA gives every task (model shard) its own PS, whose "
                             f"link it charges to that task alone; {', '.join(shared)} is the PS "
                             "of several tasks")
-    local = [{a: 0 for a in aggs} for _ in tasks]
+    local = [dict.fromkeys(aggs, 0) for _ in tasks]
     for p, t in enumerate(tasks):
         for w in t.workers:
             local[p][home[w]] += 1
@@ -136,7 +138,7 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
             f"sum of a sharded job's rates; EINA's model of several PSs has no such bound: "
             f"drop the cap or use a scheme that reads it (paring, shortest, atp)")
     r_high = [high if t.rate_cap_gbps is None else min(high, exact(t.rate_cap_gbps))
-              for t, high in zip(tasks, r_high)]  # R caps the one task's rate
+              for t, high in zip(tasks, r_high, strict=True)]  # R caps the one task's rate
     depth = params["depth_limit"] or len(aggs)
     return Instance(aggs, fabric, ps, [t.key for t in tasks], [t.workers for t in tasks], home,
                     local, c, b_in, b_out, r_low, r_high, host_cap, depth, ps_cap,
@@ -188,8 +190,8 @@ def refuse_over_fan_in(inst: Instance, network: Network, scheme: str) -> None:
                 f"{network.source}: {scheme} merges every worker's flow at its own aggregator "
                 f"(EINA's constraint (10)), but for task {job}/{task} {why}, more than the "
                 f"{inst.fan_in} flows an aggregation point may merge (max_fan_in; the data plane "
-                f"merges at most {MAX_FAN_IN}). Use eina-plus, which may pass workers' flows through an "
-                "aggregator unmerged, or max_fan_in=0 for the paper's unlimited model")
+                f"merges at most {MAX_FAN_IN}). Use eina-plus, which may pass workers' flows "
+                "through an aggregator unmerged, or max_fan_in=0 for the paper's unlimited model")
 
 
 def _tighter(link: float, field: float | None) -> Fraction:

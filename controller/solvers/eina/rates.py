@@ -18,7 +18,7 @@ def flow_counts(inst: Instance, parents: Parents) -> tuple[list[dict], list[dict
     """Per PS: flows entering each aggregator (local workers + children), sent, received."""
     entering, sent, received = [], [], []
     for p, tree in enumerate(parents):
-        into = {j: 0 for j in inst.aggregators}
+        into = dict.fromkeys(inst.aggregators, 0)
         for parent in tree.values():
             into[parent] += 1
         received.append(into)

@@ -9,9 +9,10 @@ CP-SAT has no continuous variables, so EINA's MIQCP (real r_p) is solved on a gr
 Either way the trees CP-SAT picks are then re-rated by an LP (`rates.py`), so the plan's rates
 are the best real rates for those trees, and `bound` / `status` are about the REAL problem
 (`bound.py`): `optimal` only when the plan reaches a bound valid for continuous rates, else
-`feasible` with that bound and its gap (also when CP-SAT found nothing in time and the plan
-is the star, every worker rack straight to its PS's aggregator); `timeout` when not even that
-fits r^L;
+`feasible` with that bound and its gap when CP-SAT finished (the grid's optimum falls short of
+the real one), `timeout` when the time limit stopped CP-SAT first (also when it found nothing
+and the plan is the star, every worker rack straight to its PS's aggregator, and when not even
+that fits r^L);
 `infeasible` when CP-SAT proved the quantized model infeasible, which (r^L on the grid) proves
 the real one infeasible too.
 """
@@ -61,13 +62,14 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     step = exact(params["step"])
     if max(inst.r_high) / step > MAX_STEPS:
         raise TopologyError(network.source, "schemes.eina.step (or --param step)",
-                            f"a {float(step):g} Gbps step makes r_p up to {float(max(inst.r_high)):g} Gbps "
+                            f"a {float(step):g} Gbps step makes r_p up to "
+                            f"{float(max(inst.r_high)):g} Gbps "
                             f"more than {MAX_STEPS:,} steps; use a coarser step or set r_max")
     if inst.r_low % step:
         raise TopologyError(network.source, "schemes.eina.r_min (or --param r_min)",
-                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) for the "
-                            "bound to hold for real rates")
-    limit = options.time_limit
+                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) "
+                            "for the bound to hold for real rates")
+    limit = options.limit()
     details = {"step_gbps": float(step), "depth_limit": inst.depth_limit, "d_hat": inst.d_hat,
                "r_min_gbps": float(inst.r_low), "r_max_gbps": [float(v) for v in inst.r_high]}
     plan = Plan(scheme, "infeasible", 0.0, None, 0.0, options.seed, [], topology=network.name,
@@ -104,23 +106,25 @@ def _star_fits(inst) -> bool:
     """The star within the fan-in limit: π[p] merges every worker rack and its own workers."""
     return not inst.fan_in or all(
         sum(1 for j, n in local.items() if n and j != inst.home[ps]) + local[inst.home[ps]]
-        <= inst.fan_in for ps, local in zip(inst.ps, inst.local))
+        <= inst.fan_in for ps, local in zip(inst.ps, inst.local, strict=True))
 
 
 def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fraction) -> None:
+    parents = out.parents
+    assert parents is not None  # called once a tree was found
     try:
-        rates = best_rates(inst, out.parents)
+        rates = best_rates(inst, parents)
     except RuntimeError:  # the star cannot meet r^L: nothing found, nothing proven
         plan.status = "timeout"
         return
-    plan.tasks = task_plans(inst, out.parents, rates)
+    plan.tasks = task_plans(inst, parents, rates)
     plan.objective = weighted_objective(network, plan)  # one job: Σ_p r_p (13)
     bound = rack_bound(inst) if out.bound is None else real_bound(inst, step, out.bound)
     plan.bound = max(float(bound), plan.objective)
     proven = plan.objective >= float(bound) * (1 - 1e-9)
-    plan.status = "optimal" if proven else "feasible"
+    plan.status = "optimal" if proven else "feasible" if out.cp_status == "OPTIMAL" else "timeout"
     plan.details.update({
         "model_objective_gbps": float(out.objective * step),
         "model_bound_gbps": None if out.bound is None else float(out.bound * step),
-        "trees": [dict(t) for t in out.parents],
+        "trees": [dict(t) for t in parents],
     })

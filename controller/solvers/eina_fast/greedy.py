@@ -7,8 +7,8 @@ What is left of c_j and b_j^E is j's room for children: a child of p costs r_p o
 under the attached aggregator with the most room, whose depth is below d̂ (4); when the room
 left cannot take every pending rack, an idle aggregator with room for two or more children
 joins as a relay (it pays r_p of b^I, (11)). An aggregator merges at most L flows of a task
-(the fan-in limit): its local workers and its children. Hanging roomy racks first keeps room ahead of
-demand: if the rack with the most room fits nowhere, no order would have placed it.
+(the fan-in limit): its local workers and its children. Hanging roomy racks first keeps room ahead
+of demand: if the rack with the most room fits nowhere, no order would have placed it.
 """
 
 from __future__ import annotations

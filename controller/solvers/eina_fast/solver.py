@@ -33,13 +33,13 @@ def solve_fast(network: Network, options: SolveOptions) -> Plan:
     inst = read(network, {**network.schemes.get("eina", {}), **options.params})
     refuse_unmergeable(inst, network, SCHEME)
     refuse_over_fan_in(inst, network, SCHEME)
-    limit = options.time_limit
+    limit = options.limit()
     bound = rack_bound(inst)
     n = len(inst.ps)
     weights = [1.0 / n] * n
     best: tuple[float, list[dict[str, str]], list[float]] | None = None
     rounds = 0
-    for rounds in range(1, ROUNDS + 1):
+    for rounds in range(1, ROUNDS + 1):  # noqa: B007 (reported after the loop)
         found = _bisect(inst, weights, float(bound))
         if found is None:
             break

@@ -20,8 +20,9 @@ straight from the aggregator where it is made (its worker's rack, or where it wa
 the aggregator that merges it, or to π[p] and the PS: a flow crossing an aggregator unmerged
 on its way elsewhere only adds that aggregator's DCN ingress and egress (and, on `all`, its
 charge), and it keeps what each aggregator merges, so the fan-in limit L (`Instance.fan_in`)
-holds as n[p, j] + In ≤ L and M[p] ≤ L. The model holds a little more than the plans: two combinations the data plane's
-per-worker merge rule cannot express (`routes.py`), which `realizable=True` excludes.
+holds as n[p, j] + In ≤ L and M[p] ≤ L. The model holds a little more than the plans: two
+combinations the data plane's per-worker merge rule cannot express (`routes.py`), which
+`realizable=True` excludes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any
 
 from ortools.sat.python import cp_model
 
@@ -56,15 +58,15 @@ class PlusModel:
 def counts(inst: Instance, p: int, choice: Choice, merges_all: dict[str, bool]) -> dict:
     """Flow counts of one PS's choice: ("in"|"out"|"cap", j) and ("ps",) → count."""
     A, root, local = inst.aggregators, inst.home[inst.ps[p]], inst.local[p]
-    into = {j: 0 for j in A}
-    out = {j: 0 for j in A}
+    into = dict.fromkeys(A, 0)
+    out = dict.fromkeys(A, 0)
     for i, j in choice.parent.items():
         out[i] += 1
         into[j] += 1
     for (i, j), k in choice.unmerged.items():
         out[i] += k
         into[j] += k
-    c = {}
+    c: dict[tuple[str, ...], int] = {}
     for j in A:
         if merges_all[j]:
             c["cap", j] = local[j] + into[j]
@@ -95,7 +97,8 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
         high = units(inst.r_high[p], step)
         r = mdl.new_int_var(math.ceil(inst.r_low / step), high, f"r{p}")  # (1)
         pm.r.append(r)
-        into, out = {j: [] for j in A}, {j: [] for j in A}
+        into: dict[str, list[Any]] = {j: [] for j in A}  # terms of flows into / out of j
+        out: dict[str, list[Any]] = {j: [] for j in A}
         for i in A:
             v["d", p, i] = mdl.new_constant(0) if i == root else \
                 mdl.new_int_var(1, max(1, len(A) - 1), f"d{p}_{i}")
@@ -147,7 +150,7 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
             for j in A:
                 if j != root:
                     mdl.add(v["n", p, j] + sum(into[j]) <= inst.fan_in)
-        rows = {("ps",): arrivals - v["M", p] + v["mr", p]}
+        rows: dict[tuple[str, ...], Any] = {("ps",): arrivals - v["M", p] + v["mr", p]}
         for j in A:
             rows["in", j], rows["out", j] = sum(into[j]), sum(out[j])
             if merges_all[j]:
@@ -174,7 +177,7 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
         mdl.add(sum(pm.r[p] for p in inst.tasks_of[w]) <= units(cap, step))
     # Implied (`solver.merge_budget`), stated so CP-SAT's bound sees it.
     mdl.add(sum(total[p] * pm.r[p] for p in P)
-            <= units(sum(inst.c.values()) + sum(ps_link), step))
+            <= units(sum(inst.c.values(), Fraction(0)) + sum(ps_link, Fraction(0)), step))
     mdl.maximize(sum(pm.r))  # (13)
     return pm
 

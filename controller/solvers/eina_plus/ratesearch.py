@@ -43,7 +43,7 @@ def search(inst: Instance, step: Fraction, merges_all: dict[str, bool],
 
 def _check(inst, step, merges_all, ps_link, levels, seconds, seed, workers):
     pm = model.build(inst, step, merges_all, ps_link, realizable=True)
-    for r, level in zip(pm.r, levels):
+    for r, level in zip(pm.r, levels, strict=True):
         pm.model.add(r == level)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(seconds, 0.01)

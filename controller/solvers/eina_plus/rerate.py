@@ -29,7 +29,7 @@ def best_rates(network: Network, plan: Plan, r_low: float,
             return None
     demand, capacity = resources(network, plans, flows)
     lp = pywraplp.Solver.CreateSolver("GLOP")
-    r = {label: lp.NumVar(r_low, high, label) for label, high in zip(plans, r_high)}
+    r = {label: lp.NumVar(r_low, high, label) for label, high in zip(plans, r_high, strict=True)}
     rows: dict = {}
     for t, uses in demand.items():
         for e, n in uses.items():

@@ -63,7 +63,7 @@ def _build(inst: Instance, p: int, ch: Choice) -> tuple[TaskPlan, dict[str, int]
         while j != root:
             j = ch.parent[j]
             path += [fabric, j]
-        return path + [ps]
+        return [*path, ps]
 
     paths: dict[str, list[str]] = {}
     sent_from_root: dict[str, str] = {}  # π[p]'s own worker → where it bypassed to

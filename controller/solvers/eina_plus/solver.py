@@ -16,7 +16,8 @@ Every candidate is rated by the same LP over the evaluator's own resources (`rer
 the best total Σ_p r_p is the plan; `details.candidates` gives every candidate's total.
 Status and bound are for the real problem the evaluator scores on this topology (see the
 package docstring): the model's CP-SAT bound turned into one for real rates (s · (U + |P|),
-`eina.bound`'s argument), capped by a tree-free bound; `optimal` only when the plan meets it.
+`eina.bound`'s argument), capped by a tree-free bound; `optimal` only when the plan meets it,
+else `timeout` when the time limit stopped the model's CP-SAT, `feasible` when it finished.
 """
 
 from __future__ import annotations
@@ -56,9 +57,9 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
                             f"random, aggtree (comma-separated); got {', '.join(unknown)}")
     inst = read(network, given)
     step = exact(params["step"])
-    limit = options.time_limit
+    limit = options.limit()
     seed, workers = options.seed or 0, params["num_workers"]
-    merges_all = {a: network.spec(a).aggregates == "all" for a in inst.aggregators}
+    merges_all = {a: network.switch_spec(a).aggregates == "all" for a in inst.aggregators}
     ps_link = inst.ps_cap  # every flow reaching the PS loads its link and its aggregation
     r_low, r_high = float(inst.r_low), [float(v) for v in inst.r_high]
 
@@ -71,10 +72,10 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         rates = rerate.best_rates(network, plan, r_low, r_high)
         if rates is None:
             return None
-        for tp, r in zip(plan.tasks, rates):
+        for tp, r in zip(plan.tasks, rates, strict=True):
             tp.rate_gbps = r
         total = sum(rates)
-        for tp, r in zip(plan.tasks, rates):
+        for tp, r in zip(plan.tasks, rates, strict=True):
             tp.model_share = r / total if total > 0 else 1 / len(rates)
         plan.objective = weighted_objective(network, plan)
         return plan
@@ -120,9 +121,9 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     status = solver.solve(pm.model)
     quantized_bound = None
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        own = rated(routes.task_plans(inst, model.read_back(inst, pm, solver)))
-        if own is not None:
-            candidates["eina-plus model"] = own
+        modelled = rated(routes.task_plans(inst, model.read_back(inst, pm, solver)))
+        if modelled is not None:
+            candidates["eina-plus model"] = modelled
         quantized_bound = int(solver.best_objective_bound + 1e-6)
     elif status == cp_model.INFEASIBLE:
         quantized_bound = -len(inst.ps)  # no rates on the grid: none real either (r^L on it)
@@ -144,7 +145,9 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         details["winner"] = winner
         plan.details = details
         plan.bound = max(float(bound), plan.objective)
-        plan.status = "optimal" if plan.objective >= float(bound) * (1 - 1e-9) else "feasible"
+        finished = status in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+        plan.status = ("optimal" if plan.objective >= float(bound) * (1 - 1e-9) else
+                       "feasible" if finished else "timeout")
     plan.solve_seconds = time.perf_counter() - started
     return plan
 
@@ -171,7 +174,8 @@ def tree_free_bound(inst: Instance, merges_all: dict[str, bool],
     ((10)), so Σ_p r_p ≤ c_j / min_p a_{p,j} (bypass voids this on `addressed` racks); and
     `merge_budget`."""
     P = range(len(inst.ps))
-    bounds = [sum(inst.r_high), merge_budget(inst, ps_link) / min(len(w) for w in inst.workers)]
+    bounds = [sum(inst.r_high, Fraction(0)),
+              merge_budget(inst, ps_link) / min(len(w) for w in inst.workers)]
     for j in inst.aggregators:
         least = min(inst.local[p][j] for p in P)
         if merges_all[j] and least > 0:
@@ -185,4 +189,4 @@ def merge_budget(inst: Instance, ps_link: list[Fraction]) -> Fraction:
     p reach its PS as S_p flows, S_p r_p ≤ the PS link (and the PS's aggregation capacity),
     so merges remove |W_p| − S_p of them; a merge of F flows removes F − 1 and charges
     F r_p ≥ (F − 1) r_p to some c_j."""
-    return sum(inst.c.values()) + sum(ps_link)
+    return sum(inst.c.values(), Fraction(0)) + sum(ps_link, Fraction(0))

@@ -20,7 +20,8 @@ from controller.solvers.eina_plus.model import Choice
 def choice_of_plan(network: Network, inst: Instance, p: int, tp: TaskPlan) -> Choice:
     root = inst.home[inst.ps[p]]
     tf = task_flows(network, tp)
-    ch = Choice({}, {}, {}, tf.aggregator_inflows.get((root, 0), 0))
+    # EINA+ merges whole flows: the count is a whole number
+    ch = Choice({}, {}, {}, int(tf.aggregator_inflows.get((root, 0), 0)))
     merged_flows = set()
     for w, trace in tf.traces.items():
         home, first = inst.home[w], None

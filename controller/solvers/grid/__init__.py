@@ -18,6 +18,17 @@ Taken from the paper, per task (tasks are independent, as the paper says of PSs)
   for (1) (not for the network: the evaluator may find more).
 * R-GRIA (Alg. 1): worker n goes to s with probability r̃_n^s / Σ_s r̃_n^s, drawn with the
   seed, so each worker has exactly one aggregation node.
+* The data plane's fan-in limit L (`max_fan_in`, default 64; 0: none, the paper's model) is a
+  row of (1), |N_s| ≤ L per switch ((1) knows a switch, not its pipelines; each point of it
+  then merges at most L flows). `grid-opt` solves (1) with it, so its `optimal` and bound are
+  within the limit. `grid` caps in the rounding: the LP has the row Σ_n x̃_n^s ≤ L (λ̃ stays
+  an upper bound of (1) with the limit), and a worker drawn to a switch that already has L
+  workers draws again among the other nodes by the same r̃_n^s (the PS always has room).
+  What it keeps of GRID's analysis: Theorems 1-3 (one node per worker, rate ≤ T, ≤ its node's
+  rate) hold as before; where no switch fills, the draws are Alg. 1's, number for number; the
+  Chernoff bounds of Theorems 5-6 need independent draws, so they no longer cover the
+  redrawn workers, whose load moves to their other nodes. The rates are the evaluator's
+  either way.
 
 Interpretations, where the paper leaves the real topology out (Sec. 4.1 assumes links are never
 the bottleneck, yet its Fig. 1 is decided by a 3 Gbps link):

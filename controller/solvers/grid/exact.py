@@ -6,6 +6,7 @@ probe asks CP-SAT for an integral assignment x with, at the rate λ,
 
     Σ_s x_n^s = 1                                 (aggregation constraint)
     |N_s| ≤ floor(C_s / λ) · u_s,  x_n^s ≤ u_s    (processing capacity; u_s: s ∈ S')
+    |N_s| ≤ L                                     (the data plane's fan-in, with L > 0)
     |N_α| + Σ_s u_s ≤ floor(B_α / λ)              (bandwidth constraint, y_s = λ for s ∈ S')
     n_e(x) ≤ floor(c_e / λ)                        (link rows, with `links`)
 
@@ -17,6 +18,7 @@ found slow, never appear (notes/controller-facts.md: bisection on one common rat
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import pairwise
@@ -40,17 +42,23 @@ class Outcome:
 
 
 def solve(inst: GridTask, links: bool, hint: dict[str, str], deadline: float,
-          workers: int = 1, seed: int = 0) -> Outcome:
-    """The best assignment found by the deadline and the proven bound; starts from `hint`."""
-    every_ps = {n: PS for n in inst.task.workers}
+          workers: int = 1, seed: int = 0,
+          report: Callable[[Fraction, Fraction], None] | None = None) -> Outcome:
+    """The best assignment found by the deadline and the proven bound; starts from `hint`.
+    `report(λ, bound)` hears each improvement of either as the search goes."""
+    every_ps = dict.fromkeys(inst.task.workers, PS)
     start = max((hint, every_ps), key=lambda a: value(inst, a, links))
     out = Outcome(start, value(inst, start, links), inst.big_t)
     ceiling = inst.big_t
+    if report:
+        report(out.value, ceiling)
     if links:  # link rows only restrict: (1) without them bounds λ*, and is quick to prove
         pure = solve(inst, False, hint, deadline, workers, seed)
         ceiling = pure.bound
         out.probes += pure.probes
     above = [v for v in levels(inst, links) if out.value < v <= ceiling]  # undecided values
+    if report:
+        report(out.value, max(above, default=out.value))
     proofs, step_up = 0, False
     while above:
         # Bisection; but after a find above a proven infeasible value, first the next value
@@ -70,6 +78,8 @@ def solve(inst: GridTask, links: bool, hint: dict[str, str], deadline: float,
             proofs += 1
         else:
             break  # out of time: the undecided values stay possible
+        if report:
+            report(out.value, max(above, default=out.value))
         step_up = found is not None and proofs > 0
     out.bound = max(above, default=out.value)
     return out
@@ -107,13 +117,15 @@ def probe(inst: GridTask, links: bool, rate: Fraction, hint: dict[str, str], sec
     # How many workers s can take: C_s / λ, and with link rows also what its incoming links
     # can bring (each worker arrives over the last link of its route; a cut the LP would not
     # see while u_s is fractional).
-    takes = {s: min(most(inst.cap[s]), len(allowed)) for s in usable}
+    takes = {s: min(most(inst.cap[s]), len(allowed), inst.fan_in or len(allowed))
+             for s in usable}  # the fan-in row |N_s| ≤ L (model.py) too
     if links:
         last: dict[str, dict[tuple[str, str], int]] = {}
         for n, nodes in allowed.items():
             for s in nodes:
                 if s != PS:
-                    e = tuple(inst.route(n, s)[-2:])
+                    hop = inst.route(n, s)[-2:]
+                    e = (hop[0], hop[1])
                     last.setdefault(s, {})[e] = last.get(s, {}).get(e, 0) + 1
         for s, arrivals in last.items():
             takes[s] = min(takes[s], sum(min(k, most(inst.link_cap[e]))

@@ -10,11 +10,20 @@ import networkx as nx
 from ortools.linear_solver import pywraplp
 
 from controller.model.network import Network, hosts_do_not_forward
+from controller.solvers import SchemeInputError
 from controller.solvers.grid.model import PS, GridTask
 
 
-class GridInfeasible(ValueError):
-    pass
+class GridInfeasible(SchemeInputError):
+    """GLOP gave no solution. The LP always has one (every rate 0), so this is GLOP stopped by
+    the time limit (or failing): the message says which, and the CLI shows it (exit 2)."""
+
+
+def _unsolved(what: str, status: int, time_limit: float | None) -> GridInfeasible:
+    if status == pywraplp.Solver.NOT_SOLVED and time_limit:
+        return GridInfeasible(f"grid: {what} was not solved within the time limit "
+                              f"({time_limit:g} s): give a longer --time-limit")
+    return GridInfeasible(f"grid: GLOP failed on {what} (OR-Tools status {status})")
 
 
 class Relaxed:
@@ -35,9 +44,12 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     lam = solver.NumVar(0, inf, "lambda")
     y = {s: solver.NumVar(0, inf, f"y[{s}]") for s in sorted(inst.cap)}
     r: dict[tuple[str, str], pywraplp.Variable] = {}
+    chosen: dict[str, list[pywraplp.Variable]] = defaultdict(list)  # x_n^s per switch s
     for n in task.workers:
         x = {s: solver.NumVar(0, 1, f"x[{n},{s}]") for s in inst.nodes(n)}
         solver.Add(sum(x.values()) == 1)  # aggregation constraint
+        for s in inst.cand[n]:
+            chosen[s].append(x[s])
         for s in inst.nodes(n):
             r[n, s] = solver.NumVar(0, inf, f"r[{n},{s}]")
             solver.Add(r[n, s] <= big_t * x[s])  # sending rate constraint
@@ -46,6 +58,10 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
         solver.Add(lam <= sum(r[n, s] for s in inst.nodes(n)))
     for s, cap in sorted(inst.cap.items()):  # processing capacity constraint
         solver.Add(sum(r[n, s] for n in task.workers if (n, s) in r) <= float(cap) / unit)
+    if inst.fan_in:  # the data plane's fan-in: Σ_n x_n^s ≤ L
+        for _switch, xs in sorted(chosen.items()):
+            if len(xs) > inst.fan_in:
+                solver.Add(sum(xs) <= inst.fan_in)
     # bandwidth constraint
     solver.Add(sum(r[n, PS] for n in task.workers) + sum(y.values()) <= float(inst.b_ps) / unit)
     if links:
@@ -55,8 +71,7 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     status = solver.Solve()
     names = {pywraplp.Solver.OPTIMAL: "optimal", pywraplp.Solver.FEASIBLE: "feasible"}
     if status not in names:
-        raise GridInfeasible(f"grid: the LP of task {task.job}/{task.name} has no solution "
-                             f"(OR-Tools status {status})")
+        raise _unsolved(f"the LP of task {task.job}/{task.name}", status, time_limit)
     value = lam.solution_value()  # in units of T until returned
     # Among the LP optima, the one moving the least traffic (hops × rate): ties between optima
     # are otherwise broken by the simplex path, which scatters rates over far nodes.
@@ -65,8 +80,9 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     hops = _hops(network, inst)
     solver.Minimize(sum(var * hops(n, s) for (n, s), var in r.items())
                     + sum(var * hops(s, PS) for s, var in y.items()))
-    if solver.Solve() not in names:
-        raise GridInfeasible(f"grid: the second LP stage of {task.job}/{task.name} failed")
+    status = solver.Solve()
+    if status not in names:
+        raise _unsolved(f"the second LP stage of {task.job}/{task.name}", status, time_limit)
     rates: dict[str, dict[str, float]] = defaultdict(dict)
     for (n, s), var in r.items():
         rates[n][s] = max(0.0, var.solution_value()) * unit

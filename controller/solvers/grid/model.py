@@ -9,6 +9,10 @@ N_s the workers x sends to s, N_α those sent to the PS, n_e(x) the flows x puts
 the `links` rows are in: one per worker→node route crossing e and one per used switch whose
 route to the PS crosses e. λ* of (1) is therefore always T or some capacity / count, which is
 what lets `exact.py` prove it by testing those values only.
+
+The data plane's fan-in limit L (`max_fan_in`) is one more row of (1): |N_s| ≤ L. It is taken
+per switch, as (1) has one aggregation node and one merged flow per switch; a switch's points
+(one per pipeline its workers enter by) then merge at most L flows each.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ class GridTask:
     # (n, node) → route worker→node; (s, PS) → route s→PS; node PS means the task's PS
     routes: dict[Edge, list[str]]
     link_cap: dict[Edge, Fraction]
+    # L: the most workers one switch merges (the data plane's fan-in); 0: unlimited, as in (1)
+    fan_in: int = 0
     _narrowest: dict[Edge, Fraction] = field(default_factory=dict, repr=False)
 
     def nodes(self, worker: str) -> list[str]:
@@ -98,7 +104,7 @@ def build(network: Network, task: Task, params: SchemeParams, paths: PathCache,
     b_ps = ps_ingress(network, task)
     inst = GridTask(task, max_rate(params, b_ps), exact(b_ps),
                     {s: exact(switch_capacity(network, s)) for c in cand.values() for s in c},
-                    cand, {}, {})
+                    cand, {}, {}, params["max_fan_in"])
     if rng is not None:
         draw_routes(network, inst, paths, rng)
     return inst
@@ -143,6 +149,9 @@ def capacity(inst: GridTask, resource: Resource) -> Fraction:
 
 
 def value(inst: GridTask, assign: dict[str, str], links: bool) -> Fraction:
-    """λ(x), exactly (module docstring)."""
+    """λ(x), exactly (module docstring); 0 for an x that sends a switch more than L workers
+    (no plan of the problem with the limit)."""
     used = counts(inst, assign, links)
+    if inst.fan_in and any(r[0] == "switch" and k > inst.fan_in for r, k in used.items()):
+        return Fraction(0)
     return min([inst.big_t] + [capacity(inst, r) / k for r, k in used.items() if k > 0])

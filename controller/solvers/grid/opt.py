@@ -4,7 +4,8 @@ What `optimal` and `bound` refer to (README, "What `optimal` ... guarantee"): GR
 (1) for each task on its own (the paper: the PSs' partitions are independent) with its rate
 model: one aggregation node per worker (a candidate INA switch or the PS), a common rate
 λ ≤ T, Σ_n r_n^s ≤ C_s, B_α shared by the raw flows into the PS and one merged flow per used
-switch, and with `links=true` (default) one capacity row per directed link, every flow on the
+switch, at most `max_fan_in` workers per switch (0: none), and with `links=true` (default)
+one capacity row per directed link, every flow on the
 one shortest route drawn with the seed (worker→node, node→PS; the plan then uses exactly those
 routes). Routes are not chosen: (1) has none. Per task, `details.model_value_gbps` is the
 plan's λ in that problem and `details.model_bound_gbps` the proven bound on it.
@@ -36,7 +37,7 @@ from fractions import Fraction
 
 from controller.model.network import Network
 from controller.model.plan import Plan
-from controller.solvers import SolveOptions
+from controller.solvers import SolveOptions, progress
 from controller.solvers.baselines.inatree import PathCache, rng_for
 from controller.solvers.common import weighted_objective
 from controller.solvers.grid import exact, lp
@@ -54,7 +55,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     given = {**network.schemes.get("grid", {}), **options.params}
     params = SchemeParams("grid-opt", given)
     links, draws, workers = params["links"], params["draws"], params["num_workers"]
-    limit = options.time_limit
+    limit = options.limit()
     paths, rng = PathCache(network), rng_for(options.seed)
     # Routes only where the model charges them; without link rows the plan routes least-loaded.
     insts = {t.key: build(network, t, params, paths, rng if links else None)
@@ -63,6 +64,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     seconds = {"instance": time.perf_counter() - started, "lp": 0.0, "cp_sat": 0.0}
     for i, (key, inst) in enumerate(insts.items()):
         began = time.perf_counter()
+        _reporter(key, len(insts))(None, inst.big_t)  # λ ≤ T before any probe
         share = (started + limit - began) / (len(insts) - i)
         # at most a quarter of the task's time: the warm start only saves probes
         hint, warm[key], warm_lp[key] = _warm_start(network, inst, links, draws, rng,
@@ -70,7 +72,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
         seconds["lp"] += time.perf_counter() - began
         share = (started + limit - time.perf_counter()) / (len(insts) - i)
         outcomes[key] = exact.solve(inst, links, hint, time.perf_counter() + share, workers,
-                                    options.seed or 0)
+                                    options.seed or 0, _reporter(key, len(insts)))
         seconds["cp_sat"] += sum(p[2] for p in outcomes[key].probes)
     began = time.perf_counter()
     plan = _best_routing(network, insts, outcomes, options, links, paths)
@@ -98,6 +100,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
         "merged_at": {tp.job + "/" + tp.task: merges(network, tp) for tp in plan.tasks},
     })
     plan.solve_seconds = time.perf_counter() - started
+    progress.report(plan.objective, plan.bound, "rate")
     return plan
 
 
@@ -111,7 +114,7 @@ def _warm_start(network: Network, inst: GridTask, links: bool, draws: int, rng: 
     worker at the PS (value None) when no LP finished in time."""
     deadline = time.perf_counter() + seconds
     best: tuple[dict[str, str], Fraction | None, str | None] = (
-        {n: PS for n in inst.task.workers}, None, None)
+        dict.fromkeys(inst.task.workers, PS), None, None)
     for lp_links in (False, True) if links else (False,):
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -141,7 +144,16 @@ def _best_routing(network: Network, insts, outcomes, options: SolveOptions,
         rate_plan(network, plan, insts)
         if best is None or plan.objective > best.objective + 1e-9:
             best = plan
+    assert best is not None  # the loop runs at least once
     return best
+
+
+def _reporter(key: tuple[str, str], tasks: int):
+    """Progress (`ina solve --progress`): the task's λ in (1) and the bound proven on it;
+    the plan's rate, which the evaluator scores on the routes, comes last."""
+    what = "model rate" if tasks == 1 else f"model rate of {'/'.join(key)}"
+    return lambda best, bound: progress.report(None if best is None else float(best),
+                                               _up(bound), what)
 
 
 def _up(value: Fraction) -> float:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from fractions import Fraction
 
 from controller.evaluator.evaluate import evaluate
@@ -57,7 +58,7 @@ def run_variant(network: Network, params: SchemeParams, links: bool, draws: int,
     best: Plan | None = None
     chosen: dict[tuple[str, str], dict[str, str]] = {}
     for draw in range(draws):
-        assignment = {k: rounding(relaxed[k], rng) for k in insts}
+        assignment = {k: rounding(relaxed[k], rng, insts[k].fan_in) for k in insts}
         tasks = [least_loaded_routes(network, t, assignment[t.key], rng, paths)
                  for t in network.tasks]
         plan = Plan("grid", "heuristic", 0.0, None, 0.0, None, tasks, topology=network.name)
@@ -90,19 +91,27 @@ def rate_plan(network: Network, plan: Plan, insts: dict[tuple[str, str], GridTas
     sending rate (with T = B_α, the default, the cap never binds: a task's flows into the PS
     share its ingress)."""
     result = evaluate(network, plan)
-    for tp, te in zip(plan.tasks, result.tasks):
+    for tp, te in zip(plan.tasks, result.tasks, strict=True):
         tp.rate_gbps = min(te.rate_gbps, float(insts[tp.key].big_t))
     plan.link_loads = result.link_loads
     plan.objective = weighted_objective(network, plan)
 
 
-def rounding(relaxed: lp.Relaxed, rng: random.Random) -> dict[str, str]:
-    """Alg. 1 lines 5-7: one aggregation node per worker, drawn proportionally to r̃_n^s."""
-    choice = {}
+def rounding(relaxed: lp.Relaxed, rng: random.Random, fan_in: int = 0) -> dict[str, str]:
+    """Alg. 1 lines 5-7: one aggregation node per worker, drawn proportionally to r̃_n^s.
+
+    With the fan-in limit L (0: none), a switch that has L workers is full: each later worker
+    draws among the nodes left, by the same r̃_n^s (the PS is never full). Where no switch
+    fills, the draws are Alg. 1's, number for number (one random number per worker either
+    way); the cap only redirects the overflow the rounding would add to a switch whose LP
+    share Σ_n x̃_n^s is already at most L (lp.py)."""
+    choice, taken = {}, Counter[str]()
     for n in sorted(relaxed.rates):
-        nodes = sorted(relaxed.rates[n])
+        nodes = [s for s in sorted(relaxed.rates[n])
+                 if s == PS or not fan_in or taken[s] < fan_in]
         weights = [relaxed.rates[n][s] for s in nodes]
         choice[n] = rng.choices(nodes, weights)[0] if sum(weights) > 0 else PS
+        taken[choice[n]] += 1
     return choice
 
 
@@ -111,7 +120,7 @@ def best_model_draw(inst: GridTask, relaxed: lp.Relaxed, links: bool, draws: int
     """R-GRIA's draws scored in the model (1) itself, no routing: `grid-opt`'s warm start."""
     found = []
     for _ in range(draws):
-        assign = rounding(relaxed, rng)
+        assign = rounding(relaxed, rng, inst.fan_in)
         found.append((value(inst, assign, links), assign))
     score, assign = max(found, key=lambda f: f[0])
     return assign, score

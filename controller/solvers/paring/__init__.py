@@ -21,6 +21,14 @@ shard on the B_v left (several.py); `paring-opt` returns the same plan with a pr
 the summed rate (several.rate_bounds) and, with two PSs, searches the joint optimum exactly
 (joint.py: candidate rate pairs at the rate LP's vertices, one CP-SAT feasibility per pair).
 
+The data plane's fan-in limit L (`max_fan_in`, default 64; 0: none, the paper's model): a
+tree switch has at most L children (its local workers and the switches below it), in step 2's
+slot count (degrees.slots), in Alg. 3 whatever its slack, in `paring-opt`'s model and in
+joint.py's; so `paring-opt`'s `optimal` and `bound` are those of (1) with the limit. A child
+switch merging on several pipelines sends one flow per pipeline; a point those would take over
+L merges only L of them (routes.py). In fine mode the shares are chosen within the limit
+(`controller.solvers.partial.best_effort`: raw remainders count as flows).
+
 Parameters (`schemes.paring` or `--param`): `gradient_gb`, the gradient size b (default 1),
 used only for the traffic volume and communication time reported (b scales O_2, it does not
 change the tree); `as_printed` (default false) runs Alg. 3 without the slot guard (steiner.py

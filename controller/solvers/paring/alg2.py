@@ -28,9 +28,11 @@ class Outcome:
     slack: float
 
 
-def run_paring(network: Network, task: Task, as_printed: bool = False) -> Outcome:
-    """Alg. 2: step 1 (PS), step 2 (r, d), step 3 (Alg. 3), line 23."""
-    g = convert(network, task)  # Alg. 1
+def run_paring(network: Network, task: Task, as_printed: bool = False,
+               fan_in: int = 0) -> Outcome:
+    """Alg. 2: step 1 (PS), step 2 (r, d), step 3 (Alg. 3), line 23; a switch takes at most
+    `fan_in` children (0: unlimited)."""
+    g = convert(network, task, fan_in)  # Alg. 1
     n = len(task.workers)
     return grow(g, degrees.select_ps(g, n), n, as_printed)
 

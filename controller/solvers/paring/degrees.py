@@ -32,6 +32,13 @@ def floor_div(b: Rate, r: Rate, cap: int) -> int:
     return min(math.floor(b / r), cap)
 
 
+def slots(g: Logical, v: str, r: Rate, cap: int) -> int:
+    """The children v may take at rate r: ⌊B_v / r⌋ (`floor_div`), and at a switch at most
+    the data plane's fan-in L (`g.fan_in`; the PS is a server: no such limit)."""
+    k = floor_div(g.capacity[v], r, cap)
+    return min(k, g.fan_in) if g.fan_in and g.network.is_switch(v) else k
+
+
 def select_ps(g: Logical, n: int) -> str:
     """Step 1 (lines 1-6): among the servers of largest capacity (T'), the one whose n nearest
     other servers are nearest on average; ties go to declaration order."""
@@ -49,29 +56,34 @@ def rate_and_degrees(g: Logical, ps: str, n: int) -> tuple[Rate, dict[str, int]]
     """Step 2 (lines 7-20): the rate r_2 and the degree bound d(v) of every vertex."""
     cap = n + len(g.switches) + 1  # no vertex can use more children than that
     workers = n  # line 8: n servers besides the PS, each of capacity 0 (module docstring)
-    everyone = g.switches + [ps]  # V_2 without the workers, who add only to |V_1 - {v_p}|
+    everyone = [*g.switches, ps]  # V_2 without the workers, who add only to |V_1 - {v_p}|
 
     def demand(v1: list[str]) -> int:  # |V_1 - {v_p}|
         return len(v1) - 1 + workers
 
-    def supply(v1: list[str], r: Rate) -> int:  # Σ_{v ∈ V_1} ⌊B_v / r⌋
-        return sum(floor_div(g.capacity[v], r, cap) for v in v1)
+    def supply(v1: list[str], r: Rate) -> int:  # Σ_{v ∈ V_1} ⌊B_v / r⌋ (at most L at a switch)
+        return sum(slots(g, v, r, cap) for v in v1)
 
     def useful(r: Rate) -> list[str]:  # lines 14-15: switches that can merge two gradients
-        return [v for v in everyone if v == ps or g.capacity[v] >= 2 * r]
+        return [v for v in everyone if v == ps or (g.capacity[v] >= 2 * r
+                and slots(g, v, r, cap) >= 2)]
+
+    def grows(v: str, r: Rate) -> bool:  # a lower rate can give v another slot
+        return g.capacity[v] not in (0, INF) and not (
+            g.fan_in and g.network.is_switch(v) and slots(g, v, r, cap) >= g.fan_in)
 
     total = sum(g.capacity[v] for v in everyone)
     r: Rate = min(g.rate_cap, total / demand(everyone))  # line 10
     v1 = useful(r)  # (a)
     while supply(v1, r) < demand(v1):  # line 11
-        finite = [g.capacity[v] for v in everyone if g.capacity[v] not in (0, INF)]  # line 12
+        finite = [g.capacity[v] for v in everyone if grows(v, r)]  # line 12
         if not finite:
             break
         r = max(b / (floor_div(b, r, cap) + 1) for b in finite)  # line 13 (as its prose reads)
         v1 = useful(r)  # lines 14-15
     d: dict[str, int] = {}
     for v in g.switches:  # lines 17-18
-        d[v] = floor_div(g.capacity[v], r, cap) + 1
+        d[v] = slots(g, v, r, cap) + 1
     for v in g.hosts:  # lines 19-20
         d[v] = max(1, floor_div(g.capacity[v], r, cap)) if v == ps else 1
     return r, d

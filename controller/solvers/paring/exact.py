@@ -18,6 +18,7 @@ Constraints:
   Σ_h p[h] = 1, Σ_h w[h] = n, p[h] + w[h] ≤ 1                 (server assignment)
   Σ_b y[h, b] = w[h], Σ_b y[v, b] = s[v]                      (one parent each; PS none)
   Σ_a y[a, v] ≤ ⌊B_v / r⌋ s[v], Σ_a y[a, h] ≤ ⌊B_h / r⌋ p[h]   (capacity, as degrees)
+  Σ_a y[a, v] ≤ L                                             (fan-in limit, L > 0)
   f[a, b] ≤ n y[a, b]; out - in = w[h] at a server other than the PS, n p[h] into the PS
 Workers do not aggregate (degrees.py), so a server receives only as the PS. With
 `servers_aggregate` (the paper's own model, where a server chosen as worker has the same B_v and
@@ -29,12 +30,13 @@ forward, so that variant scores problem (1) as printed, not a deployable plan.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from controller.solvers.paring.degrees import Rate, floor_div
+from controller.solvers.paring.degrees import Rate, floor_div, slots
 from controller.solvers.paring.logical import INF, Logical
 
 
@@ -64,8 +66,7 @@ def slots_suffice(g: Logical, n: int, r: Rate, servers_aggregate: bool = False) 
     """The counting test above: could any tree reach rate r? (Aggregating workers add their
     ⌊B_h / r⌋ - 1 slots: the n largest are counted.)"""
     cap = n + len(g.switches) + 1
-    relays = sum(floor_div(g.capacity[v], r, cap) - 1 for v in g.switches
-                 if floor_div(g.capacity[v], r, cap) >= 2)
+    relays = sum(slots(g, v, r, cap) - 1 for v in g.switches if slots(g, v, r, cap) >= 2)
     if servers_aggregate:
         relays += sum(sorted((max(floor_div(g.capacity[h], r, cap) - 1, 0) for h in g.hosts),
                              reverse=True)[:n])
@@ -75,19 +76,25 @@ def slots_suffice(g: Logical, n: int, r: Rate, servers_aggregate: bool = False) 
 
 def solve(g: Logical, n: int, deadline: float, workers: int, seed: int,
           hint: tuple[str, dict[str, str], list[str], Rate] | None = None,
-          servers_aggregate: bool = False) -> Exact:
+          servers_aggregate: bool = False,
+          report: Callable[[Rate | None, Rate], None] | None = None) -> Exact:
     """The highest feasible candidate rate, and the least-cost tree there until `deadline`.
 
     `hint` = (ps, parent, workers, rate) of a known tree (PARING's), used as CP-SAT's start
-    when it fits the candidate rate."""
+    when it fits the candidate rate. `report(rate, bound)` hears each candidate tried (every
+    higher one is refuted: a bound) and the rate of the tree found."""
     tried = 0
     for r in candidate_rates(g, n):
         if not slots_suffice(g, n, r, servers_aggregate):
             continue
         tried += 1
+        if report:
+            report(None, r)
         out = _solve_at(g, n, r, deadline, workers, seed, hint, servers_aggregate)
         if out.cp_status != "INFEASIBLE":
             out.candidates_tried = tried
+            if report and out.parent is not None:
+                report(r, r)
             return out
     return Exact(Fraction(0), None, None, [], None, None, "INFEASIBLE", tried)
 
@@ -99,7 +106,7 @@ def _solve_at(g: Logical, n: int, r: Rate, deadline: float, threads: int, seed: 
     p = {h: m.new_bool_var(f"p[{h}]") for h in g.hosts}
     w = {h: m.new_bool_var(f"w[{h}]") for h in g.hosts}
     s = {v: m.new_bool_var(f"s[{v}]") for v in g.switches}
-    k = {v: floor_div(g.capacity[v], r, cap) for v in g.nodes}
+    k = {v: slots(g, v, r, cap) for v in g.nodes}  # at a switch at most L (degrees.slots)
     y: dict[tuple[str, str], cp_model.IntVar] = {}
     f: dict[tuple[str, str], cp_model.IntVar] = {}
     for a in g.nodes:

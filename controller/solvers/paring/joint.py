@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -31,7 +32,7 @@ from controller.solvers.paring.logical import INF, Logical
 
 @dataclass
 class Joint:
-    bound: Fraction | None  # proven: no two trees give a larger r_1 + r_2 (None: not reached)
+    bound: Fraction  # proven: no two trees give a larger r_1 + r_2
     rates: tuple[Fraction, Fraction] | None  # the rates of the trees found at `bound`
     trees: list[tuple[str, dict[str, str]]] | None  # per PS: (ps, parent) of those trees
     workers: list[str]
@@ -48,11 +49,12 @@ def candidates(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
     for v in gs[0].switches:
         b = gs[0].capacity[v]
         if b not in (0, INF):
-            rows |= {(Fraction(a), Fraction(c), b) for a in range(n + 1) for c in range(n + 1)
+            rows |= {(Fraction(a), Fraction(c), Fraction(b)) for a in range(n + 1)
+                     for c in range(n + 1)
                      if a or c}
     for p, g in enumerate(gs):
         for b in {g.capacity[h] for h in g.hosts} - {0, INF}:
-            rows |= {(Fraction(k * (p == 0)), Fraction(k * (p == 1)), b)
+            rows |= {(Fraction(k * (p == 0)), Fraction(k * (p == 1)), Fraction(b))
                      for k in range(1, n + 1)}
     found = set()
     for (a1, b1, c1), (a2, b2, c2) in itertools.combinations(rows, 2):
@@ -66,9 +68,11 @@ def candidates(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
 
 
 def solve(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction, deadline: float,
-          threads: int, seed: int) -> Joint:
+          threads: int, seed: int,
+          report: Callable[[Fraction | None, Fraction], None] | None = None) -> Joint:
     """The optimal r_1 + r_2 if it is above `above` (else `bound` = `above`: nothing better
-    exists), or the highest candidate not refuted by `deadline`."""
+    exists), or the highest candidate not refuted by `deadline`. `report(sum, bound)` hears
+    each candidate probed (every higher one is refuted: a bound) and the sum found."""
     refuted: list[tuple[Fraction, Fraction]] = []
     probes = 0
     for r in candidates(gs, n, above, ceiling):
@@ -77,12 +81,16 @@ def solve(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction, deadlin
         if time.perf_counter() >= deadline:
             return Joint(r[0] + r[1], None, None, [], probes)
         probes += 1
+        if report:
+            report(None, r[0] + r[1])
         status, trees, workers = _fit(gs, n, r, deadline, threads, seed)
         if status == "INFEASIBLE":
             refuted.append(r)
             continue
         if trees is None:  # time ran out on this candidate: it stays possible
             return Joint(r[0] + r[1], None, None, [], probes)
+        if report:
+            report(r[0] + r[1], r[0] + r[1])
         return Joint(r[0] + r[1], r, trees, workers, probes)
     return Joint(above, None, None, [], probes)
 
@@ -118,7 +126,7 @@ def _fit(gs: list[Logical], n: int, rates: tuple[Fraction, Fraction], deadline: 
             m.add(sum(f[e] for e in f if e[1] == h) == n * p[h])
         for v in switches:
             m.add(sum(y[e] for e in y if e[0] == v) == s[v])
-            m.add(sum(ins[v]) <= n * s[v])
+            m.add(sum(ins[v]) <= min(n, g.fan_in or n) * s[v])  # at most L: the fan-in
             m.add(sum(f[e] for e in f if e[1] == v) == sum(f[e] for e in f if e[0] == v))
         pss.append(p)
         into.append(ins)
@@ -126,12 +134,13 @@ def _fit(gs: list[Logical], n: int, rates: tuple[Fraction, Fraction], deadline: 
     for h in hosts:  # distinct PSs, none a worker
         m.add(sum(p[h] for p in pss) + w[h] <= 1)
     for v in switches:  # the joint capacity row, scaled to integers
-        b = gs[0].capacity[v]
-        if b == INF:
+        cap = gs[0].capacity[v]
+        if cap == INF:
             continue
-        scale = math.lcm(b.denominator, *(r.denominator for r in rates))
+        cap = Fraction(cap)
+        scale = math.lcm(cap.denominator, *(r.denominator for r in rates))
         m.add(sum(int(r * scale) * sum(ins[v]) for r, ins in zip(rates, into, strict=True))
-              <= int(b * scale))
+              <= int(cap * scale))
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.05)
     solver.parameters.num_workers = threads

@@ -36,6 +36,8 @@ class Logical:
     _fabric: nx.Graph = field(repr=False, default_factory=nx.Graph)
     _paths: dict[tuple, list[list[str]]] = field(repr=False, default_factory=dict)
     _hops: dict[tuple, dict[str, int]] = field(repr=False, default_factory=dict)
+    # L: the most children a switch merges (the data plane's fan-in); 0: unlimited, as in (1)
+    fan_in: int = 0
 
     @property
     def nodes(self) -> list[str]:
@@ -90,7 +92,7 @@ def exact(value: float | None) -> Fraction | float:
     return INF if value is None else Fraction(value)
 
 
-def convert(network: Network, task: Task) -> Logical:
+def convert(network: Network, task: Task, fan_in: int = 0) -> Logical:
     """Alg. 1: lines 1-3 keep free servers and aggregation-capable switches, lines 4-6 add an
     edge of hop-count cost between every pair (BFS from each vertex: unit costs, so Floyd's
     all-pairs result is the same)."""
@@ -123,12 +125,12 @@ def convert(network: Network, task: Task) -> Logical:
                 cost[(a, b)] = cost[(b, a)] = int(h)
     capacity: dict[str, Fraction | float] = {
         s: exact(network.spec(s).aggregation_capacity_gbps) for s in switches}
-    for h in hosts:
-        capacity[h] = exact(network.ps_capacity(task, h))
+    for host in hosts:
+        capacity[host] = exact(network.ps_capacity(task, host))
     reachable = [h for h in hosts if any((h, x) in cost for x in hosts if x != h)]
     if len(reachable) < len(task.workers) + 1:
         raise SchemeInputError(
             f"{network.source}: task {task.job}/{task.name} needs {len(task.workers)} workers "
             f"and a PS but only {len(reachable)} free servers reach each other")
     return Logical(network, task, hosts, switches, capacity, cost,
-                   exact(task.rate_cap_gbps), fabric)
+                   exact(task.rate_cap_gbps), fabric, fan_in=fan_in)

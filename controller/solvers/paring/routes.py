@@ -9,6 +9,11 @@ flows that enter it, not the children (as the evaluator and the compiler count).
 that one flow enters still merges it: the flow leaves as the switch's own, so a tree edge that
 turns back at the switch does not bring a worker's flow to a node twice. A relay with one child
 only forwards.
+
+The tree gives a switch at most L children (`Tree.fan_in`, the data plane's fan-in), but a
+child switch whose children arrive on several pipelines sends several flows: a point those
+would take over L merges only L of them and lets the rest cross (`controller.solvers.fanin`),
+and the evaluator then rates the plan as it is.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections import defaultdict
 
 from controller.model.network import Network, Task
 from controller.model.plan import AggregationPoint, TaskPlan
+from controller.solvers.fanin import cap_fan_in
 from controller.solvers.paring.logical import Logical
 from controller.solvers.paring.steiner import Tree
 
@@ -59,7 +65,8 @@ def task_plan(network: Network, task: Task, tree: Tree, rate: float) -> TaskPlan
         if v != tree.ps:
             flows_from(v)
     points.sort(key=lambda a: (a.switch, a.pipeline))
-    return TaskPlan(task.job, task.name, tree.ps, rate, paths, points)
+    return cap_fan_in(network, TaskPlan(task.job, task.name, tree.ps, rate, paths, points),
+                      tree.fan_in)
 
 
 def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> Tree | None:
@@ -72,7 +79,7 @@ def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> 
     node twice."""
     parent = _without_relays(parent, workers)
     nodes = {ps, *parent}
-    tree = Tree(ps, dict(parent), {}, sorted(workers))
+    tree = Tree(ps, dict(parent), {}, sorted(workers), fan_in=g.fan_in)
     below: dict[str, set[str]] = defaultdict(set)
     for child in parent:
         for up in tree.ancestors(child):

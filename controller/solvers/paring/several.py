@@ -27,13 +27,16 @@ aggregation capacity B_v for vertices in the cluster after each run of Alg. 3." 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from controller.evaluator import sharding
 from controller.evaluator.evaluate import evaluate, resources, task_flows
 from controller.model.network import Network, Task
-from controller.model.plan import Plan, TaskPlan
+from controller.model.plan import Plan, Status, TaskPlan
 from controller.solvers import SchemeInputError
 from controller.solvers.paring import degrees
 from controller.solvers.paring.alg2 import Outcome, grow
@@ -53,10 +56,11 @@ class Subtask:
 
 
 def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
-                fine: bool = False) -> list[Subtask]:
+                fine: bool = False, fan_in: int = 0) -> list[Subtask]:
     """Sec. IV-C.3 on the tasks of one placed job, in their declaration order (fine: each
-    shard made fine on what the shards before it left, module docstring)."""
-    g = convert(network, tasks[0])  # Alg. 1 (the job's tasks share their free servers)
+    shard made fine on what the shards before it left, module docstring); in every shard's
+    tree a switch takes at most `fan_in` children (0: unlimited)."""
+    g = convert(network, tasks[0], fan_in)  # Alg. 1 (the job's tasks share their free servers)
     n, count = len(tasks[0].workers), len(tasks)
     if len(g.hosts) < n + count:
         raise SchemeInputError(
@@ -73,17 +77,17 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
     load: dict = {}
     for task, ps in zip(tasks, pss, strict=True):
         # the first shard places the workers: on servers that reach every PS
-        hosts = [h for h in g.hosts if h == ps or h not in pss and all(
-            (h, q) in g.cost for q in pss)] if workers is None else \
+        hosts = [h for h in g.hosts if h == ps or (h not in pss and all(
+            (h, q) in g.cost for q in pss))] if workers is None else \
             [h for h in g.hosts if h == ps or h in workers]
         g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
         outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed, load)
         load = outcome.tree.load  # the links the shards so far use (equal-cost legs avoid them)
         workers = workers or list(outcome.tree.workers)
         if fine:
-            shard = _fine_shard(network, task, outcome, [s.fine for s in out], len(tasks))
+            shard = _fine_shard(network, task, outcome, _fine(out), len(tasks))
             out.append(Subtask(task, replace(outcome, rate=shard.rate_gbps), shard))
-            left_over = residual(network, [s.fine for s in out])
+            left_over = residual(network, _fine(out))
             for v in g.switches:  # update B_v by what the shards merge, shares included
                 if capacity[v] != INF:
                     capacity[v] = _snap(left_over.spec(v).aggregation_capacity_gbps)
@@ -101,6 +105,11 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
     return out
 
 
+def _fine(subtasks: list[Subtask]) -> list[TaskPlan]:
+    """The fine-mode shards so far (fine mode sets every one)."""
+    return [s.fine for s in subtasks if s.fine is not None]
+
+
 def _fine_shard(network: Network, task: Task, outcome: Outcome, before: list[TaskPlan],
                 count: int) -> TaskPlan:
     """Shard p's tree as a task of the job, its rate and shares those of the one-PS fine mode
@@ -113,7 +122,7 @@ def _fine_shard(network: Network, task: Task, outcome: Outcome, before: list[Tas
     alone = Plan("paring", "heuristic", 0.0, None, 0.0, None, [tp], topology=network.name)
     carried = evaluate(left, alone).tasks[0].rate_gbps  # links left, B_v left, R left
     tp.rate_gbps = min(float(outcome.rate), carried)
-    return best_effort(left, alone).tasks[0]
+    return best_effort(left, alone, outcome.tree.fan_in).tasks[0]
 
 
 def residual(network: Network, shards: list[TaskPlan]) -> Network:
@@ -161,14 +170,14 @@ def _as_ps_of(g: Logical, network: Network, task: Task, hosts: list[str],
 
 def _star(g: Logical, ps: str, n: int) -> Outcome:
     """A subtask left with no rate: each worker straight to its PS (no B_v spent)."""
-    d = {v: 1 for v in g.nodes} | {ps: max(n, 2)}
+    d = dict.fromkeys(g.nodes, 1) | {ps: max(n, 2)}
     tree = steiner_tree(g, ps, d, n, 1.0, guard=False)  # links left alone: it sends nothing
     if tree is None:
         raise SchemeInputError(f"{g.network.source}: no path from the workers to {ps}")
     return Outcome(g, tree, Fraction(0), Fraction(0), 1.0)
 
 
-def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: str,
+def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: Status,
             seed: int | None) -> Plan:
     """One task per PS, model_share r_p / Σ r. PARING ignores links; the evaluator does not,
     so each shard in turn claims its line-23 rate or, if less, what the evaluator's resources
@@ -204,7 +213,7 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
     for tp in plan.tasks:
         hops[tp.key] = sum(ll.flows for ll in evaluate(network, Plan(
             plan.scheme, plan.status, 0.0, None, 0.0, None, [tp])).link_loads)
-    volume = sum(tp.model_share * hops[tp.key] for tp in plan.tasks) * gradient_gb
+    volume = sum(sharding.share(tp) * hops[tp.key] for tp in plan.tasks) * gradient_gb
     total = plan.objective
     seconds = gradient_gb * 8 / total if total > 0 else INF
     pss = [tp.ps for tp in plan.tasks]
@@ -224,17 +233,18 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
     })
 
 
-def shard_graphs(network: Network, tasks: list[Task]) -> list[Logical]:
+def shard_graphs(network: Network, tasks: list[Task], fan_in: int = 0) -> list[Logical]:
     """G' once per PS: every free server, each with task p's PS capacity (joint.py)."""
-    g = convert(network, tasks[0])
+    g = convert(network, tasks[0], fan_in)
     return [_as_ps_of(g, network, task, g.hosts) for task in tasks]
 
 
-def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> Plan | None:
+def joint_plan(network: Network, tasks: list[Task], found, seed: int | None,
+               fan_in: int = 0) -> Plan | None:
     """The plan of joint.py's two trees at their rates (the evaluator may lower them); None
     when a tree has no physical realisation (`tree_of`)."""
     subtasks = []
-    for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks), found.trees,
+    for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks, fan_in), found.trees,
                                          found.rates, strict=True):
         tree = tree_of(g, ps, parent, found.workers)
         if tree is None:
@@ -244,18 +254,30 @@ def joint_plan(network: Network, tasks: list[Task], found, seed: int | None) -> 
 
 
 def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: int,
-                seed: int) -> Rate:
+                seed: int, report: Callable[[Rate | None, Rate], None] | None = None,
+                fan_in: int = 0) -> Rate:
     """A proven bound on Σ_p r_p: every shard's tree is a one-PS tree of problem (1) on the
     full B_v, so r_p is at most that problem's optimal rate (exact.py: its first candidate not
-    refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it."""
-    total: Rate = Fraction(0)
-    g = convert(network, tasks[0])
+    refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it.
+    `report(None, bound)` hears the bound as the candidates of each PS fall."""
+    g = convert(network, tasks[0], fan_in)
     n = len(tasks[0].workers)
-    known: dict = {}  # tasks whose PS capacity is the same share one solve
+    caps = [task.ps_aggregation_capacity_gbps for task in tasks]
+    known: dict = {}  # tasks whose PS capacity is the same share one solve; the bound so far
+
+    def total() -> Rate:
+        return min(sum((known.get(c, INF) for c in caps), Fraction(0)), g.rate_cap)
+
+    def hear(_rate: Rate | None, bound: Rate, capacity) -> None:
+        known[capacity] = bound
+        if report:
+            report(None, total())
+
     for task in tasks:
-        if task.ps_aggregation_capacity_gbps not in known:
+        capacity = task.ps_aggregation_capacity_gbps
+        if capacity not in known:
             g_p = _as_ps_of(g, network, task, g.hosts)
-            known[task.ps_aggregation_capacity_gbps] = solve_exactly(
-                g_p, n, deadline, threads, seed).rate
-        total += known[task.ps_aggregation_capacity_gbps]
-    return min(total, g.rate_cap)
+            known[capacity] = solve_exactly(
+                g_p, n, deadline, threads, seed,
+                report=functools.partial(hear, capacity=capacity)).rate
+    return total()

@@ -14,8 +14,8 @@ from typing import Any
 
 from controller.evaluator.evaluate import evaluate
 from controller.model.network import Network, Task
-from controller.model.plan import Plan
-from controller.solvers import SchemeInputError, SolveOptions
+from controller.model.plan import Plan, Status
+from controller.solvers import SchemeInputError, SolveOptions, progress
 from controller.solvers.params import SchemeParams
 from controller.solvers.paring import exact, joint, several
 from controller.solvers.paring.alg2 import run_paring
@@ -43,10 +43,12 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     params = SchemeParams("paring", options.params)
     gradient_gb, as_printed = params["gradient_gb"], params["as_printed"]
+    fan_in = params["max_fan_in"]
     tasks = placed_tasks(network, "paring")
     if len(tasks) > 1:  # Sec. IV-C.3: the model sharded over several PSs
         fine = params["fine"]  # each shard fine on what the others left
-        plan = several.plan_of(network, several.run_several(network, tasks, as_printed, fine),
+        plan = several.plan_of(network, several.run_several(network, tasks, as_printed, fine,
+                                                            fan_in),
                                "paring", "heuristic", options.seed)
         if fine:
             plan.details["partial_aggregation"] = {
@@ -56,10 +58,10 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
         plan.solve_seconds = time.perf_counter() - started
         return plan
     task = tasks[0]
-    out = run_paring(network, task, as_printed)
+    out = run_paring(network, task, as_printed, fan_in)
     plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
     if params["fine"]:  # Sec. V-C's fine mode: switches merge a share, rest raw
-        plan = best_effort(network, plan)
+        plan = best_effort(network, plan, fan_in)  # raw remainders count against L
     plan.details.update({"algorithm_rate_gbps": _num(out.rate),
                          "step2_rate_gbps": _num(out.step2_rate),
                          "degree_slack": _num(out.slack)})
@@ -68,8 +70,8 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     return plan
 
 
-def plan_for(network: Network, task: Task, tree: Tree, rate: float, scheme: str,
-             status: str, seed: int | None) -> Plan:
+def plan_for(network: Network, task: Task, tree: Tree, rate: float | Fraction, scheme: str,
+             status: Status, seed: int | None) -> Plan:
     """The Plan of one placed tree, rated by the evaluator (the claimed rate is never above
     what the paths carry)."""
     tp = task_plan(network, task, tree, 0.0)
@@ -119,7 +121,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     params = SchemeParams("paring-opt", options.params)
     gradient_gb, threads = params["gradient_gb"], params["num_workers"]
-    limit = options.time_limit
+    limit, fan_in = options.limit(), params["max_fan_in"]
     if params["fine"]:
         raise SchemeInputError(
             f"{network.source}: paring-opt: `fine` is not modelled: paring-opt solves the "
@@ -129,33 +131,41 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     tasks = placed_tasks(network, "paring-opt")
     if len(tasks) > 1:  # Sec. IV-C.3: PARING's shards, bounded by the exact single-PS rates
         plan = several.plan_of(network, several.run_several(
-            network, tasks, params["as_printed"]), "paring-opt", "feasible",
+            network, tasks, params["as_printed"], fan_in=fan_in), "paring-opt", "feasible",
             options.seed)
-        bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0)
+        report = _reporter("summed rate")
+        report(plan.objective, INF)
+        bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0,
+                                     report, fan_in)
         if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
-            found = joint.solve(several.shard_graphs(network, tasks), len(tasks[0].workers),
-                                Fraction(plan.objective), Fraction(bounds), started + limit,
-                                threads, options.seed or 0)
-            if found.trees is not None:
-                better = several.joint_plan(network, tasks, found, options.seed)
+            pair = joint.solve(several.shard_graphs(network, tasks, fan_in),
+                               len(tasks[0].workers),
+                               Fraction(plan.objective), Fraction(bounds), started + limit,
+                               threads, options.seed or 0, report)
+            if pair.trees is not None:
+                better = several.joint_plan(network, tasks, pair, options.seed, fan_in)
                 plan = better if better and better.objective > plan.objective else plan
-            bounds = min(bounds, found.bound)
-            plan.details["joint_candidates_probed"] = found.probes
+            bounds = min(bounds, pair.bound)
+            plan.details["joint_candidates_probed"] = pair.probes
         plan.bound = max(float(bounds), plan.objective)
         plan.details["rate_optimal"] = plan.objective >= float(bounds) * (1 - 1e-9)
         several.describe(plan, network, gradient_gb)
         plan.solve_seconds = time.perf_counter() - started
         _timed_out(plan, limit)
+        report(plan.objective, plan.bound)
         return plan
     task = tasks[0]
-    heur = run_paring(network, task, params["as_printed"])
+    heur = run_paring(network, task, params["as_printed"], fan_in)
     g, n = heur.logical, len(task.workers)
     hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)
-    found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint)
     plans = [plan_for(network, task, heur.tree, heur.rate, "paring-opt", "feasible",
                       options.seed)]
+    report = _reporter("rate")
+    report(plans[0].objective, INF)
+    found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint, report=report)
     trees = [heur.tree]
-    tree = None if found.parent is None else tree_of(g, found.ps, found.parent, found.workers)
+    tree = (None if found.parent is None or found.ps is None
+            else tree_of(g, found.ps, found.parent, found.workers))
     if tree is not None:
         plans.append(plan_for(network, task, tree, float(found.rate), "paring-opt",
                               "feasible", options.seed))
@@ -177,7 +187,17 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     describe(plan, network, trees[best], gradient_gb)
     plan.solve_seconds = time.perf_counter() - started
     _timed_out(plan, limit)
+    report(plan.objective, plan.bound)
     return plan
+
+
+def _reporter(what: str):
+    """Progress (`ina solve --progress`): the best rate so far (PARING's plan, then the rate
+    of CP-SAT's trees in problem (1), last the plan's) and the candidate rates refuted above."""
+    def report(best: Rate | None, bound: Rate) -> None:
+        progress.report(None if best is None else float(best),
+                        None if bound == INF else float(bound), what)
+    return report
 
 
 def _timed_out(plan: Plan, limit: float) -> None:

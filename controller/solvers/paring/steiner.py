@@ -14,8 +14,9 @@ placement falls out of the tree. Readings where the text leaves room:
   Theorem 2's 2/3 are its answer. `guard` (default; `--param as_printed=true` turns it off)
   takes the least ratio-cost spider after which H keeps a free slot and the free slots plus
   those the switches outside H can add (⌊slack d(v)⌋ - 2 each, net of their own parent)
-  cover the workers still to come (relays a merge brings in count). G' being complete, some spider always passes when the slots added up at the
-  start, so with slack 1 the tree reaches step 2's rate r_2.
+  cover the workers still to come (relays a merge brings in count). G' being complete, some
+  spider always passes when the slots added up at the start, so with slack 1 the tree
+  reaches step 2's rate r_2.
 * (c) A plan merges by worker (`controller.model.plan`): a flow must not cross a vertex above its
   parent before reaching it (that vertex would merge it early), nor a vertex below it (a
   mix of merged and unmerged workers). So a leg avoids the vertices above its upper end, a
@@ -57,6 +58,7 @@ class Tree:
     path: dict[str, list[str]] = field(default_factory=dict)  # child → physical path to parent
     workers: list[str] = field(default_factory=list)
     load: dict[tuple[str, str], int] = field(default_factory=dict)  # tree flows per link
+    fan_in: int = 0  # L: the most children a switch merges (0: unlimited); routes.py keeps it
 
     def children(self) -> dict[str, int]:
         count: dict[str, int] = defaultdict(int)
@@ -101,12 +103,13 @@ def steiner_tree(g: Logical, ps: str, d: dict[str, int], n: int, slack: float,
     """Alg. 3; None when no spider fits the degree bounds before all n workers are in H.
     `load`: flows per link that earlier trees (other PSs' shards) already put there, so that
     equal-cost legs avoid them."""
-    tree = Tree(ps, load=dict(load or {}))
+    tree = Tree(ps, load=dict(load or {}), fan_in=g.fan_in)
     deg: dict[str, int] = defaultdict(int)  # d'(v), current degree in H
     removed: set[str] = set()
 
-    def limit(v: str) -> float:
-        return math.floor(slack * d[v]) if slack != math.inf else math.inf
+    def limit(v: str) -> float:  # no slack lifts a switch above L children and its parent
+        most = math.floor(slack * d[v]) if slack != math.inf else math.inf
+        return min(most, g.fan_in + 1) if g.fan_in and g.network.is_switch(v) else most
 
     m = 0
     while m < n:  # line 3 (repeat ... until m = n, line 20)

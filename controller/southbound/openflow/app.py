@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from os_ken import cfg
 from os_ken.base.app_manager import AppManager, OSKenApp
@@ -56,7 +57,7 @@ class PlainSwitchApp(DaemonFollower, OSKenApp):
         self.state = ina_state
         self.follow = ina_follow
         self.pushes: dict[str, list[float]] = {s: [] for s in ina_tables}
-        self.datapaths: dict[int, object] = {}  # connected switches, by datapath id
+        self.datapaths: dict[int, Any] = {}  # connected switches (os-ken's), by datapath id
         self.pending: dict[tuple[int, int], tuple[str, float]] = {}  # (dpid, barrier xid)
         self.acks: dict[tuple[int, int], threading.Event] = {}
         # Sends to a switch happen in os-ken's event thread (connects) and in the follower
@@ -87,8 +88,9 @@ class PlainSwitchApp(DaemonFollower, OSKenApp):
     @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
     def switch_gone(self, ev) -> None:
         with self.lock:
-            if self.datapaths.get(ev.datapath.id) is ev.datapath:
-                del self.datapaths[ev.datapath.id]
+            dp = ev.datapath
+            if dp.id in self.datapaths and self.datapaths[dp.id] is dp:
+                del self.datapaths[dp.id]
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def installed(self, ev) -> None:

@@ -35,8 +35,10 @@ import logging
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from controller.compiler.program import CompileError, generation
 from controller.model.network import Network
@@ -95,16 +97,35 @@ class DaemonFollower:
     the drain time (break). Uses the app's `follow`, `versions`, `published`, `confirmed`,
     `retire_at`, `datapaths`, `names`, `acks`, `lock`, `is_active` and `_write_state`."""
 
+    # What the app provides (declared for the type checker; the app sets them).
+    follow: Follow | None
+    versions: dict[int, dict[int, SwitchTables]]
+    published: int
+    confirmed: int
+    retire_at: dict[int, float]
+    datapaths: dict[int, Any]
+    names: dict[int, str]
+    acks: dict[tuple[int, int], threading.Event]
+    lock: threading.RLock
+    is_active: bool
+    _write_state: Callable[[], None]
+
+    def _following(self) -> Follow:
+        # A method, not a property: os-ken's app registry reads every attribute of the app
+        # (inspect.getmembers), which would evaluate a property before `follow` is set.
+        assert self.follow is not None  # the follower runs only with `ina_follow`
+        return self.follow
+
     # -- following the daemon (runs in its own thread)
 
     def _follow_daemon(self) -> None:
         stamp = None
         while self.is_active:
-            time.sleep(self.follow.poll_seconds)
+            time.sleep(self._following().poll_seconds)
             try:
-                mtime = self.follow.daemon_state.stat().st_mtime_ns
+                mtime = self._following().daemon_state.stat().st_mtime_ns
                 if mtime != stamp:
-                    self.follow_state(*read_daemon_state(self.follow.daemon_state))
+                    self.follow_state(*read_daemon_state(self._following().daemon_state))
                     stamp = mtime
             except UNREADABLE as exc:
                 log.debug("daemon state not readable yet: %s", exc)
@@ -121,14 +142,14 @@ class DaemonFollower:
             self.add_version(newest)
         if published.version > self.published:  # the hosts switched: drain the older ones
             self.published = published.version
-            deadline = time.monotonic() + self.follow.drain_seconds
+            deadline = time.monotonic() + self._following().drain_seconds
             for version in self.versions:
                 if version < published.version:
                     self.retire_at.setdefault(version, deadline)
 
     def _compile(self, announced: Announced) -> dict | None:
         try:
-            return self.follow.compile(announced)
+            return self._following().compile(announced)
         except CompileError as exc:
             log.error("plan version %d cannot be installed: %s", announced.version, exc)
             return None

@@ -67,13 +67,14 @@ class SwitchTables:
 
     def flow_ports(self) -> dict[int, int]:
         """Flow id → output port of the per-flow rules, to compare with the plan."""
-        return {r.match["udp_src"]: r.output for r in self.flows
+        return {int(r.match["udp_src"]): r.output for r in self.flows
                 if r.priority == PRIO_FLOW and r.output is not None}
 
     def result_ports(self) -> dict[int, tuple[int, ...]]:
         """Result flow id → ports its group replicates to."""
         groups = {g.group_id: g.ports for g in self.groups}
-        return {r.match["udp_src"]: groups[r.group] for r in self.flows if r.group is not None}
+        return {int(r.match["udp_src"]): groups[r.group] for r in self.flows
+                if r.group is not None}
 
 
 def datapath_id(network: Network, switch: str) -> int:
@@ -102,7 +103,8 @@ def compile_openflow(network: Network, plan: Plan, version: int = 1) -> dict[str
             FlowRule(TABLE_INA, PRIO_CONTROL, _ina(ip_ecn=ECN_CE), goto_table=TABLE_IPV4),
             FlowRule(TABLE_INA, PRIO_UNKNOWN_FLOW, _ina()),
             FlowRule(TABLE_INA, PRIO_MISS, {}, goto_table=TABLE_IPV4),
-            *(FlowRule(TABLE_IPV4, PRIO_HOST, {"eth_type": ETHERTYPE_IPV4, "ipv4_dst": ip}, output=port)
+            *(FlowRule(TABLE_IPV4, PRIO_HOST, {"eth_type": ETHERTYPE_IPV4, "ipv4_dst": ip},
+                       output=port)
               for ip, port in host_routes(network, ids, switch).items()),
             FlowRule(TABLE_IPV4, PRIO_MISS, {}),
         ]

@@ -118,7 +118,7 @@ def _instance(setting: str, spec: dict[str, Any], variant: str, limit: float) ->
     result = evaluate(network, plan)
     exact = result.consistent and all(
         abs(te.rate_gbps - tp.rate_gbps) <= 1e-6 * max(1.0, tp.rate_gbps)
-        for tp, te in zip(plan.tasks, result.tasks))
+        for tp, te in zip(plan.tasks, result.tasks, strict=True))
     return {
         "setting": setting, **spec, "variant": variant, "time_limit": limit,
         "status": plan.status, "objective_gbps": plan.objective, "bound_gbps": plan.bound,
@@ -181,7 +181,7 @@ def _plot(out: Path, rows: list[dict[str, Any]]) -> None:
 
     settings = sorted({r["setting"] for r in rows})
     fig, axes = plt.subplots(1, len(settings), figsize=(5 * len(settings), 4), squeeze=False)
-    for ax, setting in zip(axes[0], settings):
+    for ax, setting in zip(axes[0], settings, strict=True):
         variants = list(dict.fromkeys(r["variant"] for r in rows if r["setting"] == setting))
         data = [[r["objective_gbps"] for r in rows
                  if r["setting"] == setting and r["variant"] == v] for v in variants]

@@ -4,8 +4,8 @@ workers), Fig. 5 (1-6 INA switches): rate, proven bound and solve time.
 Setting (Sec. IV-A): 20 switches with 24 ports, 100 Gbps links, one PS, by default 4 INA
 switches and 90 workers. ATRO gets the pool (`ina topo gen pool`) with L = 5, once per point
 (nothing in it is random), in two forms: `atro` is the paper's model (`max_fan_in=0`) and
-`atro-dp` adds the data plane's limit of MAX_FAN_IN (64) flows merged per aggregator. The baselines cable
-the same 20 switches as a leaf-spine (10 leaves × 10 spines, 14 hosts per leaf) or a fat-tree
+`atro-dp` adds the data plane's limit of MAX_FAN_IN (64) flows merged per aggregator. The baselines
+cable the same 20 switches as a leaf-spine (10 leaves × 10 spines, 14 hosts per leaf) or a fat-tree
 variant (k = 4: 4 cores, 8 aggregation, 8 edge switches, 12 hosts per edge), place the workers
 and the PS at random (one seed per instance, the PS's leaf/edge INA, the other INA switches
 drawn at random) and route with `aro` or, with every ToR able to aggregate and a budget of
@@ -149,7 +149,8 @@ def _split_jobs(doc: dict[str, Any], count: int) -> dict[str, Any]:
 
 def run_one(job: dict[str, Any], limit: float) -> dict[str, Any]:
     network = build_network(document(job), f"{job['fabric']} seed {job['seed']}")
-    scheme, params = job["scheme"], {}
+    scheme = job["scheme"]
+    params: dict[str, Any] = {}
     if scheme == "atro":
         params = {"max_fan_in": 0}
     elif scheme == "atro-mono":

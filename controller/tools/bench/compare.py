@@ -1,4 +1,5 @@
-"""`ina bench compare --figure NAME`: the papers' scheme comparisons, rerun and scored by our evaluator.
+"""`ina bench compare --figure NAME`: the papers' scheme comparisons, rerun and scored by our
+evaluator.
 
 A figure is a set of settings (topology generator and its parameters, or an example file), a
 list of schemes and the values the paper states. Each run (setting × seed × scheme) builds its
@@ -15,12 +16,13 @@ be able to import this package (same environment as the client).
 
 Output per figure: `out/bench/compare/<figure>/results.json` (every run, per-setting means and
 the ratios between schemes next to the paper's) and `<figure>.png`, drawn like the paper's plot;
-plus the figure's rows in the "Scheme comparison" section of BENCHMARKS.md, linking a
-copy of the PNG under `docs/benchmarks/compare/`, beside a copy of the JSON (`<figure>.json`),
-so the numbers BENCHMARKS.md quotes stay checkable (out/ is not committed). Runs go seed by
-seed over all settings and each record is appended to `<out>/records.jsonl` as it arrives, so a
-sweep stopped early (`--resume` continues it; `--resume --seeds K` summarises its first K seeds)
-loses nothing and covers every setting with the same seeds.
+plus the figure's rows in the "Scheme comparison" section of docs/benchmarks/compare.md (which
+BENCHMARKS.md summarises), linking a copy of the PNG under `docs/benchmarks/compare/`, beside a
+copy of the JSON (`<figure>.json`), so the numbers quoted stay checkable (out/ is not
+committed). Runs go seed by seed over all settings and each record is appended to
+`<out>/records.jsonl` as it arrives, so a sweep stopped early (`--resume` continues it;
+`--resume --seeds K` summarises its first K seeds) loses nothing and covers every setting with
+the same seeds.
 
 Metrics: "min" is the slowest task's rate (ARO's bottleneck sending rate, GRID's rate); figures
 with several tasks (ARO Figs. 9, 10) also report "total", the sum over tasks.
@@ -52,7 +54,8 @@ from controller.tools.tables import print_table
 
 ROOT = Path(__file__).resolve().parents[3]
 SECTION = "## Scheme comparison"
-DOCS = Path("docs") / "benchmarks" / "compare"  # committed PNG copies, relative to BENCHMARKS.md
+DOCS = Path("compare")  # committed PNG copies, relative to the page of tables (TABLES)
+TABLES = ROOT / "docs" / "benchmarks" / "compare.md"
 DEVIATION = 0.25  # ratios between schemes further than this from the paper's get flagged
 
 console = Console()
@@ -161,7 +164,7 @@ def _fill_racks(doc: dict[str, Any], rng: random.Random) -> None:
     order = sorted(racks)
     rng.shuffle(order)
     chosen = [h for rack in order for h in racks[rack]][:len(task["workers"])]
-    role = {h: "worker" for h in chosen}
+    role = dict.fromkeys(chosen, "worker")
     for host in doc["hosts"]:
         if host["role"] != "ps":
             host["role"] = role.get(host["name"], "idle")
@@ -333,7 +336,7 @@ def run_one(run: Run) -> dict[str, Any]:
         plan = solve(network, run.scheme, SolveOptions(run.time_limit, run.seed, None, run.params))
         cpu = time.process_time() - cpu
         result = evaluate(network, plan)
-    except Exception as exc:  # noqa: BLE001 - one failing scheme must not lose the sweep
+    except Exception as exc:  # one failing scheme must not lose the sweep
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["traceback"] = traceback.format_exc(limit=4)
         return record
@@ -362,7 +365,7 @@ _MODEL_DETAILS = ("model_value_gbps", "model_bound_gbps", "model_status", "warm_
 def plan_runs(figure: Figure, seeds: int, schemes: tuple[str, ...],
               time_limit: float | None) -> list[Run]:
     """Seed-major, so a sweep stopped early has the same seeds done for every setting."""
-    runs = []
+    runs: list[Run] = []
     for seed in range(seeds):
         for setting in figure.settings:
             for scheme in schemes:
@@ -513,7 +516,7 @@ def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, 
     panels = [(panel, metric) for panel in dict.fromkeys(s.panel for s in figure.settings)
               for metric in figure.metrics]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.2), squeeze=False)
-    for ax, (panel, metric) in zip(axes[0], panels):
+    for ax, (panel, metric) in zip(axes[0], panels, strict=True):
         rows = [r for r in summary if r["panel"] == panel and r["metric"] == metric]
         if figure.plot == "groups":
             _group_bars(ax, figure, rows, schemes)
@@ -532,11 +535,11 @@ def plot(figure: Figure, records: list[dict[str, Any]], summary: list[dict[str, 
                     or [0.0] for s in schemes]
             parts = ax.violinplot(data, showmeans=True, showextrema=True)
             parts["cmeans"].set_color("red")
-            paper = [(i + 1, r["paper_gbps"]) for i, s in enumerate(schemes)
+            means = [(i + 1, r["paper_gbps"]) for i, s in enumerate(schemes)
                      for r in rows if r["scheme"] == s and r["paper_gbps"]]
-            if paper:
-                ax.scatter(*zip(*paper), marker="*", s=120, color="gold", edgecolor="black",
-                           zorder=3, label="paper mean")
+            if means:
+                ax.scatter(*zip(*means, strict=True), marker="*", s=120, color="gold",
+                           edgecolor="black", zorder=3, label="paper mean")
             ax.set_xticks(range(1, len(schemes) + 1), [s.upper() for s in schemes])
         else:
             by = {r["scheme"]: r for r in rows}
@@ -569,10 +572,12 @@ def _group_bars(ax: Any, figure: Figure, rows: list[dict[str, Any]],
         xs = [k - 0.4 + width * (i + 0.5) for k in range(len(labels))]
         bars = ax.bar(xs, [by[lb].get("mean_gbps", 0.0) for lb in labels], width,
                       label=scheme.upper())
-        stars = [(x, by[lb]["paper_gbps"]) for x, lb in zip(xs, labels) if by[lb]["paper_gbps"]]
+        stars = [(x, by[lb]["paper_gbps"]) for x, lb in zip(xs, labels, strict=True)
+                 if by[lb]["paper_gbps"]]
         if stars:
-            ax.scatter(*zip(*stars), marker="*", s=120, color=bars.patches[0].get_facecolor(),
-                       edgecolor="black", zorder=3, label=f"{scheme.upper()} (paper)")
+            ax.scatter(*zip(*stars, strict=True), marker="*", s=120,
+                       color=bars.patches[0].get_facecolor(), edgecolor="black", zorder=3,
+                       label=f"{scheme.upper()} (paper)")
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel(figure.xlabel)
 
@@ -618,10 +623,10 @@ def grid_optimum(figure: Figure, records: list[dict[str, Any]]) -> list[dict[str
             continue
         opt = [mine["grid-opt", seed]["model"] for seed in seeds]
         star = [next(iter(m["model_bound_gbps"].values())) for m in opt]
-        draws = [w / b for m, b in zip(opt, star)
+        draws = [w / b for m, b in zip(opt, star, strict=True)
                  if (w := next(iter(m["warm_start_gbps"].values()))) is not None]
         kept = [next(iter(mine["grid", seed]["model"]["model_value_gbps"].values())) / b
-                for seed, b in zip(seeds, star) if ("grid", seed) in mine and pure]
+                for seed, b in zip(seeds, star, strict=True) if ("grid", seed) in mine and pure]
         variants = [(r["rate_gbps"], max(r["model"]["variants"].values()))
                     for seed in sorted(s for k, s in mine if k == "grid")
                     if "variants" in (r := mine["grid", seed])["model"]]
@@ -678,7 +683,7 @@ def optimum_table(rows: list[dict[str, Any]], links: bool) -> list[str]:
 
 
 def update_benchmarks(path: Path, figure: str, rows: list[str]) -> None:
-    """Replace this figure's rows in our section of BENCHMARKS.md, leaving the rest untouched."""
+    """Replace this figure's rows in our section of the page, leaving the rest untouched."""
     begin, end = f"<!-- compare:{figure} -->", f"<!-- /compare:{figure} -->"
     block = "\n".join([begin, "", _HEADER, *rows, "", end])
     text = path.read_text() if path.exists() else "# Benchmarks\n"
@@ -702,10 +707,10 @@ def update_benchmarks(path: Path, figure: str, rows: list[str]) -> None:
 
 def compare(figure_name: str, *, seeds: int | None = None, schemes: tuple[str, ...] | None = None,
             jobs: int | None = None, cluster: str | None = None, out: Path | None = None,
-            benchmarks: Path | None = ROOT / "BENCHMARKS.md", time_limit: float | None = None,
+            benchmarks: Path | None = TABLES, time_limit: float | None = None,
             progress: bool = True, params: dict[str, dict[str, Any]] | None = None,
             resume: bool = False) -> dict[str, Any]:
-    """Run a figure, write its JSON, PNG and BENCHMARKS.md rows; returns the JSON document.
+    """Run a figure, write its JSON, PNG and table rows (TABLES); returns the JSON document.
     `params` (scheme → parameters) override the figure's, to test another reading. Every
     record is journaled in `<out>/records.jsonl`; `resume` reuses the runs recorded there by
     the same figure, parameters and time limit (else the journal starts afresh)."""
@@ -820,7 +825,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """`compare` under `ina bench`."""
     p = sub.add_parser("compare", help="rerun a paper's scheme comparison (JSON, PNG, "
-                       "BENCHMARKS.md row)")
+                       "table rows in docs/benchmarks/compare.md)")
     p.add_argument("--figure", required=True, choices=sorted(FIGURES),
                    help="the paper's figure to rerun")
     p.add_argument("--seeds", type=int, help="seeds per setting (default: the paper's)")
@@ -833,9 +838,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="override a scheme's parameter in this figure, repeatable (e.g. "
                         "atp:levels=all; add --no-benchmarks to keep the figure's rows)")
     p.add_argument("--out", metavar="DIR", help="output folder (default out/bench/compare/NAME)")
-    p.add_argument("--benchmarks", default=str(ROOT / "BENCHMARKS.md"),
-                   help="BENCHMARKS.md to update (default: the repository's)")
-    p.add_argument("--no-benchmarks", action="store_true", help="do not touch BENCHMARKS.md")
+    p.add_argument("--benchmarks", default=str(TABLES),
+                   help="the page of tables to update (default: the repository's "
+                        "docs/benchmarks/compare.md)")
+    p.add_argument("--no-benchmarks", action="store_true", help="do not touch that page")
     p.add_argument("--resume", action="store_true",
                    help="reuse the runs journaled in the output folder's records.jsonl by an "
                         "earlier run of the same figure and parameters (a stopped sweep, or "

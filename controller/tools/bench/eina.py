@@ -236,7 +236,7 @@ def _plot(out: Path, summary: list[dict[str, Any]], figure: str, x_label: str,
         paper = [(pos[x], v[scheme]) for x, v in PAPER.get(figure, {}).items()
                  if scheme in v and x in pos]
         if paper:
-            ax.scatter(*zip(*paper), marker="*", s=120, color=line.get_color(),
+            ax.scatter(*zip(*paper, strict=True), marker="*", s=120, color=line.get_color(),
                        edgecolor="black", zorder=3)
     for a in (ax, ax_t):
         a.set_xticks(range(len(xs)), xs)

@@ -55,7 +55,7 @@ def iteration_record(it: IterationResult) -> dict:
         "retransmissions": it.retransmissions,
         "resent_on_timeout": sum(r["resent_on_timeout"] for r in reports),
         "resent_on_control": sum(r["resent_on_control"] for r in reports),
-        # found lost from later results or by the tail probe (dataplane/hosts.py, RACK)
+        # found lost from later results or by the tail probe (dataplane/worker.py, RACK)
         "resent_on_loss": sum(r.get("resent_on_loss", 0) for r in reports),
         # the workers' retransmission timeout at the end of the iteration (median, ms)
         "rto_ms": statistics.median(r.get("rto_ms", 0) for r in reports),

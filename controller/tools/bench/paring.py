@@ -12,8 +12,8 @@ Three sweeps: workers 5-35 (8 switches, R 5), programmable switches 2-12 (20 wor
 R 0.4-6 Gbps (20 workers, 8 switches). Every scheme runs in the coarse mode (Figs. 11-19: a
 switch merges all the flows it takes, or none) but `paring-fine`, PARING's tree in the fine
 mode (Figs. 2-10: a switch at capacity merges a share of the fragments and forwards the rest,
-`controller.solvers.partial`; deployable, `controller.compiler.segments`). The baselines' fine mode is not run.
-One deterministic instance per point (the paper states no seed count).
+`controller.solvers.partial`; deployable, `controller.compiler.segments`). The baselines' fine mode
+is not run. One deterministic instance per point (the paper states no seed count).
 
 Beside the sweeps, at the two points where the paper states PARING's 5.0 Gbps: the model
 sharded over 1-3 PSs (`--pss`, Sec. IV-C.3; pss.json / pss.png) and problem (1) as printed,
@@ -53,7 +53,7 @@ SWEEPS: dict[str, dict[str, Any]] = {
     "rate": {"values": "0.4,1,2,3,4,5,6", "fixed": {"workers": 20, "switches": 8}},
 }
 # Values the text states for the coarse mode (Sec. V-C-3); GB and Gbps.
-PAPER = {
+PAPER: dict[tuple[str, float], dict[str, dict[str, float]]] = {
     ("workers", 15): {"rate": {"paring": 5.0, "deepsys-soar": 1.4, "deepsys-atp": 0.8,
                                "deepsys": 0.7, "marina": 1.4, "panama": 0.9},
                       "volume": {"paring": 57.2, "deepsys-soar": 60.4, "deepsys-atp": 76.3,
@@ -101,7 +101,7 @@ def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
                 links.append({"a": f"A{p}_{a}", "b": cores[a * half + c],
                               "capacity_gbps": capacity})
     ps, listed = hosts[0], hosts[1:workers + 1]  # DeepSys: racks filled in order
-    roles = {ps: "ps", **{w: "worker" for w in listed}}
+    roles = {ps: "ps", **dict.fromkeys(listed, "worker")}
     return {
         "name": f"paring-fat-tree-k{k}",
         "description": f"PARING Sec. V: k={k}, {workers} workers, {switches} programmable, "
@@ -198,8 +198,8 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                 rows.append({
                     "sweep": sweep, "value": value, **setting, "p4": p4, "layout": layout,
                     "scheme": scheme,
-                    "rate_gbps": te.rate_gbps, "volume_gb": te.volume_mb / 1000,
-                    "volume_gib": te.volume_mb / 1024,  # the paper's GB (BENCHMARKS.md)
+                    "rate_gbps": te.rate_gbps, "volume_gb": _known(te.volume_mb) / 1000,
+                    "volume_gib": _known(te.volume_mb) / 1024,  # the paper's GB (BENCHMARKS.md)
                     "communication_seconds": te.communication_seconds,
                     "status": plan.status, "bound": plan.bound,
                     "consistent": result.consistent, "solve_seconds": seconds,
@@ -207,6 +207,12 @@ def run_sweep(sweep: str, values: list[float], schemes: list[str],
                 })
                 bar.advance(job)
     return rows
+
+
+def _known(value: float | None) -> float:
+    """A volume or time of an evaluation given the gradient size (so never None)."""
+    assert value is not None
+    return value
 
 
 def scheme_spec(text: str) -> tuple[str, dict]:
@@ -252,10 +258,10 @@ def plot_sweep(sweep: str, rows: list[dict], schemes: list[str], path: Path) -> 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for key, ax, label in zip(("volume_gb", "rate_gbps", "communication_seconds"), axes,
                               ("traffic volume (GB)", "sending rate (Gbps)",
-                               "communication time (s)")):
+                               "communication time (s)"), strict=True):
         for s in schemes:
             pts = [(r["value"], r[key]) for r in rows if r["scheme"] == s]
-            ax.plot(*zip(*pts), marker="o", label=s)
+            ax.plot(*zip(*pts, strict=True), marker="o", label=s)
         ax.set_xlabel({"workers": "workers", "switches": "programmable switches",
                        "rate": "R (Gbps)"}[sweep])
         ax.set_ylabel(label)
@@ -288,8 +294,8 @@ def several_ps(counts: list[int]) -> list[dict]:
                 "gradient_gb": GRADIENT_MB / 1000}))
             result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
             rates = [te.rate_gbps for te in result.tasks]
-            volume = sum(te.volume_mb for te in result.tasks) / 1000
-            seconds = max(te.communication_seconds for te in result.tasks)
+            volume = sum(_known(te.volume_mb) for te in result.tasks) / 1000
+            seconds = max(_known(te.communication_seconds) for te in result.tasks)
             rows.append({"workers": workers, "switches": switches, "pss": count,
                          "rates_gbps": rates, "rate_gbps": sum(rates), "volume_gb": volume,
                          "communication_seconds": seconds, "consistent": result.consistent,

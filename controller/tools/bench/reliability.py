@@ -67,10 +67,11 @@ IMPAIRMENTS = (Impairment("loss", 1), Impairment("loss", 5), Impairment("duplica
                Impairment("reorder", 10))
 # Per item, what RELIABILITY.md measures with: 20 x 4 MB for loss; congestion at 30 %
 # of the pace, where 4 MB would take minutes an iteration; the long run's 200 short iterations.
-ITEM_DEFAULTS = {"loss": {"iterations": 20, "gradient_mb": 4.0, "timeout": 600.0},
-                 "congestion": {"iterations": 3, "gradient_mb": 0.1, "timeout": 120.0},
-                 "longrun": {"iterations": 200, "gradient_mb": 0.05, "timeout": 120.0},
-                 "replan-memory": {"iterations": 1000}}
+ITEM_DEFAULTS: dict[str, dict[str, float]] = {
+    "loss": {"iterations": 20, "gradient_mb": 4.0, "timeout": 600.0},
+    "congestion": {"iterations": 3, "gradient_mb": 0.1, "timeout": 120.0},
+    "longrun": {"iterations": 200, "gradient_mb": 0.05, "timeout": 120.0},
+    "replan-memory": {"iterations": 1000}}
 console = Console(width=160)  # progress lines; tables take the width they need (`_table`)
 
 
@@ -219,7 +220,7 @@ def _until_hang(iterations: Iterator[IterationResult]
     ended: list[IterationResult] = []
     try:
         for it in iterations:
-            ended.append(it)  # noqa: PERF402 (list() would lose them at the raise)
+            ended.append(it)  # list() would lose them at the raise
     except RunnerError as exc:
         return ended, str(exc)[:2000]
     return ended, None
@@ -446,8 +447,12 @@ def _replan_memory(path: str, args: argparse.Namespace) -> dict:
     from rich.progress import track
 
     steps = iter(track(range(args.iterations), description="re-plans", console=console))
+
+    def progress(_k: int) -> None:
+        next(steps, None)
+
     record = replan_memory(load_topology(path), args.scheme, tuple(args.cut.split(",")),
-                           args.iterations, progress=lambda k: next(steps, None))
+                           args.iterations, progress=progress)
     after = record["rss_kb_after_replan"]
     record["topology"] = Path(path).stem
     _table(f"{Path(path).stem}: RSS (MB) of one process re-planning {args.iterations} times",

@@ -200,7 +200,7 @@ class PeakMemory:
     def _run(self) -> None:
         me = psutil.Process()
         while not self._stop.wait(self.interval):
-            total, kinds = 0, {}
+            total, kinds = 0, dict[str, list[int]]()
             for proc in [me, *me.children(recursive=True)]:
                 try:
                     rss, cmd, cpu = proc.memory_info().rss, proc.cmdline(), proc.cpu_times()

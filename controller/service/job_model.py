@@ -1,0 +1,178 @@
+"""What a user submits as a job and what the controller answers: the API's schema.
+
+pydantic models, strict like the topology schema (no `"3"` for a number, no NaN, no unknown
+field): FastAPI publishes them as the OpenAPI schema and refuses a body that does not follow
+them before any planning starts.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from controller.model.network import MAX_BETA, MIN_BETA
+from dataplane.frame import GENERATIONS, SLOTS_PER_PIPE
+
+HostName = Annotated[str, Field(min_length=1, max_length=256)]
+# Slots of one pipeline a generation's region holds (compiler: GENERATIONS regions per pipe).
+SLOT_REGION = SLOTS_PER_PIPE // GENERATIONS
+DEFAULT_JOB_SLOTS = 128  # eight jobs of the default size fill a region
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+class JobRequest(_Strict):
+    """A training job of one aggregation task: its workers send their gradients to one PS."""
+
+    name: str | None = Field(
+        default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="a name unique among the running jobs (default: job<ID>)")
+    placement: Literal["fixed", "free"] = Field(
+        default="fixed", description="fixed: the hosts given; free: the controller (a placing "
+                                     "scheme such as paring) picks free servers")
+    workers: list[HostName] | Annotated[int, Field(ge=1, le=4096)] = Field(
+        description="fixed: the worker hosts; free: how many workers")
+    ps: HostName | None = Field(default=None, description="the PS host (fixed placement)")
+    scheme: str | None = Field(default=None, max_length=64,
+                               description="routing scheme (default: the controller's)")
+    gradient_mb: float | None = Field(
+        default=None, gt=0, le=1e9,
+        description="gradient size per worker: the answer adds the communication time")
+    priority: float = Field(
+        default=1.0, ge=MIN_BETA, le=MAX_BETA,
+        description="the job's weight beta when every job is re-planned jointly (dead links, "
+                    "capacity edits)")
+    min_rate_gbps: float = Field(
+        default=0.0, ge=0, le=1e6,
+        description="refuse unless what the running jobs leave gives at least this rate "
+                    "(0: any positive rate)")
+    slots: int = Field(default=DEFAULT_JOB_SLOTS, ge=1, le=SLOT_REGION,
+                       description="aggregation slots per switch pipeline")
+
+    @model_validator(mode="after")
+    def _placement_fields(self) -> JobRequest:
+        if self.placement == "fixed":
+            if self.ps is None or not isinstance(self.workers, list):
+                raise ValueError("placement fixed needs `ps` (a host) and `workers` (a list "
+                                 "of hosts)")
+            if len(set(self.workers)) != len(self.workers):
+                raise ValueError("a worker is listed twice")
+            if self.ps in self.workers:
+                raise ValueError(f"{self.ps} is both the PS and a worker")
+        elif self.ps is not None or not isinstance(self.workers, int):
+            raise ValueError("placement free takes `workers` as a count and no `ps` (the "
+                             "controller places them)")
+        return self
+
+
+class AggregationView(BaseModel):
+    switch: str
+    pipeline: int
+    fan_in: int
+    next_hop: str
+    share: float = 1.0
+
+
+class AgentIds(BaseModel):
+    """What a worker agent puts in its packets (as in the state file's `workers`)."""
+
+    worker: str
+    job_id: int
+    task_id: int
+    flow_id: int
+    next_node: int
+    ps: str
+    ps_ip: str
+    rate_gbps: float
+    workers_in_task: int
+    result_flow_id: int
+    version: int
+    model_share: float | None = None
+    segments: list[dict] = []
+
+
+class AgentRows(BaseModel):
+    """A job's rows as its agents follow them (`ina worker|ps --api URL --job ID`): the state
+    file's `version` and `workers` rows of this job, answered once every switch holds them."""
+
+    version: int
+    job_id: int
+    name: str
+    workers: list[AgentIds]
+
+
+class TaskView(BaseModel):
+    task: str
+    ps: str
+    rate_gbps: float
+    paths: dict[str, list[str]]
+    aggregation: list[AggregationView]
+    agents: list[AgentIds]
+
+
+class SlotRegion(BaseModel):
+    """Slots [base, base + count) of every pipeline, counted from the start of a generation's
+    region; plan version v uses generation (v - 1) mod GENERATIONS."""
+
+    base: int
+    count: int
+    region_size: int = SLOT_REGION
+
+
+class FlowIds(BaseModel):
+    """The job's flow ids: [base, base + count) within each generation's ids."""
+
+    base: int
+    count: int
+
+
+class JobView(BaseModel):
+    id: int = Field(description="the job id its packets carry")
+    name: str
+    source: Literal["topology", "api"]
+    scheme: str
+    status: Literal["running"] = "running"
+    plan_status: str = Field(description="the scheme's status for the problem last solved "
+                                         "for the job: alone in what the running jobs left, "
+                                         "or every job jointly (a re-plan)")
+    plan_bound: float | None = None
+    submitted_at: float | None = None
+    priority: float
+    gradient_mb: float | None = None
+    communication_seconds: float | None = Field(
+        default=None, description="per iteration at the planned rate (with gradient_mb)")
+    tasks: list[TaskView]
+    slot_region: SlotRegion
+    flow_ids: FlowIds
+    entries: dict[str, int] = Field(description="table entries the job has on each switch")
+    counters: dict[str, int] = Field(
+        description="per-job counters of the switches: forged (packets naming the job that "
+                    "came from a host port not bound to it)")
+
+
+class Refusal(BaseModel):
+    """A job the controller does not run, and why; nothing installed changed."""
+
+    detail: str
+    reason: Literal["capacity", "fan-in", "unknown host", "no slot memory left", "job ids",
+                    "flow ids", "table space", "no plan", "name taken", "unknown scheme",
+                    "switch error", "topology job"]
+
+
+class Problem(BaseModel):
+    detail: str
+
+
+class Removal(BaseModel):
+    """A deleted job: what each switch still holds of it, read back after the delete."""
+
+    id: int
+    name: str
+    deleted_entries: int
+    left_on_switches: dict[str, int]
+    not_read: list[str] = Field(
+        default=[], description="switches down at the time: one that comes back is made to "
+                                "hold the plan in force, which no longer has the job")

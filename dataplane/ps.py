@@ -1,0 +1,156 @@
+"""The parameter server (`ina ps`): finishes the sums the switches leave and returns them.
+
+PS: adds whatever arrives (raw fragments and partial aggregates), counting each
+(flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
+workers, and sends one RESULT per fragment that the switches multicast to the workers, under the
+task's result flow id (published by the controller as `result_flow_id`). A DATA, ACK or PROBE
+for a finished fragment makes it send the result again (a worker lost it). It keeps no timer:
+recovery is the workers' (dataplane/recovery.py).
+
+With model sharding each PS finishes only its own shard of the fragments (`offset`); with
+partial aggregation it needs no change: it finishes each fragment by the `count` its packets
+carry, whatever flows brought them.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import numpy as np
+
+from dataplane.frame import (
+    ACK,
+    BROADCAST,
+    DATA,
+    FLOW_IDS_PER_GENERATION,
+    INA_HEADER,
+    OFF_ELEMS,
+    OFF_INA,
+    PROBE,
+    RESULT,
+    RETRANSMITTED,
+    Endpoint,
+    InaHeader,
+    K,
+    Task,
+    build_frame,
+)
+from dataplane.gradients import EPOCHS, frag_id, split_frag_id
+from dataplane.ports import ina_frames, send
+from dataplane.state import PlanSource
+
+
+@dataclass
+class ParameterServer:
+    """Finishes the aggregation of `fragments` fragments from `workers` workers."""
+
+    sock: socket.socket
+    me: Endpoint
+    task: Task
+    workers: int
+    fragments: int
+    result_flow_id: int
+    plan: PlanSource | None = None
+    # per flow-id generation: sums and contribution counts of every fragment
+    sums: dict[int, np.ndarray] = field(default_factory=dict)
+    counts: dict[int, np.ndarray] = field(default_factory=dict)
+    done: np.ndarray = field(init=False)
+    result: np.ndarray = field(init=False)
+    seen: set[tuple[int, int]] = field(default_factory=set)
+    finished: int = 0
+    results_sent: int = 0
+    # Exactly-once evidence: DATA already counted or for a finished fragment (a copy, or a
+    # retransmission whose original also arrived), ignored; fragments finished with a summed
+    # count other than `workers` (a contribution counted twice or missed: must stay 0).
+    duplicates_ignored: int = 0
+    miscounted: int = 0
+    epoch: int = 0  # the iteration; fragments of other iterations are ignored
+    offset: int = 0  # wire index of this PS's first fragment (its shard's place in the model)
+
+    def __post_init__(self) -> None:
+        self.epoch %= EPOCHS  # as it reads back from a fragment id
+        self.done = np.zeros(self.fragments, dtype=bool)
+        self.result = np.zeros((self.fragments, K), dtype=np.int32)
+
+    def _generation(self, flow: int) -> tuple[np.ndarray, np.ndarray]:
+        gen = flow // FLOW_IDS_PER_GENERATION
+        if gen not in self.sums:
+            self.sums[gen] = np.zeros((self.fragments, K), dtype=np.int32)
+            self.counts[gen] = np.zeros(self.fragments, dtype=np.int64)
+        return self.sums[gen], self.counts[gen]
+
+    def _send_result(self, frag: int, aux: int = RETRANSMITTED) -> None:
+        """`aux`: that of the contribution that completed the fragment; a repeated result is
+        marked RETRANSMITTED (no worker takes its round trip as a sample, dataplane/rto.py)."""
+        header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0,
+                           frag_id(self.epoch, self.offset + frag), self.workers, aux=aux)
+        send(self.sock, build_frame(self.me, BROADCAST, header,
+                                    self.result[frag].astype(">i4").tobytes()))
+        self.results_sent += 1
+
+    def handle(self, frame: bytes) -> None:
+        job, task, flags, flow, _, raw, count, _, aux = INA_HEADER.unpack_from(frame, OFF_INA)
+        epoch, wire = split_frag_id(raw)
+        frag = wire - self.offset
+        if ((job, task) != (self.task.job, self.task.task) or epoch != self.epoch
+                or not 0 <= frag < self.fragments):
+            return
+        if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
+            self.duplicates_ignored += flags == DATA
+            if self.done[frag]:
+                self._send_result(frag)
+            return
+        if flags != DATA:
+            return
+        if (flow, frag) in self.seen:
+            self.duplicates_ignored += 1
+            return
+        self.seen.add((flow, frag))
+        sums, counts = self._generation(flow)
+        sums[frag] += np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
+        counts[frag] += count
+        if counts[frag] >= self.workers:
+            self.miscounted += int(counts[frag] != self.workers)
+            self.done[frag] = True
+            self.result[frag] = sums[frag]
+            self.finished += 1
+            # Aggregation forwards the `aux` of the contribution that completed a slot, so this
+            # is the last contribution to arrive along the fragment's slowest path.
+            self._send_result(frag, aux)
+
+    def flows_per_fragment(self) -> float:
+        """Distinct (flow, fragment) contributions that reached the PS per fragment: how many
+        flows the network delivers into the PS, retransmissions, ACKs and PROBEs left out."""
+        return round(len(self.seen) / max(1, self.fragments), 3)
+
+    def waiting_for(self) -> dict[str, object]:
+        """Unfinished fragments and, per flow-id generation, the counts summed so far."""
+        missing = np.flatnonzero(~self.done)[:20].tolist()
+        return {"unfinished": int((~self.done).sum()), "first_unfinished": missing,
+                "counts": {gen: [int(c[f]) for f in missing] for gen, c in self.counts.items()},
+                "result_flow_id": self.result_flow_id}
+
+    def run(self, linger: float, stop: TextIO | None = None) -> None:
+        """Serve until every fragment is finished and `linger` seconds pass without traffic;
+        with `stop`, until a line (or end of file) arrives there instead: a launcher that knows
+        every worker has its sums says so, so a worker still waiting for a lost result is never
+        left without its PS, however long its retransmission timeout."""
+        quiet_since = time.monotonic()
+        watched: list[socket.socket | TextIO] = [self.sock, *([stop] if stop else [])]
+        while (stop or self.finished < self.fragments
+               or time.monotonic() - quiet_since < linger):
+            row = self.plan.poll(time.monotonic()) if self.plan else None
+            if row is not None:
+                self.result_flow_id = row["result_flow_id"]
+            ready = select.select(watched, [], [], 0.1)[0]
+            if stop is not None and stop in ready:
+                stop.readline()
+                return
+            if self.sock in ready:
+                for frame in ina_frames(self.sock):
+                    self.handle(frame)
+                quiet_since = time.monotonic()

@@ -1,0 +1,93 @@
+"""A worker's loss recovery: how it finds lost fragments and repairs them, the set of
+fragments in flight its timers walk (`InFlight`), and the constants that tune both. The logic
+runs in `Worker` (dataplane/worker.py: `receive`, `on_timeouts`, `pump`, `unblock`); the
+retransmission timeout itself is dataplane/rto.py, which stays apart: it is RFC 6298's
+estimator in the RFC's notation and knows nothing of fragments or windows.
+
+Losses are found three ways: from later results (RACK, RFC 8985: a fragment sent a reordering
+window before one whose result came is lost, and is resent at once whatever the window, like
+TCP's fast retransmit), by a tail loss probe when nothing comes back for two round trips, and by
+the retransmission timeout, which adapts to the round trips the worker measures (dataplane/rto.py,
+RFC 6298; every DATA names its sender in `aux` and marks a resend, a RESULT carries the `aux` of
+the contribution that completed it: no one samples a result a resend completed, and one a peer
+completed counts as at most PEER_WAIT_CAP of the worker's own round trips) and is backed off per
+fragment; what timed out is resent within the window and the pacing, lowest fragment first (with
+a PROBE from the second timeout of a fragment on, in case its copy of the result was lost).
+After receiving the result of a fragment it resent on a timeout, the worker sends an ACK so that no
+switch keeps a stale partial sum of it (p4src/README.md, Flags).
+"""
+
+from __future__ import annotations
+
+import heapq
+
+# Least seconds between two resends of one fragment on CONTROL packets: a few round trips on
+# an emulated link, so a slot freed by the worker's own ACK is retried at once (as before)
+# while a slot that stays taken is not hammered at the round-trip time.
+CONTROL_RESEND_GAP = 0.02
+# Why a fragment waits to be resent (Worker.lost): its timeout, loss detection from later
+# results, or a re-plan (its ids changed).
+TIMED_OUT, DETECTED, REPLANNED = "timed out", "detected", "replanned"
+TLP_FLOOR = 0.01  # least tail-probe timeout (s): a few packets' time on an emulated link
+# A result that a peer's DATA completed (`aux`, p4src/README.md) waited for that peer to send
+# it: under loss a peer whose window stalls sends seconds late. Such a round trip is sampled
+# as at most PEER_WAIT_CAP times the worker's own (`Worker.own_rtt`, the results its own DATA
+# completed; until it has one, its least round trip: a worker whose DATA never came last took
+# every wait whole, and its RTO reached 5 s on the 4x4 at 5 % loss). Some wait for peers is
+# real and steady: under congestion every peer is behind its queue, and without that wait
+# timeouts came before the peers' contributions (0.1 MB on Fig. 1 through 2-packet queues:
+# 28 virtual s, where its test allows 3.1). But a stalled peer's seconds are not this
+# worker's round trip: taken whole, they grew the RTOs to MAX_RTO with 16 workers at 5 %
+# loss, and every recovery waited that long (dataplane/rto.py).
+PEER_WAIT_CAP = 2
+# Least seconds between two window cuts (`Worker._cut`): once per round trip, but never more
+# often than this. Every worker sees every loss in the tree (a later result shows the fragment
+# missing, whoever lost it), and the contributor that lost it repairs it within its own round
+# trip or a timeout (at least MIN_RTO, 0.5 s). A worker behind its peers completes fragments
+# on arrival and measures round trips of milliseconds (6 ms on Fig. 1), so "once per SRTT" cut
+# it a hundred times a second for the same losses: at window 1 it paced the whole iteration,
+# while the workers ahead (SRTTs of seconds, waiting for it) cut rarely and ran seconds ahead,
+# until their contributions outlived the switches' STALE_AFTER (lossy_sim, 5 % loss, 1 MB:
+# 146 virtual s against 6.6 s unimpaired; fragments timed out up to 17 times).
+CUT_FLOOR = 0.25
+
+
+class InFlight(dict[int, float]):
+    """Fragments in flight -> their deadlines, in order of last send (a dict), with a heap of
+    the deadlines beside it: the loop asks for the earliest deadline and for what expired on
+    every turn, and a scan of the whole window for that (256 fragments, once per packet) was
+    most of a worker's CPU (docs/loop-profile.md). Heap entries a later send, a result or a
+    deletion made stale are skipped when they come up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._heap: list[tuple[float, int]] = []
+
+    def __setitem__(self, frag: int, deadline: float) -> None:
+        super().__setitem__(frag, deadline)
+        heapq.heappush(self._heap, (deadline, frag))
+        if len(self._heap) > 4 * len(self) + 1024:  # mostly stale: rebuild
+            self._heap = [(d, f) for f, d in self.items()]
+            heapq.heapify(self._heap)
+
+    def earliest(self) -> float | None:
+        """The earliest deadline in flight (None when nothing is)."""
+        heap = self._heap
+        while heap:
+            deadline, frag = heap[0]
+            if self.get(frag) == deadline:
+                return deadline
+            heapq.heappop(heap)
+        return None
+
+    def expired(self, now: float) -> list[int]:
+        """The fragments whose deadline is at most `now`, each once, earliest first; they stay
+        in flight until the caller moves or removes them."""
+        heap, out = self._heap, {}
+        while heap and heap[0][0] <= now:
+            deadline, frag = heapq.heappop(heap)
+            if self.get(frag) == deadline:
+                out[frag] = deadline
+        for frag, deadline in out.items():  # still theirs until the caller decides
+            heapq.heappush(heap, (deadline, frag))
+        return list(out)
