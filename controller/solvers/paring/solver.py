@@ -8,6 +8,7 @@ algorithm proves no bound (Theorem 2's 2/3 is a worst case, not a certificate).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from fractions import Fraction
 from typing import Any
@@ -58,8 +59,8 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
         plan.solve_seconds = time.perf_counter() - started
         return plan
     task = tasks[0]
-    out = run_paring(network, task, as_printed, fan_in)
-    plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
+    out, plan = _tree_within(network, task, as_printed, fan_in, "paring", "heuristic",
+                             options.seed)
     if params["fine"]:  # Sec. V-C's fine mode: switches merge a share, rest raw
         plan = best_effort(network, plan, fan_in)  # raw remainders count against L
     plan.details.update({"algorithm_rate_gbps": _num(out.rate),
@@ -68,6 +69,22 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     describe(plan, network, out.tree, gradient_gb)
     plan.solve_seconds = time.perf_counter() - started
     return plan
+
+
+def _tree_within(network: Network, task: Task, as_printed: bool, fan_in: int, scheme: str,
+                 status: Status, seed: int | None) -> tuple[Any, Plan]:
+    """PARING's tree and its plan within the fan-in limit. The tree model counts children
+    per switch; a child merging on several pipelines sends several flows, and where capping
+    them would send a flow unmerged through a point its path returns to, the tree is built
+    again with fewer children per switch."""
+    for limit in range(fan_in, 0, -1) if fan_in else [0]:
+        out = run_paring(network, task, as_printed, limit)
+        try:
+            return out, plan_for(network, task, out.tree, out.rate, scheme, status, seed)
+        except SchemeInputError:
+            if limit == 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def plan_for(network: Network, task: Task, tree: Tree, rate: float | Fraction, scheme: str,
@@ -158,18 +175,20 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     heur = run_paring(network, task, params["as_printed"], fan_in)
     g, n = heur.logical, len(task.workers)
     hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)
-    plans = [plan_for(network, task, heur.tree, heur.rate, "paring-opt", "feasible",
-                      options.seed)]
+    first, first_plan = _tree_within(network, task, params["as_printed"], fan_in, "paring-opt",
+                                     "feasible", options.seed)
+    plans = [first_plan]
     report = _reporter("rate")
     report(plans[0].objective, INF)
     found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint, report=report)
-    trees = [heur.tree]
+    trees = [first.tree]
     tree = (None if found.parent is None or found.ps is None
             else tree_of(g, found.ps, found.parent, found.workers))
     if tree is not None:
-        plans.append(plan_for(network, task, tree, float(found.rate), "paring-opt",
-                              "feasible", options.seed))
-        trees.append(tree)
+        with contextlib.suppress(SchemeInputError):  # a tree the data plane cannot cap
+            plans.append(plan_for(network, task, tree, float(found.rate), "paring-opt",
+                                  "feasible", options.seed))
+            trees.append(tree)
     volumes = [sum(ll.flows for ll in p.link_loads) for p in plans]
     best = max(range(len(plans)), key=lambda i: (plans[i].objective, -volumes[i]))
     plan, rate_bound = plans[best], float(found.rate)
@@ -201,6 +220,9 @@ def _reporter(what: str):
 
 
 def _timed_out(plan: Plan, limit: float) -> None:
-    """A plan not proven optimal whose search the time limit stopped reads `timeout`."""
-    if plan.status != "optimal" and plan.solve_seconds >= limit * 0.98:
+    """A plan not proven optimal whose search the time limit stopped reads `timeout`: the
+    clock ran out, or CP-SAT answered without a proof (UNKNOWN or FEASIBLE: it only stops
+    unproven at its time limit, which is what is left of ours)."""
+    stopped = plan.details.get("cp_sat_status") in {"UNKNOWN", "FEASIBLE"}
+    if plan.status != "optimal" and (stopped or plan.solve_seconds >= limit * 0.98):
         plan.status = "timeout"
