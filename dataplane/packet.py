@@ -40,8 +40,8 @@ class INA(Packet):
         # scapy's hint asks for fields as the default; it is the values.
         FieldListField(
             "elements",
-            [0] * K,
-            SignedIntField("", 0),  # type: ignore[list-item]
+            [0] * K,  # type: ignore[list-item]
+            SignedIntField("", 0),
             count_from=lambda _: K,
         ),
     ]

@@ -107,8 +107,8 @@ class JobService:
         return JobView(
             id=own.job_id,
             name=job,
-            source=record.source,
-            scheme=record.scheme,  # type: ignore[arg-type]
+            source=record.source,  # type: ignore[arg-type]
+            scheme=record.scheme,
             plan_status=record.plan_status,
             plan_bound=record.plan_bound,
             submitted_at=record.submitted_at,

@@ -428,8 +428,8 @@ class Emulation:
             watcher = SimPlan(self, a.worker)
             self.watchers.append(watcher)
             w = Worker(
-                self.sockets[a.worker],
-                self.endpoint(a.worker),  # type: ignore[arg-type]
+                self.sockets[a.worker],  # type: ignore[arg-type]
+                self.endpoint(a.worker),
                 Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)),
                 Task(job, task),
                 a.flow_id,
