@@ -139,6 +139,7 @@ demo: setup $(P4_WHEN_PRESENT)
 # ruff's rule set and mypy's settings are in pyproject.toml (mypy checks controller/ and dataplane/).
 lint: venv
 	$(BIN)/ruff check controller dataplane tests
+	$(BIN)/ruff format --check controller dataplane tests
 	$(BIN)/mypy
 
 clean:

@@ -47,6 +47,7 @@ class Stopped(Exception):
 def _stop_on_sigterm() -> None:
     def stop(signum, frame):
         raise Stopped
+
     signal.signal(signal.SIGTERM, stop)
 
 
@@ -89,26 +90,31 @@ def configure(args: argparse.Namespace, role: str) -> list[dict] | None:
         args.job = 1 if args.job is None else args.job
         missing = [f"--{n.replace('_', '-')}" for n in FROM_API[role] if getattr(args, n) is None]
         if missing:
-            raise BadConfig(f"ina {role}: {', '.join(missing)} needed (or --api URL and --job "
-                            "ID to take them from the controller)")
+            raise BadConfig(
+                f"ina {role}: {', '.join(missing)} needed (or --api URL and --job "
+                "ID to take them from the controller)"
+            )
         return None
     if args.state:
         raise BadConfig(f"ina {role}: --api and --state are two sources of one plan; give one")
     if args.job_name and args.job is not None:
         raise BadConfig(f"ina {role}: --job and --job-name name one job two ways; give one")
     if not args.job_name and args.job is None:
-        raise BadConfig(f"ina {role} --api needs --job ID (the id the controller gave the "
-                        "job) or --job-name NAME (the name it was submitted with)")
+        raise BadConfig(
+            f"ina {role} --api needs --job ID (the id the controller gave the "
+            "job) or --job-name NAME (the name it was submitted with)"
+        )
     if role == "worker" and not args.name:
         raise BadConfig("ina worker --api needs --name (this worker's host in the topology)")
-    answer = wait_for_job(args.api, args.job_name or args.job, wait=args.api_wait,
-                          ca=args.api_ca)
+    answer = wait_for_job(args.api, args.job_name or args.job, wait=args.api_wait, ca=args.api_ca)
     args.job, rows = answer["job_id"], answer["workers"]
     if role == "worker":
         mine = [r for r in rows if r["worker"] == args.name]
         if not mine:
-            raise BadConfig(f"job {args.job} has no worker {args.name} (its workers: "
-                            f"{', '.join(sorted({r['worker'] for r in rows}))})")
+            raise BadConfig(
+                f"job {args.job} has no worker {args.name} (its workers: "
+                f"{', '.join(sorted({r['worker'] for r in rows}))})"
+            )
         row = next((r for r in mine if r["task_id"] == args.task), mine[0])
         task = [r["worker"] for r in rows if r["task_id"] == row["task_id"]]
         args.task, args.ps_ip, args.index = row["task_id"], row["ps_ip"], task.index(args.name)
@@ -117,8 +123,10 @@ def configure(args: argparse.Namespace, role: str) -> list[dict] | None:
     else:
         task = [r for r in rows if r["task_id"] == args.task]
         if not task:
-            raise BadConfig(f"job {args.job} has no task {args.task} (its tasks: "
-                            f"{sorted({r['task_id'] for r in rows})})")
+            raise BadConfig(
+                f"job {args.job} has no task {args.task} (its tasks: "
+                f"{sorted({r['task_id'] for r in rows})})"
+            )
         args.workers, args.result_flow_id = task[0]["workers_in_task"], task[0]["result_flow_id"]
     return rows
 
@@ -143,13 +151,22 @@ def _endpoint(iface: str, ip: str) -> Endpoint:
     return Endpoint(mac_bytes(mac), ip_bytes(ip))
 
 
-def _worker_shards(args: argparse.Namespace, sock: socket.socket, me: Endpoint,
-                   rows: np.ndarray, published: list[dict] | None = None) -> list[Worker]:
+def _worker_shards(
+    args: argparse.Namespace,
+    sock: socket.socket,
+    me: Endpoint,
+    rows: np.ndarray,
+    published: list[dict] | None = None,
+) -> list[Worker]:
     """One Worker per task this worker sends to: the whole gradient to --task's PS, or, when
     the state file (or the API's `published` rows) gives the job's tasks model shares, each
     task's shard to its PS."""
-    common = {"window": args.window, "timeout": args.timeout, "rate_scale": args.rate_scale,
-              "epoch": args.epoch}
+    common = {
+        "window": args.window,
+        "timeout": args.timeout,
+        "rate_scale": args.rate_scale,
+        "epoch": args.epoch,
+    }
 
     def watcher(task: int) -> PlanWatcher | ApiWatcher | None:
         key = (args.name, args.job, task)
@@ -157,25 +174,49 @@ def _worker_shards(args: argparse.Namespace, sock: socket.socket, me: Endpoint,
 
     shares = _shares(args, published)
     if shares is None:
-        return [Worker(sock, me, Endpoint(BROADCAST.mac, ip_bytes(args.ps_ip)),
-                       Task(args.job, args.task), args.flow_id or args.index + 1,
-                       args.next_node, rows, rate_gbps=args.rate_gbps, plan=watcher(args.task),
-                       contributor=args.index, **common)]
+        return [
+            Worker(
+                sock,
+                me,
+                Endpoint(BROADCAST.mac, ip_bytes(args.ps_ip)),
+                Task(args.job, args.task),
+                args.flow_id or args.index + 1,
+                args.next_node,
+                rows,
+                rate_gbps=args.rate_gbps,
+                plan=watcher(args.task),
+                contributor=args.index,
+                **common,
+            )
+        ]
     if published is None:
         published = json.loads(Path(args.state).read_text())["workers"]
-    mine = {r["task_id"]: r for r in published
-            if r["job_id"] == args.job and r["worker"] == args.name}
+    mine = {
+        r["task_id"]: r for r in published if r["job_id"] == args.job and r["worker"] == args.name
+    }
     if set(mine) != set(shares):
         raise BadShards(
             f"worker {args.name}: job {args.job} shards its model over tasks {sorted(shares)} "
             f"but this worker is in tasks {sorted(mine)} of it; with model sharding every "
-            "worker holds the whole model and sends one shard to each task's PS")
+            "worker holds the whole model and sends one shard to each task's PS"
+        )
     ranges = shard_ranges(len(rows), list(shares.values()))
-    return [Worker(sock, me, Endpoint(BROADCAST.mac, ip_bytes(mine[task]["ps_ip"])),
-                   Task(args.job, task), mine[task]["flow_id"], mine[task]["next_node"],
-                   rows[lo:hi], plan=watcher(task), offset=lo, contributor=args.index,
-                   **common)
-            for task, (lo, hi) in zip(shares, ranges, strict=True)]
+    return [
+        Worker(
+            sock,
+            me,
+            Endpoint(BROADCAST.mac, ip_bytes(mine[task]["ps_ip"])),
+            Task(args.job, task),
+            mine[task]["flow_id"],
+            mine[task]["next_node"],
+            rows[lo:hi],
+            plan=watcher(task),
+            offset=lo,
+            contributor=args.index,
+            **common,
+        )
+        for task, (lo, hi) in zip(shares, ranges, strict=True)
+    ]
 
 
 def _worker_report(shards: list[Worker]) -> dict[str, object]:
@@ -184,16 +225,25 @@ def _worker_report(shards: list[Worker]) -> dict[str, object]:
     report: dict[str, object] = {}
     for w in shards:
         for key, value in w.stats.__dict__.items():
-            report[key] = max(report.get(key, 0), value) if key == "seconds" \
-                else report.get(key, 0) + value
+            report[key] = (
+                max(report.get(key, 0), value) if key == "seconds" else report.get(key, 0) + value
+            )
     slowest = max(shards, key=lambda w: w.rto)
-    report.update(rtt_samples=sum(w.rtt.samples for w in shards),
-                  srtt_ms=round(1000 * (slowest.rtt.srtt or 0.0), 1),
-                  rto_ms=round(1000 * slowest.rto, 1))
+    report.update(
+        rtt_samples=sum(w.rtt.samples for w in shards),
+        srtt_ms=round(1000 * (slowest.rtt.srtt or 0.0), 1),
+        rto_ms=round(1000 * slowest.rto, 1),
+    )
     if len(shards) > 1:
-        report["shards"] = [{"task": w.task.task, "first_fragment": w.offset,
-                             "fragments": len(w.rows), "seconds": round(w.stats.seconds, 3)}
-                            for w in shards]
+        report["shards"] = [
+            {
+                "task": w.task.task,
+                "first_fragment": w.offset,
+                "fragments": len(w.rows),
+                "seconds": round(w.stats.seconds, 3),
+            }
+            for w in shards
+        ]
     return report
 
 
@@ -207,8 +257,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return 2
     gradient = _gradient(args, args.index)
     try:
-        shards = _worker_shards(args, open_raw(args.iface), _endpoint(args.iface, args.ip),
-                                fragments(gradient), published)
+        shards = _worker_shards(
+            args,
+            open_raw(args.iface),
+            _endpoint(args.iface, args.ip),
+            fragments(gradient),
+            published,
+        )
     except BadShards as exc:
         print(f"error: ina worker: {exc}", file=sys.stderr)
         return 2
@@ -218,9 +273,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
         result = run_shards(shards)[: len(gradient)]
     except Stopped:
         waiting = {w.task.task: w.waiting_for() for w in shards}
-        print(json.dumps({"worker": args.index,
-                          "stopped": waiting if len(shards) > 1 else waiting[args.task],
-                          **_worker_report(shards)}))
+        print(
+            json.dumps(
+                {
+                    "worker": args.index,
+                    "stopped": waiting if len(shards) > 1 else waiting[args.task],
+                    **_worker_report(shards),
+                }
+            )
+        )
         return 3
     report: dict[str, object] = {"worker": args.index, **_worker_report(shards)}
     code = 0
@@ -234,19 +295,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def _expected_sum(seed: int, workers: int, elements: int) -> np.ndarray:
     """The exact sum of the synthetic gradients of workers 0..workers-1 (int64)."""
-    return sum((synthetic_gradient(seed, i, elements).astype(np.int64) for i in range(workers)),
-               np.zeros(elements, np.int64))
+    return sum(
+        (synthetic_gradient(seed, i, elements).astype(np.int64) for i in range(workers)),
+        np.zeros(elements, np.int64),
+    )
 
 
-def _ps_shard(args: argparse.Namespace, total: int,
-              published: list[dict] | None = None) -> tuple[int, int]:
+def _ps_shard(
+    args: argparse.Namespace, total: int, published: list[dict] | None = None
+) -> tuple[int, int]:
     """(first fragment, fragments) this PS finishes: its task's shard, or the whole gradient."""
     shares = _shares(args, published)
     if shares is None:
         return 0, total
     if args.task not in shares:
-        raise BadShards(f"PS of task {args.task}: the state file shards job {args.job} over "
-                        f"tasks {sorted(shares)} only")
+        raise BadShards(
+            f"PS of task {args.task}: the state file shards job {args.job} over "
+            f"tasks {sorted(shares)} only"
+        )
     lo, hi = shard_ranges(total, list(shares.values()))[list(shares).index(args.task)]
     return lo, hi - lo
 
@@ -264,9 +330,17 @@ def cmd_ps(args: argparse.Namespace) -> int:
         return 2
     task = (args.job, args.task)
     plan = _watcher(args, lambda r: (r["job_id"], r["task_id"]) == task)
-    ps = ParameterServer(open_raw(args.iface), _endpoint(args.iface, args.ip),
-                         Task(args.job, args.task), args.workers, count,
-                         args.result_flow_id, plan=plan, epoch=args.epoch, offset=offset)
+    ps = ParameterServer(
+        open_raw(args.iface),
+        _endpoint(args.iface, args.ip),
+        Task(args.job, args.task),
+        args.workers,
+        count,
+        args.result_flow_id,
+        plan=plan,
+        epoch=args.epoch,
+        offset=offset,
+    )
     _stop_on_sigterm()
     try:
         _wait_for_go(args)
@@ -274,15 +348,30 @@ def cmd_ps(args: argparse.Namespace) -> int:
         ps.run(args.linger, stop=sys.stdin if args.wait_go else None)
     except Stopped:
         # stopped while still answering stragglers, its shard may well be complete
-        print(json.dumps({"ps": True, "stopped": ps.waiting_for(), "fragments": ps.fragments,
-                          "flows_per_fragment": ps.flows_per_fragment(),
-                          **_ps_check(args, ps, elements)}))
+        print(
+            json.dumps(
+                {
+                    "ps": True,
+                    "stopped": ps.waiting_for(),
+                    "fragments": ps.fragments,
+                    "flows_per_fragment": ps.flows_per_fragment(),
+                    **_ps_check(args, ps, elements),
+                }
+            )
+        )
         return 3
-    report = {"ps": True, "first_fragment": offset, "fragments": ps.fragments,
-              "finished": ps.finished, "duplicates_ignored": ps.duplicates_ignored,
-              "miscounted": ps.miscounted, "results_sent": ps.results_sent,
-              "flows_per_fragment": ps.flows_per_fragment(),
-              "seconds": round(time.monotonic() - start, 3), **_ps_check(args, ps, elements)}
+    report = {
+        "ps": True,
+        "first_fragment": offset,
+        "fragments": ps.fragments,
+        "finished": ps.finished,
+        "duplicates_ignored": ps.duplicates_ignored,
+        "miscounted": ps.miscounted,
+        "results_sent": ps.results_sent,
+        "flows_per_fragment": ps.flows_per_fragment(),
+        "seconds": round(time.monotonic() - start, 3),
+        **_ps_check(args, ps, elements),
+    }
     print(json.dumps(report))
     return 0 if report.get("exact", True) else 1
 
@@ -291,37 +380,61 @@ def _ps_check(args: argparse.Namespace, ps: ParameterServer, elements: int) -> d
     """With --verify and every fragment finished: is the PS's shard the exact sum?"""
     if not args.verify or ps.finished < ps.fragments:
         return {}
-    expected = fragments(_expected_sum(args.seed, args.workers, elements))[ps.offset:]
-    return {"exact": bool(np.array_equal(ps.result.astype(np.int64),
-                                         expected[: ps.fragments]))}
+    expected = fragments(_expected_sum(args.seed, args.workers, elements))[ps.offset :]
+    return {"exact": bool(np.array_equal(ps.result.astype(np.int64), expected[: ps.fragments]))}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state", metavar="FILE",
-                   help="the controller's state file: follow plan changes (README)")
-    p.add_argument("--api", metavar="URL",
-                   help="the controller's API (http[s]://HOST:PORT): take this agent's ids for "
-                        "job --job from it, waiting until the job is installed, and follow "
-                        "its plan changes (instead of --state)")
-    p.add_argument("--job-name", metavar="NAME",
-                   help="with --api, the job submitted under this name, whatever its id "
-                        "(instead of --job)")
+    p.add_argument(
+        "--state", metavar="FILE", help="the controller's state file: follow plan changes (README)"
+    )
+    p.add_argument(
+        "--api",
+        metavar="URL",
+        help="the controller's API (http[s]://HOST:PORT): take this agent's ids for "
+        "job --job from it, waiting until the job is installed, and follow "
+        "its plan changes (instead of --state)",
+    )
+    p.add_argument(
+        "--job-name",
+        metavar="NAME",
+        help="with --api, the job submitted under this name, whatever its id (instead of --job)",
+    )
     p.add_argument("--api-ca", metavar="PEM", help="the CA of the API's certificate (https)")
-    p.add_argument("--api-wait", type=float, default=600.0, metavar="S",
-                   help="with --api, seconds to wait for the job to be installed (default 600)")
+    p.add_argument(
+        "--api-wait",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="with --api, seconds to wait for the job to be installed (default 600)",
+    )
     p.add_argument("--iface", required=True, help="interface to send and receive on")
     p.add_argument("--ip", required=True, help="this host's IPv4 address")
-    p.add_argument("--job", type=int,
-                   help="job number, carried in every fragment (default 1); with --api, the "
-                        "job id the controller gave the job")
-    p.add_argument("--task", type=int, default=0,
-                   help="task number within the job, carried in every fragment (default 0)")
+    p.add_argument(
+        "--job",
+        type=int,
+        help="job number, carried in every fragment (default 1); with --api, the "
+        "job id the controller gave the job",
+    )
+    p.add_argument(
+        "--task",
+        type=int,
+        default=0,
+        help="task number within the job, carried in every fragment (default 0)",
+    )
     p.add_argument("--workers", type=int, help="workers in the task (with --api: from it)")
     p.add_argument("--size-mb", type=float, default=1.0, help="gradient size (default 1 MB)")
-    p.add_argument("--epoch", type=int, default=0,
-                   help="iteration number, carried in fragment ids (worker and PS must agree)")
-    p.add_argument("--wait-go", action="store_true",
-                   help='print {"ready": true} once set up, then wait for a line on stdin')
+    p.add_argument(
+        "--epoch",
+        type=int,
+        default=0,
+        help="iteration number, carried in fragment ids (worker and PS must agree)",
+    )
+    p.add_argument(
+        "--wait-go",
+        action="store_true",
+        help='print {"ready": true} once set up, then wait for a line on stdin',
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic gradients")
 
 
@@ -329,34 +442,57 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `worker` and `ps` to the command line."""
     p = subparsers.add_parser("worker", help="send one gradient through INA and get the sum")
     _common(p)
-    p.add_argument("--ps-ip",
-                   help="the PS's address (a sharded job takes each task's PS from --state; "
-                        "with --api: from it)")
-    p.add_argument("--index", type=int,
-                   help="worker index in the task (0-based; with --api: from it)")
+    p.add_argument(
+        "--ps-ip",
+        help="the PS's address (a sharded job takes each task's PS from --state; "
+        "with --api: from it)",
+    )
+    p.add_argument(
+        "--index", type=int, help="worker index in the task (0-based; with --api: from it)"
+    )
     p.add_argument("--flow-id", type=int, help="this worker's flow id (default index + 1)")
     p.add_argument("--next-node", type=int, default=0, help="id of the first aggregating node")
-    p.add_argument("--gradient", metavar="FILE.npy", help="int32 or float32 gradient to send "
-                   f"(float32 is scaled by {FIXED_POINT_SCALE}); default: synthetic")
+    p.add_argument(
+        "--gradient",
+        metavar="FILE.npy",
+        help="int32 or float32 gradient to send "
+        f"(float32 is scaled by {FIXED_POINT_SCALE}); default: synthetic",
+    )
     p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
     p.add_argument("--timeout", type=float, default=0.5, help="retransmission timeout (s)")
     p.add_argument("--rate-gbps", type=float, help="pace at the task's published rate")
     p.add_argument("--name", help="this worker's name in the topology (with --state or --api)")
-    p.add_argument("--rate-scale", type=float, default=1.0,
-                   help="wire Gbps per planned Gbps when pacing at the state file's rate")
-    p.add_argument("--verify", action="store_true",
-                   help="check the result against the exact sum of the synthetic gradients")
+    p.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        help="wire Gbps per planned Gbps when pacing at the state file's rate",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the result against the exact sum of the synthetic gradients",
+    )
     p.set_defaults(func=cmd_worker)
 
     p = subparsers.add_parser("ps", help="parameter server: finish the sums, send results")
     _common(p)
-    p.add_argument("--result-flow-id", type=int,
-                   help="flow id of the task's results (the controller's result_flow_id; "
-                        "with --api: from it)")
-    p.add_argument("--linger", type=float, default=1.0,
-                   help="seconds to keep answering retransmissions after the last fragment; "
-                   "with --wait-go the PS serves until a second line on stdin instead")
-    p.add_argument("--verify", action="store_true",
-                   help="check this PS's sums (its shard of the model) against the exact sum "
-                   "of the synthetic gradients (--seed)")
+    p.add_argument(
+        "--result-flow-id",
+        type=int,
+        help="flow id of the task's results (the controller's result_flow_id; with --api: from it)",
+    )
+    p.add_argument(
+        "--linger",
+        type=float,
+        default=1.0,
+        help="seconds to keep answering retransmissions after the last fragment; "
+        "with --wait-go the PS serves until a second line on stdin instead",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check this PS's sums (its shard of the model) against the exact sum "
+        "of the synthetic gradients (--seed)",
+    )
     p.set_defaults(func=cmd_ps)

@@ -83,8 +83,10 @@ class Row:
 def _copies(frag: int, senders: int) -> tuple[bytes, ...]:
     """Fragment `frag` as sent by each sender (flow = sender port)."""
     elements = bytes(range(4 * K))
-    return tuple(build_frame(SRC, DST, InaHeader(JOB, TASK, DATA, flow, 0, frag), elements)
-                 for flow in range(1, senders + 1))
+    return tuple(
+        build_frame(SRC, DST, InaHeader(JOB, TASK, DATA, flow, 0, frag), elements)
+        for flow in range(1, senders + 1)
+    )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -106,10 +108,12 @@ class Generator:
     when the switch stops answering altogether.
     """
 
-    def __init__(self, net: VethNet, senders: int, fragments: int, window: int,
-                 outputs: frozenset[int]):
-        self.senders = {p: in_netns(net.ns, lambda p=p: open_raw(net.host_if[p]))
-                        for p in range(1, senders + 1)}
+    def __init__(
+        self, net: VethNet, senders: int, fragments: int, window: int, outputs: frozenset[int]
+    ):
+        self.senders = {
+            p: in_netns(net.ns, lambda p=p: open_raw(net.host_if[p])) for p in range(1, senders + 1)
+        }
         self.receiver = in_netns(net.ns, lambda: open_raw(net.host_if[senders + 1]))
         self.frames = [_copies(i, senders) for i in range(fragments)]
         self.window, self.outputs = window, outputs
@@ -168,16 +172,14 @@ class Generator:
     def step(self) -> None:
         """Send at most BURST_PAIRS pairs (resends first), then wait for what comes back."""
         now = time.monotonic()
-        self._lost(list(itertools.takewhile(lambda f: self.order[f] < now, self.order)),
-                   "timeout")
+        self._lost(list(itertools.takewhile(lambda f: self.order[f] < now, self.order)), "timeout")
         budget = BURST_PAIRS
         while self.pending and budget:
             frag, why = self.pending.popitem(last=False)
             self._send(frag, now)
             self.resent[why] += 1
             budget -= 1
-        while (budget and self.next_frag < len(self.frames)
-               and len(self.waiting) < self.limit):
+        while budget and self.next_frag < len(self.frames) and len(self.waiting) < self.limit:
             self.waiting[self.next_frag] = set(self.outputs)
             self.first_sent[self.next_frag] = now
             self._send(self.next_frag, now)
@@ -191,22 +193,34 @@ class Generator:
                 drain(sock, functools.partial(self.on_sender, port), limit=4096)
 
     def run(self) -> dict:
-        while (self.completed < len(self.frames)
-               and time.monotonic() - self.last_progress < IDLE_SECONDS):
+        while (
+            self.completed < len(self.frames)
+            and time.monotonic() - self.last_progress < IDLE_SECONDS
+        ):
             self.step()
         for sock in [self.receiver, *self.senders.values()]:
             sock.close()
         seconds = max(self.last_progress - self.start, 1e-6)  # idle tail excluded
         frames_per_fragment = len(self.senders) + len(self.outputs)  # in and out of the switch
-        return {"fragments": self.completed, "lost": len(self.frames) - self.completed,
-                **{f"resent_on_{why}": n for why, n in self.resent.items()},
-                "seconds": round(seconds, 3), "fragments_per_s": round(self.completed / seconds),
-                "packets_per_s": round(self.completed * frames_per_fragment / seconds),
-                "payload_mbps": round(self.completed * 4 * K * 8 / seconds / 1e6, 1)}
+        return {
+            "fragments": self.completed,
+            "lost": len(self.frames) - self.completed,
+            **{f"resent_on_{why}": n for why, n in self.resent.items()},
+            "seconds": round(seconds, 3),
+            "fragments_per_s": round(self.completed / seconds),
+            "packets_per_s": round(self.completed * frames_per_fragment / seconds),
+            "payload_mbps": round(self.completed * 4 * K * 8 / seconds / 1e6, 1),
+        }
 
 
-def measure(net: VethNet, senders: int, fragments: int, window: int, outputs: frozenset[int],
-            switch_pid: int) -> dict:
+def measure(
+    net: VethNet,
+    senders: int,
+    fragments: int,
+    window: int,
+    outputs: frozenset[int],
+    switch_pid: int,
+) -> dict:
     """Send `fragments` fragments from each sender; one is done when DATA frames of every flow
     in `outputs` reached the receiver (the aggregate's flow, or flow 1 through the forwarding
     program). Adds the switch process's CPU time over the run."""
@@ -225,8 +239,12 @@ def _forward_program(build: Path) -> Program:
     if p4c is None:
         raise P4CompileError(missing("bmv2") or "p4c-bm2-ss is not on PATH")
     p4info, json_out = build / "forward.p4info.txtpb", build / "forward.json"
-    done = subprocess.run([p4c, "--p4runtime-files", str(p4info), "-o", str(json_out),
-                           str(FORWARD_P4)], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [p4c, "--p4runtime-files", str(p4info), "-o", str(json_out), str(FORWARD_P4)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise P4CompileError(f"p4c-bm2-ss rejected {FORWARD_P4}:\n{done.stderr.strip()}")
     return Program(load_p4info(p4info), json_out.read_bytes())
@@ -265,13 +283,14 @@ def run_row(row: Row, senders: int, fragments: int, window: int, build: Path) ->
                 _program_forwarding(client, senders)
                 result = measure(net, senders, fragments, window, frozenset({1}), switch.pid)
             else:
-                program_aggregation(client, list(range(1, senders + 1)), senders + 1,
-                                    slots=SLOTS_PER_PIPE)
-                result = measure(net, senders, fragments, window, frozenset({AGG_FLOW}),
-                                 switch.pid)
+                program_aggregation(
+                    client, list(range(1, senders + 1)), senders + 1, slots=SLOTS_PER_PIPE
+                )
+                result = measure(net, senders, fragments, window, frozenset({AGG_FLOW}), switch.pid)
                 result["switch_counters"] = {
                     name: sum(client.counter(name))
-                    for name in ("aggregations_completed", "collisions", "duplicates")}
+                    for name in ("aggregations_completed", "collisions", "duplicates")
+                }
             client.close()
         finally:
             switch.terminate()
@@ -293,9 +312,16 @@ def summarise(runs: list[dict]) -> dict:
     rows: dict[str, dict] = {}
     medians = ("fragments_per_s", "packets_per_s", "switch_cpu_us_per_fragment")
     for run in runs:
-        row = rows.setdefault(run["label"], {"target": run["target"], "program": run["program"],
-                                             **{name: [] for name in medians},
-                                             "lost": [], "collisions": []})
+        row = rows.setdefault(
+            run["label"],
+            {
+                "target": run["target"],
+                "program": run["program"],
+                **{name: [] for name in medians},
+                "lost": [],
+                "collisions": [],
+            },
+        )
         for name in medians:
             row[name].append(run[name])
         row["lost"].append(run["lost"])
@@ -308,11 +334,13 @@ def summarise(runs: list[dict]) -> dict:
     embedded, bmv2 = rows.get(Row("embedded", "ina").label), rows.get(Row("bmv2", "ina").label)
     if embedded and bmv2:
         summary["ratio_embedded_over_bmv2"] = round(
-            embedded["median_fragments_per_s"] / bmv2["median_fragments_per_s"], 2)
+            embedded["median_fragments_per_s"] / bmv2["median_fragments_per_s"], 2
+        )
     forward = rows.get(Row("bmv2", "forward").label)
     if forward and bmv2:
         summary["bmv2_aggregation_over_forwarding"] = round(
-            bmv2["median_fragments_per_s"] / forward["median_fragments_per_s"], 2)
+            bmv2["median_fragments_per_s"] / forward["median_fragments_per_s"], 2
+        )
     return summary
 
 
@@ -332,17 +360,24 @@ def plot(report: dict, path: Path) -> None:
             ax.bar(i, row[f"median_{name}"], color=color)
             ax.plot([i] * len(row[name]), row[name], "k.", ms=5)
         collisions = "/".join("-" if c is None else str(c) for c in row["collisions"])
-        rate_ax.annotate(f"lost {'/'.join(map(str, row['lost']))}\ncollisions {collisions}",
-                         (i, row["median_fragments_per_s"]), ha="center", va="bottom",
-                         fontsize=8)
+        rate_ax.annotate(
+            f"lost {'/'.join(map(str, row['lost']))}\ncollisions {collisions}",
+            (i, row["median_fragments_per_s"]),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     for ax in (rate_ax, cpu_ax):
         ax.set_xticks(range(len(rows)), list(rows), fontsize=9)
     rate_ax.set_yscale("log")
     rate_ax.set_ylabel("fragments/s (log; bar = median, dots = runs)")
     cpu_ax.set_ylabel("switch CPU µs per fragment (user + system)")
     cfg = report["config"]
-    fig.suptitle(f"{cfg['senders']} -> 1 aggregation, {cfg['fragments']} fragments, window "
-                 f"{cfg['window']}, K = {K}", fontsize=10)
+    fig.suptitle(
+        f"{cfg['senders']} -> 1 aggregation, {cfg['fragments']} fragments, window "
+        f"{cfg['window']}, K = {K}",
+        fontsize=10,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -352,8 +387,11 @@ def plot(report: dict, path: Path) -> None:
 def cmd_bench_target(args: argparse.Namespace) -> int:
     for option, path in (("--json", args.json), ("--png", args.png)):
         if path and path != "-" and not Path(path).parent.is_dir():  # checked before the run
-            print(f"error: ina bench target {option} {path}: the directory {Path(path).parent} "
-                  "does not exist; create it first", file=sys.stderr)
+            print(
+                f"error: ina bench target {option} {path}: the directory {Path(path).parent} "
+                "does not exist; create it first",
+                file=sys.stderr,
+            )
             return 2
     log = sys.stderr if args.json == "-" else sys.stdout  # `--json -`: stdout is the JSON's
     targets = list(dict.fromkeys(args.target or ["embedded"]))
@@ -367,21 +405,31 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory() as build:
             for run in range(args.runs):
                 for row in rows_for(targets, not args.no_forwarding):
-                    result = run_row(row, args.senders, args.fragments, args.window,
-                                     Path(build))
-                    print(f"run {run + 1}: {row.label}: {result['fragments_per_s']} fragments/s, "
-                          f"switch CPU {result['switch_cpu_us_per_fragment']} µs/fragment, "
-                          f"lost {result['lost']}, collisions "
-                          f"{result.get('switch_counters', {}).get('collisions', '-')}",
-                          flush=True, file=log)
+                    result = run_row(row, args.senders, args.fragments, args.window, Path(build))
+                    print(
+                        f"run {run + 1}: {row.label}: {result['fragments_per_s']} fragments/s, "
+                        f"switch CPU {result['switch_cpu_us_per_fragment']} µs/fragment, "
+                        f"lost {result['lost']}, collisions "
+                        f"{result.get('switch_counters', {}).get('collisions', '-')}",
+                        flush=True,
+                        file=log,
+                    )
                     runs.append(result)
     except (P4CompileError, Bmv2Missing, RuntimeError) as exc:
         print(f"ina bench target: {exc}")
         return 1
-    report = {"config": {"senders": args.senders, "fragments": args.fragments,
-                         "window": args.window, "k": K,
-                         "topology": f"{args.senders} -> 1 on veth", "runs": args.runs},
-              "summary": summarise(runs), "runs": runs}
+    report = {
+        "config": {
+            "senders": args.senders,
+            "fragments": args.fragments,
+            "window": args.window,
+            "k": K,
+            "topology": f"{args.senders} -> 1 on veth",
+            "runs": args.runs,
+        },
+        "summary": summarise(runs),
+        "runs": runs,
+    }
     print(json.dumps(report, indent=2))
     if args.json and args.json != "-":
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
@@ -392,6 +440,7 @@ def cmd_bench_target(args: argparse.Namespace) -> int:
 
 def _count_in(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer in [low, high] (argparse exits 2 naming the option)."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -400,27 +449,42 @@ def _count_in(low: int, high: int) -> Callable[[str], int]:
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{value} is outside {low}..{high}")
         return value
+
     return parse
 
 
 def add_parser(bench_subparsers: argparse._SubParsersAction) -> None:
     """Add `target` under `ina bench` (the controller.tools.bench.COMMANDS convention)."""
     p = bench_subparsers.add_parser(
-        "target", help="aggregated fragments/s through one switch, N->1, embedded and/or bmv2")
-    p.add_argument("--target", action="append", choices=KINDS,
-                   help="switch to measure (repeatable; default embedded)")
-    p.add_argument("--senders", type=_count_in(2, MAX_SENDERS), default=2,
-                   help=f"sender ports aggregated into one (2..{MAX_SENDERS}, default 2)")
-    p.add_argument("--fragments", type=_count_in(1, 10**7), default=50000,
-                   help="aggregated fragments to send")
-    p.add_argument("--window", type=_count_in(1, 4096), default=256,
-                   help="outstanding fragments")
-    p.add_argument("--runs", type=_count_in(1, 100), default=1,
-                   help="runs of every row (default 1)")
-    p.add_argument("--no-forwarding", action="store_true",
-                   help="skip bmv2's forwarding-only baseline")
-    p.add_argument("--json", metavar="OUT",
-                   help="also write the result here (it is printed on stdout anyway; with `-` "
-                        "nothing else is)")
+        "target", help="aggregated fragments/s through one switch, N->1, embedded and/or bmv2"
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        choices=KINDS,
+        help="switch to measure (repeatable; default embedded)",
+    )
+    p.add_argument(
+        "--senders",
+        type=_count_in(2, MAX_SENDERS),
+        default=2,
+        help=f"sender ports aggregated into one (2..{MAX_SENDERS}, default 2)",
+    )
+    p.add_argument(
+        "--fragments", type=_count_in(1, 10**7), default=50000, help="aggregated fragments to send"
+    )
+    p.add_argument("--window", type=_count_in(1, 4096), default=256, help="outstanding fragments")
+    p.add_argument(
+        "--runs", type=_count_in(1, 100), default=1, help="runs of every row (default 1)"
+    )
+    p.add_argument(
+        "--no-forwarding", action="store_true", help="skip bmv2's forwarding-only baseline"
+    )
+    p.add_argument(
+        "--json",
+        metavar="OUT",
+        help="also write the result here (it is printed on stdout anyway; with `-` "
+        "nothing else is)",
+    )
     p.add_argument("--png", metavar="OUT", help="and a bar chart here")
     p.set_defaults(func=cmd_bench_target)

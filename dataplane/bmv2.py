@@ -55,30 +55,50 @@ def free_tcp_port() -> int:
             return port
 
 
-def bmv2_command(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int = 1,
-                 thrift_port: int | None = None, cpu_port: int = CPU_PORT,
-                 switch: str = SWITCH) -> list[str]:
+def bmv2_command(
+    interfaces: Mapping[int, str],
+    grpc_addr: str,
+    *,
+    device_id: int = 1,
+    thrift_port: int | None = None,
+    cpu_port: int = CPU_PORT,
+    switch: str = SWITCH,
+) -> list[str]:
     """The simple_switch_grpc command line for ports `interfaces` (port -> Linux interface).
 
     Without `thrift_port` a free one is picked, so switches started side by side never share
     bmv2's default 9090.
     """
     ifaces = [arg for port, name in sorted(interfaces.items()) for arg in ("-i", f"{port}@{name}")]
-    return [switch, "--device-id", str(device_id), *ifaces, "--no-p4",
-            "--thrift-port", str(thrift_port or free_tcp_port()),
-            "--", "--grpc-server-addr", grpc_addr, "--cpu-port", str(cpu_port)]
+    return [
+        switch,
+        "--device-id",
+        str(device_id),
+        *ifaces,
+        "--no-p4",
+        "--thrift-port",
+        str(thrift_port or free_tcp_port()),
+        "--",
+        "--grpc-server-addr",
+        grpc_addr,
+        "--cpu-port",
+        str(cpu_port),
+    ]
 
 
-def wait_listening(address: str, process: subprocess.Popen | None = None,
-                   timeout: float = 20.0) -> None:
+def wait_listening(
+    address: str, process: subprocess.Popen | None = None, timeout: float = 20.0
+) -> None:
     """Return once `address` (host:port) accepts TCP; raise if `process` exits or time runs out."""
     host, port = address.rsplit(":", 1)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             program = cast(list[str], process.args)[0]  # started with a list of str
-            raise RuntimeError(f"the switch ({program}) exited with status "
-                               f"{process.returncode} before serving P4Runtime on {address}")
+            raise RuntimeError(
+                f"the switch ({program}) exited with status "
+                f"{process.returncode} before serving P4Runtime on {address}"
+            )
         try:
             socket.create_connection((host, int(port)), timeout=0.2).close()
             return
@@ -99,16 +119,23 @@ def serving(process: subprocess.Popen, address: str, timeout: float = 20.0) -> s
     return process
 
 
-def start_bmv2(interfaces: Mapping[int, str], grpc_addr: str, *, device_id: int = 1,
-               thrift_port: int | None = None, log_path: Path | None = None,
-               wait: bool = True) -> subprocess.Popen:
+def start_bmv2(
+    interfaces: Mapping[int, str],
+    grpc_addr: str,
+    *,
+    device_id: int = 1,
+    thrift_port: int | None = None,
+    log_path: Path | None = None,
+    wait: bool = True,
+) -> subprocess.Popen:
     """Start simple_switch_grpc (raise Bmv2Missing when absent); by default return once its
     P4Runtime server listens. Its output goes to `log_path`, or nowhere."""
     path = switch_path()
     if path is None:
         raise Bmv2Missing(HOW_TO_GET_BMV2)
-    cmd = bmv2_command(interfaces, grpc_addr, device_id=device_id, thrift_port=thrift_port,
-                       switch=path)
+    cmd = bmv2_command(
+        interfaces, grpc_addr, device_id=device_id, thrift_port=thrift_port, switch=path
+    )
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
     try:
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)

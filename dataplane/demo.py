@@ -30,25 +30,41 @@ def program_aggregation(client: Client, senders: list[int], out_port: int, slots
     full = (1 << len(senders)) - 1
     entities = [client.clone_session(p, p) for p in [*senders, out_port]]
     entities += [
-        client.table_entry("job_slots", {"job": JOB, "generation": 0}, "set_job_slots", base=0,
-                           count=slots),
-        client.table_entry("ina_forward", {"job": JOB, "task": TASK, "flow_id": AGG_FLOW},
-                           "forward", port=out_port),
+        client.table_entry(
+            "job_slots", {"job": JOB, "generation": 0}, "set_job_slots", base=0, count=slots
+        ),
+        client.table_entry(
+            "ina_forward", {"job": JOB, "task": TASK, "flow_id": AGG_FLOW}, "forward", port=out_port
+        ),
         client.group(GROUP, senders),
-        client.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group",
-                           group=GROUP),
+        client.table_entry(
+            "result_multicast", {"job": JOB, "task": TASK}, "set_result_group", group=GROUP
+        ),
     ]
     for i, port in enumerate(senders):
-        entities.append(client.table_entry(
-            "ina_aggregate", {"job": JOB, "task": TASK, "pipe": 0, "flow_id": i + 1},
-            "aggregate", tag=1, member=1 << i, full=full, out_flow=AGG_FLOW, next_node=PS_NODE))
-        entities.append(client.table_entry("ipv4_lpm", {"dst_addr": (0x0A000000 + port, 32)},
-                                           "forward", port=port))
+        entities.append(
+            client.table_entry(
+                "ina_aggregate",
+                {"job": JOB, "task": TASK, "pipe": 0, "flow_id": i + 1},
+                "aggregate",
+                tag=1,
+                member=1 << i,
+                full=full,
+                out_flow=AGG_FLOW,
+                next_node=PS_NODE,
+            )
+        )
+        entities.append(
+            client.table_entry(
+                "ipv4_lpm", {"dst_addr": (0x0A000000 + port, 32)}, "forward", port=port
+            )
+        )
     client.write(*entities)
 
 
-def run_demo(workers: int, size_mb: float, seed: int, window: float,
-             target: str = "embedded") -> dict:
+def run_demo(
+    workers: int, size_mb: float, seed: int, window: float, target: str = "embedded"
+) -> dict:
     ps_port = workers + 1
     program = program_for(target)
     with VethNet(ps_port) as net:
@@ -58,30 +74,81 @@ def run_demo(workers: int, size_mb: float, seed: int, window: float,
             client = Client(address, 1, 10, program.p4info)
             client.set_pipeline(program.device_config)
             program_aggregation(client, list(range(1, workers + 1)), ps_port, slots=SLOTS_PER_PIPE)
-            common = ["--workers", str(workers), "--size-mb", str(size_mb), "--job", str(JOB),
-                      "--task", str(TASK)]
+            common = [
+                "--workers",
+                str(workers),
+                "--size-mb",
+                str(size_mb),
+                "--job",
+                str(JOB),
+                "--task",
+                str(TASK),
+            ]
             exec_ns = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]
-            ps = subprocess.Popen([*exec_ns, "ps", "--iface", net.host_if[ps_port], "--ip",
-                                   f"10.0.0.{ps_port}", "--result-flow-id", str(RESULT_FLOW),
-                                   *common], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-            procs = [subprocess.Popen(
-                [*exec_ns, "worker", "--iface", net.host_if[i + 1], "--ip", f"10.0.0.{i + 1}",
-                 "--ps-ip", f"10.0.0.{ps_port}", "--index", str(i), "--next-node",
-                 str(SWITCH_NODE), "--seed", str(seed), "--window", str(window), "--verify",
-                 *common], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-                for i in range(workers)]
+            ps = subprocess.Popen(
+                [
+                    *exec_ns,
+                    "ps",
+                    "--iface",
+                    net.host_if[ps_port],
+                    "--ip",
+                    f"10.0.0.{ps_port}",
+                    "--result-flow-id",
+                    str(RESULT_FLOW),
+                    *common,
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            procs = [
+                subprocess.Popen(
+                    [
+                        *exec_ns,
+                        "worker",
+                        "--iface",
+                        net.host_if[i + 1],
+                        "--ip",
+                        f"10.0.0.{i + 1}",
+                        "--ps-ip",
+                        f"10.0.0.{ps_port}",
+                        "--index",
+                        str(i),
+                        "--next-node",
+                        str(SWITCH_NODE),
+                        "--seed",
+                        str(seed),
+                        "--window",
+                        str(window),
+                        "--verify",
+                        *common,
+                    ],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for i in range(workers)
+            ]
             reports = [json.loads(p.communicate(timeout=600)[0]) for p in procs]
             ps_report = json.loads(ps.communicate(timeout=60)[0])
-            counters = {name: sum(client.counter(name))
-                        for name in ("aggregations_completed", "collisions", "duplicates")}
+            counters = {
+                name: sum(client.counter(name))
+                for name in ("aggregations_completed", "collisions", "duplicates")
+            }
             client.close()
         finally:
             switch.terminate()
             switch.wait(timeout=10)
-    return {"target": target, "workers": workers, "size_mb": size_mb,
-            "exact": all(r.get("exact") for r in reports),
-            "seconds": max(r["seconds"] for r in reports),
-            "switch_counters": counters, "ps": ps_report, "worker_reports": reports}
+    return {
+        "target": target,
+        "workers": workers,
+        "size_mb": size_mb,
+        "exact": all(r.get("exact") for r in reports),
+        "seconds": max(r["seconds"] for r in reports),
+        "switch_counters": counters,
+        "ps": ps_report,
+        "worker_reports": reports,
+    }
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -95,16 +162,31 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("dataplane-demo",
-                              help="workers + PS aggregate a gradient across one embedded switch")
-    p.add_argument("--workers", type=int, default=3,
-                   help="workers, each on its own switch port (default 3)")
-    p.add_argument("--size-mb", type=float, default=1.0,
-                   help="gradient size each worker sends, in MB (default 1)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="seed of the synthetic gradients (default 0)")
-    p.add_argument("--window", type=float, default=16,
-                   help="each worker's initial window, in fragments (default 16)")
-    p.add_argument("--target", choices=KINDS, default="embedded",
-                   help="switch: the embedded target or bmv2 simple_switch_grpc (default embedded)")
+    p = subparsers.add_parser(
+        "dataplane-demo", help="workers + PS aggregate a gradient across one embedded switch"
+    )
+    p.add_argument(
+        "--workers", type=int, default=3, help="workers, each on its own switch port (default 3)"
+    )
+    p.add_argument(
+        "--size-mb",
+        type=float,
+        default=1.0,
+        help="gradient size each worker sends, in MB (default 1)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the synthetic gradients (default 0)"
+    )
+    p.add_argument(
+        "--window",
+        type=float,
+        default=16,
+        help="each worker's initial window, in fragments (default 16)",
+    )
+    p.add_argument(
+        "--target",
+        choices=KINDS,
+        default="embedded",
+        help="switch: the embedded target or bmv2 simple_switch_grpc (default embedded)",
+    )
     p.set_defaults(func=cmd_demo)

@@ -62,25 +62,33 @@ class Entities:
         self._translate = {
             schema.table_named(f"InaIngress.{name}").id: fn
             for name, fn in (
-                ("port_pipeline", self._port_pipeline), ("job_slots", self._job_slots),
-                ("ina_aggregate", self._aggregate), ("ina_forward", self._forward),
-                ("result_multicast", self._result), ("ipv4_lpm", self._lpm),
-                ("host_port", self._host_port), ("host_job", self._host_job),
+                ("port_pipeline", self._port_pipeline),
+                ("job_slots", self._job_slots),
+                ("ina_aggregate", self._aggregate),
+                ("ina_forward", self._forward),
+                ("result_multicast", self._result),
+                ("ipv4_lpm", self._lpm),
+                ("host_port", self._host_port),
+                ("host_job", self._host_job),
             )
         }
-        self._counters = {c.id: c.name.removeprefix(COUNTER_PREFIX)
-                          for c in schema.counters.values()
-                          if c.name.removeprefix(COUNTER_PREFIX) in COUNTERS}
+        self._counters = {
+            c.id: c.name.removeprefix(COUNTER_PREFIX)
+            for c in schema.counters.values()
+            if c.name.removeprefix(COUNTER_PREFIX) in COUNTERS
+        }
         # "Constant Tables": a P4Info may declare any table `is_const_table`.
         self._const_tables = {t.preamble.id for t in schema.p4info.tables if t.is_const_table}
-        self._const_defaults = {t.preamble.id for t in schema.p4info.tables
-                                if t.const_default_action_id}
-        self._default_effect = {schema.table_named("InaIngress.port_pipeline").id:
-                                self._default_pipe,
-                                schema.table_named("InaIngress.ina_aggregate").id:
-                                self._default_aggregate}
-        self._initial_defaults = {t.preamble.id: self._initial_default(t)
-                                  for t in schema.p4info.tables}
+        self._const_defaults = {
+            t.preamble.id for t in schema.p4info.tables if t.const_default_action_id
+        }
+        self._default_effect = {
+            schema.table_named("InaIngress.port_pipeline").id: self._default_pipe,
+            schema.table_named("InaIngress.ina_aggregate").id: self._default_aggregate,
+        }
+        self._initial_defaults = {
+            t.preamble.id: self._initial_default(t) for t in schema.p4info.tables
+        }
         self.defaults: dict[int, p4r.TableEntry] = {}
         for table_id, entry in self._initial_defaults.items():
             self._set_default(table_id, entry)
@@ -89,8 +97,10 @@ class Entities:
 
     def write(self, update: p4r.Update) -> None:
         if update.type not in (INSERT, MODIFY, DELETE):
-            raise P4Error(StatusCode.INVALID_ARGUMENT,
-                          f"Update.type {update.type} is not INSERT, MODIFY or DELETE")
+            raise P4Error(
+                StatusCode.INVALID_ARGUMENT,
+                f"Update.type {update.type} is not INSERT, MODIFY or DELETE",
+            )
         kind = update.entity.WhichOneof("entity")
         if kind is None:
             raise P4Error(StatusCode.INVALID_ARGUMENT, "the update's entity is not set")
@@ -114,16 +124,19 @@ class Entities:
         if table is None:  # "Write RPC": a malformed entity is INVALID_ARGUMENT
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"unknown table id {entry.table_id}")
         if entry.is_const:
-            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{table.name}: is_const must be false "
-                          "in a write")
+            raise P4Error(
+                StatusCode.INVALID_ARGUMENT, f"{table.name}: is_const must be false in a write"
+            )
         if entry.is_default_action:  # allowed on a constant table too ("Constant Tables")
             self._write_default(kind, table.id, entry)
             return
         if table.id in self._const_tables:
             raise P4Error(StatusCode.PERMISSION_DENIED, f"{table.name} is a constant table")
         if entry.priority:
-            raise P4Error(StatusCode.INVALID_ARGUMENT,
-                          f"{table.name} has no ternary/range field: priority must be 0")
+            raise P4Error(
+                StatusCode.INVALID_ARGUMENT,
+                f"{table.name} has no ternary/range field: priority must be 0",
+            )
         key = self._key(table.id, entry)
         rows = self.tables[table.id]
         if kind == DELETE:
@@ -162,16 +175,18 @@ class Entities:
         INSERT and DELETE are INVALID_ARGUMENT, a constant default PERMISSION_DENIED."""
         name = self.schema.tables[table_id].name
         if kind != MODIFY:
-            raise P4Error(StatusCode.INVALID_ARGUMENT, f"{name}: the default entry is always "
-                          "set: it can only be modified, not inserted or deleted")
+            raise P4Error(
+                StatusCode.INVALID_ARGUMENT,
+                f"{name}: the default entry is always "
+                "set: it can only be modified, not inserted or deleted",
+            )
         _check_default_key(name, entry)
         if table_id in self._const_defaults:
             raise P4Error(StatusCode.PERMISSION_DENIED, f"{name}: the default action is const")
         if not entry.HasField("action"):
             self._set_default(table_id, self._initial_defaults[table_id])
             return
-        stored = p4r.TableEntry(table_id=table_id, is_default_action=True,
-                                metadata=entry.metadata)
+        stored = p4r.TableEntry(table_id=table_id, is_default_action=True, metadata=entry.metadata)
         action_id, params = self._action(table_id, entry)
         stored.action.action.action_id = action_id
         for param_id, value in sorted(params.items()):
@@ -183,9 +198,13 @@ class Entities:
         effect = self._default_effect.get(table_id)
         if effect is not None:
             action = self.schema.actions.get(stored.action.action.action_id)
-            effect(None if action is None or action.name == "NoAction" else
-                   {action.params[p.param_id][0]: _int(p.value)
-                    for p in stored.action.action.params})
+            effect(
+                None
+                if action is None or action.name == "NoAction"
+                else {
+                    action.params[p.param_id][0]: _int(p.value) for p in stored.action.action.params
+                }
+            )
         self.defaults[table_id] = stored
 
     def _initial_default(self, table: p4i.Table) -> p4r.TableEntry:
@@ -193,8 +212,14 @@ class Entities:
         action is set, the identifier of this field will default to the id of the `NoAction`
         action")."""
         call = table.initial_default_action
-        no_action = next((a.id for a in self.schema.actions.values() if a.name == "NoAction"
-                          and a.id in self.schema.tables[table.preamble.id].action_ids), 0)
+        no_action = next(
+            (
+                a.id
+                for a in self.schema.actions.values()
+                if a.name == "NoAction" and a.id in self.schema.tables[table.preamble.id].action_ids
+            ),
+            0,
+        )
         action_id = call.action_id or table.const_default_action_id or no_action
         entry = p4r.TableEntry(table_id=table.preamble.id, is_default_action=True)
         if action_id:
@@ -220,8 +245,10 @@ class Entities:
         for match in entry.match:
             spec = table.fields.get(match.field_id)
             if spec is None or match.field_id in seen:
-                raise P4Error(StatusCode.INVALID_ARGUMENT,
-                              f"{table.name}: bad or repeated match field id {match.field_id}")
+                raise P4Error(
+                    StatusCode.INVALID_ARGUMENT,
+                    f"{table.name}: bad or repeated match field id {match.field_id}",
+                )
             what = f"{table.name}.{spec.name}"
             if spec.match_type == "EXACT" and match.WhichOneof("field_match_type") == "exact":
                 seen[spec.id] = (spec.id, canonical(match.exact.value, spec.bitwidth, what), 0)
@@ -230,18 +257,23 @@ class Entities:
                 value = canonical(match.lpm.value, spec.bitwidth, what)
                 number = int.from_bytes(value, "big")
                 if not 0 < prefix <= spec.bitwidth:
-                    raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what}: bad prefix_len {prefix}"
-                                  " (omit the field for a /0 match)")
+                    raise P4Error(
+                        StatusCode.INVALID_ARGUMENT,
+                        f"{what}: bad prefix_len {prefix} (omit the field for a /0 match)",
+                    )
                 if number & ((1 << (spec.bitwidth - prefix)) - 1):
                     raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what}: bits set past prefix")
                 seen[spec.id] = (spec.id, value, prefix)
             else:
-                raise P4Error(StatusCode.INVALID_ARGUMENT,
-                              f"{what}: expected a {spec.match_type.lower()} match")
+                raise P4Error(
+                    StatusCode.INVALID_ARGUMENT,
+                    f"{what}: expected a {spec.match_type.lower()} match",
+                )
         for spec in table.fields.values():
             if spec.match_type == "EXACT" and spec.id not in seen:
-                raise P4Error(StatusCode.INVALID_ARGUMENT,
-                              f"{table.name}: exact field {spec.name} missing")
+                raise P4Error(
+                    StatusCode.INVALID_ARGUMENT, f"{table.name}: exact field {spec.name} missing"
+                )
         return tuple(seen[i] for i in sorted(seen))
 
     def _action(self, table_id: int, entry: p4r.TableEntry) -> tuple[int, dict[int, bytes]]:
@@ -250,18 +282,25 @@ class Entities:
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"{table.name}: a direct action is needed")
         action = self.schema.actions.get(entry.action.action.action_id)
         if action is None or action.id not in table.action_ids:
-            raise P4Error(StatusCode.INVALID_ARGUMENT,
-                          f"{table.name}: action id {entry.action.action.action_id} not allowed")
+            raise P4Error(
+                StatusCode.INVALID_ARGUMENT,
+                f"{table.name}: action id {entry.action.action.action_id} not allowed",
+            )
         # "Action": an action used against its P4Info scope is PERMISSION_DENIED.
         if action.id in (table.table_only if entry.is_default_action else table.default_only):
-            raise P4Error(StatusCode.PERMISSION_DENIED, f"{table.name}: {action.name} is "
-                          f"{'table' if entry.is_default_action else 'default'}-only here")
+            raise P4Error(
+                StatusCode.PERMISSION_DENIED,
+                f"{table.name}: {action.name} is "
+                f"{'table' if entry.is_default_action else 'default'}-only here",
+            )
         params: dict[int, bytes] = {}
         for param in entry.action.action.params:
             spec = action.params.get(param.param_id)
             if spec is None or param.param_id in params:
-                raise P4Error(StatusCode.INVALID_ARGUMENT,
-                              f"{action.name}: bad or repeated param id {param.param_id}")
+                raise P4Error(
+                    StatusCode.INVALID_ARGUMENT,
+                    f"{action.name}: bad or repeated param id {param.param_id}",
+                )
             params[param.param_id] = canonical(param.value, spec[1], f"{action.name}.{spec[0]}")
         if set(params) != set(action.params):
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"{action.name}: params missing")
@@ -271,19 +310,24 @@ class Entities:
         self._write_pre(kind, group.multicast_group_id, group, self.groups, "multicast group")
         self.pipeline.fwd.mcast.pop(group.multicast_group_id, None)
         if kind != DELETE:
-            self.pipeline.fwd.mcast[group.multicast_group_id] = [r.egress_port
-                                                                 for r in group.replicas]
+            self.pipeline.fwd.mcast[group.multicast_group_id] = [
+                r.egress_port for r in group.replicas
+            ]
 
     def _write_session(self, kind: int, session: p4r.CloneSessionEntry) -> None:
         self._write_pre(kind, session.session_id, session, self.sessions, "clone session")
         self.pipeline.fwd.clone.pop(session.session_id, None)
         if kind != DELETE:
-            self.pipeline.fwd.clone[session.session_id] = [r.egress_port
-                                                           for r in session.replicas]
+            self.pipeline.fwd.clone[session.session_id] = [r.egress_port for r in session.replicas]
 
     @staticmethod
-    def _write_pre(kind: int, ident: int, entry: p4r.MulticastGroupEntry | p4r.CloneSessionEntry,
-                   store: dict, what: str) -> None:
+    def _write_pre(
+        kind: int,
+        ident: int,
+        entry: p4r.MulticastGroupEntry | p4r.CloneSessionEntry,
+        store: dict,
+        what: str,
+    ) -> None:
         if ident == 0:
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"{what} id must be > 0")
         replicas = [(r.egress_port, r.instance) for r in entry.replicas]
@@ -320,8 +364,11 @@ class Entities:
         name = self._counters.get(counter_id)
         if name is None:
             if counter_id in self.schema.counters:
-                raise P4Error(StatusCode.UNIMPLEMENTED, f"counter {counter_id} "
-                              f"({self.schema.counters[counter_id].name}) is not implemented")
+                raise P4Error(
+                    StatusCode.UNIMPLEMENTED,
+                    f"counter {counter_id} "
+                    f"({self.schema.counters[counter_id].name}) is not implemented",
+                )
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"unknown counter id {counter_id}")
         return name
 
@@ -353,9 +400,10 @@ class Entities:
             return
         base, count = action["base"], action["count"]
         if count < 1 or base + count > SLOTS_PER_PIPE:
-            raise P4Error(StatusCode.INVALID_ARGUMENT,
-                          f"job {job}: slots [{base}, {base + count}) not within "
-                          f"1..{SLOTS_PER_PIPE}")
+            raise P4Error(
+                StatusCode.INVALID_ARGUMENT,
+                f"job {job}: slots [{base}, {base + count}) not within 1..{SLOTS_PER_PIPE}",
+            )
         self.pipeline.fwd.job_slots[(job, generation)] = (base, count)
 
     def _aggregate(self, key: Key, action: Params | None) -> None:
@@ -419,11 +467,18 @@ class Entities:
     def _read_tables(self, request: p4r.TableEntry) -> Iterator[p4r.Entity]:
         if request.table_id and request.table_id not in self.tables:
             raise P4Error(StatusCode.INVALID_ARGUMENT, f"unknown table id {request.table_id}")
-        if not request.table_id and (request.match or request.HasField("action")
-                                     or request.priority or request.controller_metadata
-                                     or request.metadata or request.is_default_action):
-            raise P4Error(StatusCode.INVALID_ARGUMENT, "a read of all tables (table_id 0) "
-                          "takes no other filter")
+        if not request.table_id and (
+            request.match
+            or request.HasField("action")
+            or request.priority
+            or request.controller_metadata
+            or request.metadata
+            or request.is_default_action
+        ):
+            raise P4Error(
+                StatusCode.INVALID_ARGUMENT,
+                "a read of all tables (table_id 0) takes no other filter",
+            )
         if request.is_default_action:  # "Wildcard Reads": only the default entry
             _check_default_key(self.schema.tables[request.table_id].name, request)
             out = p4r.Entity()
@@ -456,11 +511,13 @@ class Entities:
 
 
 def _check_default_key(table: str, entry: p4r.TableEntry) -> None:
-    """"Default Entry": "the repeated `match` field must be empty and the `priority` field must
+    """ "Default Entry": "the repeated `match` field must be empty and the `priority` field must
     be set to zero, otherwise the P4Runtime server must return an `INVALID_ARGUMENT`"."""
     if entry.match or entry.priority:
-        raise P4Error(StatusCode.INVALID_ARGUMENT,
-                      f"{table}: the default entry has no match key and priority 0")
+        raise P4Error(
+            StatusCode.INVALID_ARGUMENT,
+            f"{table}: the default entry has no match key and priority 0",
+        )
 
 
 def _pipe(action: Params) -> int:
@@ -473,13 +530,14 @@ def _pipe(action: Params) -> int:
 def _aggregation(action: Params) -> Aggregate:
     tag, member, full = action["tag"], action["member"], action["full"]
     if tag == 0 or member.bit_count() != 1 or not member & full:
-        raise P4Error(StatusCode.INVALID_ARGUMENT,
-                      "aggregate: tag must be non-zero, member one bit of full")
+        raise P4Error(
+            StatusCode.INVALID_ARGUMENT, "aggregate: tag must be non-zero, member one bit of full"
+        )
     return Aggregate(tag, member, full, action["out_flow"], action["next_node"])
 
 
 def _check_index(counter: str, index: int, size: int) -> None:
-    """"CounterEntry": a negative index is INVALID_ARGUMENT, one past the array OUT_OF_RANGE."""
+    """ "CounterEntry": a negative index is INVALID_ARGUMENT, one past the array OUT_OF_RANGE."""
     if index < 0:
         raise P4Error(StatusCode.INVALID_ARGUMENT, f"{counter}: negative index {index}")
     if index >= size:

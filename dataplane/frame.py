@@ -88,8 +88,17 @@ class InaHeader:
     aux: int = 0
 
     def pack(self) -> bytes:
-        return INA_HEADER.pack(self.job, self.task, self.flags, self.flow_id, self.next_node,
-                               self.frag_id, self.count, self.k, self.aux)
+        return INA_HEADER.pack(
+            self.job,
+            self.task,
+            self.flags,
+            self.flow_id,
+            self.next_node,
+            self.frag_id,
+            self.count,
+            self.k,
+            self.aux,
+        )
 
     @classmethod
     def unpack(cls, frame: bytes | memoryview) -> InaHeader:
@@ -131,28 +140,51 @@ def ipv4_checksum(header: bytes | bytearray | memoryview) -> int:
     return ~total & 0xFFFF
 
 
-def build_frame(src: Endpoint, dst: Endpoint, header: InaHeader, elements: bytes,
-                ecn: int = 0) -> bytes:
+def build_frame(
+    src: Endpoint, dst: Endpoint, header: InaHeader, elements: bytes, ecn: int = 0
+) -> bytes:
     """A complete Ethernet/IPv4/UDP/INA frame; `elements` are K big-endian int32 (4K bytes).
 
     The UDP source port is the flow id, so plain OpenFlow switches can forward per flow.
     """
-    return (_eth_ip(src, dst, ecn) + _UDP.pack(header.flow_id, INA_UDP_PORT, INA_UDP_LEN, 0)
-            + header.pack() + elements)
+    return (
+        _eth_ip(src, dst, ecn)
+        + _UDP.pack(header.flow_id, INA_UDP_PORT, INA_UDP_LEN, 0)
+        + header.pack()
+        + elements
+    )
 
 
 @lru_cache(maxsize=256)
 def _eth_ip(src: Endpoint, dst: Endpoint, ecn: int) -> bytes:
     """The Ethernet and IPv4 headers of a frame from `src` to `dst`, checksum included: the
     same for every frame between two ends, so an agent computes them once, not per packet."""
-    eth_ip = bytearray(_ETH_IP_UDP.pack(
-        dst.mac, src.mac, ETHERTYPE_IPV4, 0x45, ecn, 20 + INA_UDP_LEN, 0, 0, 64, PROTO_UDP, 0,
-        src.ip, dst.ip, 0, INA_UDP_PORT, INA_UDP_LEN, 0))[:OFF_UDP]
+    eth_ip = bytearray(
+        _ETH_IP_UDP.pack(
+            dst.mac,
+            src.mac,
+            ETHERTYPE_IPV4,
+            0x45,
+            ecn,
+            20 + INA_UDP_LEN,
+            0,
+            0,
+            64,
+            PROTO_UDP,
+            0,
+            src.ip,
+            dst.ip,
+            0,
+            INA_UDP_PORT,
+            INA_UDP_LEN,
+            0,
+        )
+    )[:OFF_UDP]
     struct.pack_into("!H", eth_ip, OFF_IP + 10, ipv4_checksum(eth_ip[OFF_IP:OFF_UDP]))
     return bytes(eth_ip)
 
 
 def set_ipv4_checksum(frame: bytearray) -> None:
     """Recompute the IPv4 header checksum in place (IHL 5)."""
-    frame[OFF_IP + 10:OFF_IP + 12] = b"\0\0"
+    frame[OFF_IP + 10 : OFF_IP + 12] = b"\0\0"
     struct.pack_into("!H", frame, OFF_IP + 10, ipv4_checksum(frame[OFF_IP:OFF_UDP]))

@@ -130,9 +130,18 @@ def open_in_netns(netns: str, iface: str) -> tuple[socket.socket, bytes]:
 
 def host_agent(args: argparse.Namespace, row: dict, cache: StateCache | None) -> HostAgent:
     """Host `row`'s socket and Worker shards, built as `ina worker` builds its own."""
-    own = argparse.Namespace(**{**vars(args), "name": row["name"], "index": row["index"],
-                                "flow_id": row["flow_id"], "next_node": row["next_node"],
-                                "ps_ip": row["ps_ip"], "gradient": None, "api": None})
+    own = argparse.Namespace(
+        **{
+            **vars(args),
+            "name": row["name"],
+            "index": row["index"],
+            "flow_id": row["flow_id"],
+            "next_node": row["next_node"],
+            "ps_ip": row["ps_ip"],
+            "gradient": None,
+            "api": None,
+        }
+    )
     sock, mac = open_in_netns(row["netns"], row["iface"])
     rows = fragments(one._gradient(own, row["index"]))
     shards = one._worker_shards(own, sock, Endpoint(mac, ip_bytes(row["ip"])), rows)
@@ -186,13 +195,17 @@ def _expected(seed: int, workers: int, elements: int) -> np.ndarray:
 
 def report(args: argparse.Namespace, agent: HostAgent) -> dict:
     """`ina worker`'s report for one host, with its name (and `exact` with --verify)."""
-    out: dict[str, object] = {"worker": agent.index, "name": agent.name,
-                              **one._worker_report(agent.shards)}
+    out: dict[str, object] = {
+        "worker": agent.index,
+        "name": agent.name,
+        **one._worker_report(agent.shards),
+    }
     if args.verify:
         elements = int(args.size_mb * 2**20) // 4
         result = np.concatenate([w.result for w in agent.shards]).reshape(-1)[:elements]
-        out["exact"] = bool(np.array_equal(result.astype(np.int64),
-                                           _expected(args.seed, args.workers, elements)))
+        out["exact"] = bool(
+            np.array_equal(result.astype(np.int64), _expected(args.seed, args.workers, elements))
+        )
     return out
 
 
@@ -212,10 +225,18 @@ def cmd_workers(args: argparse.Namespace) -> int:
         for agent in agents:
             if not agent.finished:
                 waiting = {w.task.task: w.waiting_for() for w in agent.shards}
-                print(json.dumps({"worker": agent.index, "name": agent.name,
-                                  "stopped": waiting if len(waiting) > 1 else
-                                  next(iter(waiting.values())),
-                                  **one._worker_report(agent.shards)}))
+                print(
+                    json.dumps(
+                        {
+                            "worker": agent.index,
+                            "name": agent.name,
+                            "stopped": waiting
+                            if len(waiting) > 1
+                            else next(iter(waiting.values())),
+                            **one._worker_report(agent.shards),
+                        }
+                    )
+                )
         return 3
     reports = [report(args, agent) for agent in agents]
     for line in reports:
@@ -226,24 +247,36 @@ def cmd_workers(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `workers` (several hosts' workers in one process) to the command line."""
     p = subparsers.add_parser("workers", help="several hosts' workers in one process (Mininet)")
-    p.add_argument("--hosts", required=True, metavar="FILE.json",
-                   help="the hosts to serve: a JSON list of objects with "
-                        + ", ".join(HOST_FIELDS))
-    p.add_argument("--state", metavar="FILE",
-                   help="the controller's state file: follow plan changes (README)")
+    p.add_argument(
+        "--hosts",
+        required=True,
+        metavar="FILE.json",
+        help="the hosts to serve: a JSON list of objects with " + ", ".join(HOST_FIELDS),
+    )
+    p.add_argument(
+        "--state", metavar="FILE", help="the controller's state file: follow plan changes (README)"
+    )
     p.add_argument("--job", type=int, default=1, help="job number (default 1)")
     p.add_argument("--task", type=int, default=0, help="task number within the job (default 0)")
     p.add_argument("--workers", type=int, required=True, help="workers in the task")
     p.add_argument("--size-mb", type=float, default=1.0, help="gradient size (default 1 MB)")
     p.add_argument("--epoch", type=int, default=0, help="iteration number")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic gradients")
-    p.add_argument("--wait-go", action="store_true",
-                   help='print {"ready": true} once set up, then wait for a line on stdin')
+    p.add_argument(
+        "--wait-go",
+        action="store_true",
+        help='print {"ready": true} once set up, then wait for a line on stdin',
+    )
     p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
     p.add_argument("--timeout", type=float, default=0.5, help="retransmission timeout (s)")
     p.add_argument("--rate-gbps", type=float, help="pace at the task's published rate")
-    p.add_argument("--rate-scale", type=float, default=1.0,
-                   help="wire Gbps per planned Gbps when pacing at the state file's rate")
-    p.add_argument("--verify", action="store_true",
-                   help="check each host's result against the exact sum")
+    p.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        help="wire Gbps per planned Gbps when pacing at the state file's rate",
+    )
+    p.add_argument(
+        "--verify", action="store_true", help="check each host's result against the exact sum"
+    )
     p.set_defaults(func=cmd_workers)

@@ -45,12 +45,23 @@ class VethNet:
             ip("link", "add", sw, "type", "veth", "peer", "name", host)
             self.switch_if[port], self.host_if[port] = sw, host
             ip("link", "set", host, "netns", self.ns)
-            for args in (["link", "set", sw, "up"],
-                         ["netns", "exec", self.ns, "ip", "link", "set", host, "up"]):
+            for args in (
+                ["link", "set", sw, "up"],
+                ["netns", "exec", self.ns, "ip", "link", "set", host, "up"],
+            ):
                 ip(*args)
             _quiet(["sysctl", "-qw", f"net.ipv6.conf.{sw}.disable_ipv6=1"])
-            _quiet(["ip", "netns", "exec", self.ns, "sysctl", "-qw",
-                    f"net.ipv6.conf.{host}.disable_ipv6=1"])
+            _quiet(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    self.ns,
+                    "sysctl",
+                    "-qw",
+                    f"net.ipv6.conf.{host}.disable_ipv6=1",
+                ]
+            )
 
     def __enter__(self) -> Self:
         try:

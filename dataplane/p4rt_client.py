@@ -67,8 +67,9 @@ class Client:
 
     def packet_out(self, payload: bytes, **metadata: int) -> None:
         """Send a PacketOut; `metadata` by name (the P4Info's `packet_out` header)."""
-        header = next(h for h in self.p4info.controller_packet_metadata
-                      if h.preamble.name == "packet_out")
+        header = next(
+            h for h in self.p4info.controller_packet_metadata if h.preamble.name == "packet_out"
+        )
         request = p4r.StreamMessageRequest()
         request.packet.payload = payload
         for field in header.metadata:
@@ -84,7 +85,8 @@ class Client:
     def set_pipeline(self, device_config: bytes = b"", cookie: int = 1) -> None:
         request = p4r.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
-            action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+        )
         request.election_id.low = self.election_id
         request.config.p4info.CopyFrom(self.p4info)
         request.config.p4_device_config = device_config
@@ -99,8 +101,9 @@ class Client:
     def _action(self, name: str) -> p4i.Action:
         return next(a for a in self.p4info.actions if a.preamble.name == f"InaIngress.{name}")
 
-    def table_entry(self, table: str, match: dict[str, int | tuple[int, int]], action: str,
-                    **params: int) -> p4r.Entity:
+    def table_entry(
+        self, table: str, match: dict[str, int | tuple[int, int]], action: str, **params: int
+    ) -> p4r.Entity:
         spec = self._table(table)
         entity = p4r.Entity()
         entry = entity.table_entry
@@ -167,6 +170,7 @@ class Client:
         spec = next(c for c in self.p4info.counters if c.preamble.name == f"InaIngress.{name}")
         query = p4r.Entity()
         query.counter_entry.counter_id = spec.preamble.id
-        cells = {e.counter_entry.index.index: e.counter_entry.data.packet_count
-                 for e in self.read(query)}
+        cells = {
+            e.counter_entry.index.index: e.counter_entry.data.packet_count for e in self.read(query)
+        }
         return [cells.get(i, 0) for i in range(spec.size)]

@@ -38,8 +38,12 @@ class INA(Packet):
         IntField("aux", 0),
         # Always K elements on the wire: `k` is a claim the switch checks, not a length.
         # scapy's hint asks for fields as the default; it is the values.
-        FieldListField("elements", [0] * K, SignedIntField("", 0),  # type: ignore[list-item]
-                       count_from=lambda _: K),
+        FieldListField(
+            "elements",
+            [0] * K,  # type: ignore[list-item]
+            SignedIntField("", 0),
+            count_from=lambda _: K,
+        ),
     ]
 
 

@@ -46,9 +46,14 @@ from dataplane.frame import (
 # Counter name -> cells: the event counters are indexed by pipe, `forged` by the job a packet
 # claims (README "What the controller installs"), `port_packets` (frames received per
 # front-panel port, the link monitor's evidence of a live link) by port.
-COUNTERS = {**dict.fromkeys(("aggregations_completed", "collisions", "duplicates", "malformed",
-                             "unknown_job"), MAX_PIPES),
-            "forged": MAX_JOBS, "port_packets": PORTS}
+COUNTERS = {
+    **dict.fromkeys(
+        ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job"),
+        MAX_PIPES,
+    ),
+    "forged": MAX_JOBS,
+    "port_packets": PORTS,
+}
 _ELEMS_END = OFF_ELEMS + 4 * K
 # From offset 0: EtherType, IPv4 version/IHL and protocol, UDP destination port and length,
 # INA job, flags and k.
@@ -150,7 +155,8 @@ class Pipeline:
         # Every field the parser checks, in one call; a frame cut short reads as zeros past
         # its end, and the length checks below reject it where the parser would.
         ethertype, version, proto, dport, udp_len, job, flags, k = _PARSED.unpack_from(
-            frame if length >= _PARSED_END else frame.ljust(_PARSED_END, b"\0"))
+            frame if length >= _PARSED_END else frame.ljust(_PARSED_END, b"\0")
+        )
         if ethertype == ETHERTYPE_LLDP:
             return [(CPU_PORT, frame)]  # step 0: link-discovery probe to the controller
         fwd = self.fwd
@@ -195,12 +201,16 @@ class Pipeline:
         out = _with_checksum(frame)
         return [(p, out) for p in self.fwd.mcast.get(group, ())]
 
-    def _data_or_ack(self, port: int, pipe: int, frame: bytes,
-                     flags: int) -> list[tuple[int, bytes]]:
+    def _data_or_ack(
+        self, port: int, pipe: int, frame: bytes, flags: int
+    ) -> list[tuple[int, bytes]]:
         job, task, _, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         region = self.fwd.job_slots.get((job, flow >> 14))  # step 4.1: (job, generation)
-        action = (self.fwd.aggregate.get((job, task, pipe, flow), self.fwd.default_aggregate)
-                  if region else None)
+        action = (
+            self.fwd.aggregate.get((job, task, pipe, flow), self.fwd.default_aggregate)
+            if region
+            else None
+        )
         if action is not None and region is not None:
             cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
             result = self._aggregate(action, cell, frame, flags, frag, count)
@@ -221,8 +231,9 @@ class Pipeline:
             return []
         return [(out_port, _with_checksum(frame))]
 
-    def _aggregate(self, act: Aggregate, cell: int, frame: bytes, flags: int, frag: int,
-                   count: int) -> bytes | str | None:
+    def _aggregate(
+        self, act: Aggregate, cell: int, frame: bytes, flags: int, frag: int, count: int
+    ) -> bytes | str | None:
         """Step 4.2. Returns the frame to forward, "collision", "duplicate", or None (consumed)."""
         s = self.slots
         now = self.clock()
@@ -266,12 +277,25 @@ class Pipeline:
     def _emit(frame: bytes, act: Aggregate, count: int | None, values: int | None) -> bytes:
         """The frame with flow id (also the UDP source port), next node, no UDP checksum and,
         on completion, the count and the sums: UDP and INA headers packed in one call."""
-        (_, dport, length, _, job, task, flags, _, _, frag, old_count, k,
-         aux) = _UDP_INA.unpack_from(frame, OFF_UDP)
-        head = _UDP_INA.pack(act.out_flow, dport, length, 0, job, task, flags, act.out_flow,
-                             act.next_node, frag, old_count if count is None else count, k, aux)
-        elements = (frame[OFF_ELEMS:_ELEMS_END] if values is None
-                    else values.to_bytes(4 * K, "big"))
+        (_, dport, length, _, job, task, flags, _, _, frag, old_count, k, aux) = (
+            _UDP_INA.unpack_from(frame, OFF_UDP)
+        )
+        head = _UDP_INA.pack(
+            act.out_flow,
+            dport,
+            length,
+            0,
+            job,
+            task,
+            flags,
+            act.out_flow,
+            act.next_node,
+            frag,
+            old_count if count is None else count,
+            k,
+            aux,
+        )
+        elements = frame[OFF_ELEMS:_ELEMS_END] if values is None else values.to_bytes(4 * K, "big")
         return b"".join((frame[:OFF_UDP], head, elements, frame[_ELEMS_END:]))
 
     def _control(self, port: int, frame: bytes, occupant: int) -> list[tuple[int, bytes]]:
@@ -282,9 +306,9 @@ class Pipeline:
         out = bytearray(frame)
         out[0:6], out[6:12] = frame[6:12], frame[0:6]
         out[OFF_IP + 1] = (frame[OFF_IP + 1] & 0xFC) | ECN_CE
-        out[OFF_IP + 12:OFF_IP + 16] = frame[OFF_IP + 16:OFF_IP + 20]
-        out[OFF_IP + 16:OFF_IP + 20] = frame[OFF_IP + 12:OFF_IP + 16]
-        out[OFF_UDP + 6:OFF_UDP + 8] = b"\0\0"
+        out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
+        out[OFF_IP + 16 : OFF_IP + 20] = frame[OFF_IP + 12 : OFF_IP + 16]
+        out[OFF_UDP + 6 : OFF_UDP + 8] = b"\0\0"
         out[OFF_INA + 3] = CONTROL
         struct.pack_into("!I", out, OFF_INA + 16, occupant)
         set_ipv4_checksum(out)
@@ -293,7 +317,7 @@ class Pipeline:
 
     def _ipv4(self, frame: bytes) -> list[tuple[int, bytes]]:
         """Step 5: longest-prefix match on the destination address."""
-        dst = int.from_bytes(frame[OFF_IP + 16:OFF_IP + 20], "big")
+        dst = int.from_bytes(frame[OFF_IP + 16 : OFF_IP + 20], "big")
         for length, value in self._lpm_order:
             if (dst ^ value) >> (32 - length) == 0:
                 return [(self.fwd.lpm[(length, value)], _with_checksum(frame))]
@@ -317,4 +341,3 @@ def _checked_ipv4(header: bytes) -> bytes:
     out[10:12] = b"\0\0"
     struct.pack_into("!H", out, 10, ipv4_checksum(out))
     return bytes(out)
-

@@ -38,29 +38,37 @@ def _context(url: str, ca: str | None) -> ssl.SSLContext | None:
         raise ApiError(f"--api-ca {ca}: not a readable CA certificate ({exc})") from None
 
 
-def job_rows(url: str, job: int | str, *, ca: str | None = None,
-             timeout: float = 5.0) -> dict | None:
+def job_rows(
+    url: str, job: int | str, *, ca: str | None = None, timeout: float = 5.0
+) -> dict | None:
     """`{"version", "job_id", "name", "workers"}` of job `job` (its id, or the name it is
     submitted with) from the API at `url` (http[s]://HOST:PORT); None while the job is not
     installed or the API does not answer."""
     if not url.startswith(("http://", "https://")):
         raise ApiError(f"--api {url!r}: expected http://HOST:PORT or https://HOST:PORT")
-    where = (f"jobs/{job}" if isinstance(job, int) else
-             f"jobs/by-name/{urllib.parse.quote(job, safe='')}")
+    where = (
+        f"jobs/{job}"
+        if isinstance(job, int)
+        else f"jobs/by-name/{urllib.parse.quote(job, safe='')}"
+    )
     try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/{where}/agents", timeout=timeout,
-                                    context=_context(url, ca)) as answer:
+        with urllib.request.urlopen(
+            f"{url.rstrip('/')}/{where}/agents", timeout=timeout, context=_context(url, ca)
+        ) as answer:
             return json.loads(answer.read())
     except urllib.error.HTTPError as exc:
         if exc.code == 404 or exc.code >= 500:
             return None
-        raise ApiError(f"the API at {url} refuses job {job}'s rows: HTTP {exc.code} "
-                       f"{_detail(exc)}") from None
+        raise ApiError(
+            f"the API at {url} refuses job {job}'s rows: HTTP {exc.code} {_detail(exc)}"
+        ) from None
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, ssl.SSLCertVerificationError):
-            raise ApiError(f"the API at {url} shows a certificate that does not verify "
-                           f"({exc.reason.verify_message}); give --api-ca with the CA that "
-                           "signed it") from None
+            raise ApiError(
+                f"the API at {url} shows a certificate that does not verify "
+                f"({exc.reason.verify_message}); give --api-ca with the CA that "
+                "signed it"
+            ) from None
         return None
     except (OSError, ValueError):
         return None
@@ -73,9 +81,15 @@ def _detail(exc: urllib.error.HTTPError) -> str:
         return str(exc.reason)
 
 
-def wait_for_job(url: str, job: int | str, *, wait: float, ca: str | None = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> dict:
+def wait_for_job(
+    url: str,
+    job: int | str,
+    *,
+    wait: float,
+    ca: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict:
     """Job `job`'s rows once the controller has installed it; ApiError after `wait` s."""
     deadline = clock() + wait
     while True:
@@ -83,9 +97,11 @@ def wait_for_job(url: str, job: int | str, *, wait: float, ca: str | None = None
         if rows is not None:
             return rows
         if clock() >= deadline:
-            raise ApiError(f"job {job} is not installed at {url} after {wait:g} s (submit it "
-                           "with POST /jobs or `ina job submit`, or wait longer with "
-                           "--api-wait)")
+            raise ApiError(
+                f"job {job} is not installed at {url} after {wait:g} s (submit it "
+                "with POST /jobs or `ina job submit`, or wait longer with "
+                "--api-wait)"
+            )
         sleep(POLL)
 
 
@@ -95,13 +111,11 @@ class ApiWatcher:
     A thread reads the job's rows every `POLL` s, so `poll`, called from an agent's send or
     receive loop, never waits on the network."""
 
-    def __init__(self, url: str, job: int, match: Callable[[dict], bool],
-                 ca: str | None = None):
+    def __init__(self, url: str, job: int, match: Callable[[dict], bool], ca: str | None = None):
         self.url, self.job, self.match, self.ca = url, job, match, ca
         self.version = 0
         self._latest: dict | None = None
-        self._thread = threading.Thread(target=self._follow, daemon=True,
-                                        name=f"api-job-{job}")
+        self._thread = threading.Thread(target=self._follow, daemon=True, name=f"api-job-{job}")
         self._thread.start()
 
     def _follow(self) -> None:

@@ -40,8 +40,10 @@ _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 def open_raw(ifname: str) -> socket.socket:
     """A non-blocking packet socket bound to `ifname` with large buffers."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    for option, fallback in ((SO_RCVBUFFORCE, socket.SO_RCVBUF),
-                             (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+    for option, fallback in (
+        (SO_RCVBUFFORCE, socket.SO_RCVBUF),
+        (SO_SNDBUFFORCE, socket.SO_SNDBUF),
+    ):
         try:
             sock.setsockopt(socket.SOL_SOCKET, option, BUFFER_BYTES)
         except PermissionError:
@@ -75,8 +77,15 @@ def drain(sock: socket.socket, handle: Callable[[bytes], None], limit: int = 256
 def ina_frames(sock: socket.socket) -> list[bytes]:
     """The INA frames waiting on a host agent's `sock` (up to 4096), others dropped."""
     frames: list[bytes] = []
-    drain(sock, lambda f: frames.append(f) if f[OFF_UDP + 2:OFF_UDP + 4] == _INA_PORT
-          and len(f) >= OFF_ELEMS + 4 * K else None, limit=4096)
+    drain(
+        sock,
+        lambda f: (
+            frames.append(f)
+            if f[OFF_UDP + 2 : OFF_UDP + 4] == _INA_PORT and len(f) >= OFF_ELEMS + 4 * K
+            else None
+        ),
+        limit=4096,
+    )
     return frames
 
 

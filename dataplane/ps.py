@@ -86,18 +86,31 @@ class ParameterServer:
     def _send_result(self, frag: int, aux: int = RETRANSMITTED) -> None:
         """`aux`: that of the contribution that completed the fragment; a repeated result is
         marked RETRANSMITTED (no worker takes its round trip as a sample, dataplane/rto.py)."""
-        header = InaHeader(self.task.job, self.task.task, RESULT, self.result_flow_id, 0,
-                           frag_id(self.epoch, self.offset + frag), self.workers, aux=aux)
-        send(self.sock, build_frame(self.me, BROADCAST, header,
-                                    self.result[frag].astype(">i4").tobytes()))
+        header = InaHeader(
+            self.task.job,
+            self.task.task,
+            RESULT,
+            self.result_flow_id,
+            0,
+            frag_id(self.epoch, self.offset + frag),
+            self.workers,
+            aux=aux,
+        )
+        send(
+            self.sock,
+            build_frame(self.me, BROADCAST, header, self.result[frag].astype(">i4").tobytes()),
+        )
         self.results_sent += 1
 
     def handle(self, frame: bytes) -> None:
         job, task, flags, flow, _, raw, count, _, aux = INA_HEADER.unpack_from(frame, OFF_INA)
         epoch, wire = split_frag_id(raw)
         frag = wire - self.offset
-        if ((job, task) != (self.task.job, self.task.task) or epoch != self.epoch
-                or not 0 <= frag < self.fragments):
+        if (
+            (job, task) != (self.task.job, self.task.task)
+            or epoch != self.epoch
+            or not 0 <= frag < self.fragments
+        ):
             return
         if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
             self.duplicates_ignored += flags == DATA
@@ -130,9 +143,12 @@ class ParameterServer:
     def waiting_for(self) -> dict[str, object]:
         """Unfinished fragments and, per flow-id generation, the counts summed so far."""
         missing = np.flatnonzero(~self.done)[:20].tolist()
-        return {"unfinished": int((~self.done).sum()), "first_unfinished": missing,
-                "counts": {gen: [int(c[f]) for f in missing] for gen, c in self.counts.items()},
-                "result_flow_id": self.result_flow_id}
+        return {
+            "unfinished": int((~self.done).sum()),
+            "first_unfinished": missing,
+            "counts": {gen: [int(c[f]) for f in missing] for gen, c in self.counts.items()},
+            "result_flow_id": self.result_flow_id,
+        }
 
     def run(self, linger: float, stop: TextIO | None = None) -> None:
         """Serve until every fragment is finished and `linger` seconds pass without traffic;
@@ -141,8 +157,7 @@ class ParameterServer:
         left without its PS, however long its retransmission timeout."""
         quiet_since = time.monotonic()
         watched: list[socket.socket | TextIO] = [self.sock, *([stop] if stop else [])]
-        while (stop or self.finished < self.fragments
-               or time.monotonic() - quiet_since < linger):
+        while stop or self.finished < self.fragments or time.monotonic() - quiet_since < linger:
             row = self.plan.poll(time.monotonic()) if self.plan else None
             if row is not None:
                 self.result_flow_id = row["result_flow_id"]

@@ -21,11 +21,17 @@ P4INFO_PATH = Path(__file__).resolve().parent.parent / "p4src" / "ina.p4info.txt
 # What the pipeline needs: table -> (match fields as (name, bitwidth, match type), actions).
 REQUIRED_TABLES: dict[str, tuple[tuple[tuple[str, int, str], ...], tuple[str, ...]]] = {
     "InaIngress.port_pipeline": ((("ingress_port", 9, "EXACT"),), ("InaIngress.set_pipeline",)),
-    "InaIngress.job_slots": ((("job", 16, "EXACT"), ("generation", 2, "EXACT")),
-                             ("InaIngress.set_job_slots",)),
+    "InaIngress.job_slots": (
+        (("job", 16, "EXACT"), ("generation", 2, "EXACT")),
+        ("InaIngress.set_job_slots",),
+    ),
     "InaIngress.ina_aggregate": (
-        (("job", 16, "EXACT"), ("task", 8, "EXACT"), ("pipe", 8, "EXACT"),
-         ("flow_id", 16, "EXACT")),
+        (
+            ("job", 16, "EXACT"),
+            ("task", 8, "EXACT"),
+            ("pipe", 8, "EXACT"),
+            ("flow_id", 16, "EXACT"),
+        ),
         ("InaIngress.aggregate",),
     ),
     "InaIngress.ina_forward": (
@@ -33,18 +39,27 @@ REQUIRED_TABLES: dict[str, tuple[tuple[tuple[str, int, str], ...], tuple[str, ..
         ("InaIngress.forward",),
     ),
     "InaIngress.result_multicast": (
-        (("job", 16, "EXACT"), ("task", 8, "EXACT")), ("InaIngress.set_result_group",)),
+        (("job", 16, "EXACT"), ("task", 8, "EXACT")),
+        ("InaIngress.set_result_group",),
+    ),
     "InaIngress.ipv4_lpm": ((("dst_addr", 32, "LPM"),), ("InaIngress.forward",)),
     "InaIngress.host_port": ((("ingress_port", 9, "EXACT"),), ("InaIngress.mark_host_port",)),
-    "InaIngress.host_job": ((("ingress_port", 9, "EXACT"), ("job", 16, "EXACT")),
-                            ("InaIngress.permit_job",)),
+    "InaIngress.host_job": (
+        (("ingress_port", 9, "EXACT"), ("job", 16, "EXACT")),
+        ("InaIngress.permit_job",),
+    ),
 }
 REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.set_pipeline": (("pipe", 8),),
     "InaIngress.set_job_slots": (("base", 32), ("count", 32)),
     # one `member` bit per merged flow
-    "InaIngress.aggregate": (("tag", 16), ("member", MAX_FAN_IN), ("full", MAX_FAN_IN),
-                             ("out_flow", 16), ("next_node", 16)),
+    "InaIngress.aggregate": (
+        ("tag", 16),
+        ("member", MAX_FAN_IN),
+        ("full", MAX_FAN_IN),
+        ("out_flow", 16),
+        ("next_node", 16),
+    ),
     "InaIngress.forward": (("port", 9),),
     "InaIngress.set_result_group": (("group", 16),),
     "InaIngress.mark_host_port": (),
@@ -104,21 +119,28 @@ class Schema:
         match_names = p4i.MatchField.MatchType.Name
         self.tables = {
             t.preamble.id: Table(
-                t.preamble.id, t.preamble.name,
-                {f.id: Field(f.id, f.name, f.bitwidth, match_names(f.match_type))
-                 for f in t.match_fields},
-                frozenset(a.id for a in t.action_refs), t.size,
+                t.preamble.id,
+                t.preamble.name,
+                {
+                    f.id: Field(f.id, f.name, f.bitwidth, match_names(f.match_type))
+                    for f in t.match_fields
+                },
+                frozenset(a.id for a in t.action_refs),
+                t.size,
                 frozenset(a.id for a in t.action_refs if a.scope == p4i.ActionRef.TABLE_ONLY),
-                frozenset(a.id for a in t.action_refs if a.scope == p4i.ActionRef.DEFAULT_ONLY))
+                frozenset(a.id for a in t.action_refs if a.scope == p4i.ActionRef.DEFAULT_ONLY),
+            )
             for t in p4info.tables
         }
         self.actions = {
-            a.preamble.id: Action(a.preamble.id, a.preamble.name,
-                                  {p.id: (p.name, p.bitwidth) for p in a.params})
+            a.preamble.id: Action(
+                a.preamble.id, a.preamble.name, {p.id: (p.name, p.bitwidth) for p in a.params}
+            )
             for a in p4info.actions
         }
-        self.counters = {c.preamble.id: Counter(c.preamble.id, c.preamble.name, c.size)
-                         for c in p4info.counters}
+        self.counters = {
+            c.preamble.id: Counter(c.preamble.id, c.preamble.name, c.size) for c in p4info.counters
+        }
         # Controller header name -> {metadata name: (id, bitwidth)}.
         self.packet_metadata = {
             h.preamble.name: {m.name: (m.id, m.bitwidth) for m in h.metadata}
@@ -143,8 +165,10 @@ class Schema:
             table = tables.get(name)
             if table is None:
                 raise SchemaError(f"P4Info has no table {name}")
-            shape = tuple((f.name, f.bitwidth, f.match_type)
-                          for f in sorted(table.fields.values(), key=lambda f: f.id))
+            shape = tuple(
+                (f.name, f.bitwidth, f.match_type)
+                for f in sorted(table.fields.values(), key=lambda f: f.id)
+            )
             if shape != fields:
                 raise SchemaError(f"table {name} has match fields {shape}, expected {fields}")
             for action_name in action_names:
@@ -165,8 +189,10 @@ class Schema:
                 raise SchemaError(f"P4Info has no controller_packet_metadata {header}")
             widths = {name: width for name, (_, width) in metadata.items()}
             if widths != {field: bitwidth}:
-                raise SchemaError(f"controller header {header} has metadata {widths}, "
-                                  f"expected {{{field!r}: {bitwidth}}}")
+                raise SchemaError(
+                    f"controller header {header} has metadata {widths}, "
+                    f"expected {{{field!r}: {bitwidth}}}"
+                )
 
 
 def load_p4info(path: Path = P4INFO_PATH) -> p4i.P4Info:

@@ -83,8 +83,11 @@ MAX_COMPACT_UPDATES = DETAILS_BUDGET // 20 - 2
 # `grpc.http2.ping_timeout_ms` (default 60 s): `grpc.keepalive_timeout_ms` alone left a stopped
 # client connected; both are set so either reading applies. Clients need not allow anything:
 # only servers enforce a ping policy (GOAWAY too_many_pings), on pings they receive.
-KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 2000),
-                     ("grpc.http2.ping_timeout_ms", 2000))
+KEEPALIVE_OPTIONS = (
+    ("grpc.keepalive_time_ms", 1000),
+    ("grpc.keepalive_timeout_ms", 2000),
+    ("grpc.http2.ping_timeout_ms", 2000),
+)
 
 
 @dataclass(eq=False)
@@ -102,8 +105,12 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     `transmit(port, frame)` sends a frame out of a port; the switch loop supplies it.
     """
 
-    def __init__(self, device_id: int, pipeline: Pipeline,
-                 transmit: Callable[[int, bytes], None] | None = None) -> None:
+    def __init__(
+        self,
+        device_id: int,
+        pipeline: Pipeline,
+        transmit: Callable[[int, bytes], None] | None = None,
+    ) -> None:
         self.device_id = device_id
         self.pipeline = pipeline
         self.transmit = transmit
@@ -150,13 +157,15 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         if request.HasField("role") and request.role.name:
             raise P4Error(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
         new_id = _election_id(request) if request.HasField("election_id") else None
-        if new_id is not None and any(c.election_id == new_id for c in self.clients
-                                      if c is not client):
+        if new_id is not None and any(
+            c.election_id == new_id for c in self.clients if c is not client
+        ):
             raise P4Error(grpc.StatusCode.INVALID_ARGUMENT, "Election id already exists")
         before = self.primary_election_id
         client.election_id, client.arbitrated = new_id, True
-        if new_id is not None and (self.highest_election_id is None
-                                   or new_id >= self.highest_election_id):
+        if new_id is not None and (
+            self.highest_election_id is None or new_id >= self.highest_election_id
+        ):
             self.highest_election_id = new_id
         after = self.primary_election_id
         if after != before or (after is not None and after == new_id):
@@ -171,7 +180,8 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 other.outbox.put_nowait(self._update_for(other))
 
     async def StreamChannel(
-        self, request_iterator: AsyncIterator[p4r.StreamMessageRequest],
+        self,
+        request_iterator: AsyncIterator[p4r.StreamMessageRequest],
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[p4r.StreamMessageResponse]:
         client = _Client()
@@ -184,8 +194,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                     if request.WhichOneof("update") == "arbitration":
                         self._arbitrate(client, request.arbitration)
                     elif not client.arbitrated:
-                        raise P4Error(grpc.StatusCode.FAILED_PRECONDITION,
-                                      "the first stream message must be an arbitration update")
+                        raise P4Error(
+                            grpc.StatusCode.FAILED_PRECONDITION,
+                            "the first stream message must be an arbitration update",
+                        )
                     elif request.WhichOneof("update") == "packet":
                         self._packet_out(client, request.packet)
             except P4Error as exc:
@@ -201,8 +213,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 await context.abort(failure[0].code, str(failure[0]))
         finally:
             reader.cancel()
-            was_primary = (client.election_id is not None
-                           and client.election_id == self.primary_election_id)
+            was_primary = (
+                client.election_id is not None and client.election_id == self.primary_election_id
+            )
             self.clients.remove(client)
             if was_primary:
                 self._announce()
@@ -219,8 +232,10 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             field_id = schema.packet_metadata_id("packet_out")
             values = {m.metadata_id: m.value for m in packet.metadata}
             if set(values) != {field_id}:
-                raise P4Error(grpc.StatusCode.INVALID_ARGUMENT,
-                              "PacketOut needs exactly the metadata egress_port")
+                raise P4Error(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "PacketOut needs exactly the metadata egress_port",
+                )
             port = int.from_bytes(canonical(values[field_id], 16, "egress_port"), "big")
         except P4Error as exc:
             reply = p4r.StreamMessageResponse()
@@ -236,16 +251,17 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     def packet_in(self, port: int, frame: bytes) -> None:
         """Hand `frame`, which arrived on `port`, to the primary client (if any)."""
         primary = self.primary_election_id
-        client = next((c for c in self.clients if primary is not None
-                       and c.election_id == primary), None)
-        if client is None or self.entities is None or \
-                client.outbox.qsize() >= PACKET_IN_BACKLOG:
+        client = next(
+            (c for c in self.clients if primary is not None and c.election_id == primary), None
+        )
+        if client is None or self.entities is None or client.outbox.qsize() >= PACKET_IN_BACKLOG:
             return
         message = p4r.StreamMessageResponse()
         message.packet.payload = frame
         message.packet.metadata.add(
             metadata_id=self.entities.schema.packet_metadata_id("packet_in"),
-            value=port.to_bytes(max(1, (port.bit_length() + 7) // 8), "big"))
+            value=port.to_bytes(max(1, (port.bit_length() + 7) // 8), "big"),
+        )
         client.outbox.put_nowait(message)
 
     def _require_primary(self, device_id: int, election: p4r.Uint128 | None) -> None:
@@ -253,13 +269,17 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             raise P4Error(grpc.StatusCode.NOT_FOUND, f"unknown device id {device_id}")
         primary = self.primary_election_id
         if primary is None or election is None or _uint128(election) != primary:
-            raise P4Error(grpc.StatusCode.PERMISSION_DENIED,
-                          "Not primary: election id does not match the primary's")
+            raise P4Error(
+                grpc.StatusCode.PERMISSION_DENIED,
+                "Not primary: election id does not match the primary's",
+            )
 
     # *** Pipeline config
 
     async def SetForwardingPipelineConfig(
-        self, request: p4r.SetForwardingPipelineConfigRequest, context: grpc.aio.ServicerContext,
+        self,
+        request: p4r.SetForwardingPipelineConfigRequest,
+        context: grpc.aio.ServicerContext,
     ) -> p4r.SetForwardingPipelineConfigResponse:
         """VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT and COMMIT as "SetForwardingPipelineConfig
         RPC" defines them; RECONCILE_AND_COMMIT, which the spec lets a target refuse, is
@@ -271,19 +291,29 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 raise P4Error(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
             if request.action == action.COMMIT:
                 if request.HasField("config"):
-                    raise P4Error(grpc.StatusCode.INVALID_ARGUMENT, "COMMIT takes no config: it "
-                                  "realizes the one VERIFY_AND_SAVE saved")
+                    raise P4Error(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        "COMMIT takes no config: it realizes the one VERIFY_AND_SAVE saved",
+                    )
                 if self.saved is None:
-                    raise P4Error(grpc.StatusCode.NOT_FOUND, "no saved config to commit (no "
-                                  "VERIFY_AND_SAVE since the last commit)")
+                    raise P4Error(
+                        grpc.StatusCode.NOT_FOUND,
+                        "no saved config to commit (no VERIFY_AND_SAVE since the last commit)",
+                    )
             elif request.action == action.RECONCILE_AND_COMMIT:
-                raise P4Error(grpc.StatusCode.UNIMPLEMENTED,
-                              "RECONCILE_AND_COMMIT is not supported")
-            elif request.action not in (action.VERIFY, action.VERIFY_AND_SAVE,
-                                        action.VERIFY_AND_COMMIT):
-                raise P4Error(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"SetForwardingPipelineConfig action {request.action} is not one "
-                              "of VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT")
+                raise P4Error(
+                    grpc.StatusCode.UNIMPLEMENTED, "RECONCILE_AND_COMMIT is not supported"
+                )
+            elif request.action not in (
+                action.VERIFY,
+                action.VERIFY_AND_SAVE,
+                action.VERIFY_AND_COMMIT,
+            ):
+                raise P4Error(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"SetForwardingPipelineConfig action {request.action} is not one "
+                    "of VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT",
+                )
             elif not request.HasField("config"):
                 raise P4Error(grpc.StatusCode.INVALID_ARGUMENT, "no config provided")
             else:
@@ -306,9 +336,11 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         return p4r.SetForwardingPipelineConfigResponse()
 
     async def GetForwardingPipelineConfig(
-        self, request: p4r.GetForwardingPipelineConfigRequest, context: grpc.aio.ServicerContext,
+        self,
+        request: p4r.GetForwardingPipelineConfigRequest,
+        context: grpc.aio.ServicerContext,
     ) -> p4r.GetForwardingPipelineConfigResponse:
-        """"GetForwardingPipelineConfig RPC": the config Read and Write refer to (a saved one
+        """ "GetForwardingPipelineConfig RPC": the config Read and Write refer to (a saved one
         once VERIFY_AND_SAVE has run); `config` unset while there is none."""
         if request.device_id != self.device_id:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown device {request.device_id}")
@@ -335,7 +367,9 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
     # *** Write and Read
 
     async def Write(
-        self, request: p4r.WriteRequest, context: grpc.aio.ServicerContext,
+        self,
+        request: p4r.WriteRequest,
+        context: grpc.aio.ServicerContext,
     ) -> p4r.WriteResponse:
         try:
             self._require_primary(request.device_id, request.election_id)
@@ -343,21 +377,27 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
                 raise P4Error(grpc.StatusCode.UNIMPLEMENTED, "only the default role is supported")
             entities = self._addressed()
             if request.atomicity != p4r.WriteRequest.CONTINUE_ON_ERROR:
-                raise P4Error(grpc.StatusCode.UNIMPLEMENTED,
-                              "only CONTINUE_ON_ERROR atomicity is supported")
+                raise P4Error(
+                    grpc.StatusCode.UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported"
+                )
         except P4Error as exc:
             await context.abort(exc.code, str(exc))
         errors = [_outcome(functools.partial(entities.write, update)) for update in request.updates]
         if any(e.canonical_code != grpc.StatusCode.OK.value[0] for e in errors):
             status = error_status(errors)
-            await context.abort(grpc.StatusCode.UNKNOWN, status.message, trailing_metadata=(
-                ("grpc-status-details-bin", status.SerializeToString()),))
+            await context.abort(
+                grpc.StatusCode.UNKNOWN,
+                status.message,
+                trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),),
+            )
         return p4r.WriteResponse()
 
     async def Read(
-        self, request: p4r.ReadRequest, context: grpc.aio.ServicerContext,
+        self,
+        request: p4r.ReadRequest,
+        context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[p4r.ReadResponse]:
-        """"Read RPC", "Batch Processing": the entities of every request that can be read, then
+        """ "Read RPC", "Batch Processing": the entities of every request that can be read, then
         (when a request cannot) UNKNOWN with one p4.Error per request, in order."""
         reply = p4r.ReadResponse()
         try:
@@ -366,6 +406,7 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
             entities = self._addressed()
         except P4Error as exc:
             await context.abort(exc.code, str(exc))
+
         def read(entity: p4r.Entity) -> None:
             reply.entities.extend(list(entities.read(entity)))
 
@@ -373,11 +414,16 @@ class P4RuntimeService(p4r_grpc.P4RuntimeServicer):
         yield reply
         if any(e.canonical_code != grpc.StatusCode.OK.value[0] for e in errors):
             status = error_status(errors, "Read", "request")
-            await context.abort(grpc.StatusCode.UNKNOWN, status.message, trailing_metadata=(
-                ("grpc-status-details-bin", status.SerializeToString()),))
+            await context.abort(
+                grpc.StatusCode.UNKNOWN,
+                status.message,
+                trailing_metadata=(("grpc-status-details-bin", status.SerializeToString()),),
+            )
 
     async def Capabilities(
-        self, request: p4r.CapabilitiesRequest, context: grpc.aio.ServicerContext,
+        self,
+        request: p4r.CapabilitiesRequest,
+        context: grpc.aio.ServicerContext,
     ) -> p4r.CapabilitiesResponse:
         return p4r.CapabilitiesResponse(p4runtime_api_version=API_VERSION)
 
@@ -416,15 +462,21 @@ def _entities(p4info: p4i.P4Info, pipeline: Pipeline) -> Entities:
 
 
 def _schema(p4info: p4i.P4Info) -> Schema:
-    """"SetForwardingPipelineConfig RPC": a config the target cannot realise is INVALID_ARGUMENT."""
+    """The spec's "SetForwardingPipelineConfig RPC": a config the target cannot realise is
+    INVALID_ARGUMENT."""
     known = set(p4i.MatchField.MatchType.values())
     for table in p4info.tables:
         for match in table.match_fields:
-            if match.WhichOneof("match") != "match_type" or match.match_type not in known \
-                    or match.match_type == p4i.MatchField.UNSPECIFIED:
-                raise P4Error(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"pipeline rejected: table {table.preamble.name} field "
-                              f"{match.name}: match type {_match_kind(match)} is not supported")
+            if (
+                match.WhichOneof("match") != "match_type"
+                or match.match_type not in known
+                or match.match_type == p4i.MatchField.UNSPECIFIED
+            ):
+                raise P4Error(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"pipeline rejected: table {table.preamble.name} field "
+                    f"{match.name}: match type {_match_kind(match)} is not supported",
+                )
     try:
         return Schema(p4info)
     except SchemaError as exc:
@@ -437,8 +489,9 @@ def _match_kind(match: p4i.MatchField) -> str:
     return str(match.match_type)
 
 
-def error_status(errors: list[p4r.Error], rpc: str = "Write",
-                 item: str = "update") -> rpc_status.Status:
+def error_status(
+    errors: list[p4r.Error], rpc: str = "Write", item: str = "update"
+) -> rpc_status.Status:
     """The google.rpc.Status of a failed Write (or Read: `rpc`, `item` name them): UNKNOWN,
     one p4.Error per update (request), in order.
 
@@ -455,8 +508,10 @@ def error_status(errors: list[p4r.Error], rpc: str = "Write",
     failed = [(i, e) for i, e in enumerate(errors) if e.canonical_code != ok]
     first_index, first = failed[0]
     code = _code_name(first.canonical_code)
-    message = (f"{rpc} failure: {len(failed)} of {len(errors)} {item}s failed; "
-               f"first: {item} {first_index}: {code}: {first.message}")
+    message = (
+        f"{rpc} failure: {len(failed)} of {len(errors)} {item}s failed; "
+        f"first: {item} {first_index}: {code}: {first.message}"
+    )
     status = rpc_status.Status(code=grpc.StatusCode.UNKNOWN.value[0], message=message)
     for shorten in (_as_is, _messages_once, _codes_only):
         status.ClearField("details")
@@ -465,8 +520,10 @@ def error_status(errors: list[p4r.Error], rpc: str = "Write",
         if status.ByteSize() <= DETAILS_BUDGET:
             return status
     status.ClearField("details")
-    status.message = (f"{message} (per-{item} details omitted: {len(errors)} {item}s do not "
-                      f"fit the 8 KiB trailer limit of gRPC clients; send smaller batches)")
+    status.message = (
+        f"{message} (per-{item} details omitted: {len(errors)} {item}s do not "
+        f"fit the 8 KiB trailer limit of gRPC clients; send smaller batches)"
+    )
     return status
 
 
@@ -495,6 +552,7 @@ def _codes_only(errors: list[p4r.Error]) -> list[tuple[p4r.Error, str]]:
 
 # *** Requests that do not parse
 
+
 @dataclass(frozen=True)
 class Undecodable:
     """A request message whose bytes do not parse, and why: gRPC's own deserialisation would
@@ -508,8 +566,11 @@ def _lenient(message_type: type[Message]) -> Callable[[bytes], Message | Undecod
         try:
             return message_type.FromString(data)
         except DecodeError:
-            return Undecodable(f"{message_type.DESCRIPTOR.full_name} does not parse: "
-                               f"{_undecodable(message_type, data)}")
+            return Undecodable(
+                f"{message_type.DESCRIPTOR.full_name} does not parse: "
+                f"{_undecodable(message_type, data)}"
+            )
+
     return parse
 
 
@@ -552,8 +613,10 @@ def _handler(service: P4RuntimeService) -> grpc.GenericRpcHandler:
         else:
             make, handle = grpc.unary_unary_rpc_method_handler, _checked_unary(behaviour)
         handlers[method.name] = make(
-            handle, request_deserializer=_lenient(getattr(p4r, method.input_type.name)),
-            response_serializer=getattr(p4r, method.output_type.name).SerializeToString)
+            handle,
+            request_deserializer=_lenient(getattr(p4r, method.input_type.name)),
+            response_serializer=getattr(p4r, method.output_type.name).SerializeToString,
+        )
     return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", handlers)
 
 
@@ -562,6 +625,7 @@ def _checked_unary(method: Callable) -> Callable:
         if isinstance(request, Undecodable):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
         return await method(request, context)
+
     return handle
 
 
@@ -571,26 +635,32 @@ def _checked_reply_stream(method: Callable) -> Callable:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
         async for reply in method(request, context):
             yield reply
+
     return handle
 
 
 def _checked_stream(method: Callable) -> Callable:
     """A stream message that does not parse ends the stream with INVALID_ARGUMENT (a P4Error
     raised where the stream is read)."""
-    async def handle(requests: AsyncIterator[Message | Undecodable],
-                     context: grpc.aio.ServicerContext) -> AsyncIterator[Message]:
+
+    async def handle(
+        requests: AsyncIterator[Message | Undecodable], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[Message]:
         async def checked() -> AsyncIterator[Message]:
             async for request in requests:
                 if isinstance(request, Undecodable):
                     raise P4Error(grpc.StatusCode.INVALID_ARGUMENT, request.reason)
                 yield request
+
         async for reply in method(checked(), context):
             yield reply
+
     return handle
 
 
-async def serve(address: str, service: P4RuntimeService,
-                credentials: grpc.ServerCredentials | None = None) -> grpc.aio.Server:
+async def serve(
+    address: str, service: P4RuntimeService, credentials: grpc.ServerCredentials | None = None
+) -> grpc.aio.Server:
     """Start the gRPC server on `address` (host:port), over TLS with `credentials`, and
     return it."""
     # Without SO_REUSEPORT (gRPC's default sets it): a second switch started on an address in
@@ -598,8 +668,11 @@ async def serve(address: str, service: P4RuntimeService,
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *KEEPALIVE_OPTIONS])
     server.add_generic_rpc_handlers((_handler(service),))
     try:
-        port = (server.add_secure_port(address, credentials) if credentials is not None
-                else server.add_insecure_port(address))
+        port = (
+            server.add_secure_port(address, credentials)
+            if credentials is not None
+            else server.add_insecure_port(address)
+        )
     except RuntimeError:  # grpc.aio's way of saying the bind failed
         port = 0
     if port == 0:

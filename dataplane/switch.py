@@ -27,8 +27,12 @@ LOG = logging.getLogger(__name__)
 ROUNDS_PER_TURN = 256
 
 
-async def run_switch(device_id: int, address: str, interfaces: dict[int, str],
-                     credentials: grpc.ServerCredentials | None = None) -> None:
+async def run_switch(
+    device_id: int,
+    address: str,
+    interfaces: dict[int, str],
+    credentials: grpc.ServerCredentials | None = None,
+) -> None:
     """Serve P4Runtime on `address` (TLS with `credentials`) and switch frames between
     `interfaces` (port -> name)."""
     pipeline = Pipeline()

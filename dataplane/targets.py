@@ -50,18 +50,35 @@ def program_for(kind: str) -> Program:
     return Program(load_p4info(P4INFO_PATH), b"")
 
 
-def command_for(kind: str, interfaces: Mapping[int, str], address: str,
-                device_id: int = 1) -> list[str]:
+def command_for(
+    kind: str, interfaces: Mapping[int, str], address: str, device_id: int = 1
+) -> list[str]:
     """The switch's command line; `interfaces` maps port numbers to Linux interfaces."""
     if kind == "bmv2":
         return bmv2_command(interfaces, address, device_id=device_id)
     ifaces = [arg for port, name in sorted(interfaces.items()) for arg in ("-i", f"{port}@{name}")]
-    return [sys.executable, "-m", "dataplane", "switch", "--device-id", str(device_id),
-            "--grpc-addr", address, *ifaces, "--log-level", "warning"]
+    return [
+        sys.executable,
+        "-m",
+        "dataplane",
+        "switch",
+        "--device-id",
+        str(device_id),
+        "--grpc-addr",
+        address,
+        *ifaces,
+        "--log-level",
+        "warning",
+    ]
 
 
-def start_target(kind: str, interfaces: Mapping[int, str], address: str,
-                 device_id: int = 1) -> subprocess.Popen:
+def start_target(
+    kind: str, interfaces: Mapping[int, str], address: str, device_id: int = 1
+) -> subprocess.Popen:
     """Start the switch and return once it serves P4Runtime on `address`."""
-    return serving(subprocess.Popen(command_for(kind, interfaces, address, device_id), cwd=ROOT,
-                                    stdout=subprocess.DEVNULL), address)
+    return serving(
+        subprocess.Popen(
+            command_for(kind, interfaces, address, device_id), cwd=ROOT, stdout=subprocess.DEVNULL
+        ),
+        address,
+    )

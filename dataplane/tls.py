@@ -31,10 +31,12 @@ def is_loopback(address: str) -> bool:
 
 def plaintext_refusal(who: str, address: str) -> str:
     """Why a plain-text channel at `address` is refused (`who` names the switch or listener)."""
-    return (f"{who} at {address}: plain-text P4Runtime is allowed only on a loopback address "
-            "(anyone on the path could program the switch); use TLS (--tls-ca, with --tls-cert "
-            "and --tls-key for client authentication; on a switch --grpc-server-ssl with "
-            "--grpc-server-cert and --grpc-server-key) or pass --insecure to accept it")
+    return (
+        f"{who} at {address}: plain-text P4Runtime is allowed only on a loopback address "
+        "(anyone on the path could program the switch); use TLS (--tls-ca, with --tls-cert "
+        "and --tls-key for client authentication; on a switch --grpc-server-ssl with "
+        "--grpc-server-cert and --grpc-server-key) or pass --insecure to accept it"
+    )
 
 
 def read_pem(path: Path | None, option: str) -> bytes | None:
@@ -49,7 +51,6 @@ def read_pem(path: Path | None, option: str) -> bytes | None:
     return data
 
 
-
 @dataclass(frozen=True)
 class ServerTLS:
     """The switch's side, with simple_switch_grpc's option names."""
@@ -61,9 +62,12 @@ class ServerTLS:
 
     def credentials(self) -> grpc.ServerCredentials:
         if self.with_client_auth and self.cacert is None:
-            raise TLSConfigError("--grpc-server-with-client-auth needs --grpc-server-cacert "
-                                 "(the CA that signs the controllers' certificates)")
+            raise TLSConfigError(
+                "--grpc-server-with-client-auth needs --grpc-server-cacert "
+                "(the CA that signs the controllers' certificates)"
+            )
         return grpc.ssl_server_credentials(
             [(read_pem(self.key, "--grpc-server-key"), read_pem(self.cert, "--grpc-server-cert"))],
             root_certificates=read_pem(self.cacert, "--grpc-server-cacert"),
-            require_client_auth=self.with_client_auth)
+            require_client_auth=self.with_client_auth,
+        )

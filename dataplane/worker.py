@@ -215,8 +215,9 @@ class Worker:
         """(flow id, next node) under which row `frag` travels: its segment's."""
         if not self.segments:
             return self.flow_id, self.next_node
-        _, flow, node = self.segments[max(0, bisect_right(self.segments, frag,
-                                                          key=lambda s: s[0]) - 1)]
+        _, flow, node = self.segments[
+            max(0, bisect_right(self.segments, frag, key=lambda s: s[0]) - 1)
+        ]
         return flow, node
 
     def owns(self, wire_index: int) -> bool:
@@ -224,13 +225,20 @@ class Worker:
 
     def waiting_for(self) -> dict[str, object]:
         """What a stuck worker is waiting for (printed when it is stopped before the end)."""
-        return {"next_fragment": self.next_frag, "outstanding": sorted(self.outstanding)[:20],
-                "outstanding_count": len(self.outstanding), "ahead": len(self.ahead),
-                "lost": sorted(self.lost)[:20], "lost_count": len(self.lost),
-                "flow_id": self.flow_id, "window": self.window,
-                "timeouts_max": max(self.timeouts.values(), default=0),
-                "srtt": self.rtt.srtt, "rto": round(self.rto, 3),
-                "plan_version": self.plan.version if self.plan else None}
+        return {
+            "next_fragment": self.next_frag,
+            "outstanding": sorted(self.outstanding)[:20],
+            "outstanding_count": len(self.outstanding),
+            "ahead": len(self.ahead),
+            "lost": sorted(self.lost)[:20],
+            "lost_count": len(self.lost),
+            "flow_id": self.flow_id,
+            "window": self.window,
+            "timeouts_max": max(self.timeouts.values(), default=0),
+            "srtt": self.rtt.srtt,
+            "rto": round(self.rto, 3),
+            "plan_version": self.plan.version if self.plan else None,
+        }
 
     def _gap(self) -> float:
         """Seconds between two fragments at the paced rate (0: unpaced)."""
@@ -259,9 +267,16 @@ class Worker:
         count = 1 if flags == DATA else 0
         flow, node = self.ids(frag)
         aux = data_aux(self.contributor, frag in self.first_sent) if flags == DATA else 0
-        header = InaHeader(self.task.job, self.task.task, flags, flow, node,
-                           frag_id(self.epoch if epoch is None else epoch, self.offset + frag),
-                           count, aux=aux)
+        header = InaHeader(
+            self.task.job,
+            self.task.task,
+            flags,
+            flow,
+            node,
+            frag_id(self.epoch if epoch is None else epoch, self.offset + frag),
+            count,
+            aux=aux,
+        )
         payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         self.stats.sent += 1
@@ -403,8 +418,9 @@ class Worker:
             self._first_send(index, now)
             self.ahead.add(index)
             self.stats.sent_to_unblock += 1
-        elif now - self.last_sent.get(index, now) >= (self.rtt.srtt or self.rto) \
-                and not other_shard:
+        elif (
+            now - self.last_sent.get(index, now) >= (self.rtt.srtt or self.rto) and not other_shard
+        ):
             # In flight for a round trip and its partial sum still waits: this worker's copy
             # may be what was lost. Resent (a duplicate if not), instead of waiting for its
             # timeout while every peer's window waits behind the slot.
@@ -538,8 +554,12 @@ class Worker:
                 self.timeouts_spurious = not recovered
             # Held after its timeout (`on_timeouts`), its one copy came back, and no recovery
             # held it up.
-            slow = (in_flight and bool(self.timeouts.get(frag)) and frag not in self.resent
-                    and not recovered)
+            slow = (
+                in_flight
+                and bool(self.timeouts.get(frag))
+                and frag not in self.resent
+                and not recovered
+            )
             if sent is not None and not recovered:
                 rtt = now - sent
                 if own:
@@ -550,8 +570,9 @@ class Worker:
                 self.min_rtt = min(rtt, self.min_rtt or float("inf"))
             if frag in self.detected:
                 self.detected.discard(frag)
-                if waiting == DETECTED or (self.min_rtt is not None
-                                           and now - self.last_sent[frag] < self.min_rtt):
+                if waiting == DETECTED or (
+                    self.min_rtt is not None and now - self.last_sent[frag] < self.min_rtt
+                ):
                     self.stats.spurious += 1  # the original answered: it was not lost
                     self._reo_steps += 1
             if (first := self.first_sent.get(frag)) is not None:
@@ -575,8 +596,12 @@ class Worker:
                 self.stats.acks += 1
             if self.finished:
                 self.stats.seconds = now - self._started
-        elif (flags == CONTROL and flow == self.ids(frag)[0] and frag in self.outstanding
-              and now >= self.controlled.get(frag, 0.0)):
+        elif (
+            flags == CONTROL
+            and flow == self.ids(frag)[0]
+            and frag in self.outstanding
+            and now >= self.controlled.get(frag, 0.0)
+        ):
             # Dropped at the collision, so no slot keeps it: no ACK needed later. Resent at
             # once, but at most every CONTROL_RESEND_GAP: while the occupant stays, a resend
             # per CONTROL ping-pongs at the round-trip time (a worker next to an aggregator
@@ -621,8 +646,9 @@ def run_shards(shards: list[Worker]) -> np.ndarray:
     return np.concatenate([w.result for w in shards]).reshape(-1)
 
 
-def dispatch(shards: list[Worker], by_task: dict[tuple[int, int], Worker], frame: bytes,
-             now: float) -> None:
+def dispatch(
+    shards: list[Worker], by_task: dict[tuple[int, int], Worker], frame: bytes, now: float
+) -> None:
     """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
     the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this
     too."""

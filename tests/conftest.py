@@ -42,12 +42,24 @@ def leaf_spine_doc(
             links.append({"a": name, "b": f"L{leaf}", "capacity_gbps": capacity})
     switches = []
     for s in range(spines):
-        switches.append({"name": f"S{s}", "tier": "spine", "ina": f"S{s}" in ina,
-                         "pipelines": pipelines if f"S{s}" in ina else 1})
+        switches.append(
+            {
+                "name": f"S{s}",
+                "tier": "spine",
+                "ina": f"S{s}" in ina,
+                "pipelines": pipelines if f"S{s}" in ina else 1,
+            }
+        )
     for leaf in range(leaves):
         name = f"L{leaf}"
-        switches.append({"name": name, "tier": "leaf", "ina": name in ina,
-                         "pipelines": pipelines if name in ina else 1})
+        switches.append(
+            {
+                "name": name,
+                "tier": "leaf",
+                "ina": name in ina,
+                "pipelines": pipelines if name in ina else 1,
+            }
+        )
         for s in range(spines):
             links.append({"a": name, "b": f"S{s}", "capacity_gbps": capacity})
     for sw in switches:  # a switch needs at least one port per pipeline
@@ -83,12 +95,15 @@ def cluster_doc(host_gbps: float = 10, spine_gbps: float = 40) -> dict:
     roles = {"H00": "worker", "H01": "worker", "H10": "ps"}
     for host in hosts:
         host["role"] = roles.get(host["name"], "idle")
-    switches = [{"name": f"L{leaf}", "tier": "leaf", "ina": True}
-                for leaf in range(CLUSTER_LEAVES)]
+    switches = [{"name": f"L{leaf}", "tier": "leaf", "ina": True} for leaf in range(CLUSTER_LEAVES)]
     switches.append({"name": "S0", "tier": "spine", "ina": True})
-    return {"name": "api-cluster", "hosts": hosts, "switches": switches, "links": links,
-            "jobs": [{"name": "A", "tasks": [{"name": "t0", "ps": "H10",
-                                              "workers": ["H00", "H01"]}]}]}
+    return {
+        "name": "api-cluster",
+        "hosts": hosts,
+        "switches": switches,
+        "links": links,
+        "jobs": [{"name": "A", "tasks": [{"name": "t0", "ps": "H10", "workers": ["H00", "H01"]}]}],
+    }
 
 
 HOSTS = [f"H{leaf}{k}" for leaf in range(CLUSTER_LEAVES) for k in range(PER_LEAF)]
@@ -114,18 +129,41 @@ def running_api(tmp: Path, token: str | None, **serve):
     from controller.southbound.p4runtime import SwitchTarget
 
     addresses = {name: f"127.0.0.1:{free_port()}" for name in API_SWITCHES}
-    procs = [subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
-                               address, "--log-level", "warning"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for address in addresses.values()]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "switch",
+                "--grpc-addr",
+                address,
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for address in addresses.values()
+    ]
     doc = cluster_doc()
     network = build_network(doc)
     session = daemon.Session(
-        network, solve(network, "shortest"),
-        {n: SwitchTarget(n, a) for n, a in addresses.items()}, tmp / "state.json",
-        layout=initial_layout(network, 128))
-    api.attach(session, api.listen("127.0.0.1:0", token), token, scheme="shortest",
-               time_limit=None, seed=0, **serve)
+        network,
+        solve(network, "shortest"),
+        {n: SwitchTarget(n, a) for n, a in addresses.items()},
+        tmp / "state.json",
+        layout=initial_layout(network, 128),
+    )
+    api.attach(
+        session,
+        api.listen("127.0.0.1:0", token),
+        token,
+        scheme="shortest",
+        time_limit=None,
+        seed=0,
+        **serve,
+    )
     loop = asyncio.new_event_loop()
     task = loop.create_task(daemon.run(session, connect_timeout=30, probe_interval=None))
 
@@ -140,8 +178,13 @@ def running_api(tmp: Path, token: str | None, **serve):
         while not session.started and time.monotonic() < deadline:
             time.sleep(0.1)
         assert session.started, "the switches were not programmed"
-        yield {"address": session.api_address, "session": session, "switches": addresses,
-               "doc": doc, "state": tmp / "state.json"}
+        yield {
+            "address": session.api_address,
+            "session": session,
+            "switches": addresses,
+            "doc": doc,
+            "state": tmp / "state.json",
+        }
     finally:
         loop.call_soon_threadsafe(task.cancel)
         thread.join(timeout=20)
@@ -161,9 +204,20 @@ def embedded_switch(embedded_switch_process):
 def embedded_switch_process():
     """`embedded_switch` as (address, process), for a test that stops or kills it."""
     address = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
-                             address, "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "switch",
+            "--grpc-addr",
+            address,
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     host, port = address.split(":")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -191,8 +245,9 @@ MININET = [
 @pytest.fixture
 def nothing_left_behind():
     yield
-    leftovers = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
-                               check=False).stdout
+    leftovers = subprocess.run(
+        ["ip", "-o", "link"], capture_output=True, text=True, check=False
+    ).stdout
     assert "-eth" not in leftovers, "Mininet interfaces left behind"
 
 
@@ -203,11 +258,13 @@ def partial_doc() -> dict:
         "name": "partial-by-hand",
         "hosts": [*hosts, {"name": "PS", "role": "ps"}],
         "switches": [{"name": "S1", "ina": True}, {"name": "S2", "ina": True}],
-        "links": [{"a": a, "b": b, "capacity_gbps": 10}
-                  for a, b in (("W1", "S1"), ("W2", "S1"), ("S1", "S2"), ("W3", "S2"),
-                               ("PS", "S2"))],
-        "jobs": [{"name": "j", "tasks": [{"name": "t", "ps": "PS",
-                                          "workers": ["W1", "W2", "W3"]}]}],
+        "links": [
+            {"a": a, "b": b, "capacity_gbps": 10}
+            for a, b in (("W1", "S1"), ("W2", "S1"), ("S1", "S2"), ("W3", "S2"), ("PS", "S2"))
+        ],
+        "jobs": [
+            {"name": "j", "tasks": [{"name": "t", "ps": "PS", "workers": ["W1", "W2", "W3"]}]}
+        ],
     }
 
 
@@ -217,9 +274,15 @@ def partial_plan():
     bring the PS 1, 1 and 3 flows per fragment (1.5 on average)."""
     from controller.model.plan import AggregationPoint, Plan, TaskPlan
 
-    paths = {"W1": ["W1", "S1", "S2", "PS"], "W2": ["W2", "S1", "S2", "PS"],
-             "W3": ["W3", "S2", "PS"]}
-    points = [AggregationPoint("S1", 0, 2, "S2", None, 0.5),
-              AggregationPoint("S2", 0, 4, "PS", None, 0.75)]
-    return Plan("hand", "heuristic", 1.0, None, 0.0, None,
-                [TaskPlan("j", "t", "PS", 1.0, paths, points)])
+    paths = {
+        "W1": ["W1", "S1", "S2", "PS"],
+        "W2": ["W2", "S1", "S2", "PS"],
+        "W3": ["W3", "S2", "PS"],
+    }
+    points = [
+        AggregationPoint("S1", 0, 2, "S2", None, 0.5),
+        AggregationPoint("S2", 0, 4, "PS", None, 0.75),
+    ]
+    return Plan(
+        "hand", "heuristic", 1.0, None, 0.0, None, [TaskPlan("j", "t", "PS", 1.0, paths, points)]
+    )

@@ -29,20 +29,37 @@ def start(scheme: str = "shortest", slots: int = 128):
     return network, plan, admission.initial_layout(network, slots)
 
 
-def admit(network, plan, layout, request: JobRequest, name: str, last_id: int,
-          scheme: str = "shortest") -> admission.Admitted:
-    return admission.admit(network, plan, layout, request, scheme=scheme, name=name,
-                           last_id=last_id, version=1, switches=list(network.switches),
-                           p4info=P4INFO)
+def admit(
+    network, plan, layout, request: JobRequest, name: str, last_id: int, scheme: str = "shortest"
+) -> admission.Admitted:
+    return admission.admit(
+        network,
+        plan,
+        layout,
+        request,
+        scheme=scheme,
+        name=name,
+        last_id=last_id,
+        version=1,
+        switches=list(network.switches),
+        p4info=P4INFO,
+    )
 
 
 def _job_entries(programs: dict, job_id: int) -> dict[str, list[str]]:
     """Per switch, the entries naming the job and the multicast groups in its block."""
     low = job_id * admission.GROUP_BLOCK
-    return {name: sorted([repr(e) for e in prog.table_entries if e.match.get("job") == job_id]
-                         + [repr(g) for g in prog.multicast_groups
-                            if low < g.multicast_group_id <= low + admission.GROUP_BLOCK])
-            for name, prog in programs.items()}
+    return {
+        name: sorted(
+            [repr(e) for e in prog.table_entries if e.match.get("job") == job_id]
+            + [
+                repr(g)
+                for g in prog.multicast_groups
+                if low < g.multicast_group_id <= low + admission.GROUP_BLOCK
+            ]
+        )
+        for name, prog in programs.items()
+    }
 
 
 @pytest.mark.parametrize("scheme", ["shortest", "atp"])
@@ -54,12 +71,14 @@ def test_a_jobs_entries_stay_as_they_are_when_another_job_comes_and_goes(scheme)
     together = new.programs
     assert _job_entries(together, 1) == _job_entries(alone, 1)
     assert any(_job_entries(together, new.layout.job_id).values())
-    network2, plan2, layout2 = admission.without_job(new.network, new.union,
-                                                     {**layout, "B": new.layout}, "B", plan)
+    network2, plan2, layout2 = admission.without_job(
+        new.network, new.union, {**layout, "B": new.layout}, "B", plan
+    )
     after, _ = compile_plan(network2, plan2, layout=layout2)
     assert plan2 is plan  # what is left is the plan the controller started with
-    assert {n: p.entities() for n, p in after.items()} == \
-        {n: p.entities() for n, p in alone.items()}
+    assert {n: p.entities() for n, p in after.items()} == {
+        n: p.entities() for n, p in alone.items()
+    }
 
 
 def test_a_newcomer_gets_what_is_left_and_running_rates_do_not_change():
@@ -71,8 +90,14 @@ def test_a_newcomer_gets_what_is_left_and_running_rates_do_not_change():
     assert evaluate(new.network, new.union).consistent
     # A job sending to A's PS finds A's PS link full: refused, with the link named.
     with pytest.raises(Refused) as refused:
-        admit(new.network, new.union, {**layout, "B": new.layout},
-              JobRequest(workers=["H04"], ps="H10"), "C", 2)
+        admit(
+            new.network,
+            new.union,
+            {**layout, "B": new.layout},
+            JobRequest(workers=["H04"], ps="H10"),
+            "C",
+            2,
+        )
     assert refused.value.reason == "capacity"
     assert "S0->L1" in str(refused.value) or "L1->H10" in str(refused.value)
 
@@ -85,30 +110,37 @@ def test_min_rate_refuses_a_job_that_would_get_less():
     assert refused.value.reason == "capacity"
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    ({"workers": ["H02"], "ps": "nowhere"}, "unknown host"),
-    ({"workers": ["S0"], "ps": "H11"}, "unknown host"),
-    ({"workers": ["H02"], "ps": "H11", "scheme": "nope"}, "unknown scheme"),
-])
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"workers": ["H02"], "ps": "nowhere"}, "unknown host"),
+        ({"workers": ["S0"], "ps": "H11"}, "unknown host"),
+        ({"workers": ["H02"], "ps": "H11", "scheme": "nope"}, "unknown scheme"),
+    ],
+)
 def test_what_the_network_does_not_have_is_refused_as_bad_input(body, reason):
     network, plan, layout = start()
     with pytest.raises(Refused) as refused:
-        admit(network, plan, layout, JobRequest(**body), "B", 1,
-              scheme=body.get("scheme", "shortest"))
+        admit(
+            network, plan, layout, JobRequest(**body), "B", 1, scheme=body.get("scheme", "shortest")
+        )
     assert (refused.value.reason, refused.value.status) == (reason, 422)
 
 
-@pytest.mark.parametrize("body", [
-    {"workers": ["H02"], "ps": "H11", "colour": "red"},  # unknown field
-    {"workers": ["H02"]},  # fixed without a PS
-    {"workers": 3, "ps": "H11"},  # a count needs placement free
-    {"workers": ["H02"], "placement": "free"},  # free takes a count
-    {"workers": ["H02", "H02"], "ps": "H11"},
-    {"workers": ["H02"], "ps": "H02"},
-    {"workers": ["H02"], "ps": "H11", "slots": 0},
-    {"workers": ["H02"], "ps": "H11", "priority": float("nan")},
-    {"workers": ["H02"], "ps": "H11", "gradient_mb": "10"},  # strict: no text for a number
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"workers": ["H02"], "ps": "H11", "colour": "red"},  # unknown field
+        {"workers": ["H02"]},  # fixed without a PS
+        {"workers": 3, "ps": "H11"},  # a count needs placement free
+        {"workers": ["H02"], "placement": "free"},  # free takes a count
+        {"workers": ["H02", "H02"], "ps": "H11"},
+        {"workers": ["H02"], "ps": "H02"},
+        {"workers": ["H02"], "ps": "H11", "slots": 0},
+        {"workers": ["H02"], "ps": "H11", "priority": float("nan")},
+        {"workers": ["H02"], "ps": "H11", "gradient_mb": "10"},  # strict: no text for a number
+    ],
+)
 def test_a_request_off_the_schema_is_refused(body):
     with pytest.raises(ValidationError):
         JobRequest(**body)
@@ -116,8 +148,9 @@ def test_a_request_off_the_schema_is_refused(body):
 
 def test_free_placement_places_on_free_servers_and_then_keeps_them():
     network, plan, layout = start()
-    new = admit(network, plan, layout, JobRequest(workers=2, placement="free"), "B", 1,
-                scheme="paring")
+    new = admit(
+        network, plan, layout, JobRequest(workers=2, placement="free"), "B", 1, scheme="paring"
+    )
     (task,) = [t for t in new.network.tasks if t.job == "B"]
     used = {h for tp in plan.tasks for h in (tp.ps, *tp.paths)}
     assert task.placement == "fixed" and not {task.ps, *task.workers} & used
@@ -139,11 +172,16 @@ def _gaps_of(layout, size: int) -> bool:
 
 
 step = st.one_of(
-    st.tuples(st.just("submit"), st.sampled_from(HOSTS),
-              st.lists(st.sampled_from(HOSTS), min_size=1, max_size=4, unique=True),
-              st.sampled_from([16, 128, 300, 700]), st.sampled_from(["shortest", "atp", "rr"]),
-              st.sampled_from([0.0, 1.0, 8.0])),
-    st.tuples(st.just("delete"), st.integers(0, 10)))
+    st.tuples(
+        st.just("submit"),
+        st.sampled_from(HOSTS),
+        st.lists(st.sampled_from(HOSTS), min_size=1, max_size=4, unique=True),
+        st.sampled_from([16, 128, 300, 700]),
+        st.sampled_from(["shortest", "atp", "rr"]),
+        st.sampled_from([0.0, 1.0, 8.0]),
+    ),
+    st.tuples(st.just("delete"), st.integers(0, 10)),
+)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -169,8 +207,9 @@ def test_every_sequence_of_arrivals_and_departures_keeps_the_union_consistent(st
             request = JobRequest(workers=workers, ps=ps, slots=slots, min_rate_gbps=min_rate)
             before = (network, plan, dict(layout))
             try:
-                new = admit(network, plan, layout, request, f"J{len(steps)}{last}", last,
-                            scheme=scheme)
+                new = admit(
+                    network, plan, layout, request, f"J{len(steps)}{last}", last, scheme=scheme
+                )
             except Refused as exc:
                 assert (network, plan, layout) == before
                 if exc.reason == "no slot memory left":
@@ -185,8 +224,7 @@ def test_every_sequence_of_arrivals_and_departures_keeps_the_union_consistent(st
         judged = evaluate(network, plan)
         assert judged.consistent, judged.problems
         assert not judged.beyond_data_plane
-        regions = sorted((own.slot_base, own.slot_base + own.slot_count)
-                         for own in layout.values())
+        regions = sorted((own.slot_base, own.slot_base + own.slot_count) for own in layout.values())
         assert all(a[1] <= b[0] for a, b in pairwise(regions))
         assert len({own.job_id for own in layout.values()}) == len(layout)
         compile_plan(network, plan, layout=layout)  # every job's ids fit its blocks

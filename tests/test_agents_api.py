@@ -39,8 +39,9 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 
 def _agent(role: str, url: str, *extra: str) -> argparse.Namespace:
-    return _parse(role, "--api", url, "--iface", "x", "--ip", "10.0.0.9", "--api-wait", "60",
-                  *extra)
+    return _parse(
+        role, "--api", url, "--iface", "x", "--ip", "10.0.0.9", "--api-wait", "60", *extra
+    )
 
 
 def _submit(address: str, body: dict) -> dict:
@@ -48,8 +49,12 @@ def _submit(address: str, body: dict) -> dict:
 
     host, port = address.rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    conn.request("POST", "/jobs", body=json.dumps(body).encode(),
-                 headers={"Content-Type": "application/json"})
+    conn.request(
+        "POST",
+        "/jobs",
+        body=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     answer = conn.getresponse()
     job = json.loads(answer.read())
     assert answer.status == 201, job
@@ -85,8 +90,13 @@ def test_a_worker_started_before_its_job_waits_then_takes_the_ids_it_was_given(c
     agents = job["tasks"][0]["agents"]
     mine = next(a for a in agents if a["worker"] == "H20")
     assert rows == agents
-    assert (args.ps_ip, args.flow_id, args.next_node, args.workers, args.task) == \
-        (mine["ps_ip"], mine["flow_id"], mine["next_node"], 3, mine["task_id"])
+    assert (args.ps_ip, args.flow_id, args.next_node, args.workers, args.task) == (
+        mine["ps_ip"],
+        mine["flow_id"],
+        mine["next_node"],
+        3,
+        mine["task_id"],
+    )
     assert args.index == [a["worker"] for a in agents].index("H20")
     state = json.loads(Path(controller["state"]).read_text())
     assert [r for r in state["workers"] if r["job_id"] == coming] == rows  # as on the file
@@ -98,8 +108,11 @@ def test_a_worker_started_before_its_job_waits_then_takes_the_ids_it_was_given(c
 
     gradient = fragments(synthetic_gradient(0, args.index, 4 * K))
     (worker,) = _worker_shards(args, None, ME, gradient, rows)
-    assert (worker.flow_id, worker.ps.ip, worker.task.job) == \
-        (mine["flow_id"], ip_bytes(mine["ps_ip"]), coming)
+    assert (worker.flow_id, worker.ps.ip, worker.task.job) == (
+        mine["flow_id"],
+        ip_bytes(mine["ps_ip"]),
+        coming,
+    )
     watcher = worker.plan
     assert isinstance(watcher, ApiWatcher)
     deadline = time.monotonic() + 10
@@ -129,27 +142,95 @@ def test_a_job_that_never_comes_ends_the_wait_with_one_line(controller):
         configure(args, "worker")
     nobody = f"http://127.0.0.1:{free_port()}"  # no controller there (yet): it waits too
     done = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "worker", "--api", nobody, "--job", "3",
-         "--name", "H20", "--iface", "lo", "--ip", "127.0.0.1", "--api-wait", "1"],
-        capture_output=True, text=True, timeout=60, check=False)
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "worker",
+            "--api",
+            nobody,
+            "--job",
+            "3",
+            "--name",
+            "H20",
+            "--iface",
+            "lo",
+            "--ip",
+            "127.0.0.1",
+            "--api-wait",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2 and "job 3 is not installed" in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["worker", "--iface", "lo", "--ip", "127.0.0.1"], "--ps-ip, --index, --workers needed"),
-    (["ps", "--iface", "lo", "--ip", "127.0.0.1", "--workers", "2"], "--result-flow-id needed"),
-    (["worker", "--api", "http://127.0.0.1:1", "--iface", "lo", "--ip", "127.0.0.1",
-      "--name", "H20"], "needs --job ID"),
-    (["worker", "--api", "http://127.0.0.1:1", "--job", "2", "--iface", "lo", "--ip",
-      "127.0.0.1"], "needs --name"),
-    (["ps", "--api", "http://127.0.0.1:1", "--job", "2", "--state", "s.json", "--iface", "lo",
-      "--ip", "127.0.0.1"], "two sources of one plan"),
-    (["ps", "--api", "127.0.0.1:1", "--job", "2", "--iface", "lo", "--ip", "127.0.0.1"],
-     "expected http://HOST:PORT"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["worker", "--iface", "lo", "--ip", "127.0.0.1"], "--ps-ip, --index, --workers needed"),
+        (["ps", "--iface", "lo", "--ip", "127.0.0.1", "--workers", "2"], "--result-flow-id needed"),
+        (
+            [
+                "worker",
+                "--api",
+                "http://127.0.0.1:1",
+                "--iface",
+                "lo",
+                "--ip",
+                "127.0.0.1",
+                "--name",
+                "H20",
+            ],
+            "needs --job ID",
+        ),
+        (
+            [
+                "worker",
+                "--api",
+                "http://127.0.0.1:1",
+                "--job",
+                "2",
+                "--iface",
+                "lo",
+                "--ip",
+                "127.0.0.1",
+            ],
+            "needs --name",
+        ),
+        (
+            [
+                "ps",
+                "--api",
+                "http://127.0.0.1:1",
+                "--job",
+                "2",
+                "--state",
+                "s.json",
+                "--iface",
+                "lo",
+                "--ip",
+                "127.0.0.1",
+            ],
+            "two sources of one plan",
+        ),
+        (
+            ["ps", "--api", "127.0.0.1:1", "--job", "2", "--iface", "lo", "--ip", "127.0.0.1"],
+            "expected http://HOST:PORT",
+        ),
+    ],
+)
 def test_options_that_leave_an_agent_without_its_ids_are_one_line(argv, message):
-    done = subprocess.run([sys.executable, "-m", "controller.cli", *argv], capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "controller.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr

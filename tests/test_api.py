@@ -49,8 +49,16 @@ def _wait_for(condition, timeout: float = 10.0) -> None:
     raise AssertionError("condition not met in time")
 
 
-def _call(address: str, method: str, path: str, body=None, *, token: str | None = TOKEN,
-          raw: bytes | None = None, headers: dict | None = None) -> tuple[int, object]:
+def _call(
+    address: str,
+    method: str,
+    path: str,
+    body=None,
+    *,
+    token: str | None = TOKEN,
+    raw: bytes | None = None,
+    headers: dict | None = None,
+) -> tuple[int, object]:
     host, port = address.rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
@@ -86,8 +94,14 @@ def _held(addresses: dict[str, str]) -> dict[str, dict[int, set[bytes]]]:
                 entry = entity.table_entry
                 entry.ClearField("counter_data")
                 fields = {f.id: f.name for f in tables[entry.table_id].match_fields}
-                job = next((int.from_bytes(m.exact.value, "big") for m in entry.match
-                            if fields[m.field_id] == "job"), 0)
+                job = next(
+                    (
+                        int.from_bytes(m.exact.value, "big")
+                        for m in entry.match
+                        if fields[m.field_id] == "job"
+                    ),
+                    0,
+                )
             else:
                 group = entity.packet_replication_engine_entry.multicast_group_entry
                 job = (group.multicast_group_id - 1) % 4096 // 128
@@ -116,24 +130,41 @@ def _union_judged(doc: dict, views: list[dict]):
     topology (without its jobs: a host may be a PS in one job and a worker in another, which
     a topology file cannot say)."""
     network = build_network({**doc, "jobs": []})
-    tasks = [TaskPlan(v["name"], t["task"], t["ps"], t["rate_gbps"], t["paths"],
-                      [AggregationPoint(a["switch"], a["pipeline"], a["fan_in"], a["next_hop"],
-                                        None, a["share"]) for a in t["aggregation"]])
-             for v in views for t in v["tasks"]]
+    tasks = [
+        TaskPlan(
+            v["name"],
+            t["task"],
+            t["ps"],
+            t["rate_gbps"],
+            t["paths"],
+            [
+                AggregationPoint(
+                    a["switch"], a["pipeline"], a["fan_in"], a["next_hop"], None, a["share"]
+                )
+                for a in t["aggregation"]
+            ],
+        )
+        for v in views
+        for t in v["tasks"]
+    ]
     return evaluate(network, Plan("api", "heuristic", 0.0, None, 0.0, None, tasks))
 
 
 def test_job_b_runs_beside_a_and_ends_leaving_a_as_it_was(controller):
     address, switches = controller["address"], controller["switches"]
     before = _held(switches)
-    status, b = _call(address, "POST", "/jobs",
-                      {"name": "B", "workers": ["H02", "H20", "H21"], "ps": "H11",
-                       "gradient_mb": 100})
+    status, b = _call(
+        address,
+        "POST",
+        "/jobs",
+        {"name": "B", "workers": ["H02", "H20", "H21"], "ps": "H11", "gradient_mb": 100},
+    )
     assert status == 201, b
     after = _held(switches)
     assert _of_job(after, 1) == _of_job(before, 1)  # A's entries untouched
-    assert {n: len(e) for n, e in _of_job(after, b["id"]).items()} == \
-        {n: b["entries"].get(n, 0) + _groups(after[n], b["id"]) for n in switches}
+    assert {n: len(e) for n, e in _of_job(after, b["id"]).items()} == {
+        n: b["entries"].get(n, 0) + _groups(after[n], b["id"]) for n in switches
+    }
     assert any(b["entries"].values())
     assert b["communication_seconds"] == pytest.approx(100 * 8 / 1000 / b["tasks"][0]["rate_gbps"])
     agents = {a["worker"] for a in b["tasks"][0]["agents"]}
@@ -163,14 +194,18 @@ def _groups(by_job: dict[int, set[bytes]], job: int) -> int:
     return count
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    ({"workers": ["H03"], "ps": "H10"}, "capacity"),  # A's PS link is full
-    ({"workers": ["H03"], "ps": "H12", "min_rate_gbps": 100}, "capacity"),
-    ({"workers": ["H03"], "ps": "H12", "slots": 1024}, "no slot memory left"),
-    ({"workers": ["H03"], "ps": "nowhere"}, "unknown host"),
-])
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"workers": ["H03"], "ps": "H10"}, "capacity"),  # A's PS link is full
+        ({"workers": ["H03"], "ps": "H12", "min_rate_gbps": 100}, "capacity"),
+        ({"workers": ["H03"], "ps": "H12", "slots": 1024}, "no slot memory left"),
+        ({"workers": ["H03"], "ps": "nowhere"}, "unknown host"),
+    ],
+)
 def test_a_job_that_does_not_fit_is_refused_with_the_reason_and_nothing_changes(
-        controller, body, reason):
+    controller, body, reason
+):
     address = controller["address"]
     before, jobs = _held(controller["switches"]), _call(address, "GET", "/jobs")
     version = json.loads(controller["state"].read_text())["version"]
@@ -199,17 +234,19 @@ def test_twenty_concurrent_submissions_are_each_admitted_or_refused_consistently
     assert admitted and refused  # this load is meant to fill the slot memory
     views = _call(address, "GET", "/jobs")[1]
     assert sorted(v["name"] for v in views) == sorted(["A", *(a["name"] for a in admitted)])
-    regions = sorted((v["slot_region"]["base"], v["slot_region"]["base"]
-                      + v["slot_region"]["count"]) for v in views)
+    regions = sorted(
+        (v["slot_region"]["base"], v["slot_region"]["base"] + v["slot_region"]["count"])
+        for v in views
+    )
     assert all(a[1] <= b[0] for a, b in pairwise(regions))
     assert len({v["id"] for v in views}) == len(views)
     judged = _union_judged(controller["doc"], views)
     assert judged.consistent, judged.problems
     held = _held(switches)
     for view in views:  # every switch holds exactly what the controller says for each job
-        assert {n: len(e) - _groups(held[n], view["id"]) for n, e in
-                _of_job(held, view["id"]).items()} == {n: view["entries"].get(n, 0)
-                                                       for n in switches}
+        assert {
+            n: len(e) - _groups(held[n], view["id"]) for n, e in _of_job(held, view["id"]).items()
+        } == {n: view["entries"].get(n, 0) for n in switches}
     for job in admitted:
         assert _call(address, "DELETE", f"/jobs/{job['id']}")[0] == 200
     assert _held(switches) == before
@@ -236,8 +273,13 @@ def test_bad_requests_get_a_4xx_with_one_line_each(controller):
         assert isinstance(answer["detail"], str) and "\n" not in answer["detail"], answer
     assert "colour: unknown field" in cases[1][0][1]["detail"]
     chunked = http.client.HTTPConnection(*address.rsplit(":", 1), timeout=10)
-    chunked.request("POST", "/jobs", body=iter([b"{}"]), encode_chunked=True,
-                    headers={"Authorization": f"Bearer {TOKEN}"})
+    chunked.request(
+        "POST",
+        "/jobs",
+        body=iter([b"{}"]),
+        encode_chunked=True,
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
     assert chunked.getresponse().status == 411
     assert _call(address, "GET", "/jobs")[1][0]["name"] == "A"
 
@@ -249,8 +291,7 @@ def test_metrics_topology_health_and_the_openapi_schema(controller):
     families = {f.name: f for f in text_string_to_metric_families(text)}
     programmed = {s.labels["switch"]: s.value for s in families["ina_switch_programmed"].samples}
     assert programmed == dict.fromkeys(SWITCHES, 1.0)
-    assert {s.labels["switch"] for s in families["ina_switch_collisions"].samples} == \
-        set(SWITCHES)
+    assert {s.labels["switch"] for s in families["ina_switch_collisions"].samples} == set(SWITCHES)
     rate = next(s for s in families["ina_job_rate_gbps"].samples if s.labels["job"] == "A")
     assert rate.value == controller["session"].plan.task("A", "t0").rate_gbps
     assert _call(address, "GET", "/healthz")[1]["status"] == "ok"
@@ -267,8 +308,13 @@ def test_ina_job_submits_lists_shows_and_deletes_over_the_api(controller, tmp_pa
     common = ["--state", str(controller["state"]), "--token-file", str(token)]
 
     def ina(*args):
-        return subprocess.run([sys.executable, "-m", "controller.cli", "job", *args, *common],
-                              capture_output=True, text=True, timeout=120, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "controller.cli", "job", *args, *common],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     made = ina("submit", "--workers", "H04,H05", "--ps", "H13", "--name", "cli", "--json")
     assert made.returncode == 0, made.stderr
@@ -290,14 +336,30 @@ def test_an_api_off_loopback_without_a_token_is_refused_at_start(tmp_path):
     topology.write_text(yaml.safe_dump(cluster_doc()))
     switches = tmp_path / "switches.json"
     switches.write_text(json.dumps({"L0": {"address": f"127.0.0.1:{free_port()}"}}))
-    base = [sys.executable, "-m", "controller.cli", "controller", str(topology), "--switches",
-            str(switches), "--state", str(tmp_path / "state.json"), "--connect-timeout", "1"]
-    proc = subprocess.run([*base, "--api", "0.0.0.0:0"], capture_output=True, text=True,
-                          timeout=60, check=False)
+    base = [
+        sys.executable,
+        "-m",
+        "controller.cli",
+        "controller",
+        str(topology),
+        "--switches",
+        str(switches),
+        "--state",
+        str(tmp_path / "state.json"),
+        "--connect-timeout",
+        "1",
+    ]
+    proc = subprocess.run(
+        [*base, "--api", "0.0.0.0:0"], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 2 and "--api-token-file" in proc.stdout
-    proc = subprocess.run([*base, "--api", "127.0.0.1:0", "--api-token-file",
-                           str(tmp_path / "missing")], capture_output=True, text=True,
-                          timeout=60, check=False)
+    proc = subprocess.run(
+        [*base, "--api", "127.0.0.1:0", "--api-token-file", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2 and "cannot read it" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
     with pytest.raises(api.ApiConfigError, match="HOST:PORT"):

@@ -46,7 +46,7 @@ def _check(network: Network, plan: Plan) -> None:
 def _assert_up_down(network: Network, path: list[str]) -> None:
     ranks = [RANK[network.spec(n).tier] for n in path[1:-1]]
     peak = ranks.index(max(ranks))
-    assert ranks[:peak + 1] == sorted(ranks[:peak + 1]), path
+    assert ranks[: peak + 1] == sorted(ranks[: peak + 1]), path
     assert ranks[peak:] == sorted(ranks[peak:], reverse=True), path
 
 
@@ -96,12 +96,18 @@ def _two_task_doc(jobs: list[dict], ina: set[str] = frozenset(), leaves: int = 2
     for job in jobs:
         for task in job["tasks"]:
             for name, leaf, role in [(task["ps"], "L0", "ps")] + [
-                    (w, "L1", "worker") for w in task["workers"]]:
+                (w, "L1", "worker") for w in task["workers"]
+            ]:
                 if name not in seen:
                     seen.add(name)
                     hosts.append({"name": name, "role": role})
-                    links.append({"a": name, "b": task.get("leaf_of", {}).get(name, leaf),
-                                  "capacity_gbps": 1})
+                    links.append(
+                        {
+                            "a": name,
+                            "b": task.get("leaf_of", {}).get(name, leaf),
+                            "capacity_gbps": 1,
+                        }
+                    )
     switches = [{"name": "S0", "tier": "spine", "ina": "S0" in ina}]
     for i in range(leaves):
         switches.append({"name": f"L{i}", "tier": "leaf", "ina": f"L{i}" in ina})
@@ -109,8 +115,7 @@ def _two_task_doc(jobs: list[dict], ina: set[str] = frozenset(), leaves: int = 2
     for job in jobs:
         for task in job["tasks"]:
             task.pop("leaf_of", None)
-    return {"name": "two-task", "hosts": hosts, "switches": switches, "links": links,
-            "jobs": jobs}
+    return {"name": "two-task", "hosts": hosts, "switches": switches, "links": links, "jobs": jobs}
 
 
 def test_sjmt_sum_of_rates():
@@ -148,8 +153,12 @@ def test_bidirectional_reserves_the_reverse_multicast():
     # uses L1→S0 against A's upload.
     jobs = [
         {"name": "A", "tasks": [{"name": "t", "ps": "PA", "workers": ["a"]}]},
-        {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["b"],
-                                 "leaf_of": {"PB": "L1", "b": "L0"}}]},
+        {
+            "name": "B",
+            "tasks": [
+                {"name": "t", "ps": "PB", "workers": ["b"], "leaf_of": {"PB": "L1", "b": "L0"}}
+            ],
+        },
     ]
     network = build_network(_two_task_doc(jobs))
     plain = _solve(network)
@@ -158,32 +167,55 @@ def test_bidirectional_reserves_the_reverse_multicast():
     assert [tp.rate_gbps for tp in both.tasks] == pytest.approx([0.5, 0.5])
     result = evaluate(network, both)
     assert result.consistent  # the evaluator ignores the multicast, so it finds at least this
-    assert all(te.rate_gbps >= tp.rate_gbps
-               for tp, te in zip(both.tasks, result.tasks, strict=True))
+    assert all(
+        te.rate_gbps >= tp.rate_gbps for tp, te in zip(both.tasks, result.tasks, strict=True)
+    )
 
 
 def _fat_tree_doc(k: int, ina: set[str], workers: list[str]) -> dict:
     half = k // 2
-    switches = [{"name": f"C{c}", "tier": "core", "ina": f"C{c}" in ina,
-                 "pipelines": 2 if f"C{c}" in ina else 1} for c in range(half * half)]
+    switches = [
+        {
+            "name": f"C{c}",
+            "tier": "core",
+            "ina": f"C{c}" in ina,
+            "pipelines": 2 if f"C{c}" in ina else 1,
+        }
+        for c in range(half * half)
+    ]
     hosts, links = [], []
     for p in range(k):
         for j in range(half):
             for name, tier in ((f"A{p}{j}", "aggregation"), (f"E{p}{j}", "edge")):
-                switches.append({"name": name, "tier": tier, "ina": name in ina,
-                                 "pipelines": 2 if name in ina else 1})
+                switches.append(
+                    {
+                        "name": name,
+                        "tier": tier,
+                        "ina": name in ina,
+                        "pipelines": 2 if name in ina else 1,
+                    }
+                )
         for j in range(half):
             for m in range(half):
                 links.append({"a": f"E{p}{j}", "b": f"A{p}{m}", "capacity_gbps": 1})
                 links.append({"a": f"A{p}{j}", "b": f"C{j * half + m}", "capacity_gbps": 1})
             for h in range(half):
                 name = f"H{p}{j}{h}"
-                hosts.append({"name": name, "role": "ps" if name == "H000" else
-                              "worker" if name in workers else "idle"})
+                hosts.append(
+                    {
+                        "name": name,
+                        "role": "ps" if name == "H000" else "worker" if name in workers else "idle",
+                    }
+                )
                 links.append({"a": name, "b": f"E{p}{j}", "capacity_gbps": 1})
     tasks = [{"name": "t", "ps": "H000", "workers": workers}]
-    return {"name": "fat-tree", "hosts": hosts, "switches": switches, "links": links,
-            "jobs": [{"name": "job", "tasks": tasks}]}
+    return {
+        "name": "fat-tree",
+        "hosts": hosts,
+        "switches": switches,
+        "links": links,
+        "jobs": [{"name": "job", "tasks": tasks}],
+    }
 
 
 def test_fat_tree_unfolding_and_up_down():
@@ -204,13 +236,20 @@ def test_fat_tree_unfolding_and_up_down():
 def test_leaves_are_in_for_one_task_and_out_for_another():
     jobs = [
         {"name": "A", "tasks": [{"name": "t", "ps": "PA", "workers": ["a"]}]},
-        {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["b"],
-                                 "leaf_of": {"PB": "L1", "b": "L0"}}]},
+        {
+            "name": "B",
+            "tasks": [
+                {"name": "t", "ps": "PB", "workers": ["b"], "leaf_of": {"PB": "L1", "b": "L0"}}
+            ],
+        },
     ]
     network = build_network(_two_task_doc(jobs, ina={"L0", "L1"}))
     sides = [
-        {n[1]: n[2] for n in build_task_graph(network, i, t, {"L0", "L1"}).order()
-         if n[1] in ("L0", "L1")}
+        {
+            n[1]: n[2]
+            for n in build_task_graph(network, i, t, {"L0", "L1"}).order()
+            if n[1] in ("L0", "L1")
+        }
         for i, t in enumerate(network.tasks)
     ]
     assert sides == [{"L1": "in", "L0": "out"}, {"L0": "in", "L1": "out"}]
@@ -243,8 +282,10 @@ def test_qsr_and_raw_report_the_exact_rate_of_the_routes():
 
 def _search(network: Network, excluded: set[str] = frozenset()) -> Search:
     """The model of `network` (no INA pruning) as the default `aro` sets it up."""
-    graphs = [build_task_graph(network, i, t, ina_switches(network), excluded)
-              for i, t in enumerate(network.tasks)]
+    graphs = [
+        build_task_graph(network, i, t, ina_switches(network), excluded)
+        for i, t in enumerate(network.tasks)
+    ]
     res = resources(network, graphs)
     scale = Scale(100, rate_ceiling(graphs, network))
     quantize(res, scale)
@@ -256,8 +297,10 @@ def _search(network: Network, excluded: set[str] = frozenset()) -> Search:
 def test_per_task_caps_bound_a_mjmt_optimum_they_do_not_reach():
     # Two jobs, two workers each under L1, no INA: 2·rA + 2·rB ≤ 1 on L1→S0. Alone each job
     # reaches 1/2 (its PS link carries two flows); together the optimum is 1/4 each.
-    jobs = [{"name": n, "tasks": [{"name": "t", "ps": f"P{n}", "workers": [f"{n}1", f"{n}2"]}]}
-            for n in "AB"]
+    jobs = [
+        {"name": n, "tasks": [{"name": "t", "ps": f"P{n}", "workers": [f"{n}1", f"{n}2"]}]}
+        for n in "AB"
+    ]
     network = build_network(_two_task_doc(jobs))
     search = _search(network)
     union = search.solo_optima([greedy_flows(search.graphs)], share=10)
@@ -274,8 +317,12 @@ def test_independent_tasks_are_optimal_at_their_own_optima():
     # Job A uploads L1→L0, job B L0→L1: no shared link, so each reaches its rate alone.
     jobs = [
         {"name": "A", "tasks": [{"name": "t", "ps": "PA", "workers": ["a1", "a2"]}]},
-        {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["b"],
-                                 "leaf_of": {"PB": "L1", "b": "L0"}}]},
+        {
+            "name": "B",
+            "tasks": [
+                {"name": "t", "ps": "PB", "workers": ["b"], "leaf_of": {"PB": "L1", "b": "L0"}}
+            ],
+        },
     ]
     network = build_network(_two_task_doc(jobs))
     plan = _solve(network)
@@ -290,8 +337,10 @@ def test_joining_reroutes_a_task_whose_own_routes_collide():
     doc = leaf_spine_doc(2, 2, [0, 2])
     doc["hosts"].append({"name": "PB", "role": "ps"})
     doc["links"].append({"a": "PB", "b": "L0", "capacity_gbps": 1.0})
-    doc["jobs"] = [{"name": "A", "tasks": [{"name": "t", "ps": "PS", "workers": ["W1_0"]}]},
-                   {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["W1_1"]}]}]
+    doc["jobs"] = [
+        {"name": "A", "tasks": [{"name": "t", "ps": "PS", "workers": ["W1_0"]}]},
+        {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["W1_1"]}]},
+    ]
     network = build_network(doc)
     narrow = _search(network, excluded={"S1"})
     collide = narrow.solo_optima([greedy_flows(narrow.graphs)], share=10)

@@ -32,12 +32,14 @@ from controller.solvers.atro.search import probe
 TOL = 1e-9
 
 
-def _pool(switches: dict[str, tuple[bool, int]], workers: int, cap: dict | float = 1.0,
-          **schemes) -> dict:
+def _pool(
+    switches: dict[str, tuple[bool, int]], workers: int, cap: dict | float = 1.0, **schemes
+) -> dict:
     """switches: name → (INA, max_ports); every host-switch and switch-switch pair a candidate
     of capacity `cap` (or cap[(a, b)], 0 = no candidate)."""
     hosts = [{"name": "PS", "role": "ps"}] + [
-        {"name": f"W{i}", "role": "worker"} for i in range(workers)]
+        {"name": f"W{i}", "role": "worker"} for i in range(workers)
+    ]
     names = list(switches)
 
     def c(a: str, b: str) -> float:
@@ -48,11 +50,16 @@ def _pool(switches: dict[str, tuple[bool, int]], workers: int, cap: dict | float
     links = [{"a": a, "b": b, "capacity_gbps": c(a, b)} for a, b in pairs if c(a, b) > 0]
     return {
         "hosts": hosts,
-        "switches": [{"name": s, "ina": ina, "max_ports": ports}
-                     for s, (ina, ports) in switches.items()],
+        "switches": [
+            {"name": s, "ina": ina, "max_ports": ports} for s, (ina, ports) in switches.items()
+        ],
         "links": links,
-        "jobs": [{"name": "j", "tasks": [{"name": "t", "ps": "PS",
-                                          "workers": [f"W{i}" for i in range(workers)]}]}],
+        "jobs": [
+            {
+                "name": "j",
+                "tasks": [{"name": "t", "ps": "PS", "workers": [f"W{i}" for i in range(workers)]}],
+            }
+        ],
         "schemes": {"atro": schemes} if schemes else {},
     }
 
@@ -82,8 +89,9 @@ def test_ports_force_two_switches_and_the_layer_limit_counts_them():
     doc = _pool({"A": (True, 3), "C": (False, 4)}, 4)
     plan = _atro(doc)
     assert plan.status == "optimal" and plan.objective == pytest.approx(1 / 3)
-    assert {(c["a"], c["b"]) for c in plan.patch_panel} >= {("A", "C")} or \
-        {(c["a"], c["b"]) for c in plan.patch_panel} >= {("C", "A")}
+    assert {(c["a"], c["b"]) for c in plan.patch_panel} >= {("A", "C")} or {
+        (c["a"], c["b"]) for c in plan.patch_panel
+    } >= {("C", "A")}
     # L = 1: a flow crosses one switch only, so no single switch has the ports: refused.
     with pytest.raises(SchemeInputError, match="layers=1"):
         _atro(doc, layers=1)
@@ -136,8 +144,11 @@ def _reference(doc: dict, layers: int) -> float:
         if any(frozenset((h, s)) not in cap for h, s in home.items()):
             continue
         for chosen in itertools.product((0, 1), repeat=len(pairs)):
-            built = [frozenset(p) for p, on in zip(pairs, chosen, strict=True)
-                     if on and frozenset(p) in cap]
+            built = [
+                frozenset(p)
+                for p, on in zip(pairs, chosen, strict=True)
+                if on and frozenset(p) in cap
+            ]
             degree = {s: sum(s in e for e in built) + attach.count(s) for s in switches}
             if any(degree[s] > ports[s] for s in switches):
                 continue
@@ -221,15 +232,17 @@ def _rate(wr, ar, cap, home, workers, layers) -> float:
 def tiny_pools(draw, common: int = 0):
     """Pools of 2-3 switches (the last `common` of them without INA) and 2-4 workers."""
     n = draw(st.integers(max(2, common), 3))
-    switches = {f"S{i}": (draw(st.booleans()) and i < n - common, draw(st.integers(2, 5)))
-                for i in range(n)}
+    switches = {
+        f"S{i}": (draw(st.booleans()) and i < n - common, draw(st.integers(2, 5))) for i in range(n)
+    }
     workers = draw(st.integers(2, 4))
     names = list(switches)
     hosts = ["PS"] + [f"W{i}" for i in range(workers)]
     cap = {(h, s): draw(st.sampled_from([0.0, 1.0, 2.0, 5.0])) for h in hosts for s in names}
     # Switch pairs are all candidates (the file must connect every worker to its PS).
-    cap.update({p: draw(st.sampled_from([1.0, 2.0, 5.0]))
-                for p in itertools.combinations(names, 2)})
+    cap.update(
+        {p: draw(st.sampled_from([1.0, 2.0, 5.0])) for p in itertools.combinations(names, 2)}
+    )
     for h in hosts:  # every host keeps a candidate
         if all(cap[(h, s)] == 0 for s in names):
             cap[(h, names[0])] = 1.0
@@ -271,8 +284,9 @@ def _relaxation_accepts(doc: dict, layers: int) -> None:
         return
     rate = Fraction(want).limit_denominator(1000)
     assert float(rate) == pytest.approx(want)
-    verdict, _ = probe(merged, {0: rate}, time.perf_counter() + 30, 1, 0, "none",
-                       formulation="classes")
+    verdict, _ = probe(
+        merged, {0: rate}, time.perf_counter() + 30, 1, 0, "none", formulation="classes"
+    )
     assert verdict == "feasible"
 
 
@@ -281,10 +295,24 @@ def test_topology_out_is_a_topology_every_command_accepts(tmp_path, capsys):
     doc = pool(switches=6, ina=InaOptions(["S0", "S1"], pipelines=1), max_ports=6, workers=12)
     src = tmp_path / "pool.yaml"
     from controller.model.network import dump_topology
+
     dump_topology(doc, src)
     out, plan_file = tmp_path / "chosen.yaml", tmp_path / "plan.json"
-    assert main(["solve", str(src), "--scheme", "atro", "--json", str(plan_file),
-                 "--topology-out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                str(src),
+                "--scheme",
+                "atro",
+                "--json",
+                str(plan_file),
+                "--topology-out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     plan = Plan.load(plan_file)
     assert plan.status == "optimal" and plan.patch_panel
     chosen = load_topology(out)
@@ -302,23 +330,38 @@ def test_topology_out_needs_a_topology_choosing_scheme(tmp_path, capsys):
     doc = pool(switches=2, ina=InaOptions(["S0"], pipelines=1), max_ports=4, workers=2)
     src = tmp_path / "pool.yaml"
     from controller.model.network import dump_topology
+
     dump_topology(doc, src)
-    assert main(["solve", str(src), "--scheme", "shortest",
-                 "--topology-out", str(tmp_path / "t.yaml")]) == 2
+    assert (
+        main(
+            ["solve", str(src), "--scheme", "shortest", "--topology-out", str(tmp_path / "t.yaml")]
+        )
+        == 2
+    )
     assert "chooses no network" in capsys.readouterr().out
 
 
 def test_shared_capacity_is_one_resource_for_both_directions():
-    doc = {"hosts": [{"name": "a", "role": "worker"}, {"name": "b", "role": "worker"},
-                     {"name": "PA", "role": "ps"}, {"name": "PB", "role": "ps"}],
-           "switches": [{"name": "S"}, {"name": "T"}],
-           "links": [{"a": "a", "b": "S", "capacity_gbps": 10.0},
-                     {"a": "PB", "b": "S", "capacity_gbps": 10.0},
-                     {"a": "b", "b": "T", "capacity_gbps": 10.0},
-                     {"a": "PA", "b": "T", "capacity_gbps": 10.0},
-                     {"a": "S", "b": "T", "capacity_gbps": 10.0, "shared_capacity": True}],
-           "jobs": [{"name": "A", "tasks": [{"name": "t", "ps": "PA", "workers": ["a"]}]},
-                    {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["b"]}]}]}
+    doc = {
+        "hosts": [
+            {"name": "a", "role": "worker"},
+            {"name": "b", "role": "worker"},
+            {"name": "PA", "role": "ps"},
+            {"name": "PB", "role": "ps"},
+        ],
+        "switches": [{"name": "S"}, {"name": "T"}],
+        "links": [
+            {"a": "a", "b": "S", "capacity_gbps": 10.0},
+            {"a": "PB", "b": "S", "capacity_gbps": 10.0},
+            {"a": "b", "b": "T", "capacity_gbps": 10.0},
+            {"a": "PA", "b": "T", "capacity_gbps": 10.0},
+            {"a": "S", "b": "T", "capacity_gbps": 10.0, "shared_capacity": True},
+        ],
+        "jobs": [
+            {"name": "A", "tasks": [{"name": "t", "ps": "PA", "workers": ["a"]}]},
+            {"name": "B", "tasks": [{"name": "t", "ps": "PB", "workers": ["b"]}]},
+        ],
+    }
     network = build_network(doc)
     plan = solve(network, "shortest", SolveOptions())
     assert [t.rate_gbps for t in evaluate(network, plan).tasks] == pytest.approx([5.0, 5.0])
@@ -330,21 +373,29 @@ def test_shared_capacity_is_one_resource_for_both_directions():
 
 
 # --- several tasks (beyond the paper: max-min, then each task raised) ----------------------
-def _tasks_pool(switches: dict[str, tuple[bool, int]], tasks: list[tuple[str, list[str]]],
-                cap: dict, one_job: bool) -> dict:
+def _tasks_pool(
+    switches: dict[str, tuple[bool, int]],
+    tasks: list[tuple[str, list[str]]],
+    cap: dict,
+    one_job: bool,
+) -> dict:
     """Tasks (PS, workers) on one pool; every host-switch and switch-switch pair a candidate
     of capacity cap.get(pair, 1)."""
     hosts = list(dict.fromkeys(h for ps, ws in tasks for h in (ps, *ws)))
     role = {h: "ps" if any(h == ps for ps, _ in tasks) else "worker" for h in hosts}
     pairs = [(h, s) for h in hosts for s in switches] + list(itertools.combinations(switches, 2))
     specs = [{"name": f"t{k}", "ps": ps, "workers": ws} for k, (ps, ws) in enumerate(tasks)]
-    jobs = ([{"name": "j", "tasks": specs}] if one_job else
-            [{"name": f"j{k}", "tasks": [spec]} for k, spec in enumerate(specs)])
-    return {"hosts": [{"name": h, "role": role[h]} for h in hosts],
-            "switches": [{"name": s, "ina": ina, "max_ports": p}
-                         for s, (ina, p) in switches.items()],
-            "links": [{"a": a, "b": b, "capacity_gbps": cap.get((a, b), 1.0)} for a, b in pairs],
-            "jobs": jobs}
+    jobs = (
+        [{"name": "j", "tasks": specs}]
+        if one_job
+        else [{"name": f"j{k}", "tasks": [spec]} for k, spec in enumerate(specs)]
+    )
+    return {
+        "hosts": [{"name": h, "role": role[h]} for h in hosts],
+        "switches": [{"name": s, "ina": ina, "max_ports": p} for s, (ina, p) in switches.items()],
+        "links": [{"a": a, "b": b, "capacity_gbps": cap.get((a, b), 1.0)} for a, b in pairs],
+        "jobs": jobs,
+    }
 
 
 def _check_on_chosen(doc: dict, plan: Plan) -> None:
@@ -359,8 +410,12 @@ def _check_on_chosen(doc: dict, plan: Plan) -> None:
 
 def test_two_jobs_on_separate_aggregators_both_reach_full_rate():
     # Each job's 2 workers and PS fill a 4-port INA switch of its own: both at 1 Gbps.
-    doc = _tasks_pool({"A": (True, 4), "B": (True, 4)},
-                      [("P0", ["W0", "W1"]), ("P1", ["W2", "W3"])], {}, one_job=False)
+    doc = _tasks_pool(
+        {"A": (True, 4), "B": (True, 4)},
+        [("P0", ["W0", "W1"]), ("P1", ["W2", "W3"])],
+        {},
+        one_job=False,
+    )
     plan = _atro(doc)
     assert [tp.rate_gbps for tp in plan.tasks] == pytest.approx([1.0, 1.0])
     assert plan.objective == pytest.approx(1.0 + 0.001 * 2)  # Eq. (3), β = 1
@@ -382,8 +437,12 @@ def test_a_worker_of_two_jobs_splits_its_link():
 def test_one_job_sums_its_tasks_and_raises_the_faster_one():
     # Eq. (2): t1's hosts have 2 Gbps links, so after the common 1 Gbps it rises to 2; the
     # tasks' own optima (1 and 2) bound the sum, so 3 is proven optimal.
-    doc = _tasks_pool({"C": (False, 4)}, [("P0", ["W0"]), ("P1", ["W1"])],
-                      {("W1", "C"): 2.0, ("P1", "C"): 2.0}, one_job=True)
+    doc = _tasks_pool(
+        {"C": (False, 4)},
+        [("P0", ["W0"]), ("P1", ["W1"])],
+        {("W1", "C"): 2.0, ("P1", "C"): 2.0},
+        one_job=True,
+    )
     plan = _atro(doc)
     assert [tp.rate_gbps for tp in plan.tasks] == pytest.approx([1.0, 2.0])
     assert plan.status == "optimal" and plan.objective == pytest.approx(3.0)
@@ -442,6 +501,7 @@ def test_schemes_with_per_direction_capacities_refuse_a_chosen_network(tmp_path,
     network = build_network(doc)
     chosen = tmp_path / "chosen.yaml"
     from controller.model.network import dump_topology
+
     dump_topology(chosen_topology(network, _atro(doc)), chosen)
     assert main(["solve", str(chosen), "--scheme", scheme]) == 2
     out = capsys.readouterr().out

@@ -22,8 +22,21 @@ from controller.solvers import SchemeInputError, SolveOptions, grid, scheme_name
 from controller.solvers.baselines.inatree import rng_for
 from controller.solvers.baselines.placing import _soar, deepsys_tree
 
-BASELINES = ["grid", "atp", "random", "switchml", "geryon", "aggtree", "rr", "deepsys",
-             "deepsys-atp", "deepsys-soar", "marina", "panama", "spar"]
+BASELINES = [
+    "grid",
+    "atp",
+    "random",
+    "switchml",
+    "geryon",
+    "aggtree",
+    "rr",
+    "deepsys",
+    "deepsys-atp",
+    "deepsys-soar",
+    "marina",
+    "panama",
+    "spar",
+]
 
 
 def rate(network: Network, scheme: str, seed: int = 0, **params) -> float:
@@ -82,8 +95,7 @@ def test_deepsys_tree_takes_the_first_switch_of_each_layer():
     network = load_topology(EXAMPLES / "paring-fig1.yaml")
     plan = solve(network, "deepsys-atp", SolveOptions(seed=5))
     assert plan.tasks[0].paths["W1"] == ["W1", "E10", "A10", "C0", "A00", "E00", "PS"]
-    assert {a.switch: a.fan_in for a in plan.tasks[0].aggregation} == {
-        "A10": 3, "E11": 2, "E01": 2}
+    assert {a.switch: a.fan_in for a in plan.tasks[0].aggregation} == {"A10": 3, "E11": 2, "E01": 2}
 
 
 def _eina_fig1(aggregates: str) -> Network:
@@ -113,8 +125,9 @@ def _grid_assignments(network: Network) -> list[float]:
     workers = sorted(task.workers)
     rates = []
     for nodes in itertools.product(["A0", "A1", "A2", "A3", grid.PS], repeat=len(workers)):
-        routed = grid.least_loaded_routes(network, task, dict(zip(workers, nodes, strict=True)),
-                                          rng_for(0))
+        routed = grid.least_loaded_routes(
+            network, task, dict(zip(workers, nodes, strict=True)), rng_for(0)
+        )
         plan = Plan("grid", "heuristic", 0.0, None, 0.0, 0, [routed], topology=network.name)
         rates.append(evaluate(network, plan).tasks[0].rate_gbps)
     return rates
@@ -201,6 +214,7 @@ def test_soar_is_exact_on_its_tree(fig1):
 
 # ------------------------------------------------------------------ properties
 
+
 @st.composite
 def leaf_spines(draw):
     leaves = draw(st.integers(2, 4))
@@ -210,9 +224,14 @@ def leaf_spines(draw):
         workers[-1] = 1
     names = [f"S{i}" for i in range(spines)] + [f"L{i}" for i in range(leaves)]
     ina = draw(st.sets(st.sampled_from(names)))
-    doc = leaf_spine_doc(leaves, spines, workers, ina=ina,
-                         pipelines=draw(st.sampled_from([1, 2])),
-                         capacity=draw(st.sampled_from([1.0, 10.0])))
+    doc = leaf_spine_doc(
+        leaves,
+        spines,
+        workers,
+        ina=ina,
+        pipelines=draw(st.sampled_from([1, 2])),
+        capacity=draw(st.sampled_from([1.0, 10.0])),
+    )
     for sw in doc["switches"]:
         if sw["ina"]:
             sw["aggregation_capacity_gbps"] = draw(st.sampled_from([None, 2.0, 40.0]))
@@ -227,8 +246,9 @@ def test_every_baseline_is_consistent_and_seeded(network, seed):
         result = evaluate(network, first)
         assert result.consistent, (scheme, result.problems)
         again = solve(network, scheme, SolveOptions(seed=seed))
-        assert [(t.paths, t.aggregation, t.rate_gbps) for t in first.tasks] == \
-               [(t.paths, t.aggregation, t.rate_gbps) for t in again.tasks], scheme
+        assert [(t.paths, t.aggregation, t.rate_gbps) for t in first.tasks] == [
+            (t.paths, t.aggregation, t.rate_gbps) for t in again.tasks
+        ], scheme
 
 
 @settings(max_examples=40, deadline=None)

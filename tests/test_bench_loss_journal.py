@@ -12,21 +12,43 @@ import pytest
 
 from controller.tools.bench.loss_journal import Journal, JournalMismatch, code_revision
 
-SETTINGS = {"item": "loss", "target": "embedded", "scheme": "aro", "gradient_mb": 4.0,
-            "timeout_seconds": 600.0, "scale_mbps": None}
+SETTINGS = {
+    "item": "loss",
+    "target": "embedded",
+    "scheme": "aro",
+    "gradient_mb": 4.0,
+    "timeout_seconds": 600.0,
+    "scale_mbps": None,
+}
 
 
 def _record(seconds: float, resent: int, exact: bool = True) -> dict:
-    return {"seconds": seconds, "exact": exact, "retransmissions": resent,
-            "resent_on_timeout": resent, "resent_on_control": 0, "resent_on_loss": 0,
-            "rto_ms": 500.0, "fragments": 100, "fragments_finished": 100, "miscounted": 0,
-            "duplicates_ignored_at_ps": 1}
+    return {
+        "seconds": seconds,
+        "exact": exact,
+        "retransmissions": resent,
+        "resent_on_timeout": resent,
+        "resent_on_control": 0,
+        "resent_on_loss": 0,
+        "rto_ms": 500.0,
+        "fragments": 100,
+        "fragments_finished": 100,
+        "miscounted": 0,
+        "duplicates_ignored_at_ps": 1,
+    }
 
 
 def _session(offered: int, hit: int, received: int, versions: int, error=None) -> dict:
-    return {"measured": {"frames_offered": offered, "frames_hit": hit,
-                         "frames_received_by_far_ends": received},
-            "error": error, "plan_versions": versions, "switch_duplicates": 3}
+    return {
+        "measured": {
+            "frames_offered": offered,
+            "frames_hit": hit,
+            "frames_received_by_far_ends": received,
+        },
+        "error": error,
+        "plan_versions": versions,
+        "switch_duplicates": 3,
+    }
 
 
 def test_a_row_measured_over_two_sittings_and_a_kill_reads_back_whole(tmp_path):
@@ -53,9 +75,13 @@ def test_a_row_measured_over_two_sittings_and_a_kill_reads_back_whole(tmp_path):
     assert report["mean_seconds"] == 20.0
     assert report["exact"] is False  # one wrong result makes the row wrong
     assert report["retransmissions"] == 18 and report["fragments_finished"] == 300
-    assert report["measured"] == {"frames_offered": 4000, "frames_hit": 200,
-                                  "frames_received_by_far_ends": 3800,
-                                  "hit_percent": 5.0, "received_per_offered": 0.95}
+    assert report["measured"] == {
+        "frames_offered": 4000,
+        "frames_hit": 200,
+        "frames_received_by_far_ends": 3800,
+        "hit_percent": 5.0,
+        "received_per_offered": 0.95,
+    }
     assert report["plan_versions"] == 2 and report["switch_duplicates"] == 6
     assert report["emulations"] == 3 and report["emulations_cut_short"] == 1
     assert report["error"] is None
@@ -87,19 +113,46 @@ def test_resuming_from_other_settings_is_refused(tmp_path, header):
 
 
 def test_the_command_refuses_such_a_resume_with_exit_2(tmp_path):
-    (tmp_path / "loss.jsonl").write_text(json.dumps({"journal": {**SETTINGS,
-                                                                 "gradient_mb": 0.25}}) + "\n")
-    proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
-                           "--item", "loss", "--resume", "--out", str(tmp_path)],
-                          capture_output=True, text=True, check=False)
+    (tmp_path / "loss.jsonl").write_text(
+        json.dumps({"journal": {**SETTINGS, "gradient_mb": 0.25}}) + "\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "bench",
+            "reliability",
+            "--item",
+            "loss",
+            "--resume",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "--resume" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_resume_belongs_to_the_loss_item_only():
-    proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
-                           "--item", "congestion", "--resume"],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "bench",
+            "reliability",
+            "--item",
+            "congestion",
+            "--resume",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2 and "--item loss" in proc.stderr
 
 
@@ -118,8 +171,13 @@ def test_a_damaged_line_inside_the_journal_is_refused_not_skipped(tmp_path):
 
 def test_each_sitting_records_the_code_it_ran_and_the_row_lists_them_once(tmp_path):
     """A row measured over several sittings may span commits: the report names each."""
-    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).parent,
-                          capture_output=True, text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     path = tmp_path / "loss.jsonl"
     with path.open("w") as f:  # a journal written before revisions were recorded
         f.write(json.dumps({"journal": SETTINGS}) + "\n")
@@ -127,17 +185,23 @@ def test_each_sitting_records_the_code_it_ran_and_the_row_lists_them_once(tmp_pa
     journal = Journal(path, SETTINGS, resume=True)
     journal.started("fig1", "none")
     journal.started("fig1", "none")
-    revisions = Journal(path, SETTINGS, resume=True).row("fig1", "none").report()[
-        "code_revisions"]
+    revisions = Journal(path, SETTINGS, resume=True).row("fig1", "none").report()["code_revisions"]
     assert revisions[0] == "not recorded" and len(revisions) == 2
     assert revisions[1].removesuffix("+changes") == head
 
 
 def test_code_inside_another_repository_names_no_commit(tmp_path):
     """An installed copy in a virtualenv inside some other checkout is not that checkout's code."""
+
     def git(*argv):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
-                              cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *argv],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
     git("init", "-q")
     (tmp_path / "README").write_text("another project\n")
     git("add", "README")
@@ -161,8 +225,9 @@ def test_a_row_measured_over_sittings_gives_each_sittings_own_figures(tmp_path):
     journal.iteration("fig1", "loss 1 %", _record(190.0, 90))
     report = Journal(path, SETTINGS, resume=True).row("fig1", "loss 1 %").report()
     assert report["mean_seconds"] == pytest.approx(400.0 / 3)
-    assert [(s["iterations"], s["mean_seconds"], s["retransmissions"])
-            for s in report["sittings"]] == [(2, 105.0, 40), (1, 190.0, 90)]
+    assert [
+        (s["iterations"], s["mean_seconds"], s["retransmissions"]) for s in report["sittings"]
+    ] == [(2, 105.0, 40), (1, 190.0, 90)]
 
 
 def test_each_sitting_is_compared_with_its_own_reference_iterations(tmp_path):
@@ -182,17 +247,26 @@ def test_each_sitting_is_compared_with_its_own_reference_iterations(tmp_path):
     journal.iteration("fig1", "loss 1 %", _record(100.0, 5))
     report = Journal(path, SETTINGS, resume=True).row("fig1", "loss 1 %").report()
     assert [(s["reference_mean_seconds"], s["slowdown"]) for s in report["sittings"]] == [
-        (None, None), (120.0, 2.5), (50.0, 2.0)]
+        (None, None),
+        (120.0, 2.5),
+        (50.0, 2.0),
+    ]
     assert report["slowdown_against_own_references"] == pytest.approx((2 + 3 + 2) / 3)
     assert report["iterations_completed"] == 4  # references are not the row's iterations
     assert report["mean_seconds"] == pytest.approx(250.0)
 
 
 def test_reference_iterations_belong_to_the_loss_item_and_are_not_negative():
-    for argv, says in ((["--item", "congestion", "--reference-iterations", "1"], "--item loss"),
-                       (["--item", "loss", "--reference-iterations", "-1"], "0 or more")):
-        proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
-                               *argv], capture_output=True, text=True, check=False)
+    for argv, says in (
+        (["--item", "congestion", "--reference-iterations", "1"], "--item loss"),
+        (["--item", "loss", "--reference-iterations", "-1"], "0 or more"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "bench", "reliability", *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -202,11 +276,25 @@ def test_the_delay_lines_counts_are_summed_over_a_rows_emulations(tmp_path):
     journal.ended("fig1", "reorder 10 %", _session(10, 1, 10, 1))  # before they were recorded
     assert journal.row("fig1", "reorder 10 %").report()["delay_lines"] == {}
     for held, refused in ((100, 2), (50, 0)):
-        journal.ended("fig1", "reorder 10 %", {
-            **_session(10, 1, 10, 1), "delay_lines": {
-                "held": held, "sent": held - refused - 1, "refused_by_link": refused,
-                "held_at_stop": 1, "dropped_before_read": 3}})
-    lines = Journal(path, SETTINGS, resume=True).row("fig1", "reorder 10 %").report()[
-        "delay_lines"]
-    assert lines == {"held": 150, "sent": 146, "refused_by_link": 2, "held_at_stop": 2,
-                     "dropped_before_read": 6}
+        journal.ended(
+            "fig1",
+            "reorder 10 %",
+            {
+                **_session(10, 1, 10, 1),
+                "delay_lines": {
+                    "held": held,
+                    "sent": held - refused - 1,
+                    "refused_by_link": refused,
+                    "held_at_stop": 1,
+                    "dropped_before_read": 3,
+                },
+            },
+        )
+    lines = Journal(path, SETTINGS, resume=True).row("fig1", "reorder 10 %").report()["delay_lines"]
+    assert lines == {
+        "held": 150,
+        "sent": 146,
+        "refused_by_link": 2,
+        "held_at_stop": 2,
+        "dropped_before_read": 6,
+    }

@@ -20,12 +20,14 @@ REPORT = ROOT / "docs/benchmarks/reliability/leaf-spine/4mb-20/loss.json"
 def drawn(monkeypatch, tmp_path):
     """Plots a report and returns its slowdown axis: the figure as saved, lines by label."""
     saved = []
-    monkeypatch.setattr(matplotlib.figure.Figure, "savefig",
-                        lambda fig, *args, **kwargs: saved.append(fig))
+    monkeypatch.setattr(
+        matplotlib.figure.Figure, "savefig", lambda fig, *args, **kwargs: saved.append(fig)
+    )
 
     def draw(report: dict) -> dict[str, list[float]]:
         _plot(report, tmp_path / "loss.png")
         return {line.get_label(): list(line.get_ydata()) for line in saved[-1].axes[0].lines}
+
     return draw
 
 

@@ -9,10 +9,17 @@ from rich.console import Console
 
 from controller.tools.bench.reliability import _table
 
-ROWS = [{"impairment": "reorder 10 %", "results exact": "3/3",
-         "fragments finished / expected": "6144 / 6144", "retransmissions": 123456789,
-         "plan versions after 1 cut": 2, "cut → new plan (s)": 1.2345,
-         "rx/offered": 0.98765}]
+ROWS = [
+    {
+        "impairment": "reorder 10 %",
+        "results exact": "3/3",
+        "fragments finished / expected": "6144 / 6144",
+        "retransmissions": 123456789,
+        "plan versions after 1 cut": 2,
+        "cut → new plan (s)": 1.2345,
+        "rx/offered": 0.98765,
+    }
+]
 
 
 def test_a_wide_table_on_a_narrow_console_keeps_every_header_and_cell_whole():
@@ -25,7 +32,6 @@ def test_a_wide_table_on_a_narrow_console_keeps_every_header_and_cell_whole():
         assert str(value) in text, f"cell {value!r} cut:\n{text}"
     widths = {len(line) for line in text.splitlines() if line.startswith(("┃", "│"))}
     assert len(widths) == 1, "rows of different widths: a line was wrapped"
-
 
 
 def test_a_row_without_a_finished_iteration_shows_no_counts_rather_than_zeros():
@@ -46,17 +52,31 @@ def test_a_row_that_did_not_finish_is_marked_in_the_plot_not_left_out():
     sits at the least slowdown its timeout proves; a partly finished one at its own."""
     from controller.tools.bench.reliability import _unfinished_marks
 
-    rows = {"none": {"iterations_completed": 2, "mean_seconds": 100.0, "slowdown": 1.0,
-                     "error": ""},
-            "loss 1 %": {"iterations_completed": 2, "mean_seconds": 150.0, "slowdown": 1.5,
-                         "error": None},
-            "loss 5 %": {"iterations_completed": 0, "mean_seconds": None, "slowdown": None,
-                         "error": "worker h0_1 did not finish iteration 1 in time (hang)"},
-            "reorder 10 %": {"iterations_completed": 1, "mean_seconds": 300.0,
-                             "slowdown": 3.0, "error": "hang in iteration 2"}}
+    rows = {
+        "none": {"iterations_completed": 2, "mean_seconds": 100.0, "slowdown": 1.0, "error": ""},
+        "loss 1 %": {
+            "iterations_completed": 2,
+            "mean_seconds": 150.0,
+            "slowdown": 1.5,
+            "error": None,
+        },
+        "loss 5 %": {
+            "iterations_completed": 0,
+            "mean_seconds": None,
+            "slowdown": None,
+            "error": "worker h0_1 did not finish iteration 1 in time (hang)",
+        },
+        "reorder 10 %": {
+            "iterations_completed": 1,
+            "mean_seconds": 300.0,
+            "slowdown": 3.0,
+            "error": "hang in iteration 2",
+        },
+    }
     assert _unfinished_marks(rows, 2, 900.0) == [
         ("loss 5 %", 9.0, "not finished in 900 s: > this"),
-        ("reorder 10 %", 3.0, "1 of 2 finished")]
+        ("reorder 10 %", 3.0, "1 of 2 finished"),
+    ]
     assert _unfinished_marks(rows, 2, None) == [("reorder 10 %", 3.0, "1 of 2 finished")]
 
 
@@ -70,6 +90,8 @@ def test_iterations_that_ended_before_a_hang_are_kept_with_the_hang_error():
         yield "iteration 2"
         raise RunnerError("iteration 3: no result within 90 s")
 
-    assert _until_hang(two_then_a_hang()) == (["iteration 1", "iteration 2"],
-                                              "iteration 3: no result within 90 s")
+    assert _until_hang(two_then_a_hang()) == (
+        ["iteration 1", "iteration 2"],
+        "iteration 3: no result within 90 s",
+    )
     assert _until_hang(iter(["iteration 1"])) == (["iteration 1"], None)

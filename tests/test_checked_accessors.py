@@ -15,9 +15,14 @@ from controller.solvers.paring.solver import solve_paring_opt
 FIG1 = EXAMPLES / "aro-fig1.yaml"
 
 
-@pytest.mark.parametrize(("scheme", "topology"), [
-    (solve_aro, "aro-fig1.yaml"), (solve_eina, "eina-fig1.yaml"),
-    (solve_paring_opt, "paring-fig1.yaml")])
+@pytest.mark.parametrize(
+    ("scheme", "topology"),
+    [
+        (solve_aro, "aro-fig1.yaml"),
+        (solve_eina, "eina-fig1.yaml"),
+        (solve_paring_opt, "paring-fig1.yaml"),
+    ],
+)
 def test_a_scheme_called_without_solve_says_it_has_no_time_limit(scheme, topology):
     with pytest.raises(ValueError, match="no time limit: call schemes through"):
         scheme(load_topology(EXAMPLES / topology), SolveOptions())

@@ -65,8 +65,12 @@ def test_bad_topology_exits_2_naming_file_and_field(tmp_path, capsys):
 def test_error_prints_no_traceback_in_a_real_process(tmp_path):
     topo = tmp_path / "broken.yaml"
     topo.write_text("hosts: [\n  {name: a\n")
-    proc = subprocess.run([sys.executable, "-m", "controller.cli", "solve", str(topo)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "solve", str(topo)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "broken.yaml" in proc.stdout and "YAML syntax error" in proc.stdout
@@ -158,9 +162,20 @@ def _state(tmp_path) -> dict:
     topo = _write(tmp_path, leaf_spine_doc(2, 1, [0, 1]))
     main(["solve", topo, "--json", str(tmp_path / "p.json")])
     plan = json.loads((tmp_path / "p.json").read_text())
-    return {"version": 1, "topology": "t", "plan": plan, "dead_links": [],
-            "switches": {"L0": {"address": "127.0.0.1:1", "programmed": True,
-                                "pushes_seconds": [0.1], "counters": {"collisions": [1, 2]}}}}
+    return {
+        "version": 1,
+        "topology": "t",
+        "plan": plan,
+        "dead_links": [],
+        "switches": {
+            "L0": {
+                "address": "127.0.0.1:1",
+                "programmed": True,
+                "pushes_seconds": [0.1],
+                "counters": {"collisions": [1, 2]},
+            }
+        },
+    }
 
 
 def test_status_shows_a_state_file(tmp_path, capsys):
@@ -239,12 +254,34 @@ def test_solve_table_shows_a_partial_merge_share_and_model_shares(capsys):
     """paring-fine's header works S's share out by hand: 9/11 of W1's and W2's fragments merge
     at S (0.8182); with two PSs each task carries its share of the model, 11/12 : 2/3 of
     the total rate, i.e. 0.5789 : 0.4211. A whole-flow plan shows neither."""
-    assert main(["solve", "topologies/examples/paring-fine.yaml", "--scheme", "paring",
-                 "--param", "fine=true"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                "topologies/examples/paring-fine.yaml",
+                "--scheme",
+                "paring",
+                "--param",
+                "fine=true",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "S:0×2 0.8182" in out and "model share" not in out
-    assert main(["solve", "topologies/examples/paring-fine-2ps.yaml", "--scheme", "paring",
-                 "--param", "fine=true"]) == 0
+    assert (
+        main(
+            [
+                "solve",
+                "topologies/examples/paring-fine-2ps.yaml",
+                "--scheme",
+                "paring",
+                "--param",
+                "fine=true",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "model share" in out and "0.5789" in out and "0.4211" in out
     assert main(["solve", "topologies/examples/paring-fine.yaml", "--scheme", "paring"]) == 0

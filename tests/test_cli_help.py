@@ -13,8 +13,9 @@ from controller.cli import build_parser
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _commands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
-              ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+def _commands(
+    parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """Every (sub)command as (its words after `ina`, its parser), the root first."""
     yield words, parser
     for action in parser._actions:
@@ -24,15 +25,25 @@ def _commands(parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
 
 
 def _subcommand_helps(parser: argparse.ArgumentParser) -> dict[str, str | None]:
-    return {choice.dest: choice.help for action in parser._actions
-            if isinstance(action, argparse._SubParsersAction)
-            for choice in action._choices_actions}
+    return {
+        choice.dest: choice.help
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for choice in action._choices_actions
+    }
 
 
 def test_the_walk_sees_the_plugins():
     words = {" ".join(w) for w, _ in _commands(build_parser())}
-    assert {"solve", "topo gen leaf-spine", "switch", "bench aro", "bench e2e",
-            "bench failover", "dataplane-demo"} <= words
+    assert {
+        "solve",
+        "topo gen leaf-spine",
+        "switch",
+        "bench aro",
+        "bench e2e",
+        "bench failover",
+        "dataplane-demo",
+    } <= words
 
 
 def test_every_subcommand_and_argument_has_help():
@@ -72,8 +83,7 @@ def _readme_usages() -> Iterator[tuple[tuple[str, ...], list[str]]]:
 
 
 def _readme_commands() -> set[str]:
-    return {" ".join(words[:i]) for words, _ in _readme_usages()
-            for i in range(1, len(words) + 1)}
+    return {" ".join(words[:i]) for words, _ in _readme_usages() for i in range(1, len(words) + 1)}
 
 
 def test_readme_options_are_the_parsers_and_required_only_where_they_are():
@@ -90,19 +100,25 @@ def test_readme_options_are_the_parsers_and_required_only_where_they_are():
             if flag and flag.group(1) not in options:
                 wrong.append(f"ina {' '.join(words)}: {flag.group(1)} is no option of it")
             elif flag and depth == token.count("[") == 0 and not options[flag.group(1)].required:
-                wrong.append(f"ina {' '.join(words)}: {flag.group(1)} is optional, shown "
-                             "as required")
+                wrong.append(
+                    f"ina {' '.join(words)}: {flag.group(1)} is optional, shown as required"
+                )
             depth += token.count("[") - token.count("]")
-        required = {a.option_strings[0] for a in parser._actions
-                    if a.required and a.option_strings}
+        required = {a.option_strings[0] for a in parser._actions if a.required and a.option_strings}
         shown = {m for t in tokens for m in re.findall(r"--?[a-zA-Z][\w-]*", t)}
-        wrong += [f"ina {' '.join(words)}: required {o} not shown" for o in required
-                  if not {o, *options[o].option_strings} & shown and "..." not in tokens]
+        wrong += [
+            f"ina {' '.join(words)}: required {o} not shown"
+            for o in required
+            if not {o, *options[o].option_strings} & shown and "..." not in tokens
+        ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_readme_names_every_subcommand():
     named = _readme_commands()
-    missing = [" ".join(words) for words, _ in _commands(build_parser())
-               if words and " ".join(words) not in named]
+    missing = [
+        " ".join(words)
+        for words, _ in _commands(build_parser())
+        if words and " ".join(words) not in named
+    ]
     assert not missing, "README.md's command table lacks: " + ", ".join(missing)

@@ -34,14 +34,31 @@ runpy.run_module("controller.cli", run_name="__main__", alter_sys=True)
 
 
 def ina(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", WITHOUT_MININET, *args], cwd=cwd, check=False,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_MININET, *args],
+        cwd=cwd,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_blocker_blocks():
-    out = subprocess.run([sys.executable, "-c", WITHOUT_MININET.replace(
-        'runpy.run_module("controller.cli", run_name="__main__", alter_sys=True)',
-        "import mininet.net")], check=False, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            WITHOUT_MININET.replace(
+                'runpy.run_module("controller.cli", run_name="__main__", alter_sys=True)',
+                "import mininet.net",
+            ),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert "No module named 'mininet" in out.stderr
 
 
@@ -57,8 +74,21 @@ def test_solve_evaluate_schemes_show_work_without_mininet(tmp_path):
     assert "aro" in listed.stdout
     shown = ina("show", FIG1, "--plan", str(plan), "--png", str(tmp_path / "x.png"))
     assert shown.returncode == 0, shown.stderr
-    topo = ina("topo", "gen", "leaf-spine", "--leaves", "2", "--spines", "1",
-               "--hosts-per-leaf", "2", "--workers", "3", "-o", str(tmp_path / "t.yaml"))
+    topo = ina(
+        "topo",
+        "gen",
+        "leaf-spine",
+        "--leaves",
+        "2",
+        "--spines",
+        "1",
+        "--hosts-per-leaf",
+        "2",
+        "--workers",
+        "3",
+        "-o",
+        str(tmp_path / "t.yaml"),
+    )
     assert topo.returncode == 0, topo.stderr
 
 
@@ -67,20 +97,30 @@ def test_help_of_every_command_works_without_mininet():
     assert out.returncode == 0, out.stderr
     for command in ("mininet", "bench"):
         assert command in out.stdout
-    for args in (["bench", "e2e", "--help"], ["bench", "reliability", "--help"],
-                 ["mininet", "--help"]):
+    for args in (
+        ["bench", "e2e", "--help"],
+        ["bench", "reliability", "--help"],
+        ["mininet", "--help"],
+    ):
         out = ina(*args)
         assert out.returncode == 0, out.stderr
 
 
-@pytest.mark.parametrize("args", [
-    ["mininet", FIG1, "--scheme", "shortest"],
-    ["bench", "e2e", "--topology", FIG1],
-    ["bench", "reliability", "--item", "loss"],
-], ids=["mininet", "bench e2e", "bench reliability"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["mininet", FIG1, "--scheme", "shortest"],
+        ["bench", "e2e", "--topology", FIG1],
+        ["bench", "reliability", "--item", "loss"],
+    ],
+    ids=["mininet", "bench e2e", "bench reliability"],
+)
 def test_mininet_commands_say_how_to_get_mininet(args, tmp_path):
-    out = ina(*args, "--out" if args[0] == "bench" else "--json",
-              str(tmp_path / ("o" if args[0] == "bench" else "o.json")))
+    out = ina(
+        *args,
+        "--out" if args[0] == "bench" else "--json",
+        str(tmp_path / ("o" if args[0] == "bench" else "o.json")),
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     text = out.stdout + out.stderr
     assert "Traceback" not in text
@@ -90,6 +130,16 @@ def test_mininet_commands_say_how_to_get_mininet(args, tmp_path):
 
 
 def test_a_solver_benchmark_runs_without_mininet(tmp_path):
-    out = ina("bench", "aro", "--seeds", "1", "--variants", "aro", "--time-limit", "5",
-              "--out", str(tmp_path / "aro"))
+    out = ina(
+        "bench",
+        "aro",
+        "--seeds",
+        "1",
+        "--variants",
+        "aro",
+        "--time-limit",
+        "5",
+        "--out",
+        str(tmp_path / "aro"),
+    )
     assert out.returncode == 0, out.stdout + out.stderr

@@ -22,8 +22,14 @@ FIG1 = str(ROOT / "topologies/examples/aro-fig1.yaml")
 
 
 def _ina(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=ROOT, check=False,
-                          capture_output=True, timeout=120, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +39,16 @@ def fig1_plan(tmp_path_factory) -> str:
     return str(path)
 
 
-ASCII_ONLY = {"PYTHONIOENCODING=ascii": {"PYTHONIOENCODING": "ascii"},
-              "LC_ALL=C": {"LC_ALL": "C", "LANG": "C"},
-              "LC_ALL=C without UTF-8 mode": {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0",
-                                              "PYTHONCOERCECLOCALE": "0"}}
+ASCII_ONLY = {
+    "PYTHONIOENCODING=ascii": {"PYTHONIOENCODING": "ascii"},
+    "LC_ALL=C": {"LC_ALL": "C", "LANG": "C"},
+    "LC_ALL=C without UTF-8 mode": {
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONUTF8": "0",
+        "PYTHONCOERCECLOCALE": "0",
+    },
+}
 
 
 @pytest.mark.parametrize("env", sorted(ASCII_ONLY))
@@ -69,12 +81,25 @@ def test_json_dash_writes_the_evaluation_to_stdout(fig1_plan):
     assert not (ROOT / "-").exists()
 
 
-@pytest.mark.parametrize("args", [
-    ["solve", FIG1, "--json"], ["evaluate", FIG1, "PLAN", "--json"],
-    ["solve", FIG1, "--scheme", "atro", "--topology-out"], ["show", FIG1, "--png"],
-    ["status", "STATE", "--json"], ["bench", "target", "--fragments", "1", "--json"],
-], ids=["solve --json", "evaluate --json", "solve --topology-out", "show --png",
-        "status --json", "bench target --json"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solve", FIG1, "--json"],
+        ["evaluate", FIG1, "PLAN", "--json"],
+        ["solve", FIG1, "--scheme", "atro", "--topology-out"],
+        ["show", FIG1, "--png"],
+        ["status", "STATE", "--json"],
+        ["bench", "target", "--fragments", "1", "--json"],
+    ],
+    ids=[
+        "solve --json",
+        "evaluate --json",
+        "solve --topology-out",
+        "show --png",
+        "status --json",
+        "bench target --json",
+    ],
+)
 def test_an_output_in_a_missing_directory_is_an_error(args, tmp_path, fig1_plan, capsys):
     missing = tmp_path / "no" / "such"
     state = _state(tmp_path, fig1_plan)
@@ -90,10 +115,21 @@ def test_an_output_in_a_missing_directory_is_an_error(args, tmp_path, fig1_plan,
 
 
 def _state(tmp_path, plan: str) -> Path:
-    state = {"version": 3, "topology": "aro-fig1", "plan": json.loads(Path(plan).read_text()),
-             "dead_links": [["L1", "S1"]], "written_by": "a newer daemon",
-             "switches": {"S1": {"address": "127.0.0.1:1", "programmed": True,
-                                 "pushes_seconds": [0.12], "counters": {"collisions": [1, 2]}}}}
+    state = {
+        "version": 3,
+        "topology": "aro-fig1",
+        "plan": json.loads(Path(plan).read_text()),
+        "dead_links": [["L1", "S1"]],
+        "written_by": "a newer daemon",
+        "switches": {
+            "S1": {
+                "address": "127.0.0.1:1",
+                "programmed": True,
+                "pushes_seconds": [0.12],
+                "counters": {"collisions": [1, 2]},
+            }
+        },
+    }
     path = tmp_path / "state.json"
     path.write_text(json.dumps(state))
     return path

@@ -27,8 +27,14 @@ def fig1_plan(tmp_path_factory) -> str:
 
 
 def _ina(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], cwd=ROOT, check=False,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        cwd=ROOT,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _one_line_naming_both(out: subprocess.CompletedProcess) -> None:
@@ -62,9 +68,21 @@ def test_solve_refuses_a_warm_start_for_another_topology(fig1_plan):
 def test_controller_refuses_a_plan_for_another_topology(fig1_plan, tmp_path):
     switches = tmp_path / "switches.json"
     switches.write_text(json.dumps({"S1": {"address": "127.0.0.1:1", "device_id": 1}}))
-    _one_line_naming_both(_ina("controller", OTHER, "--plan", fig1_plan, "--switches",
-                               str(switches), "--once", "--connect-timeout", "1",
-                               "--state", str(tmp_path / "state.json")))
+    _one_line_naming_both(
+        _ina(
+            "controller",
+            OTHER,
+            "--plan",
+            fig1_plan,
+            "--switches",
+            str(switches),
+            "--once",
+            "--connect-timeout",
+            "1",
+            "--state",
+            str(tmp_path / "state.json"),
+        )
+    )
 
 
 def test_show_names_the_nodes_a_same_named_topology_lacks(fig1_plan, tmp_path, capsys):

@@ -28,10 +28,28 @@ def _controller(tmp_path, topology, switches, *extra, timeout=60):
     path = tmp_path / "switches.json"
     path.write_text(json.dumps(switches))
     return subprocess.run(
-        [sys.executable, "-m", "controller.cli", "controller", str(topology), "--switches",
-         str(path), "--state", str(tmp_path / "state.json"), "--once", "--connect-timeout", "3",
-         "--log-level", "warning", *extra],
-        capture_output=True, text=True, timeout=timeout, check=False)
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "controller",
+            str(topology),
+            "--switches",
+            str(path),
+            "--state",
+            str(tmp_path / "state.json"),
+            "--once",
+            "--connect-timeout",
+            "3",
+            "--log-level",
+            "warning",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_unreachable_switch_is_named(tmp_path):
@@ -49,12 +67,19 @@ def test_switch_refusing_the_pipeline_is_named(tmp_path, embedded_switch):
     start = text.rindex("tables {", 0, start)
     end = text.index("\ntables {", start + 1)
     bad = tmp_path / "bad.p4info.txtpb"
-    bad.write_text(text[:start] + text[end + 1:])
-    proc = _controller(tmp_path, EXAMPLES / "aro-fig1.yaml",
-                       {"S1": {"address": embedded_switch}}, "--p4info", str(bad))
+    bad.write_text(text[:start] + text[end + 1 :])
+    proc = _controller(
+        tmp_path,
+        EXAMPLES / "aro-fig1.yaml",
+        {"S1": {"address": embedded_switch}},
+        "--p4info",
+        str(bad),
+    )
     assert proc.returncode == 1
-    assert f"switch S1 at {embedded_switch} accepts connections but did not take the " \
-           "pipeline" in proc.stdout
+    assert (
+        f"switch S1 at {embedded_switch} accepts connections but did not take the "
+        "pipeline" in proc.stdout
+    )
 
 
 def test_plan_too_big_for_the_tables_is_named(tmp_path):
@@ -67,16 +92,24 @@ def test_plan_too_big_for_the_tables_is_named(tmp_path):
 
 
 def test_programs_a_switch_and_status_shows_it(tmp_path, embedded_switch):
-    proc = _controller(tmp_path, EXAMPLES / "aro-fig1.yaml", {"S1": {"address": embedded_switch}},
-                       "--scheme", "aro")
+    proc = _controller(
+        tmp_path,
+        EXAMPLES / "aro-fig1.yaml",
+        {"S1": {"address": embedded_switch}},
+        "--scheme",
+        "aro",
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     state = json.loads((tmp_path / "state.json").read_text())
     assert state["version"] == 1 and state["switches"]["S1"]["programmed"]
     assert state["switches"]["S1"]["problems"] == []
     assert {w["worker"] for w in state["workers"]} == {"W0", "W1", "W2", "W3", "W4"}
-    status = subprocess.run([sys.executable, "-m", "controller.cli", "status",
-                             str(tmp_path / "state.json")], capture_output=True, text=True,
-                            check=False)
+    status = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "status", str(tmp_path / "state.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert status.returncode == 0
     assert "plan v1 (aro)" in status.stdout and "S1" in status.stdout
 
@@ -87,9 +120,22 @@ def test_capacity_edit_in_the_topology_file_triggers_a_replan(tmp_path, embedded
     (tmp_path / "switches.json").write_text(json.dumps({"S1": {"address": embedded_switch}}))
     state = tmp_path / "state.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "controller", str(topology), "--switches",
-         str(tmp_path / "switches.json"), "--state", str(state), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "controller",
+            str(topology),
+            "--switches",
+            str(tmp_path / "switches.json"),
+            "--state",
+            str(state),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         assert _wait(lambda: state.exists() and json.loads(state.read_text())["version"] == 1)
         rate = json.loads(state.read_text())["plan"]["tasks"][0]["rate_gbps"]
@@ -134,9 +180,20 @@ def test_a_replan_that_finds_no_plan_keeps_the_current_one_and_says_why(tmp_path
 
 def _switch_process(address: str) -> subprocess.Popen:
     """An embedded switch this test may kill or freeze (the shared fixture's must live on)."""
-    proc = subprocess.Popen([sys.executable, "-m", "controller.cli", "switch", "--grpc-addr",
-                             address, "--log-level", "warning"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "switch",
+            "--grpc-addr",
+            address,
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     host, port = address.split(":")
     assert _wait(lambda: socket.create_connection((host, int(port)), timeout=0.2).close() or True)
     return proc
@@ -145,10 +202,23 @@ def _switch_process(address: str) -> subprocess.Popen:
 def _daemon(tmp_path, topology, address: str) -> subprocess.Popen:
     (tmp_path / "switches.json").write_text(json.dumps({"S1": {"address": address}}))
     return subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "controller", str(topology), "--switches",
-         str(tmp_path / "switches.json"), "--state", str(tmp_path / "state.json"),
-         "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "controller",
+            str(topology),
+            "--switches",
+            str(tmp_path / "switches.json"),
+            "--state",
+            str(tmp_path / "state.json"),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _state(tmp_path) -> dict:
@@ -162,8 +232,9 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_stops_the_daemon_cleanly_and_the_state_file_says_so(tmp_path, embedded_switch,
-                                                                       sig):
+def test_a_signal_stops_the_daemon_cleanly_and_the_state_file_says_so(
+    tmp_path, embedded_switch, sig
+):
     proc = _daemon(tmp_path, EXAMPLES / "aro-fig1.yaml", embedded_switch)
     try:
         assert _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"])
@@ -179,14 +250,19 @@ def test_a_signal_stops_the_daemon_cleanly_and_the_state_file_says_so(tmp_path, 
     assert state["controller"]["stopped"]["reason"] == sig.name
     # The switch keeps its entries: the last view of it is kept, not a made-up failure.
     assert state["switches"]["S1"]["programmed"] is True
-    status = subprocess.run([sys.executable, "-m", "controller.cli", "status",
-                             str(tmp_path / "state.json")], capture_output=True, text=True,
-                            check=False, env={**os.environ, "COLUMNS": "200"})
+    status = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "status", str(tmp_path / "state.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert f"controller stopped ({sig.name})" in status.stdout
 
 
-def test_a_deleted_or_garbled_topology_file_keeps_the_plan_and_is_reported(tmp_path,
-                                                                          embedded_switch):
+def test_a_deleted_or_garbled_topology_file_keeps_the_plan_and_is_reported(
+    tmp_path, embedded_switch
+):
     topology = tmp_path / "fig1.yaml"
     original = (EXAMPLES / "aro-fig1.yaml").read_text()
     topology.write_text(original)
@@ -194,8 +270,13 @@ def test_a_deleted_or_garbled_topology_file_keeps_the_plan_and_is_reported(tmp_p
     try:
         assert _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"])
         topology.unlink()
-        assert _wait(lambda: (_state(tmp_path)["topology_problem"] or {}).get("error", "")
-                     .startswith(f"{topology}: cannot read the file"))
+        assert _wait(
+            lambda: (
+                (_state(tmp_path)["topology_problem"] or {})
+                .get("error", "")
+                .startswith(f"{topology}: cannot read the file")
+            )
+        )
         for garbage in (b"\xff\xfe\x00garbage\x80", b"hosts: [unclosed", b"- 1\n- 2\n"):
             before = _state(tmp_path)["topology_problem"]["at"]
             topology.write_bytes(garbage)
@@ -236,9 +317,13 @@ def test_a_killed_switch_is_not_programmed_in_the_state_file_within_seconds(tmp_
         # The bound is generous for a loaded CI machine; before the fix it never changed.
         assert _programmed_changes_within(tmp_path, False, 5.0) is not None
         assert _state(tmp_path)["switches"]["S1"]["connected"] is False
-        status = subprocess.run([sys.executable, "-m", "controller.cli", "status",
-                                 str(tmp_path / "state.json")], capture_output=True, text=True,
-                                check=False, env={**os.environ, "COLUMNS": "200"})
+        status = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "status", str(tmp_path / "state.json")],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "COLUMNS": "200"},
+        )
         assert status.returncode == 0
         (row,) = [line for line in status.stdout.splitlines() if address in line]
         assert " no " in row
@@ -272,16 +357,19 @@ def test_a_hung_switch_is_not_programmed_in_the_state_file_within_seconds(tmp_pa
 # *** The switches file
 
 
-@pytest.mark.parametrize(("entry", "field"), [
-    ({"address": ""}, "field address"),
-    ({"address": "nonsense"}, "field address"),
-    ({"address": "127.0.0.1:99999"}, "field address"),
-    ({"device_id": 1}, "field address"),
-    ({"address": "127.0.0.1:9559", "device_id": "1"}, "field device_id"),
-    ({"address": "127.0.0.1:9559", "device_id": -1}, "field device_id"),
-    ({"address": "127.0.0.1:9559", "adress": "x"}, "unknown field(s) adress"),
-    ("127.0.0.1:9559", "expected an object"),
-])
+@pytest.mark.parametrize(
+    ("entry", "field"),
+    [
+        ({"address": ""}, "field address"),
+        ({"address": "nonsense"}, "field address"),
+        ({"address": "127.0.0.1:99999"}, "field address"),
+        ({"device_id": 1}, "field address"),
+        ({"address": "127.0.0.1:9559", "device_id": "1"}, "field device_id"),
+        ({"address": "127.0.0.1:9559", "device_id": -1}, "field device_id"),
+        ({"address": "127.0.0.1:9559", "adress": "x"}, "unknown field(s) adress"),
+        ("127.0.0.1:9559", "expected an object"),
+    ],
+)
 def test_a_bad_switches_file_names_the_file_and_field(tmp_path, entry, field):
     proc = _controller(tmp_path, EXAMPLES / "aro-fig1.yaml", {"S1": entry})
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -294,18 +382,37 @@ def test_a_switches_file_that_is_not_json_is_named(tmp_path):
     for text in (b"", b"\xff\xfe{", b"[1, 2]"):
         path.write_bytes(text)
         proc = subprocess.run(
-            [sys.executable, "-m", "controller.cli", "controller",
-             str(EXAMPLES / "aro-fig1.yaml"), "--switches", str(path), "--state",
-             str(tmp_path / "state.json"), "--once"],
-            capture_output=True, text=True, timeout=60, check=False)
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "controller",
+                str(EXAMPLES / "aro-fig1.yaml"),
+                "--switches",
+                str(path),
+                "--state",
+                str(tmp_path / "state.json"),
+                "--once",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert str(path) in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
 
 
 def test_a_wrong_device_id_is_named_once_without_tracebacks(tmp_path, embedded_switch):
-    proc = _controller(tmp_path, EXAMPLES / "aro-fig1.yaml",
-                       {"S1": {"address": embedded_switch, "device_id": 7}},
-                       "--log-level", "info", "--connect-timeout", "10")
+    proc = _controller(
+        tmp_path,
+        EXAMPLES / "aro-fig1.yaml",
+        {"S1": {"address": embedded_switch, "device_id": 7}},
+        "--log-level",
+        "info",
+        "--connect-timeout",
+        "10",
+    )
     assert proc.returncode == 1
     out = proc.stdout.replace("\n", "")
     assert f"switch S1 at {embedded_switch} has no P4Runtime device id 7" in out
@@ -314,8 +421,9 @@ def test_a_wrong_device_id_is_named_once_without_tracebacks(tmp_path, embedded_s
     assert (proc.stdout + proc.stderr).count("unknown device id 7") <= 2  # log line + message
 
 
-def test_a_switch_down_longer_than_the_grace_fails_with_all_its_links_at_once(tmp_path,
-                                                                             embedded_switch):
+def test_a_switch_down_longer_than_the_grace_fails_with_all_its_links_at_once(
+    tmp_path, embedded_switch
+):
     """A switch failure is one event: a channel down for longer than the grace fails the
     switch and every one of its links at once (a restart within it keeps the plan); a
     switch that is connected again is no longer failed."""
@@ -324,10 +432,13 @@ def test_a_switch_down_longer_than_the_grace_fails_with_all_its_links_at_once(tm
     from controller.service.daemon import failed_switches, unusable_links
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
-    targets = {"S1": SwitchTarget("S1", embedded_switch, 1),
-               "L1": SwitchTarget("L1", f"127.0.0.1:{free_port()}", 1)}  # nothing listens
-    session = Session(network, solve(network, "aro"), targets, tmp_path / "state.json",
-                      switch_grace=10.0)
+    targets = {
+        "S1": SwitchTarget("S1", embedded_switch, 1),
+        "L1": SwitchTarget("L1", f"127.0.0.1:{free_port()}", 1),
+    }  # nothing listens
+    session = Session(
+        network, solve(network, "aro"), targets, tmp_path / "state.json", switch_grace=10.0
+    )
 
     async def scenario() -> None:
         async with Controller([d.switch for d in session.drivers.values()]):
@@ -344,11 +455,17 @@ def test_a_switch_down_longer_than_the_grace_fails_with_all_its_links_at_once(tm
     asyncio.run(scenario())
     # aro-fig1.yaml: L1 has W0, W1, S0, S1; a dead directed link counts in both directions
     assert unusable_links(network, {("S0", "L2")}, {"L1"}) == {
-        ("L1", "W0"), ("L1", "W1"), ("L1", "S0"), ("L1", "S1"), ("L2", "S0")}
+        ("L1", "W0"),
+        ("L1", "W1"),
+        ("L1", "S0"),
+        ("L1", "S1"),
+        ("L2", "S0"),
+    }
 
 
 def test_a_switch_that_answers_no_read_but_sends_packet_ins_is_busy_not_failed(
-        tmp_path, embedded_switch):
+    tmp_path, embedded_switch
+):
     """Connected, silent to reads for longer than the grace: failed; a packet-in from it
     (`InaSwitchDriver.heard`, called by the link monitor) shows it alive."""
     from finsy import Controller
@@ -356,9 +473,13 @@ def test_a_switch_that_answers_no_read_but_sends_packet_ins_is_busy_not_failed(
     from controller.service.daemon import failed_switches
 
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
-    session = Session(network, solve(network, "aro"),
-                      {"S1": SwitchTarget("S1", embedded_switch, 1)}, tmp_path / "state.json",
-                      switch_grace=10.0)
+    session = Session(
+        network,
+        solve(network, "aro"),
+        {"S1": SwitchTarget("S1", embedded_switch, 1)},
+        tmp_path / "state.json",
+        switch_grace=10.0,
+    )
     driver = session.drivers["S1"]
 
     async def scenario() -> None:
@@ -374,8 +495,9 @@ def test_a_switch_that_answers_no_read_but_sends_packet_ins_is_busy_not_failed(
     asyncio.run(scenario())
 
 
-def test_a_hung_switch_with_its_connection_open_fails_and_comes_back(tmp_path,
-                                                                    embedded_switch_process):
+def test_a_hung_switch_with_its_connection_open_fails_and_comes_back(
+    tmp_path, embedded_switch_process
+):
     """A stopped switch process (SIGSTOP) keeps its TCP connection, so its P4Runtime channel
     stays up while nothing it forwards gets through: silent for longer than the grace, it
     is failed and planned around with all its links; continued (SIGCONT), it answers again,
@@ -385,13 +507,22 @@ def test_a_hung_switch_with_its_connection_open_fails_and_comes_back(tmp_path,
 
     address, proc = embedded_switch_process
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
-    session = Session(network, solve(network, "aro"), {"S1": SwitchTarget("S1", address, 1)},
-                      tmp_path / "state.json", switch_grace=2.0, drain_seconds=0.2)
+    session = Session(
+        network,
+        solve(network, "aro"),
+        {"S1": SwitchTarget("S1", address, 1)},
+        tmp_path / "state.json",
+        switch_grace=2.0,
+        drain_seconds=0.2,
+    )
     s1_links = {tuple(sorted(e)) for e in network.graph.edges if "S1" in e}
 
     def uses_s1(plan: dict) -> bool:
-        return any("S1" in (point["switch"], point["next_hop"])
-                   for task in plan["tasks"] for point in task["aggregation"])
+        return any(
+            "S1" in (point["switch"], point["next_hop"])
+            for task in plan["tasks"]
+            for point in task["aggregation"]
+        )
 
     async def until(condition, seconds: float) -> float:
         started = time.monotonic()

@@ -32,9 +32,17 @@ def _frame(number: int) -> bytes:
 def _run(net: VethNet, delay_ms: float, send) -> dict:
     """The delay line between the two ports while `send` runs; its stats for the link."""
     line = subprocess.Popen(
-        [sys.executable, "-m", "controller.emulation.faults.delayline", "--delay-ms", str(delay_ms),
-         f"{net.switch_if[DIVERT]}:{net.switch_if[LINK]}"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "controller.emulation.faults.delayline",
+            "--delay-ms",
+            str(delay_ms),
+            f"{net.switch_if[DIVERT]}:{net.switch_if[LINK]}",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert json.loads(line.stdout.readline()) == {"ready": True}
         send()

@@ -29,15 +29,19 @@ from dataplane.demo import free_tcp_port
 
 def _two_switches() -> Network:
     """S1 - S2 (port 1 at both ends), a PS under S1 and a worker under S2."""
-    return build_network({
-        "name": "two-switches",
-        "hosts": [{"name": "PS", "role": "ps"}, {"name": "W0", "role": "worker"}],
-        "switches": [{"name": "S1", "ina": True}, {"name": "S2", "ina": True}],
-        "links": [{"a": "S1", "b": "S2", "capacity_gbps": 1},
-                  {"a": "PS", "b": "S1", "capacity_gbps": 1},
-                  {"a": "W0", "b": "S2", "capacity_gbps": 1}],
-        "jobs": [{"name": "job0", "tasks": [{"name": "t0", "ps": "PS", "workers": ["W0"]}]}],
-    })
+    return build_network(
+        {
+            "name": "two-switches",
+            "hosts": [{"name": "PS", "role": "ps"}, {"name": "W0", "role": "worker"}],
+            "switches": [{"name": "S1", "ina": True}, {"name": "S2", "ina": True}],
+            "links": [
+                {"a": "S1", "b": "S2", "capacity_gbps": 1},
+                {"a": "PS", "b": "S1", "capacity_gbps": 1},
+                {"a": "W0", "b": "S2", "capacity_gbps": 1},
+            ],
+            "jobs": [{"name": "job0", "tasks": [{"name": "t0", "ps": "PS", "workers": ["W0"]}]}],
+        }
+    )
 
 
 def test_probe_names_its_sender_and_other_frames_are_not_probes() -> None:
@@ -54,16 +58,29 @@ def _judge(dead_after: int = 2, revive_after: int = 1) -> tuple[LinkJudge, tuple
     """S1 - S2: the judge of both directions and the far-end ports (S2's, S1's)."""
     network = _two_switches()
     far = {edge: (edge[1], network.graph.edges[edge]["in_port"]) for edge in (FORTH, BACK)}
-    return (LinkJudge(far, dead_after=dead_after, revive_after=revive_after),
-            far[FORTH], far[BACK])
+    return (LinkJudge(far, dead_after=dead_after, revive_after=revive_after), far[FORTH], far[BACK])
 
 
-def _round(before: dict, after: dict, *, sent=("S1", "S2"), senders=("S1", "S2"),
-           receivers=("S1", "S2"), arrived=(), current=None) -> RoundEvidence:
+def _round(
+    before: dict,
+    after: dict,
+    *,
+    sent=("S1", "S2"),
+    senders=("S1", "S2"),
+    receivers=("S1", "S2"),
+    arrived=(),
+    current=None,
+) -> RoundEvidence:
     """One round's evidence; `current` (probes of this round) defaults to all that arrived."""
-    return RoundEvidence(frozenset(sent), frozenset(senders), before, after,
-                         frozenset(receivers), frozenset(arrived),
-                         frozenset(arrived if current is None else current))
+    return RoundEvidence(
+        frozenset(sent),
+        frozenset(senders),
+        before,
+        after,
+        frozenset(receivers),
+        frozenset(arrived),
+        frozenset(arrived if current is None else current),
+    )
 
 
 def test_a_cut_is_dead_after_missed_rounds_and_comes_back_after_carried_ones() -> None:
@@ -152,8 +169,10 @@ TRIANGLE = ("S1", "S2", "S3")
 def _triangle_judge(dead_after: int = 2) -> tuple[LinkJudge, dict]:
     """S1, S2, S3 linked each to each (every switch has two monitored links): the judge of
     the six directed links and their far-end ports."""
-    far = {(u, v): (v, i) for i, (u, v) in enumerate(
-        (u, v) for u in TRIANGLE for v in TRIANGLE if u != v)}
+    far = {
+        (u, v): (v, i)
+        for i, (u, v) in enumerate((u, v) for u in TRIANGLE for v in TRIANGLE if u != v)
+    }
     return LinkJudge(far, dead_after=dead_after), far
 
 
@@ -161,9 +180,15 @@ def _triangle_round(far: dict, *, current, arrived=None) -> RoundEvidence:
     """Everyone sent and answered, no counter moved; probes of this round came back on
     `current`, probes of any round on `arrived` (default: the same)."""
     flat = dict.fromkeys(far.values(), 10)
-    return RoundEvidence(frozenset(TRIANGLE), frozenset(TRIANGLE), flat, dict(flat),
-                         frozenset(TRIANGLE), frozenset(current if arrived is None else arrived),
-                         frozenset(current))
+    return RoundEvidence(
+        frozenset(TRIANGLE),
+        frozenset(TRIANGLE),
+        flat,
+        dict(flat),
+        frozenset(TRIANGLE),
+        frozenset(current if arrived is None else arrived),
+        frozenset(current),
+    )
 
 
 def test_a_receiver_whose_data_plane_lags_is_no_evidence_against_the_link() -> None:
@@ -192,8 +217,17 @@ def test_a_sender_whose_data_plane_lags_is_no_evidence_against_the_link() -> Non
     for _ in range(20):
         before = dict.fromkeys(far.values(), 10)
         after = {**before, far["S3", "S1"]: 11}
-        judge.judge(RoundEvidence(frozenset(TRIANGLE), frozenset(TRIANGLE), before, after,
-                                  frozenset(TRIANGLE), frozenset(busy), frozenset(busy)))
+        judge.judge(
+            RoundEvidence(
+                frozenset(TRIANGLE),
+                frozenset(TRIANGLE),
+                before,
+                after,
+                frozenset(TRIANGLE),
+                frozenset(busy),
+                frozenset(busy),
+            )
+        )
     assert judge.dead == set()
 
 
@@ -225,13 +259,21 @@ def test_a_lagging_receiver_that_counts_on_another_port_is_not_still() -> None:
     for _ in range(20):
         before = dict.fromkeys(far.values(), 10)
         after = {**before, far["S2", "S3"]: 11}
-        seen = RoundEvidence(frozenset(TRIANGLE), frozenset(TRIANGLE), before, after,
-                             frozenset(TRIANGLE), frozenset(rest), frozenset(rest))
+        seen = RoundEvidence(
+            frozenset(TRIANGLE),
+            frozenset(TRIANGLE),
+            before,
+            after,
+            frozenset(TRIANGLE),
+            frozenset(rest),
+            frozenset(rest),
+        )
         judge.judge(seen)
     assert judge.dead == set()
 
 
 # *** two embedded switches on a veth pair
+
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
@@ -273,23 +315,43 @@ def test_every_packet_in_is_a_sign_of_life_of_the_switch_it_came_from() -> None:
 
 def _embedded_switch(address: str, port: int, interface: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "dataplane", "switch", "--device-id", "1", "--grpc-addr",
-         address, "-i", f"{port}@{interface}", "--log-level", "warning"], cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "dataplane",
+            "switch",
+            "--device-id",
+            "1",
+            "--grpc-addr",
+            address,
+            "-i",
+            f"{port}@{interface}",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.root
 def test_two_embedded_switches_link_dies_and_comes_back(veth: tuple[str, str]) -> None:
     network = _two_switches()
-    ports = {"S1": network.graph.edges["S1", "S2"]["out_port"],
-             "S2": network.graph.edges["S2", "S1"]["out_port"]}
+    ports = {
+        "S1": network.graph.edges["S1", "S2"]["out_port"],
+        "S2": network.graph.edges["S2", "S1"]["out_port"],
+    }
     addresses = {name: f"127.0.0.1:{free_tcp_port()}" for name in ports}
-    procs = [_embedded_switch(addresses[name], ports[name], end)
-             for name, end in zip(ports, veth, strict=True)]
+    procs = [
+        _embedded_switch(addresses[name], ports[name], end)
+        for name, end in zip(ports, veth, strict=True)
+    ]
     both = {("S1", "S2"), ("S2", "S1")}
 
     async def scenario() -> None:
-        switches = [Switch(name, address, SwitchOptions(p4info=P4INFO, p4blob=EMBEDDED_BLOB))
-                    for name, address in addresses.items()]
+        switches = [
+            Switch(name, address, SwitchOptions(p4info=P4INFO, p4blob=EMBEDDED_BLOB))
+            for name, address in addresses.items()
+        ]
         async with Controller(switches):
             monitor = LinkMonitor(switches, network, interval=0.3, dead_after=3)
             task = asyncio.create_task(monitor.run())
@@ -321,22 +383,31 @@ def test_the_monitor_outlives_a_channel_closed_under_its_read(veth: tuple[str, s
     nobody cancelled. The monitor must go on judging. Before, its rounds ended there without
     a word, and the next cut was never planned around (the bmv2 long-run hang)."""
     network = _two_switches()
-    ports = {"S1": network.graph.edges["S1", "S2"]["out_port"],
-             "S2": network.graph.edges["S2", "S1"]["out_port"]}
+    ports = {
+        "S1": network.graph.edges["S1", "S2"]["out_port"],
+        "S2": network.graph.edges["S2", "S1"]["out_port"],
+    }
     addresses = {name: f"127.0.0.1:{free_tcp_port()}" for name in ports}
-    procs = {name: _embedded_switch(addresses[name], ports[name], end)
-             for name, end in zip(ports, veth, strict=True)}
+    procs = {
+        name: _embedded_switch(addresses[name], ports[name], end)
+        for name, end in zip(ports, veth, strict=True)
+    }
     both = {("S1", "S2"), ("S2", "S1")}
 
     async def scenario() -> None:
-        switches = [Switch(name, address, SwitchOptions(p4info=P4INFO, p4blob=EMBEDDED_BLOB))
-                    for name, address in addresses.items()]
+        switches = [
+            Switch(name, address, SwitchOptions(p4info=P4INFO, p4blob=EMBEDDED_BLOB))
+            for name, address in addresses.items()
+        ]
         async with Controller(switches) as controller:
             monitor = LinkMonitor(switches, network, interval=0.3, dead_after=3)
             task = asyncio.create_task(monitor.run())
             try:
-                await _until(monitor, lambda: monitor.judge.rounds >= 3
-                             and all(sw.is_up for sw in switches), 15)
+                await _until(
+                    monitor,
+                    lambda: monitor.judge.rounds >= 3 and all(sw.is_up for sw in switches),
+                    15,
+                )
                 procs["S1"].send_signal(signal.SIGSTOP)
                 await asyncio.sleep(0.3)  # a read of S1's counters is now pending
                 await controller.remove(switches[0]).wait()  # closes S1's channel

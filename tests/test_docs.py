@@ -66,8 +66,9 @@ def broken_links(path: Path) -> list[str]:
     for target in relative_links(path.read_text(), anchors=True):
         name, _, fragment = target.partition("#")
         file = path.parent / name if name else path
-        if not file.exists() or (fragment and file.suffix == ".md"
-                                 and fragment not in heading_anchors(file)):
+        if not file.exists() or (
+            fragment and file.suffix == ".md" and fragment not in heading_anchors(file)
+        ):
             broken.append(target)
     return broken
 
@@ -80,19 +81,24 @@ def test_every_relative_link_points_to_a_file_that_exists(path: Path) -> None:
 def test_the_link_check_finds_a_broken_link_and_ignores_code(tmp_path: Path) -> None:
     (tmp_path / "there.png").write_bytes(b"")
     doc = tmp_path / "doc.md"
-    doc.write_text("# A\n[ok](there.png) ![pic](there.png#x) [web](https://example.org) [top](#a)\n"
-                   "[gone](missing/file.json) `[code](nowhere.md)`\n"
-                   "```\n[block](nowhere.md)\n```\n")
+    doc.write_text(
+        "# A\n[ok](there.png) ![pic](there.png#x) [web](https://example.org) [top](#a)\n"
+        "[gone](missing/file.json) `[code](nowhere.md)`\n"
+        "```\n[block](nowhere.md)\n```\n"
+    )
     assert broken_links(doc) == ["missing/file.json"]
 
 
 def test_the_link_check_finds_an_anchor_no_heading_gives(tmp_path: Path) -> None:
-    (tmp_path / "other.md").write_text("# Top\n## 3. Controller failover\n## Runs\n## Runs\n"
-                                      "```\n# not a heading\n```\n")
+    (tmp_path / "other.md").write_text(
+        "# Top\n## 3. Controller failover\n## Runs\n## Runs\n```\n# not a heading\n```\n"
+    )
     doc = tmp_path / "doc.md"
-    doc.write_text("## What `optimal` guarantees\n[a](other.md#3-controller-failover) "
-                   "[b](other.md#runs-1) [c](#what-optimal-guarantees) [d](other.md#runs-2) "
-                   "[e](#nowhere) [f](other.md#not-a-heading)\n")
+    doc.write_text(
+        "## What `optimal` guarantees\n[a](other.md#3-controller-failover) "
+        "[b](other.md#runs-1) [c](#what-optimal-guarantees) [d](other.md#runs-2) "
+        "[e](#nowhere) [f](other.md#not-a-heading)\n"
+    )
     assert broken_links(doc) == ["other.md#runs-2", "#nowhere", "other.md#not-a-heading"]
 
 

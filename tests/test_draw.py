@@ -30,7 +30,8 @@ def test_hosts_take_the_roles_a_placing_plan_gives_them():
     assert any(network.role(h) == "idle" for h in task.paths)
     assert any(network.role(h) == "worker" and roles[h] == "unused" for h in network.hosts)
     assert {h for h, r in roles.items() if r == "unused"} == (
-        set(network.hosts) - set(task.paths) - {task.ps})
+        set(network.hosts) - set(task.paths) - {task.ps}
+    )
     assert host_roles(network, None) == {h: network.role(h) for h in network.hosts}
 
 
@@ -50,8 +51,13 @@ def test_a_large_svg_keeps_every_switch_label_as_text(tmp_path):
     topology.write_text(yaml.safe_dump(doc))
     assert len(doc["hosts"]) + len(doc["switches"]) > HOST_LABELS
     out = tmp_path / "ls.svg"
-    subprocess.run([sys.executable, "-m", "controller.cli", "show", str(topology),
-                    "--png", str(out)], cwd=ROOT, check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "controller.cli", "show", str(topology), "--png", str(out)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     texts = set(re.findall(r"<text[^>]*>([^<]+)</text>", out.read_text()))
     switches = {s["name"] for s in doc["switches"]}
     assert switches <= texts, sorted(switches - texts)[:5]

@@ -27,17 +27,24 @@ from controller.solvers.eina.instance import read
 from controller.solvers.eina.model import build
 
 
-def edge_doc(aggs: dict[str, tuple[float, float, float, int]], ps_at: list[str],
-             host_cap: float = 100.0) -> dict:
+def edge_doc(
+    aggs: dict[str, tuple[float, float, float, int]], ps_at: list[str], host_cap: float = 100.0
+) -> dict:
     """Aggregators name → (c, b^I, b^E, workers); PS p at aggregator ps_at[p]; one DCN switch."""
     hosts, links, switches = [], [], [{"name": "DCN", "tier": "core"}]
     workers = []
     for name, (c, b_in, b_out, n) in aggs.items():
-        switches.append({"name": name, "tier": "tor", "ina": True,
-                         "aggregation_capacity_gbps": c, "ingress_capacity_gbps": b_in,
-                         "egress_capacity_gbps": b_out})
-        links.append({"a": name, "b": "DCN", "capacity_gbps": b_in,
-                      "reverse_capacity_gbps": b_out})
+        switches.append(
+            {
+                "name": name,
+                "tier": "tor",
+                "ina": True,
+                "aggregation_capacity_gbps": c,
+                "ingress_capacity_gbps": b_in,
+                "egress_capacity_gbps": b_out,
+            }
+        )
+        links.append({"a": name, "b": "DCN", "capacity_gbps": b_in, "reverse_capacity_gbps": b_out})
         for k in range(n):
             workers.append(f"w{name}_{k}")
             hosts.append({"name": workers[-1], "role": "worker"})
@@ -46,8 +53,13 @@ def edge_doc(aggs: dict[str, tuple[float, float, float, int]], ps_at: list[str],
         hosts.append({"name": f"ps{p}", "role": "ps"})
         links.append({"a": f"ps{p}", "b": at, "capacity_gbps": host_cap})
     tasks = [{"name": f"t{p}", "ps": f"ps{p}", "workers": workers} for p in range(len(ps_at))]
-    return {"name": "edge-test", "hosts": hosts, "switches": switches, "links": links,
-            "jobs": [{"name": "job0", "tasks": tasks}]}
+    return {
+        "name": "edge-test",
+        "hosts": hosts,
+        "switches": switches,
+        "links": links,
+        "jobs": [{"name": "job0", "tasks": tasks}],
+    }
 
 
 def run(doc: dict, scheme: str = "eina", **params):
@@ -99,8 +111,9 @@ def test_fig1_depth_limit(depth, expected):
 
 
 def test_depth_limit_one_leaves_other_racks_unreachable():
-    plan = solve(load_topology(EXAMPLES / "eina-fig1.yaml"), "eina",
-                 SolveOptions(params={"depth_limit": 1}))
+    plan = solve(
+        load_topology(EXAMPLES / "eina-fig1.yaml"), "eina", SolveOptions(params={"depth_limit": 1})
+    )
     assert plan.status == "infeasible" and not plan.tasks
 
 
@@ -119,15 +132,18 @@ def test_reading_9_a_relay_that_receives_forwards():
     """Without "receive ⇒ forward" A1 could satisfy (2) by sending into the idle relay A2 and
     its worker would run at the PS link's 100 Gbps; with it, A1's flow reaches A0 through A0's
     0.1 Gbps egress."""
-    plan = run(edge_doc({"A0": (10, 10, 0.1, 0), "A1": (10, 10, 10, 1),
-                         "A2": (10, 10, 10, 0)}, ["A0"]))
+    plan = run(
+        edge_doc({"A0": (10, 10, 0.1, 0), "A1": (10, 10, 10, 1), "A2": (10, 10, 10, 0)}, ["A0"])
+    )
     assert plan.objective == pytest.approx(0.1) and plan.status == "optimal"
 
 
 def test_reading_8_a_relay_sends_only_what_it_received():
-    network = build_network(edge_doc({"A0": (10, 10, 10, 0), "A1": (10, 10, 10, 1),
-                                      "A2": (10, 10, 10, 0)}, ["A0"]))
+    network = build_network(
+        edge_doc({"A0": (10, 10, 10, 0), "A1": (10, 10, 10, 1), "A2": (10, 10, 10, 0)}, ["A0"])
+    )
     from ortools.sat.python import cp_model
+
     m = build(read(network, {}), Fraction(1, 100))
     m.model.add(m.x[0, "A2", "A0"] == 1)
     m.model.add(m.x[0, "A1", "A2"] == 0)
@@ -137,8 +153,9 @@ def test_reading_8_a_relay_sends_only_what_it_received():
 def test_reading_10_local_workers_count_once_children_count_too():
     """(10) as (Σ x + a_j)·r: A1's two workers on c = 1 give 0.5 (the printed form counts a_j
     once per other aggregator, 2·2·r ≤ 1: 0.25)."""
-    plan = run(edge_doc({"A0": (10, 10, 10, 0), "A1": (1, 10, 10, 2),
-                         "A2": (10, 10, 10, 0)}, ["A0"]))
+    plan = run(
+        edge_doc({"A0": (10, 10, 10, 0), "A1": (1, 10, 10, 2), "A2": (10, 10, 10, 0)}, ["A0"])
+    )
     assert plan.objective == pytest.approx(0.5) and plan.status == "optimal"
 
 
@@ -146,8 +163,18 @@ def test_reading_10_children_merged_at_a_relay():
     """A1-A3 (one worker each, c = 1) and the relay A4 (c = 2.4); A0's egress is 1 Gbps. A star
     gives 1/3 (3 flows into A0), chains 0.5 (c = 1 with 2 flows), A1-A3 → A4 → A0 gives
     2.4 / 3 = 0.8 because A4's three children count against c_A4 (uncounted: 1.0)."""
-    plan = run(edge_doc({"A0": (10, 10, 1, 0), "A1": (1, 1, 10, 1), "A2": (1, 1, 10, 1),
-                         "A3": (1, 1, 10, 1), "A4": (2.4, 10, 10, 0)}, ["A0"]))
+    plan = run(
+        edge_doc(
+            {
+                "A0": (10, 10, 1, 0),
+                "A1": (1, 1, 10, 1),
+                "A2": (1, 1, 10, 1),
+                "A3": (1, 1, 10, 1),
+                "A4": (2.4, 10, 10, 0),
+            },
+            ["A0"],
+        )
+    )
     assert plan.objective == pytest.approx(0.8) and plan.status == "optimal"
     assert plan.details["trees"] == [{"A1": "A4", "A2": "A4", "A3": "A4", "A4": "A0"}]
 
@@ -155,8 +182,9 @@ def test_reading_10_children_merged_at_a_relay():
 def test_reading_11_idle_relays_are_not_charged():
     """(11) charges what an aggregator sends: the idle relay A2 with b^I = 0.1 does not limit
     (the printed form would: Σ_p r_p ≤ 0.1). A1's worker alone: A0's c = 1 → 1.0."""
-    plan = run(edge_doc({"A0": (1, 10, 10, 0), "A1": (10, 10, 10, 1),
-                         "A2": (10, 0.1, 10, 0)}, ["A0"]))
+    plan = run(
+        edge_doc({"A0": (1, 10, 10, 0), "A1": (10, 10, 10, 1), "A2": (10, 0.1, 10, 0)}, ["A0"])
+    )
     assert plan.objective == pytest.approx(1.0) and plan.status == "optimal"
 
 
@@ -184,9 +212,18 @@ def test_r_max_caps_the_rate_and_r_min_above_everything_is_infeasible():
     assert run(doc, r_min=20).status == "infeasible"
 
 
-@pytest.mark.parametrize("param", ["step=0", "step=-1", "r_max=-1", "depth_limit=0",
-                                   "depth_limit=1.5", "r_min=0.005",
-                                   "step=0.0000001"])
+@pytest.mark.parametrize(
+    "param",
+    [
+        "step=0",
+        "step=-1",
+        "r_max=-1",
+        "depth_limit=0",
+        "depth_limit=1.5",
+        "r_min=0.005",
+        "step=0.0000001",
+    ],
+)
 def test_bad_parameters_exit_2_naming_them(param, capsys):
     topo = str(EXAMPLES / "eina-fig1.yaml")
     assert main(["solve", topo, "--scheme", "eina", "--param", param]) == 2
@@ -195,6 +232,7 @@ def test_bad_parameters_exit_2_naming_them(param, capsys):
 
 def test_not_an_edge_topology_is_refused():
     from conftest import leaf_spine_doc
+
     network = build_network(leaf_spine_doc(2, 1, [1, 1], ina={"L0", "L1", "S0"}))
     with pytest.raises(TopologyError, match="DCN"):
         solve(network, "eina")
@@ -214,14 +252,18 @@ def parse(doc: dict) -> dict:
     def field(a: str, key: str) -> Fraction:
         return Fraction(str(sw[a][key]))
 
-    return {"aggs": list(sw), "home": home, "workers": workers,
-            "ps": [t["ps"] for t in tasks],
-            "local": {a: sum(home[w] == a for w in workers) for a in sw},
-            "c": {a: field(a, "aggregation_capacity_gbps") for a in sw},
-            "b_in": {a: field(a, "ingress_capacity_gbps") for a in sw},
-            "b_out": {a: field(a, "egress_capacity_gbps") for a in sw},
-            "host": min(cap[(w, home[w])] for w in workers),
-            "ps_link": [cap[(t["ps"], home[t["ps"]])] for t in tasks]}
+    return {
+        "aggs": list(sw),
+        "home": home,
+        "workers": workers,
+        "ps": [t["ps"] for t in tasks],
+        "local": {a: sum(home[w] == a for w in workers) for a in sw},
+        "c": {a: field(a, "aggregation_capacity_gbps") for a in sw},
+        "b_in": {a: field(a, "ingress_capacity_gbps") for a in sw},
+        "b_out": {a: field(a, "egress_capacity_gbps") for a in sw},
+        "host": min(cap[(w, home[w])] for w in workers),
+        "ps_link": [cap[(t["ps"], home[t["ps"]])] for t in tasks],
+    }
 
 
 def trees(data: dict, root: str, d_hat: int):
@@ -286,16 +328,20 @@ def reference(doc: dict, depth_limit: int | None = None) -> Fraction:
     data = parse(doc)
     d_hat = min(depth_limit or len(data["aggs"]), len(data["aggs"])) - 1
     per_ps = [list(trees(data, data["home"][ps], d_hat)) for ps in data["ps"]]
-    return max((best_sum(rows(data, list(combo)), len(per_ps))
-                for combo in itertools.product(*per_ps)), default=Fraction(-1))
+    return max(
+        (best_sum(rows(data, list(combo)), len(per_ps)) for combo in itertools.product(*per_ps)),
+        default=Fraction(-1),
+    )
 
 
 def random_doc(rng: random.Random, ps: int = 1) -> dict:
     n = rng.randint(2, 4 if ps == 1 else 3)
     aggs = {}
     for i in range(n):
-        aggs[f"A{i}"] = (*(rng.choice([0.3, 0.5, 0.8, 1, 1.2, 2]) for _ in range(3)),
-                         rng.randint(0, 3) if i else rng.randint(0, 1))
+        aggs[f"A{i}"] = (
+            *(rng.choice([0.3, 0.5, 0.8, 1, 1.2, 2]) for _ in range(3)),
+            rng.randint(0, 3) if i else rng.randint(0, 1),
+        )
     if all(v[3] == 0 for v in aggs.values()):
         aggs["A1"] = (*aggs["A1"][:3], 1)
     return edge_doc(aggs, ["A0", "A1"][:ps], host_cap=rng.choice([1.5, 100]))
@@ -330,12 +376,15 @@ def _fig1(aggregates: str) -> Network:
 
 def _atp_routes() -> Plan:
     """A1 and A2 merge their workers and send to A0, which merges nothing (ATP, one level)."""
-    paths = {"W0": ["W0", "A0", "PS"],
-             **{w: [w, "A1", "DCN", "A0", "PS"] for w in ("W1", "W2")},
-             **{w: [w, "A2", "DCN", "A0", "PS"] for w in ("W3", "W4")}}
+    paths = {
+        "W0": ["W0", "A0", "PS"],
+        **{w: [w, "A1", "DCN", "A0", "PS"] for w in ("W1", "W2")},
+        **{w: [w, "A2", "DCN", "A0", "PS"] for w in ("W3", "W4")},
+    }
     points = [AggregationPoint("A1", 0, 2, "DCN"), AggregationPoint("A2", 0, 2, "DCN")]
-    return Plan("hand", "heuristic", 0.0, None, 0.0, 0,
-                [TaskPlan("job0", "t0", "PS", 0.0, paths, points)])
+    return Plan(
+        "hand", "heuristic", 0.0, None, 0.0, 0, [TaskPlan("job0", "t0", "PS", 0.0, paths, points)]
+    )
 
 
 def test_all_charges_every_entering_flow_addressed_only_the_merged_ones():
@@ -416,8 +465,27 @@ def test_shares_must_add_up_to_one():
 
 def test_bench_eina_writes_json_and_png(tmp_path):
     out = tmp_path / "bench"
-    assert main(["bench", "eina", "--ps", "1,2", "--seeds", "2", "--aggregators", "4",
-                 "--schemes", "eina,rr", "--time-limit", "10", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "eina",
+                "--ps",
+                "1,2",
+                "--seeds",
+                "2",
+                "--aggregators",
+                "4",
+                "--schemes",
+                "eina,rr",
+                "--time-limit",
+                "10",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads((out / "fig2a" / "eina.json").read_text())
     assert (out / "fig2a" / "eina.png").stat().st_size > 0
     rows = data["instances"]
@@ -441,16 +509,36 @@ def test_two_ps_optimum_proven_by_the_rack_bound():
     """By hand: A2's two workers send to both PSs, so A2 merges 2 (r0 + r1) ≤ 1 Gbps whatever
     the trees: Σ r ≤ 0.5, reached by A2 sending straight to A0 and to A1. The 0.01 grid alone
     would only bound it by 0.52; the rack bound makes it `optimal`."""
-    plan = run(edge_doc({"A0": (10, 10, 10, 0), "A1": (10, 10, 10, 0), "A2": (1, 10, 10, 2)},
-                        ["A0", "A1"]))
+    plan = run(
+        edge_doc({"A0": (10, 10, 10, 0), "A1": (10, 10, 10, 0), "A2": (1, 10, 10, 2)}, ["A0", "A1"])
+    )
     assert plan.objective == pytest.approx(0.5)
     assert plan.status == "optimal" and plan.bound == pytest.approx(0.5)
 
 
 def test_bench_eina_figure_3_compares_the_two_grids(tmp_path):
     out = tmp_path / "bench"
-    assert main(["bench", "eina", "--figure", "3", "--ps", "2", "--seeds", "1",
-                 "--aggregators", "14", "--time-limit", "10", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "eina",
+                "--figure",
+                "3",
+                "--ps",
+                "2",
+                "--seeds",
+                "1",
+                "--aggregators",
+                "14",
+                "--time-limit",
+                "10",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads((out / "fig3" / "eina.json").read_text())
     assert {r["scheme"] for r in data["instances"]} == {"eina", "eina-iqcp"}
     assert all(r["consistent"] and r["paper"] is None for r in data["summary"])

@@ -35,8 +35,9 @@ SCHEMES = ("eina", "eina-iqcp", "eina-fast", "eina-plus")
 # Schemes whose every worker's flow is merged at its own aggregator (constraint (10)).
 TREE_SCHEMES = ("eina", "eina-iqcp", "eina-fast")
 TOL = 1e-6
-PROPERTY = settings(max_examples=25, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 # a capacity in Gbps: 0 (none) or 0.01 .. 3
 capacities = st.integers(0, 300).map(lambda k: k / 100)
@@ -85,8 +86,7 @@ def edge_docs(draw, zero_weight: int = 0) -> dict:
 
 
 @PROPERTY
-@given(edge_docs(), st.lists(capacities, min_size=2, max_size=2),
-       st.sampled_from(["host", "task"]))
+@given(edge_docs(), st.lists(capacities, min_size=2, max_size=2), st.sampled_from(["host", "task"]))
 def test_a_ps_aggregation_capacity_is_charged_by_every_scheme(doc, ps_caps, where):
     """The evaluator charges every flow entering a PS to its aggregation capacity (its host's
     `aggregation_capacity_gbps`, else its task's `ps_aggregation_capacity_gbps`)."""
@@ -209,8 +209,9 @@ def test_a_relay_without_capacity_is_never_used():
 def test_a_relay_without_capacity_adopts_nothing_even_at_rate_0():
     """The PS aggregates nothing, so r = 0 and (10) alone would let A2 (c = 0) relay A1's
     flow at no cost: both models forbid it, so no plan names A2 a merge point."""
-    doc = edge_doc({"A0": (1.0, 1.0, 1.0, 0), "A1": (1.0, 1.0, 1.0, 1),
-                    "A2": (0.0, 1.0, 1.0, 0)}, ["A0"])
+    doc = edge_doc(
+        {"A0": (1.0, 1.0, 1.0, 0), "A1": (1.0, 1.0, 1.0, 1), "A2": (0.0, 1.0, 1.0, 0)}, ["A0"]
+    )
     next(h for h in doc["hosts"] if h["name"] == "ps0")["aggregation_capacity_gbps"] = 0
     inst = read(build_network(doc), {})
     step = Fraction(1, 100)
@@ -218,8 +219,9 @@ def test_a_relay_without_capacity_adopts_nothing_even_at_rate_0():
     tree.model.add(tree.x[0, "A1", "A2"] == 1)
     assert cp_model.CpSolver().solve(tree.model) == cp_model.INFEASIBLE
     for merges_all in (True, False):
-        plus = plus_model.build(inst, step, dict.fromkeys(inst.aggregators, merges_all),
-                                inst.ps_cap)
+        plus = plus_model.build(
+            inst, step, dict.fromkeys(inst.aggregators, merges_all), inst.ps_cap
+        )
         plus.model.add(plus.vars["m", 0, "A2"] == 1)
         assert cp_model.CpSolver().solve(plus.model) == cp_model.INFEASIBLE
 
@@ -233,10 +235,13 @@ def _fig1_with(field: str, value: float) -> dict:
     return doc
 
 
-@pytest.mark.parametrize(("field", "value", "links"), [
-    ("egress_capacity_gbps", 0, "0.8"), ("ingress_capacity_gbps", 2, "1")])
-def test_a_dcn_field_that_disagrees_with_the_links_is_refused(field, value, links, tmp_path,
-                                                              capsys):
+@pytest.mark.parametrize(
+    ("field", "value", "links"),
+    [("egress_capacity_gbps", 0, "0.8"), ("ingress_capacity_gbps", 2, "1")],
+)
+def test_a_dcn_field_that_disagrees_with_the_links_is_refused(
+    field, value, links, tmp_path, capsys
+):
     topo = tmp_path / "fig1.yaml"
     topo.write_text(yaml.safe_dump(_fig1_with(field, value)))
     with pytest.raises(TopologyError) as err:
@@ -251,6 +256,7 @@ def test_a_dcn_field_that_disagrees_with_the_links_is_refused(field, value, link
 def test_dcn_fields_sum_the_links_to_every_other_switch():
     """A switch's b^I is all it may send to other switches: with two uplinks, their sum."""
     from conftest import leaf_spine_doc
+
     doc = leaf_spine_doc(2, 2, [1, 1], ina={"L1"})
     leaf = next(s for s in doc["switches"] if s["name"] == "L1")
     leaf["ingress_capacity_gbps"] = leaf["egress_capacity_gbps"] = 2.0  # 2 x 1 Gbps
@@ -265,8 +271,11 @@ def test_dcn_fields_sum_the_links_to_every_other_switch():
 def test_dcn_fields_are_accepted_only_as_the_links_give_them(field, link, which):
     """Accepted iff the field equals the link; an accepted file is one every EINA scheme and
     the evaluator read alike."""
-    doc = edge_doc({"A0": (1.0, 1.0, 1.0, 1), "A1": (1.0, 1.0, 1.0, 2),
-                    "A2": (1.0, 1.0, 1.0, 0)}, ["A0"], host_cap=10)
+    doc = edge_doc(
+        {"A0": (1.0, 1.0, 1.0, 1), "A1": (1.0, 1.0, 1.0, 2), "A2": (1.0, 1.0, 1.0, 0)},
+        ["A0"],
+        host_cap=10,
+    )
     link = max(link, 0.01)  # a worker must reach its PS over links of positive capacity
     a1 = next(ln for ln in doc["links"] if ln["a"] == "A1")
     a1["capacity_gbps" if which == "ingress" else "reverse_capacity_gbps"] = link

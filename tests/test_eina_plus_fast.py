@@ -89,8 +89,13 @@ def test_eina_plus_never_below_eina_grid_atp_same_seed(seed):
     """The dominance goal on small random clusters, both scoring terms: EINA+ keeps the best of
     its model, EINA's trees and the baselines' plans; measured by the evaluator."""
     aggregates = ("addressed", "all")[seed % 2]
-    doc = topogen.edge(aggregators=4, ps=1 + seed % 3, workers_per_aggregator=(1, 4),
-                       aggregation_gbps=(5.0, 30.0), seed=seed)
+    doc = topogen.edge(
+        aggregators=4,
+        ps=1 + seed % 3,
+        workers_per_aggregator=(1, 4),
+        aggregation_gbps=(5.0, 30.0),
+        seed=seed,
+    )
     network = build_network(doc)
     for sw in doc["switches"]:
         if sw.get("ina"):
@@ -146,18 +151,28 @@ def test_eina_fast_needs_a_relay_by_hand():
     """By hand. At r = 1 (the workers' 1 Gbps links) A0's 1 Gbps egress takes one child, and
     A1, A2 (one worker each, c = 1) have no room left for a child: only the empty A3 as a
     relay for both, sending one flow to A0, reaches r = 1."""
-    doc = edge_doc({"A0": (10, 10, 1, 0), "A1": (1, 10, 10, 1), "A2": (1, 10, 10, 1),
-                    "A3": (10, 10, 10, 0)}, ["A0"], host_cap=1)
+    doc = edge_doc(
+        {"A0": (10, 10, 1, 0), "A1": (1, 10, 10, 1), "A2": (1, 10, 10, 1), "A3": (10, 10, 10, 0)},
+        ["A0"],
+        host_cap=1,
+    )
     plan, total = scored(doc, "eina-fast")
     assert total == pytest.approx(1.0) and plan.status == "optimal"
     assert plan.details["trees"][0] == {"A1": "A3", "A2": "A3", "A3": "A0"}
 
 
 def test_eina_fast_on_a_large_cluster_reports_a_proven_gap():
-    network = build_network(topogen.edge(aggregators=120, ps=8, empty_aggregators=24,
-                                         aggregation_gbps=(200.0, 400.0),
-                                         ingress_gbps=(200.0, 400.0),
-                                         egress_gbps=(200.0, 400.0), seed=1))
+    network = build_network(
+        topogen.edge(
+            aggregators=120,
+            ps=8,
+            empty_aggregators=24,
+            aggregation_gbps=(200.0, 400.0),
+            ingress_gbps=(200.0, 400.0),
+            egress_gbps=(200.0, 400.0),
+            seed=1,
+        )
+    )
     plan = solve(network, "eina-fast", SolveOptions(seed=0, time_limit=30))
     result = evaluate(network, plan)
     assert result.consistent, result.problems
@@ -170,16 +185,56 @@ def test_eina_fast_on_a_large_cluster_reports_a_proven_gap():
 
 def test_bench_eina_new_figures_and_scoring_terms(tmp_path):
     out = tmp_path / "bench"
-    assert main(["bench", "eina", "--figure", "2d", "--values", "5-10,20-30", "--seeds", "1",
-                 "--aggregators", "4", "--schemes", "eina,eina-fast,atp", "--time-limit", "5",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "eina",
+                "--figure",
+                "2d",
+                "--values",
+                "5-10,20-30",
+                "--seeds",
+                "1",
+                "--aggregators",
+                "4",
+                "--schemes",
+                "eina,eina-fast,atp",
+                "--time-limit",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads((out / "fig2d" / "eina.json").read_text())
     assert {r["x"] for r in data["summary"]} == {"5-10", "20-30"}
     assert all(r["consistent"] for r in data["instances"])
     assert (out / "fig2d" / "eina.png").stat().st_size > 0
-    assert main(["bench", "eina", "--ps", "1", "--seeds", "1", "--aggregators", "4",
-                 "--aggregates", "addressed", "--schemes", "eina,eina-plus", "--time-limit",
-                 "4", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "eina",
+                "--ps",
+                "1",
+                "--seeds",
+                "1",
+                "--aggregators",
+                "4",
+                "--aggregates",
+                "addressed",
+                "--schemes",
+                "eina,eina-plus",
+                "--time-limit",
+                "4",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = json.loads((out / "fig2a-addressed" / "eina.json").read_text())
     by = {r["scheme"]: r for r in data["instances"]}
     assert by["eina-plus"]["throughput_gbps"] >= by["eina"]["throughput_gbps"] - 1e-6
@@ -187,8 +242,16 @@ def test_bench_eina_new_figures_and_scoring_terms(tmp_path):
 
 
 def test_eina_plus_unknown_candidate_exits_2_naming_it(capsys):
-    code = main(["solve", str(EXAMPLES / "eina-fig1.yaml"), "--scheme", "eina-plus",
-                 "--param", "candidates=grid,nope"])
+    code = main(
+        [
+            "solve",
+            str(EXAMPLES / "eina-fig1.yaml"),
+            "--scheme",
+            "eina-plus",
+            "--param",
+            "candidates=grid,nope",
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 2
     assert "candidates" in printed.out + printed.err and "nope" in printed.out + printed.err

@@ -15,15 +15,22 @@ from controller.solvers import solve
 
 
 def _network(leaves: int, spines: int, hosts: int, workers: int, seed: int):
-    return build_network(topogen.leaf_spine(
-        leaves=leaves, spines=spines, hosts_per_leaf=hosts, capacity_gbps=10.0,
-        ina=InaOptions(0.3, pipelines=2), workload=Workload(workers_per_job=workers),
-        seed=seed))
+    return build_network(
+        topogen.leaf_spine(
+            leaves=leaves,
+            spines=spines,
+            hosts_per_leaf=hosts,
+            capacity_gbps=10.0,
+            ina=InaOptions(0.3, pipelines=2),
+            workload=Workload(workers_per_job=workers),
+            seed=seed,
+        )
+    )
 
 
-sizes = st.tuples(st.integers(2, 4), st.integers(1, 3), st.integers(2, 5),
-                  st.integers(0, 2**16)).flatmap(
-    lambda t: st.tuples(st.just(t), st.integers(1, t[0] * t[2] - 1)))
+sizes = st.tuples(
+    st.integers(2, 4), st.integers(1, 3), st.integers(2, 5), st.integers(0, 2**16)
+).flatmap(lambda t: st.tuples(st.just(t), st.integers(1, t[0] * t[2] - 1)))
 
 
 @settings(max_examples=15, deadline=None)

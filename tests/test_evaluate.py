@@ -121,15 +121,17 @@ def random_plans(draw):
     ina = set(draw(st.lists(st.sampled_from(names), unique=True)))
     pipelines = draw(st.integers(1, 2))
     capacities = draw(st.sampled_from([1.0, 2.5, 10.0]))
-    network = build_network(leaf_spine_doc(leaves, spines, per_leaf, ina=ina,
-                                           pipelines=pipelines, capacity=capacities))
+    network = build_network(
+        leaf_spine_doc(leaves, spines, per_leaf, ina=ina, pipelines=pipelines, capacity=capacities)
+    )
     spine_of_leaf = {f"L{i}": f"S{draw(st.integers(0, spines - 1))}" for i in range(leaves)}
     paths = {}
     for task in network.tasks:
         for w in task.workers:
             leaf = next(iter(network.graph.successors(w)))
-            paths[w] = [w, leaf, "PS"] if leaf == "L0" else [w, leaf, spine_of_leaf[leaf], "L0",
-                                                                 "PS"]
+            paths[w] = (
+                [w, leaf, "PS"] if leaf == "L0" else [w, leaf, spine_of_leaf[leaf], "L0", "PS"]
+            )
     points = []
     for sw in sorted(ina):
         for pipe in range(network.pipelines(sw)):
@@ -139,12 +141,16 @@ def random_plans(draw):
     # Fan-ins are whatever the paths produce; declare them so the plan is consistent.
     plan.tasks[0].aggregation = [AggregationPoint(sw, pipe, 1, "?") for sw, pipe in points]
     flows = task_flows(network, plan.tasks[0])
-    leaves = {(hop.v, hop.leaving[2]): trace[k + 1].v for trace in flows.traces.values()
-              for k, hop in enumerate(trace) if isinstance(hop.leaving, tuple)
-              and hop.leaving[1] == hop.v}
+    leaves = {
+        (hop.v, hop.leaving[2]): trace[k + 1].v
+        for trace in flows.traces.values()
+        for k, hop in enumerate(trace)
+        if isinstance(hop.leaving, tuple) and hop.leaving[1] == hop.v
+    }
     plan.tasks[0].aggregation = [
         AggregationPoint(sw, pipe, flows.aggregator_inflows[(sw, pipe)], leaves[(sw, pipe)])
-        for sw, pipe in points if (sw, pipe) in flows.aggregator_inflows
+        for sw, pipe in points
+        if (sw, pipe) in flows.aggregator_inflows
     ]
     return network, plan
 
@@ -184,8 +190,10 @@ def test_point_with_worker_list_lets_other_flows_cross_unmerged(fig1):
 
 def test_aggregated_flow_must_be_merged_whole(fig1):
     paths = {w: [w, "L1", "S1", "L0", "PS"] for w in ("W1_0", "W1_1")}
-    points = [AggregationPoint("L1", 0, 2, "S1"),
-              AggregationPoint("S1", 0, 1, "L0", workers=("W1_0",))]
+    points = [
+        AggregationPoint("L1", 0, 2, "S1"),
+        AggregationPoint("S1", 0, 1, "L0", workers=("W1_0",)),
+    ]
     result = evaluate(fig1, _plan(paths, points))
     assert any("merges and workers it does not" in p for p in result.problems)
 
@@ -198,10 +206,14 @@ def test_aggregation_on_a_plain_switch_is_inconsistent(fig1):
 
 # --- hostile and careless plan files ----------------------------------------------------------
 
+
 def _fig1_plan_doc() -> dict:
     """A consistent plan for `fig1` (rate 1), as its JSON document."""
-    aggregation = [AggregationPoint("L1", 0, 2, "S1"), AggregationPoint("L2", 0, 2, "S1"),
-                   AggregationPoint("S1", 0, 3, "L0")]
+    aggregation = [
+        AggregationPoint("L1", 0, 2, "S1"),
+        AggregationPoint("L2", 0, 2, "S1"),
+        AggregationPoint("S1", 0, 3, "L0"),
+    ]
     return _plan(_fig1_ina_paths(), aggregation, rate=1.0).to_dict()
 
 
@@ -215,28 +227,44 @@ def test_the_fig1_plan_document_is_consistent(fig1):
 
 UNREADABLE = {
     # name: (change to the plan document, words of the error)
-    "negative rate": (lambda d: _task(d).update(rate_gbps=-1.0),
-                      ["tasks[0].rate_gbps", "greater than or equal to 0"]),
-    "NaN rate": (lambda d: _task(d).update(rate_gbps=float("nan")),
-                 ["NaN is not a JSON number"]),
-    "float pipeline": (lambda d: _task(d)["aggregation"][0].update(pipeline=0.7),
-                       ["tasks[0].aggregation[0].pipeline", "valid integer"]),
-    "float fan_in": (lambda d: _task(d)["aggregation"][0].update(fan_in=2.9),
-                     ["tasks[0].aggregation[0].fan_in", "valid integer"]),
-    "string fan_in": (lambda d: _task(d)["aggregation"][0].update(fan_in="2"),
-                      ["tasks[0].aggregation[0].fan_in", "valid integer"]),
-    "duplicated task": (lambda d: d["tasks"].append(copy.deepcopy(_task(d))),
-                        ["tasks[1] (job0/t0)", "planned twice"]),
+    "negative rate": (
+        lambda d: _task(d).update(rate_gbps=-1.0),
+        ["tasks[0].rate_gbps", "greater than or equal to 0"],
+    ),
+    "NaN rate": (lambda d: _task(d).update(rate_gbps=float("nan")), ["NaN is not a JSON number"]),
+    "float pipeline": (
+        lambda d: _task(d)["aggregation"][0].update(pipeline=0.7),
+        ["tasks[0].aggregation[0].pipeline", "valid integer"],
+    ),
+    "float fan_in": (
+        lambda d: _task(d)["aggregation"][0].update(fan_in=2.9),
+        ["tasks[0].aggregation[0].fan_in", "valid integer"],
+    ),
+    "string fan_in": (
+        lambda d: _task(d)["aggregation"][0].update(fan_in="2"),
+        ["tasks[0].aggregation[0].fan_in", "valid integer"],
+    ),
+    "duplicated task": (
+        lambda d: d["tasks"].append(copy.deepcopy(_task(d))),
+        ["tasks[1] (job0/t0)", "planned twice"],
+    ),
     "duplicated aggregation point": (
         lambda d: _task(d)["aggregation"].append(dict(_task(d)["aggregation"][0])),
-        ["tasks[0] (job0/t0).aggregation[3]", "L1 pipeline 0 is listed twice"]),
+        ["tasks[0] (job0/t0).aggregation[3]", "L1 pipeline 0 is listed twice"],
+    ),
     "empty tasks": (lambda d: d.update(tasks=[]), ["tasks", "at least 1 item"]),
-    "a path node that is a list": (lambda d: _task(d)["paths"]["W1_0"].insert(1, ["L1"]),
-                                   ["tasks[0].paths.W1_0[1]", "valid string"]),
-    "a path node that is an object": (lambda d: _task(d)["paths"]["W1_0"].insert(1, {"a": 1}),
-                                      ["tasks[0].paths.W1_0[1]", "valid string"]),
-    "unknown field": (lambda d: _task(d)["aggregation"][0].update(fanin=2),
-                      ["tasks[0].aggregation[0].fanin", "unknown field"]),
+    "a path node that is a list": (
+        lambda d: _task(d)["paths"]["W1_0"].insert(1, ["L1"]),
+        ["tasks[0].paths.W1_0[1]", "valid string"],
+    ),
+    "a path node that is an object": (
+        lambda d: _task(d)["paths"]["W1_0"].insert(1, {"a": 1}),
+        ["tasks[0].paths.W1_0[1]", "valid string"],
+    ),
+    "unknown field": (
+        lambda d: _task(d)["aggregation"][0].update(fanin=2),
+        ["tasks[0].aggregation[0].fanin", "unknown field"],
+    ),
 }
 
 
@@ -288,29 +316,35 @@ def _hairpin(d):  # W3_0 goes up to S0, back down to L3 and up again: a bounce
 
 INCONSISTENT = {
     # name: (change to the plan document, words of one reported problem)
-    "a worker left out": (lambda d: _task(d)["paths"].pop("W3_0"),
-                          "no path for worker(s) W3_0"),
-    "ps set to a worker": (lambda d: _task(d).update(ps="W3_0"),
-                           "the task's PS is 'PS'"),
+    "a worker left out": (lambda d: _task(d)["paths"].pop("W3_0"), "no path for worker(s) W3_0"),
+    "ps set to a worker": (lambda d: _task(d).update(ps="W3_0"), "the task's PS is 'PS'"),
     "a path through a host": (
         lambda d: _task(d)["paths"].update(W3_0=["W3_0", "L3", "S1", "L0", "PS", "L0", "PS"]),
-        "passes through host(s) PS"),
+        "passes through host(s) PS",
+    ),
     "a path that bounces": (_hairpin, "brings the same flow back to L3"),
     "a path that loops": (
         lambda d: _task(d)["paths"].update(
-            W3_0=["W3_0", "L3", "S0", "L0", "S0", "L3", "S1", "L0", "PS"]),
-        "brings the same flow back"),
+            W3_0=["W3_0", "L3", "S0", "L0", "S0", "L3", "S1", "L0", "PS"]
+        ),
+        "brings the same flow back",
+    ),
     "next_hop contradicting the paths": (
         lambda d: _task(d)["aggregation"][0].update(next_hop="S0"),
-        "declares next_hop S0 but the path of W1_0 leaves it toward S1"),
+        "declares next_hop S0 but the path of W1_0 leaves it toward S1",
+    ),
     "next_hop naming a missing node": (
         lambda d: _task(d)["aggregation"][2].update(next_hop="L9"),
-        "next_hop 'L9' is not a node of the topology"),
+        "next_hop 'L9' is not a node of the topology",
+    ),
     "point workers that are not the task's": (
         lambda d: _task(d)["aggregation"][0].update(workers=["W1_0", "W1_1", "ghost"]),
-        "lists workers without a path in this task: ['ghost']"),
-    "a task the topology does not have": (lambda d: _task(d).update(task="t9"),
-                                          "the topology has no such task"),
+        "lists workers without a path in this task: ['ghost']",
+    ),
+    "a task the topology does not have": (
+        lambda d: _task(d).update(task="t9"),
+        "the topology has no such task",
+    ),
 }
 
 
@@ -339,8 +373,10 @@ def test_fan_in_over_the_data_plane_limit_is_reported_as_not_deployable():
     result = evaluate(network, plan)
     # The routing holds as a model states it; the data plane cannot install it.
     assert result.consistent and len(result.beyond_data_plane) == 1
-    assert f"merges {MAX_FAN_IN + 1} flows; the data plane merges at most {MAX_FAN_IN}" in (
-        result.beyond_data_plane[0])
+    assert (
+        f"merges {MAX_FAN_IN + 1} flows; the data plane merges at most {MAX_FAN_IN}"
+        in (result.beyond_data_plane[0])
+    )
     # one worker fewer is within the data plane's reach
     plan.tasks[0].paths.pop(workers[-1])
     plan.tasks[0].aggregation = [AggregationPoint("L1", 0, MAX_FAN_IN, "S0")]

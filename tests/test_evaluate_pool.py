@@ -33,8 +33,13 @@ from controller.solvers import SchemeInputError, SolveOptions, solve
 
 def _doc(switches: int = 3, max_ports: int = 4, workers: int = 4, drop=()) -> dict:
     """A pool with S0 INA; `drop`: candidate pairs to leave out."""
-    doc = pool(switches=switches, ina=InaOptions(["S0"], pipelines=1), max_ports=max_ports,
-               workers=workers, capacity_gbps=10.0)
+    doc = pool(
+        switches=switches,
+        ina=InaOptions(["S0"], pipelines=1),
+        max_ports=max_ports,
+        workers=workers,
+        capacity_gbps=10.0,
+    )
     doc["links"] = [lk for lk in doc["links"] if {lk["a"], lk["b"]} not in map(set, drop)]
     return doc
 
@@ -44,8 +49,7 @@ def _solved(switches: int = 3, max_ports: int = 4, workers: int = 4, drop=()) ->
     """ATRO's plan on `_doc(...)`, as JSON (each test mutates its own copy). One CP-SAT thread:
     the pool has several optimal networks, and the tests below edit one of them."""
     network = build_network(_doc(switches, max_ports, workers, drop))
-    plan = solve(network, "atro", SolveOptions(time_limit=20, seed=0,
-                                                params={"num_workers": 1}))
+    plan = solve(network, "atro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
     assert plan.status == "optimal"
     return plan.to_json()
 
@@ -93,16 +97,14 @@ def test_a_path_over_an_unbuilt_candidate_is_inconsistent_even_if_the_pool_has_i
 def test_a_connection_that_is_no_candidate_is_inconsistent():
     doc = _doc(drop=[("S1", "S2")])
     plan = parse_plan(json.loads(_solved()))
-    plan.patch_panel.append({"a": "S1", "a_port": 1, "b": "S2", "b_port": 4,
-                             "capacity_gbps": 10.0})
+    plan.patch_panel.append({"a": "S1", "a_port": 1, "b": "S2", "b_port": 4, "capacity_gbps": 10.0})
     problems = _problems(doc, plan)
     assert any("S1-S2" in p and "candidate" in p for p in problems), problems
 
 
 def test_a_connection_to_an_unknown_node_is_inconsistent():
     doc, plan = _base()
-    plan.patch_panel.append({"a": "S1", "a_port": 1, "b": "S9", "b_port": 1,
-                             "capacity_gbps": 10.0})
+    plan.patch_panel.append({"a": "S1", "a_port": 1, "b": "S9", "b_port": 1, "capacity_gbps": 10.0})
     problems = _problems(doc, plan)
     assert any("S9" in p for p in problems), problems
 
@@ -111,8 +113,7 @@ def test_more_connections_than_max_ports_is_inconsistent():
     # S0 uses its 4 ports; a fifth connection (to S1, on port 5) breaks its budget (7).
     doc, plan = _base()
     assert sum("S0" in (c["a"], c["b"]) for c in plan.patch_panel) == 4
-    plan.patch_panel.append({"a": "S0", "a_port": 5, "b": "S1", "b_port": 1,
-                             "capacity_gbps": 10.0})
+    plan.patch_panel.append({"a": "S0", "a_port": 5, "b": "S1", "b_port": 1, "capacity_gbps": 10.0})
     problems = _problems(doc, plan)
     assert any("S0" in p and "5 links" in p and "max_ports 4" in p for p in problems), problems
 
@@ -128,16 +129,18 @@ def test_a_port_beyond_the_budget_is_inconsistent():
 def test_a_host_host_link_is_inconsistent():
     # W0 and W1 each already have their switch; a link between them is not in P (Eq. 4).
     doc, plan = _base()
-    plan.patch_panel.append({"a": "W0", "a_port": 1, "b": "W1", "b_port": None,
-                             "capacity_gbps": 10.0})
+    plan.patch_panel.append(
+        {"a": "W0", "a_port": 1, "b": "W1", "b_port": None, "capacity_gbps": 10.0}
+    )
     problems = _problems(doc, plan)
     assert any("W0-W1" in p and "host" in p for p in problems), problems
 
 
 def test_a_host_with_two_links_is_inconsistent():
     doc, plan = _base()
-    plan.patch_panel.append({"a": "S1", "a_port": 1, "b": "W0", "b_port": None,
-                             "capacity_gbps": 10.0})
+    plan.patch_panel.append(
+        {"a": "S1", "a_port": 1, "b": "W0", "b_port": None, "capacity_gbps": 10.0}
+    )
     problems = _problems(doc, plan)
     assert any("W0" in p and "2 links" in p for p in problems), problems
 
@@ -146,8 +149,9 @@ def test_a_link_to_a_host_outside_the_tasks_is_inconsistent():
     doc, plan = _base()
     doc["hosts"].append({"name": "idle", "role": "idle"})
     doc["links"].append({"a": "idle", "b": "S1", "capacity_gbps": 10.0})
-    plan.patch_panel.append({"a": "S1", "a_port": 1, "b": "idle", "b_port": None,
-                             "capacity_gbps": 10.0})
+    plan.patch_panel.append(
+        {"a": "S1", "a_port": 1, "b": "idle", "b_port": None, "capacity_gbps": 10.0}
+    )
     problems = _problems(doc, plan)
     assert any("S1-idle" in p and "task" in p for p in problems), problems
 
@@ -180,21 +184,34 @@ def test_the_switch_end_comes_first():
 def test_both_directions_share_a_built_link():
     # Two tasks cross S0-S1 in opposite directions at 10 Gbps each. On the pool each direction
     # has 10 Gbps; the built link has 10 Gbps for both (14): 5 each.
-    doc = {"hosts": [{"name": n, "role": r} for n, r in
-                     (("W0", "worker"), ("P0", "ps"), ("W1", "worker"), ("P1", "ps"))],
-           "switches": [{"name": "S0", "max_ports": 3}, {"name": "S1", "max_ports": 3}],
-           "links": [{"a": h, "b": s, "capacity_gbps": 10.0}
-                     for h in ("W0", "P0", "W1", "P1") for s in ("S0", "S1")]
-           + [{"a": "S0", "b": "S1", "capacity_gbps": 10.0}],
-           "jobs": [{"name": "a", "tasks": [{"name": "t", "ps": "P0", "workers": ["W0"]}]},
-                    {"name": "b", "tasks": [{"name": "t", "ps": "P1", "workers": ["W1"]}]}]}
-    panel = [{"a": "S0", "a_port": 1, "b": "W0", "b_port": None, "capacity_gbps": 10.0},
-             {"a": "S0", "a_port": 2, "b": "P1", "b_port": None, "capacity_gbps": 10.0},
-             {"a": "S1", "a_port": 1, "b": "W1", "b_port": None, "capacity_gbps": 10.0},
-             {"a": "S1", "a_port": 2, "b": "P0", "b_port": None, "capacity_gbps": 10.0},
-             {"a": "S0", "a_port": 3, "b": "S1", "b_port": 3, "capacity_gbps": 10.0}]
-    tasks = [TaskPlan("a", "t", "P0", 10.0, {"W0": ["W0", "S0", "S1", "P0"]}),
-             TaskPlan("b", "t", "P1", 10.0, {"W1": ["W1", "S1", "S0", "P1"]})]
+    doc = {
+        "hosts": [
+            {"name": n, "role": r}
+            for n, r in (("W0", "worker"), ("P0", "ps"), ("W1", "worker"), ("P1", "ps"))
+        ],
+        "switches": [{"name": "S0", "max_ports": 3}, {"name": "S1", "max_ports": 3}],
+        "links": [
+            {"a": h, "b": s, "capacity_gbps": 10.0}
+            for h in ("W0", "P0", "W1", "P1")
+            for s in ("S0", "S1")
+        ]
+        + [{"a": "S0", "b": "S1", "capacity_gbps": 10.0}],
+        "jobs": [
+            {"name": "a", "tasks": [{"name": "t", "ps": "P0", "workers": ["W0"]}]},
+            {"name": "b", "tasks": [{"name": "t", "ps": "P1", "workers": ["W1"]}]},
+        ],
+    }
+    panel = [
+        {"a": "S0", "a_port": 1, "b": "W0", "b_port": None, "capacity_gbps": 10.0},
+        {"a": "S0", "a_port": 2, "b": "P1", "b_port": None, "capacity_gbps": 10.0},
+        {"a": "S1", "a_port": 1, "b": "W1", "b_port": None, "capacity_gbps": 10.0},
+        {"a": "S1", "a_port": 2, "b": "P0", "b_port": None, "capacity_gbps": 10.0},
+        {"a": "S0", "a_port": 3, "b": "S1", "b_port": 3, "capacity_gbps": 10.0},
+    ]
+    tasks = [
+        TaskPlan("a", "t", "P0", 10.0, {"W0": ["W0", "S0", "S1", "P0"]}),
+        TaskPlan("b", "t", "P1", 10.0, {"W1": ["W1", "S1", "S0", "P1"]}),
+    ]
     plan = Plan("atro", "optimal", 10.0, 10.0, 0.0, 0, tasks, patch_panel=panel)
     result = evaluate(build_network(doc), plan)
     assert [te.rate_gbps for te in result.tasks] == pytest.approx([5.0, 5.0])
@@ -205,11 +222,14 @@ def test_both_directions_share_a_built_link():
 
 
 # --- the plan file: what is malformed without any topology ---------------------------------
-@pytest.mark.parametrize("change, message", [
-    (lambda p: p.append(dict(p[0])), "listed twice"),
-    (lambda p: p.append({**p[0], "b": "S0", "b_port": 9, "a_port": 8}), "itself"),
-    (lambda p: p.append({**p[0], "b": "W3"}), "port"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda p: p.append(dict(p[0])), "listed twice"),
+        (lambda p: p.append({**p[0], "b": "S0", "b_port": 9, "a_port": 8}), "itself"),
+        (lambda p: p.append({**p[0], "b": "W3"}), "port"),
+    ],
+)
 def test_malformed_patch_panels_are_format_errors(change, message):
     data = json.loads(_solved())
     change(data["patch_panel"])
@@ -225,8 +245,9 @@ def test_cli_exit_codes(tmp_path, capsys):
     good, bad, broken = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "broken.json"
     plan.save(good)
     assert main(["evaluate", str(topo), str(good)]) == 0
-    plan.patch_panel.append({"a": "S1", "a_port": 1, "b": "W0", "b_port": None,
-                             "capacity_gbps": 10.0})
+    plan.patch_panel.append(
+        {"a": "S1", "a_port": 1, "b": "W0", "b_port": None, "capacity_gbps": 10.0}
+    )
     plan.save(bad)
     capsys.readouterr()
     assert main(["evaluate", str(topo), str(bad)]) == 1
@@ -278,15 +299,17 @@ def test_the_compiler_installs_the_panel_ports_and_refuses_a_bad_panel():
     network = build_network(doc)
     link = _panel(plan)[frozenset(("S0", "S2"))]
     programs, _ = compile_plan(network, plan)
-    ports = {e.action.args["port"] for e in programs["S2"].table_entries
-             if e.table_id == "ina_forward"}
+    ports = {
+        e.action.args["port"] for e in programs["S2"].table_entries if e.table_id == "ina_forward"
+    }
     assert ports == {link["b_port"]}  # S2 forwards to S0 on the panel's port
     chosen = build_network(chosen_topology(network, plan))
     same, _ = compile_plan(chosen, plan)
     for switch, program in same.items():
         assert program.table_entries == programs[switch].table_entries
-    plan.patch_panel.append({"a": "S1", "a_port": 1, "b": "W0", "b_port": None,
-                             "capacity_gbps": 10.0})
+    plan.patch_panel.append(
+        {"a": "S1", "a_port": 1, "b": "W0", "b_port": None, "capacity_gbps": 10.0}
+    )
     with pytest.raises(CompileError, match="W0"):
         compile_plan(network, plan)
 
@@ -304,8 +327,10 @@ def _acceptable(doc: dict, plan: Plan) -> bool:
     pairs = [frozenset((c["a"], c["b"])) for c in panel]
     if len(set(pairs)) < len(pairs) or any(p not in candidates for p in pairs):
         return False  # (6), (4): host-host pairs and self-links are never candidates
-    if any(c["a"] not in budget or c["capacity_gbps"] != candidates[p]
-           for c, p in zip(panel, pairs, strict=True)):
+    if any(
+        c["a"] not in budget or c["capacity_gbps"] != candidates[p]
+        for c, p in zip(panel, pairs, strict=True)
+    ):
         return False
     if any((c["b_port"] is None) != (c["b"] in hosts) for c in panel):
         return False
@@ -316,8 +341,12 @@ def _acceptable(doc: dict, plan: Plan) -> bool:
     degree = Counter(n for p in pairs for n in p)
     if any(degree[s] > budget[s] for s in budget) or any(degree[h] > 1 for h in hosts):
         return False  # (7), (8)
-    return all(frozenset(hop) in pairs for tp in plan.tasks for path in tp.paths.values()
-               for hop in itertools.pairwise(path))
+    return all(
+        frozenset(hop) in pairs
+        for tp in plan.tasks
+        for path in tp.paths.values()
+        for hop in itertools.pairwise(path)
+    )
 
 
 def _free_port(panel: list[dict], node: str) -> int:
@@ -327,17 +356,31 @@ def _free_port(panel: list[dict], node: str) -> int:
 
 
 def _connection(panel: list[dict], a: str, b: str, hosts: set[str]) -> dict:
-    return {"a": a, "a_port": 1 if a in hosts else _free_port(panel, a), "b": b,
-            "b_port": None if b in hosts else _free_port(panel, b), "capacity_gbps": 10.0}
+    return {
+        "a": a,
+        "a_port": 1 if a in hosts else _free_port(panel, a),
+        "b": b,
+        "b_port": None if b in hosts else _free_port(panel, b),
+        "capacity_gbps": 10.0,
+    }
 
 
 @st.composite
 def mutations(draw):
     """1-3 changes of the panel: add a link (any two nodes: candidates, host-host, pairs the
     pool lacks), drop one, rewire one end, repeat one, fill a switch to or past its budget."""
-    return draw(st.lists(st.tuples(
-        st.sampled_from(["add", "drop", "rewire", "repeat", "fill"]),
-        st.integers(0, 100), st.integers(0, 100), st.booleans()), min_size=1, max_size=3))
+    return draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["add", "drop", "rewire", "repeat", "fill"]),
+                st.integers(0, 100),
+                st.integers(0, 100),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=3,
+        )
+    )
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -367,7 +410,7 @@ def test_mutated_panels_are_accepted_exactly_when_they_follow_the_rules(changes)
         elif op == "fill":
             s = f"S{i % 4}"
             room = 4 + flag - sum(s in (c["a"], c["b"]) for c in panel)
-            for t in [f"S{k}" for k in range(4) if f"S{k}" != s][:max(room, 0)]:
+            for t in [f"S{k}" for k in range(4) if f"S{k}" != s][: max(room, 0)]:
                 if not any({c["a"], c["b"]} == {s, t} for c in panel):
                     panel.append(_connection(panel, s, t, hosts))
     result = evaluate(build_network(doc), plan)
@@ -380,10 +423,13 @@ def test_mutated_panels_are_accepted_exactly_when_they_follow_the_rules(changes)
 @st.composite
 def small_pools(draw) -> dict:
     switches = draw(st.integers(1, 4))
-    doc = pool(switches=switches, max_ports=draw(st.integers(2, 6)),
-               workers=draw(st.integers(1, 5)), capacity_gbps=draw(st.sampled_from([1.0, 10.0])),
-               ina=InaOptions([f"S{k}" for k in range(switches) if draw(st.booleans())],
-                              pipelines=1))
+    doc = pool(
+        switches=switches,
+        max_ports=draw(st.integers(2, 6)),
+        workers=draw(st.integers(1, 5)),
+        capacity_gbps=draw(st.sampled_from([1.0, 10.0])),
+        ina=InaOptions([f"S{k}" for k in range(switches) if draw(st.booleans())], pipelines=1),
+    )
     for link in doc["links"]:
         link["capacity_gbps"] = draw(st.sampled_from([1.0, 2.0, 5.0]))
     return doc

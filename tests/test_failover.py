@@ -53,8 +53,16 @@ def _start_switch(kind: str) -> tuple[subprocess.Popen, str]:
     if kind == "bmv2":
         command = bmv2_command({}, address)
     else:
-        command = [sys.executable, "-m", "dataplane", "switch", "--grpc-addr", address,
-                   "--log-level", "warning"]
+        command = [
+            sys.executable,
+            "-m",
+            "dataplane",
+            "switch",
+            "--grpc-addr",
+            address,
+            "--log-level",
+            "warning",
+        ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_listening(address, process)
     return process, address
@@ -91,8 +99,7 @@ async def _held(sw) -> set[bytes]:
 
 
 def _wanted(sw, program) -> set[bytes]:
-    return {e.encode(sw.p4info).SerializeToString(deterministic=True)
-            for e in program.entities()}
+    return {e.encode(sw.p4info).SerializeToString(deterministic=True) for e in program.entities()}
 
 
 async def _wait(condition, timeout: float = 30.0) -> None:
@@ -135,24 +142,45 @@ def test_the_backup_writes_nothing_then_takes_over_writing_only_the_difference(s
 
     took = asyncio.run(scenario())
     assert b.writes == [expected]
-    print(f"{kind}: takeover with {expected} writes of {len(new.entities())} entities "
-          f"in {took:.3f} s")
+    print(
+        f"{kind}: takeover with {expected} writes of {len(new.entities())} entities in {took:.3f} s"
+    )
 
 
-def _controller(tmp_path, name: str, address: str, election_id: int,
-                kind: str = "embedded", *options: str) -> subprocess.Popen:
+def _controller(
+    tmp_path, name: str, address: str, election_id: int, kind: str = "embedded", *options: str
+) -> subprocess.Popen:
     """`ina controller` (the default `shortest` plan) for S1 at `address`, with `options`;
     logs in name.log."""
     switches = tmp_path / "switches.json"
     switches.write_text(json.dumps({"S1": {"address": address}}))
-    files = [arg for key, path in _program_files(kind).items()
-             for arg in (f"--{key}", str(path))] if kind == "bmv2" else []
+    files = (
+        [arg for key, path in _program_files(kind).items() for arg in (f"--{key}", str(path))]
+        if kind == "bmv2"
+        else []
+    )
     return subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "controller", str(TOPOLOGY), "--switches",
-         str(switches), "--state", str(tmp_path / f"{name}.json"), "--election-id",
-         str(election_id), "--log-level", "info", *files, *options],
-        stdout=(tmp_path / f"{name}.log").open("ab"), stderr=subprocess.STDOUT,
-        env={**os.environ, "GRPC_VERBOSITY": "NONE"})
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "controller",
+            str(TOPOLOGY),
+            "--switches",
+            str(switches),
+            "--state",
+            str(tmp_path / f"{name}.json"),
+            "--election-id",
+            str(election_id),
+            "--log-level",
+            "info",
+            *files,
+            *options,
+        ],
+        stdout=(tmp_path / f"{name}.log").open("ab"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "GRPC_VERBOSITY": "NONE"},
+    )
 
 
 def _state(tmp_path, name: str) -> dict:
@@ -216,8 +244,9 @@ def _holds_plan(kind: str, address: str) -> bool:
     files = _program_files(kind)
 
     async def read() -> bool:
-        reader = Switch("reader", address, SwitchOptions(p4info=files["p4info"],
-                                                         initial_election_id=1))
+        reader = Switch(
+            "reader", address, SwitchOptions(p4info=files["p4info"], initial_election_id=1)
+        )
         async with reader:
             assert not reader.is_primary
             return await _held(reader) == _wanted(reader, _programs("shortest"))
@@ -269,8 +298,10 @@ def test_a_stopped_primary_controller_is_replaced_by_the_backup(tmp_path):
         writes_a = _primary_and_backup(tmp_path, address, "embedded", controllers)
         a = controllers[0]
         a.send_signal(signal.SIGSTOP)
-        took = _until(lambda: (_switch_state(tmp_path, "b") or {}).get("programmed"),
-                      timeout=HUNG_TAKEOVER_BOUND)
+        took = _until(
+            lambda: (_switch_state(tmp_path, "b") or {}).get("programmed"),
+            timeout=HUNG_TAKEOVER_BOUND,
+        )
         state = _switch_state(tmp_path, "b")
         assert state["role"] == "primary" and state["writes"] == [0] and state["problems"] == []
         assert _holds_plan("embedded", address)
@@ -308,14 +339,19 @@ def test_on_bmv2_a_stopped_primary_is_replaced_only_by_a_higher_election_id(tmp_
         b.wait(timeout=10)
         restarted = time.monotonic()
         controllers.append(_controller(tmp_path, "b", address, 21, "bmv2"))
-        _until(lambda: (_state(tmp_path, "b").get("controller", {}).get("pid")
-                        == controllers[-1].pid
-                        and _switch_state(tmp_path, "b")["programmed"]))
+        _until(
+            lambda: (
+                _state(tmp_path, "b").get("controller", {}).get("pid") == controllers[-1].pid
+                and _switch_state(tmp_path, "b")["programmed"]
+            )
+        )
         state = _switch_state(tmp_path, "b")
         assert state["role"] == "primary" and state["writes"] == [0] and state["problems"] == []
         assert _holds_plan("bmv2", address)
-        print(f"bmv2: backup restarted with a higher election id is primary in "
-              f"{time.monotonic() - restarted:.3f} s (including its start)")
+        print(
+            f"bmv2: backup restarted with a higher election id is primary in "
+            f"{time.monotonic() - restarted:.3f} s (including its start)"
+        )
         a.send_signal(signal.SIGCONT)
         _resumed_one_stands_by(tmp_path, "a", "b", writes_a)
         assert _holds_plan("bmv2", address)
@@ -335,15 +371,28 @@ def test_on_bmv2_a_backup_watching_the_primary_takes_over_from_a_hung_one(tmp_pa
         controllers.append(_controller(tmp_path, "a", address, 20, "bmv2"))
         _until(lambda: (_switch_state(tmp_path, "a") or {}).get("programmed"))
         writes_a = _switch_state(tmp_path, "a")["writes"]
-        controllers.append(_controller(tmp_path, "b", address, 10, "bmv2", "--watch-primary",
-                                       str(tmp_path / "a.json"), "--primary-stale", "2"))
+        controllers.append(
+            _controller(
+                tmp_path,
+                "b",
+                address,
+                10,
+                "bmv2",
+                "--watch-primary",
+                str(tmp_path / "a.json"),
+                "--primary-stale",
+                "2",
+            )
+        )
         _until(lambda: (_switch_state(tmp_path, "b") or {}).get("role") == "backup")
         time.sleep(3.0)  # a primary that keeps writing its file is never preempted
         assert _switch_state(tmp_path, "b")["role"] == "backup"
         assert _state(tmp_path, "b")["preemptions"] == []
         controllers[0].send_signal(signal.SIGSTOP)
-        took = _until(lambda: (_switch_state(tmp_path, "b") or {}).get("programmed"),
-                      timeout=HUNG_TAKEOVER_BOUND)
+        took = _until(
+            lambda: (_switch_state(tmp_path, "b") or {}).get("programmed"),
+            timeout=HUNG_TAKEOVER_BOUND,
+        )
         state = _switch_state(tmp_path, "b")
         assert state["role"] == "primary" and state["writes"] == [0] and state["problems"] == []
         assert [p["switches"] for p in _state(tmp_path, "b")["preemptions"]] == [["S1"]]
@@ -361,10 +410,12 @@ def test_only_a_primary_that_says_it_runs_and_stopped_writing_counts_as_hung(tmp
 
     state = tmp_path / "a.json"
     assert primary_hung_for(state, 5.0) is None  # no file: no evidence
-    for written_ago, running, hung in ((1.0, True, False), (8.0, True, True),
-                                       (8.0, False, False)):
-        state.write_text(json.dumps({"written_at": time.time() - written_ago,
-                                     "controller": {"running": running}}))
+    for written_ago, running, hung in ((1.0, True, False), (8.0, True, True), (8.0, False, False)):
+        state.write_text(
+            json.dumps(
+                {"written_at": time.time() - written_ago, "controller": {"running": running}}
+            )
+        )
         age = primary_hung_for(state, 5.0)
         assert (age is not None) == hung, (written_ago, running)
         if hung:

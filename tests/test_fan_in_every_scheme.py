@@ -33,14 +33,27 @@ def _clos(draw) -> dict:
     kind = draw(st.sampled_from(["leaf-spine", "fat-tree"]))
     seed = draw(st.integers(0, 1000))
     work = topogen.Workload(workers_per_job=draw(st.integers(5, 10)))
-    opts = topogen.InaOptions(ina=draw(st.sampled_from([0.5, 1.0])),
-                              pipelines=draw(st.sampled_from([1, 2])))
+    opts = topogen.InaOptions(
+        ina=draw(st.sampled_from([0.5, 1.0])), pipelines=draw(st.sampled_from([1, 2]))
+    )
     if kind == "leaf-spine":
-        return topogen.leaf_spine(leaves=draw(st.integers(3, 4)), spines=draw(st.integers(1, 3)),
-                                  hosts_per_leaf=5, workload=work, ina=opts, capacity_gbps=10.0,
-                                  seed=seed)
-    return topogen.fat_tree(k=4, hosts_per_edge=draw(st.integers(2, 3)), workload=work,
-                            ina=opts, capacity_gbps=10.0, seed=seed)
+        return topogen.leaf_spine(
+            leaves=draw(st.integers(3, 4)),
+            spines=draw(st.integers(1, 3)),
+            hosts_per_leaf=5,
+            workload=work,
+            ina=opts,
+            capacity_gbps=10.0,
+            seed=seed,
+        )
+    return topogen.fat_tree(
+        k=4,
+        hosts_per_edge=draw(st.integers(2, 3)),
+        workload=work,
+        ina=opts,
+        capacity_gbps=10.0,
+        seed=seed,
+    )
 
 
 def _placed(doc: dict, draw) -> dict:
@@ -56,11 +69,20 @@ def _placed(doc: dict, draw) -> dict:
 def topology(scheme: str, limit: int, draw) -> dict:
     seed = draw(st.integers(0, 1000))
     if scheme in EDGE:  # EINA merges a rack at its aggregator: racks fit the limit
-        return topogen.edge(aggregators=draw(st.integers(3, 6)), ps=draw(st.integers(1, 2)),
-                            workers_per_aggregator=(1, limit - 1), seed=seed)
+        return topogen.edge(
+            aggregators=draw(st.integers(3, 6)),
+            ps=draw(st.integers(1, 2)),
+            workers_per_aggregator=(1, limit - 1),
+            seed=seed,
+        )
     if scheme in POOL:
-        return topogen.pool(switches=draw(st.integers(2, 4)), max_ports=draw(st.integers(4, 6)),
-                            workers=draw(st.integers(4, 7)), capacity_gbps=10.0, seed=seed)
+        return topogen.pool(
+            switches=draw(st.integers(2, 4)),
+            max_ports=draw(st.integers(4, 6)),
+            workers=draw(st.integers(4, 7)),
+            capacity_gbps=10.0,
+            seed=seed,
+        )
     doc = _clos(draw)
     return _placed(doc, draw) if scheme in PLACING else doc
 
@@ -91,15 +113,22 @@ def test_every_scheme_declares_the_data_plane_limit_as_its_default():
 
 
 @pytest.mark.parametrize("scheme", sorted(SCHEMES))
-@settings(max_examples=3, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=3,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data(), limit=st.integers(2, 4))
 def test_the_default_plan_stays_within_the_limit(scheme, data, limit):
     network = build_network(topology(scheme, limit, data.draw))
     seed = data.draw(st.integers(0, 50))
     try:
-        plan = solve(network, scheme, SolveOptions(seed=seed, time_limit=SECONDS,
-                                                    params=params(scheme, limit)))
+        plan = solve(
+            network,
+            scheme,
+            SolveOptions(seed=seed, time_limit=SECONDS, params=params(scheme, limit)),
+        )
     except SchemeInputError as exc:  # only RR's routes that return to a switch may need it
         assert scheme == "rr" and "returns to it" in str(exc), exc
         return

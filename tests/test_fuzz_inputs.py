@@ -30,30 +30,82 @@ from controller.model.plan import parse_plan
 from controller.solvers import SolveOptions, solve
 
 EXAMPLES = 1000
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 TOPOLOGY = leaf_spine_doc(3, 2, [0, 2, 1], ina={"L1", "S1"})
 NETWORK = build_network(TOPOLOGY)
-PATHS = {"W1_0": ["W1_0", "L1", "S1", "L0", "PS"], "W1_1": ["W1_1", "L1", "S1", "L0", "PS"],
-         "W2_0": ["W2_0", "L2", "S1", "L0", "PS"]}
+PATHS = {
+    "W1_0": ["W1_0", "L1", "S1", "L0", "PS"],
+    "W1_1": ["W1_1", "L1", "S1", "L0", "PS"],
+    "W2_0": ["W2_0", "L2", "S1", "L0", "PS"],
+}
 PLAN = {
-    "scheme": "hand", "status": "feasible", "objective": 1.0, "bound": None,
-    "solve_seconds": 0.0, "seed": 0,
-    "tasks": [{"job": "job0", "task": "t0", "ps": "PS", "rate_gbps": 1.0, "paths": PATHS,
-               "aggregation": [
-                   {"switch": "L1", "pipeline": 0, "fan_in": 2, "next_hop": "S1"},
-                   {"switch": "S1", "pipeline": 0, "fan_in": 2, "next_hop": "L0",
-                    "workers": None}]}],
+    "scheme": "hand",
+    "status": "feasible",
+    "objective": 1.0,
+    "bound": None,
+    "solve_seconds": 0.0,
+    "seed": 0,
+    "tasks": [
+        {
+            "job": "job0",
+            "task": "t0",
+            "ps": "PS",
+            "rate_gbps": 1.0,
+            "paths": PATHS,
+            "aggregation": [
+                {"switch": "L1", "pipeline": 0, "fan_in": 2, "next_hop": "S1"},
+                {"switch": "S1", "pipeline": 0, "fan_in": 2, "next_hop": "L0", "workers": None},
+            ],
+        }
+    ],
 }
 
 HOSTILE = st.one_of(
-    st.sampled_from([float("inf"), float("-inf"), float("nan"), 5e-324, 1e-9, -1, 0, 1, 2.5,
-                     10**8, 10**12, 2**64, True, False, None, "1e3", "", "PS", "W1_0", "L1",
-                     "S1", "nope", [], {}, [1], ["PS"], {"a": 1}, [[1]], {"name": "x"}]),
-    st.integers(-5, 40), st.floats(), st.text(max_size=4),
+    st.sampled_from(
+        [
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+            5e-324,
+            1e-9,
+            -1,
+            0,
+            1,
+            2.5,
+            10**8,
+            10**12,
+            2**64,
+            True,
+            False,
+            None,
+            "1e3",
+            "",
+            "PS",
+            "W1_0",
+            "L1",
+            "S1",
+            "nope",
+            [],
+            {},
+            [1],
+            ["PS"],
+            {"a": 1},
+            [[1]],
+            {"name": "x"},
+        ]
+    ),
+    st.integers(-5, 40),
+    st.floats(),
+    st.text(max_size=4),
     # and plausible values, so that a fair share of documents stays valid
-    st.floats(0.001, 1000), st.integers(1, 8),
+    st.floats(0.001, 1000),
+    st.integers(1, 8),
     st.sampled_from(["worker", "ps", "idle", "leaf", "spine", "W2_0", "L2", "S0"]),
 )
 
@@ -96,7 +148,8 @@ def mutated(draw, base: dict) -> dict:
             del container[key]
         elif op == "add" and isinstance(container, dict):
             container[draw(st.sampled_from(["extra", "name", "ports", "workers", "x"]))] = (
-                copy.deepcopy(draw(HOSTILE)))
+                copy.deepcopy(draw(HOSTILE))
+            )
         elif op == "repeat" and isinstance(container, list):
             container.insert(draw(st.integers(0, len(container))), copy.deepcopy(container[key]))
     return doc
@@ -111,9 +164,29 @@ def flipped(draw, text: str) -> bytes:
         if op == "delete":
             del raw[at]
         else:
-            byte = draw(st.sampled_from([b"\x00", b"\xff", b"\xe9", b"[", b"{", b"]", b":", b"-",
-                                         b" ", b"\n", b"\t", b"&", b"*", b"!", b"1", b"."]))
-            raw[at:at + (op == "set")] = byte
+            byte = draw(
+                st.sampled_from(
+                    [
+                        b"\x00",
+                        b"\xff",
+                        b"\xe9",
+                        b"[",
+                        b"{",
+                        b"]",
+                        b":",
+                        b"-",
+                        b" ",
+                        b"\n",
+                        b"\t",
+                        b"&",
+                        b"*",
+                        b"!",
+                        b"1",
+                        b".",
+                    ]
+                )
+            )
+            raw[at : at + (op == "set")] = byte
     return bytes(raw)
 
 
@@ -164,7 +237,8 @@ def _plan_is_judged_or_rejected(doc) -> None:
             compile_plan(NETWORK, plan)
         except CompileError as exc:
             raise AssertionError(
-                f"deployable per the evaluator, refused by the compiler: {exc}") from exc
+                f"deployable per the evaluator, refused by the compiler: {exc}"
+            ) from exc
 
 
 def test_the_unmutated_plan_is_consistent():
@@ -189,8 +263,13 @@ def test_garbled_plan_text_is_judged_or_rejected(raw):
 
 
 def _ina(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller.cli", *args], capture_output=True,
-                          text=True, check=False, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
 
 
 def test_real_processes_exit_2_with_one_paragraph(tmp_path):

@@ -36,10 +36,13 @@ def judged(network, plan):
 @example(exponent=-9.0, scheme="grid")
 def test_any_maximum_sending_rate_gives_a_plan_capped_at_it(exponent, scheme):
     """T from 1e-9 (the smallest accepted) to 1e9 Gbps: GRID Fig. 1 reaches min(T, 3)."""
-    t = 10.0 ** exponent
+    t = 10.0**exponent
     network = load_topology(EXAMPLES / "grid-fig1.yaml")
-    plan = solve(network, scheme, SolveOptions(seed=0, time_limit=10, params={
-        "max_rate_gbps": t, "draws": 2}))
+    plan = solve(
+        network,
+        scheme,
+        SolveOptions(seed=0, time_limit=10, params={"max_rate_gbps": t, "draws": 2}),
+    )
     judged(network, plan)
     assert plan.objective == pytest.approx(min(t, 3.0), rel=1e-6)
 
@@ -48,8 +51,11 @@ def test_any_maximum_sending_rate_gives_a_plan_capped_at_it(exponent, scheme):
 @pytest.mark.parametrize("links", [True, False])
 def test_the_extremes_of_t_on_each_lp_variant(t, links):
     network = load_topology(EXAMPLES / "grid-fig1.yaml")
-    plan = solve(network, "grid", SolveOptions(seed=0, params={
-        "max_rate_gbps": t, "links": links, "draws": 2}))
+    plan = solve(
+        network,
+        "grid",
+        SolveOptions(seed=0, params={"max_rate_gbps": t, "links": links, "draws": 2}),
+    )
     judged(network, plan)
     assert 0 < plan.objective <= t
 
@@ -57,15 +63,20 @@ def test_the_extremes_of_t_on_each_lp_variant(t, links):
 def host_link_doc() -> dict:
     """W1 is cabled straight to the PS; W2, W3 and the PS hang off the INA switch S."""
     return {
-        "hosts": [{"name": "PS", "role": "ps"},
-                  *({"name": f"W{i}", "role": "worker"} for i in range(1, 4))],
+        "hosts": [
+            {"name": "PS", "role": "ps"},
+            *({"name": f"W{i}", "role": "worker"} for i in range(1, 4)),
+        ],
         "switches": [{"name": "S", "ina": True, "aggregation_capacity_gbps": 20}],
-        "links": [{"a": "W1", "b": "PS", "capacity_gbps": 10},
-                  {"a": "W2", "b": "S", "capacity_gbps": 10},
-                  {"a": "W3", "b": "S", "capacity_gbps": 10},
-                  {"a": "PS", "b": "S", "capacity_gbps": 10}],
-        "jobs": [{"name": "j", "tasks": [{"name": "t", "ps": "PS",
-                                          "workers": ["W1", "W2", "W3"]}]}],
+        "links": [
+            {"a": "W1", "b": "PS", "capacity_gbps": 10},
+            {"a": "W2", "b": "S", "capacity_gbps": 10},
+            {"a": "W3", "b": "S", "capacity_gbps": 10},
+            {"a": "PS", "b": "S", "capacity_gbps": 10},
+        ],
+        "jobs": [
+            {"name": "j", "tasks": [{"name": "t", "ps": "PS", "workers": ["W1", "W2", "W3"]}]}
+        ],
     }
 
 

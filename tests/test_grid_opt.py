@@ -21,23 +21,38 @@ from controller.solvers.grid.routes import fixed_routes
 from controller.solvers.params import SchemeParams
 
 
-def star(caps: list[float], workers: int, b_ps: float, link: float = 100.0,
-         schemes: dict | None = None) -> Network:
+def star(
+    caps: list[float], workers: int, b_ps: float, link: float = 100.0, schemes: dict | None = None
+) -> Network:
     """Workers, the PS and INA switches A0.. (capacities `caps`) around one plain hub X: only
     C_s, B_α and T matter, as in GRID's model (1)."""
     hosts = [{"name": "PS", "role": "ps"}] + [
-        {"name": f"W{i}", "role": "worker"} for i in range(workers)]
+        {"name": f"W{i}", "role": "worker"} for i in range(workers)
+    ]
     switches = [{"name": "X", "tier": "spine", "ina": False}] + [
         {"name": f"A{i}", "tier": "leaf", "ina": True, "aggregation_capacity_gbps": c}
-        for i, c in enumerate(caps)]
+        for i, c in enumerate(caps)
+    ]
     links = [{"a": "PS", "b": "X", "capacity_gbps": b_ps}]
     links += [{"a": h["name"], "b": "X", "capacity_gbps": link} for h in hosts[1:]]
     links += [{"a": s["name"], "b": "X", "capacity_gbps": link} for s in switches[1:]]
-    return build_network({
-        "name": "star", "hosts": hosts, "switches": switches, "links": links,
-        "schemes": schemes or {},
-        "jobs": [{"name": "job0", "tasks": [
-            {"name": "t0", "ps": "PS", "workers": [h["name"] for h in hosts[1:]]}]}]})
+    return build_network(
+        {
+            "name": "star",
+            "hosts": hosts,
+            "switches": switches,
+            "links": links,
+            "schemes": schemes or {},
+            "jobs": [
+                {
+                    "name": "job0",
+                    "tasks": [
+                        {"name": "t0", "ps": "PS", "workers": [h["name"] for h in hosts[1:]]}
+                    ],
+                }
+            ],
+        }
+    )
 
 
 def run(network: Network, scheme: str, seed: int = 0, **params) -> Plan:
@@ -73,8 +88,7 @@ def test_four_even_switches_rgria_misses_the_pairs():
     assert best.status == "optimal" and best.bound == pytest.approx(1.0)
     assert best.objective == pytest.approx(1.0)  # the evaluator's rate for its routes
     assert evaluate(network, best).tasks[0].rate_gbps == pytest.approx(1.0)
-    loads = sorted(list(best.details["assignment"]["job0/t0"].values()).count(s)
-                   for s in caps)
+    loads = sorted(list(best.details["assignment"]["job0/t0"].values()).count(s) for s in caps)
     assert loads == [0, 0, 2, 2]
     assert best.details["warm_start_gbps"]["job0/t0"] <= 1.0
 
@@ -183,8 +197,7 @@ def test_grid_opt_matches_brute_force(seed, limit):
     b_ps = sum(network.capacity(u, "PS") for u in network.graph.predecessors("PS"))
     workers = sorted(task.workers)
     for links in (False, True):
-        inst = build(network, task, SchemeParams("grid", {}), PathCache(network),
-                     rng_for(seed))
+        inst = build(network, task, SchemeParams("grid", {}), PathCache(network), rng_for(seed))
         best = 0.0
         for nodes in itertools.product([*ina, "PS"], repeat=len(workers)):
             assign = dict(zip(workers, nodes, strict=True))
@@ -194,8 +207,16 @@ def test_grid_opt_matches_brute_force(seed, limit):
                 best = max(best, pure_value(caps, b_ps, b_ps, assign))
                 continue
             model_assign = {n: ("@ps" if s == "PS" else s) for n, s in assign.items()}
-            plan = Plan("check", "heuristic", 0.0, None, 0.0, seed,
-                        [fixed_routes(network, inst, model_assign)], topology=network.name)
+            plan = Plan(
+                "check",
+                "heuristic",
+                0.0,
+                None,
+                0.0,
+                seed,
+                [fixed_routes(network, inst, model_assign)],
+                topology=network.name,
+            )
             best = max(best, min(b_ps, evaluate(network, plan).tasks[0].rate_gbps))
         plan = run(network, "grid-opt", seed=seed, links=links, **given)
         # The warm start is an assignment of the model it is given to: its λ there is one
@@ -219,8 +240,7 @@ def test_bound_is_exact_rational():
     floats 0.3 / 3 is 0.09999999999999999, just under B_α)."""
     network = star([0.3], 3, 0.1)
     plan = run(network, "grid-opt", links=False)
-    inst = build(network, network.tasks[0], SchemeParams("grid", {}),
-                 PathCache(network), None)
+    inst = build(network, network.tasks[0], SchemeParams("grid", {}), PathCache(network), None)
     assert inst.cap["A0"] == Fraction(3, 10) and 0.3 / 3 < 0.1
     assert plan.details["model_value_gbps"]["job0/t0"] == 0.1
     assert plan.details["model_bound_gbps"]["job0/t0"] == 0.1
@@ -229,18 +249,23 @@ def test_bound_is_exact_rational():
 # ------------------------------------------------------------------ grid: both LP variants
 
 
-@pytest.mark.parametrize("network", [
-    load_topology(EXAMPLES / "grid-fig1.yaml"),
-    load_topology(EXAMPLES / "eina-fig1.yaml"),
-    *(_instance(seed) for seed in range(3)),
-], ids=["grid-fig1", "eina-fig1", "ls0", "ls1", "ls2"])
+@pytest.mark.parametrize(
+    "network",
+    [
+        load_topology(EXAMPLES / "grid-fig1.yaml"),
+        load_topology(EXAMPLES / "eina-fig1.yaml"),
+        *(_instance(seed) for seed in range(3)),
+    ],
+    ids=["grid-fig1", "eina-fig1", "ls0", "ls1", "ls2"],
+)
 def test_grid_at_least_each_lp_variant(network):
     """`grid` runs R-GRIA on both LPs from the seed afresh: exactly each single-variant run,
     so it is never worse than either, and says which won."""
     for seed in (0, 1):
         both = run(network, "grid", seed=seed, draws=4)
-        alone = {links: run(network, "grid", seed=seed, draws=4, links=links)
-                 for links in (True, False)}
+        alone = {
+            links: run(network, "grid", seed=seed, draws=4, links=links) for links in (True, False)
+        }
         assert both.objective == pytest.approx(max(p.objective for p in alone.values()))
         winner = both.details["links_in_lp"]
         assert both.tasks[0].paths == alone[winner].tasks[0].paths
@@ -257,8 +282,14 @@ def test_compare_reports_rgria_against_the_optimum(tmp_path):
     from controller.tools.bench.compare import compare
 
     bench = tmp_path / "BENCHMARKS.md"
-    result = compare("grid-fig1", schemes=("grid", "grid-opt"), jobs=1, out=tmp_path / "out",
-                     benchmarks=bench, progress=False)
+    result = compare(
+        "grid-fig1",
+        schemes=("grid", "grid-opt"),
+        jobs=1,
+        out=tmp_path / "out",
+        benchmarks=bench,
+        progress=False,
+    )
     (row,) = result["grid_optimum"]
     assert row["optimum_gbps"] == pytest.approx(3.0) and row["proven"] == 1
     assert row["rgria_draw_share"] <= 1.0 and row["grid_plan_share"] is None  # with links

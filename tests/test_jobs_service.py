@@ -21,8 +21,13 @@ from controller.southbound.p4runtime import SwitchTarget
 def test_a_job_admitted_at_run_time_is_re_planned_with_every_job_and_keeps_its_ids(tmp_path):
     network = build_network(cluster_doc())
     targets = {s: SwitchTarget(s, f"127.0.0.1:{free_port()}") for s in network.switches}
-    session = daemon.Session(network, solve(network, "shortest"), targets,
-                             tmp_path / "state.json", layout=initial_layout(network, 128))
+    session = daemon.Session(
+        network,
+        solve(network, "shortest"),
+        targets,
+        tmp_path / "state.json",
+        layout=initial_layout(network, 128),
+    )
     session.drain_seconds = 0
     service = JobService(session, "shortest")
     session.jobs = service
@@ -43,5 +48,8 @@ def test_a_job_admitted_at_run_time_is_re_planned_with_every_job_and_keeps_its_i
     mine = [a for a in session.assignments if a.job_id == b.id]
     assert {a.worker for a in mine} == {"H02", "H03"}
     # Generation 1's flow ids, in B's own block of them.
-    assert all(16384 + before.flow_base <= a.flow_id < 16384 + before.flow_base
-               + before.flow_count and a.version == 2 for a in mine)
+    assert all(
+        16384 + before.flow_base <= a.flow_id < 16384 + before.flow_base + before.flow_count
+        and a.version == 2
+        for a in mine
+    )

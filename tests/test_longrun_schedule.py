@@ -23,8 +23,21 @@ def test_the_issue_size_has_a_restart_and_a_cut_in_every_50_iterations():
 def test_every_below_2_is_refused(every):
     with pytest.raises(ValueError):
         schedule(10, every)
-    proc = subprocess.run([sys.executable, "-m", "controller.cli", "bench", "reliability",
-                           "--item", "longrun", "--every", str(every)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "bench",
+            "reliability",
+            "--item",
+            "longrun",
+            "--every",
+            str(every),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 2
     assert "--every" in proc.stderr and "Traceback" not in proc.stderr

@@ -35,9 +35,10 @@ def test_fig1_on_bmv2_shortest_vs_aro_exact_one_flow_into_the_ps_and_faster():
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     plans = {scheme: solve(network, scheme) for scheme in ("shortest", "aro")}
     assert plans["aro"].tasks[0].rate_gbps / plans["shortest"].tasks[0].rate_gbps == 5
-    results = {scheme: run(network, plan, iterations=2, gradient_mb=0.05, timeout=90,
-                           target="bmv2")
-               for scheme, plan in plans.items()}
+    results = {
+        scheme: run(network, plan, iterations=2, gradient_mb=0.05, timeout=90, target="bmv2")
+        for scheme, plan in plans.items()
+    }
     best = {}
     for scheme, flows_into_ps in (("shortest", 5), ("aro", 1)):
         result = results[scheme]

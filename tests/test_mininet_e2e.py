@@ -55,8 +55,10 @@ def test_switch_restarted_mid_run_is_reprogrammed_and_results_stay_exact():
         pushes = emu.state()["switches"]["S1"]["pushes_seconds"]
     assert it.exact
     assert len(pushes) == 2  # the initial push and the re-push after the restart
-    print(f"S1 booted in {restarts[0].boot_seconds:.2f} s, re-programmed "
-          f"{restarts[0].repush_seconds:.2f} s later (writes {pushes[1]:.3f} s)")
+    print(
+        f"S1 booted in {restarts[0].boot_seconds:.2f} s, re-programmed "
+        f"{restarts[0].repush_seconds:.2f} s later (writes {pushes[1]:.3f} s)"
+    )
 
 
 def _cut_l1_s1_mid_run(emu) -> object:
@@ -83,8 +85,9 @@ def test_link_cut_mid_run_is_replanned_and_results_stay_exact():
     assert state["version"] >= 2
     assert ["L1", "S1"] in state["dead_links"]
     new_paths = state["plan"]["tasks"][0]["paths"].values()
-    assert not any("L1" in p and "S1" in p and p.index("S1") == p.index("L1") + 1
-                   for p in new_paths)
+    assert not any(
+        "L1" in p and "S1" in p and p.index("S1") == p.index("L1") + 1 for p in new_paths
+    )
     print("re-plan:", state["replans"])
 
 
@@ -104,8 +107,11 @@ def test_link_cut_mid_run_with_plain_switches_on_open_vswitch_moves_them_too():
     assert it.exact
     assert state["version"] >= 2
     assert ["L1", "S1"] in state["dead_links"]
-    assert all(p[p.index("L1") + 1] == "S0" for p in state["plan"]["tasks"][0]["paths"].values()
-               if "L1" in p)
+    assert all(
+        p[p.index("L1") + 1] == "S0"
+        for p in state["plan"]["tasks"][0]["paths"].values()
+        if "L1" in p
+    )
     assert openflow["version"] == state["version"]
     assert openflow["versions"] == [state["version"]], "the old plan's rules were not deleted"
     assert "did not confirm" not in daemon_log  # hosts switched only once OVS held the plan
@@ -151,8 +157,12 @@ def _leftovers_of(network) -> list[str]:
     """Agent, controller and switch processes this emulation could have started: those naming
     its run directory (`ina-mininet-*`) or one of its switches' interfaces. Other sessions on a
     shared machine run the same programs, and a bare pgrep counted theirs."""
-    listing = subprocess.run(["pgrep", "-af", "controller.cli (switch|controller|worker|ps)"],
-                             capture_output=True, text=True, check=False).stdout
+    listing = subprocess.run(
+        ["pgrep", "-af", "controller.cli (switch|controller|worker|ps)"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     marks = ["ina-mininet-", *(f"@{switch}-eth" for switch in network.switches)]
     return [line for line in listing.splitlines() if any(mark in line for mark in marks)]
 
@@ -161,8 +171,7 @@ def _leftovers_of(network) -> list[str]:
 def test_fig1_with_plain_switches_on_open_vswitch(scheme, flows_into_ps):
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     plan = solve(network, scheme)
-    result = run(network, plan, iterations=1, gradient_mb=0.1, timeout=90,
-                 plain_switches="ovs")
+    result = run(network, plan, iterations=1, gradient_mb=0.1, timeout=90, plain_switches="ovs")
     assert result.exact
     assert round(result.iterations[0].ps_link_flows) == flows_into_ps
     # Only the INA switches (L1, L2, S1) run the P4 target; L0, L3, S0 are OVS bridges.

@@ -25,8 +25,12 @@ def test_two_ps_shards_each_sum_exactly():
     shares = {tp.ps: tp.model_share for tp in plan.tasks}
     assert sorted(shares) == ["PS0", "PS1"] and all(s > 0 for s in shares.values()), shares
     assert result.exact
-    assert [(it.iteration, it.ps) for it in result.iterations] == \
-        [(1, "PS0"), (1, "PS1"), (2, "PS0"), (2, "PS1")]
+    assert [(it.iteration, it.ps) for it in result.iterations] == [
+        (1, "PS0"),
+        (1, "PS1"),
+        (2, "PS0"),
+        (2, "PS1"),
+    ]
     for it in result.iterations:
         assert it.ps_exact is True, f"PS {it.ps}'s own shard check, iteration {it.iteration}"
         assert it.model_share == shares[it.ps]

@@ -47,15 +47,33 @@ def test_the_backup_takes_over_mid_run_and_the_job_completes_exactly(target, gra
     with Emulation(network, plan, target=target) as emu:
         backup_state = emu.workdir / "backup.json"
         backup = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "controller", network.source, "--plan",
-             str(emu.workdir / "plan.json"), "--switches", str(emu.workdir / "switches.json"),
-             "--state", str(backup_state), "--election-id", "5", "--log-level", "warning",
-             *emu.program_args],
-            stdout=emu._log("backup.log"), stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "controller",
+                network.source,
+                "--plan",
+                str(emu.workdir / "plan.json"),
+                "--switches",
+                str(emu.workdir / "switches.json"),
+                "--state",
+                str(backup_state),
+                "--election-id",
+                "5",
+                "--log-level",
+                "warning",
+                *emu.program_args,
+            ],
+            stdout=emu._log("backup.log"),
+            stderr=subprocess.STDOUT,
+        )
         emu.procs["backup"] = backup
         deadline = time.monotonic() + 60
-        while not (len(roles := {s["role"] for s in _switches(backup_state).values()}) == 1
-                   and roles == {"backup"}):
+        while not (
+            len(roles := {s["role"] for s in _switches(backup_state).values()}) == 1
+            and roles == {"backup"}
+        ):
             assert time.monotonic() < deadline, f"backup never stood by: {roles}"
             time.sleep(0.1)
 
@@ -72,7 +90,10 @@ def test_the_backup_takes_over_mid_run_and_the_job_completes_exactly(target, gra
         switches = _switches(backup_state)
     assert it.exact
     assert {s["role"] for s in switches.values()} == {"primary"}
-    assert all(s["writes"] == [0] for s in switches.values()), \
-        {n: s["writes"] for n, s in switches.items()}
-    print(f"{target}: takeover of {len(switches)} switches in {takeover[0]:.3f} s after "
-          f"SIGKILL; iteration {it.seconds:.2f} s, exact")
+    assert all(s["writes"] == [0] for s in switches.values()), {
+        n: s["writes"] for n, s in switches.items()
+    }
+    print(
+        f"{target}: takeover of {len(switches)} switches in {takeover[0]:.3f} s after "
+        f"SIGKILL; iteration {it.seconds:.2f} s, exact"
+    )

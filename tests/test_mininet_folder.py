@@ -29,8 +29,13 @@ def test_importing_mininet_from_the_repository_root_gets_the_real_package(python
     Mininet (a regular package wins over our folder, a namespace portion at best)."""
     if not Path(python).exists():
         pytest.skip(f"{python} is not installed")
-    done = subprocess.run([python, "-c", "import mininet.net, mininet; print(mininet.__file__)"],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [python, "-c", "import mininet.net, mininet; print(mininet.__file__)"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if "No module named 'mininet'" in done.stderr:
         pytest.skip(f"Mininet is not installed for {python} (apt-get install mininet)")
     assert done.returncode == 0, done.stderr
@@ -40,8 +45,9 @@ def test_importing_mininet_from_the_repository_root_gets_the_real_package(python
 @pytest.mark.root
 @pytest.mark.mininet
 @pytest.mark.skipif(os.geteuid() != 0, reason="Mininet needs root (CI runs as root)")
-@pytest.mark.skipif(shutil.which("mn") is None,
-                    reason="mn is not installed (apt-get install mininet)")
+@pytest.mark.skipif(
+    shutil.which("mn") is None, reason="mn is not installed (apt-get install mininet)"
+)
 @pytest.mark.parametrize("switch", ["embedded", "bmv2"])
 def test_mn_custom_builds_the_yaml_and_ina_controller_programs_it(switch, tmp_path):
     """What a user does by hand: mn builds ARO Fig. 1 from the YAML with our switch class and
@@ -51,22 +57,58 @@ def test_mn_custom_builds_the_yaml_and_ina_controller_programs_it(switch, tmp_pa
     if switch == "bmv2":
         if shutil.which("simple_switch_grpc") is None or compiler_path() is None:
             pytest.skip("bmv2 or p4c is not on PATH (see tests/test_mininet_bmv2.py)")
-        extra = ["--p4blob", str(BUILD_DIR / "ina.json"),
-                 "--p4info", str(BUILD_DIR / "ina.p4info.txtpb")]
+        extra = [
+            "--p4blob",
+            str(BUILD_DIR / "ina.json"),
+            "--p4info",
+            str(BUILD_DIR / "ina.p4info.txtpb"),
+        ]
     topology = EXAMPLES / "aro-fig1.yaml"
-    controller = " ".join([sys.executable, "-m", "controller.cli", "controller", str(topology),
-                           "--switches", "out/mininet/switches.json", "--once",
-                           "--state", str(tmp_path / "state.json"), "--log-level", "warning",
-                           *extra])
-    script = (f"sh cd {tmp_path} && {controller} > controller.log 2>&1; "
-              "echo controller exit $?\n"
-              "h2 ping -c1 -W3 h1\n")
+    controller = " ".join(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "controller",
+            str(topology),
+            "--switches",
+            "out/mininet/switches.json",
+            "--once",
+            "--state",
+            str(tmp_path / "state.json"),
+            "--log-level",
+            "warning",
+            *extra,
+        ]
+    )
+    script = (
+        f"sh cd {tmp_path} && {controller} > controller.log 2>&1; "
+        "echo controller exit $?\n"
+        "h2 ping -c1 -W3 h1\n"
+    )
     done = subprocess.run(
-        ["mn", "--custom", str(ROOT / "mininet" / "ina.py"), "--topo", f"ina,{topology}",
-         "--switch", switch, "--arp"],
-        input=script, cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False,
-        env={**os.environ, "VIRTUAL_ENV": sys.prefix,
-             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+        [
+            "mn",
+            "--custom",
+            str(ROOT / "mininet" / "ina.py"),
+            "--topo",
+            f"ina,{topology}",
+            "--switch",
+            switch,
+            "--arp",
+        ],
+        input=script,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={
+            **os.environ,
+            "VIRTUAL_ENV": sys.prefix,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        },
+    )
     out = done.stdout + done.stderr
     listed = (tmp_path / "out" / "mininet" / "switches.json").read_text()
     assert all(f'"{s}"' in listed for s in ("L0", "L1", "L2", "L3", "S0", "S1")), listed

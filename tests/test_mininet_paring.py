@@ -32,12 +32,15 @@ def test_two_pss_each_sum_their_shard_exactly():
         assert it.ps_exact is True and round(it.ps_flows) == 2, (it.ps, it.ps_flows)
 
 
-BMV2 = [pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason=HOW_TO_GET_BMV2),
-        pytest.mark.skipif(compiler_path() is None, reason=HOW_TO_GET_P4C)]
+BMV2 = [
+    pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason=HOW_TO_GET_BMV2),
+    pytest.mark.skipif(compiler_path() is None, reason=HOW_TO_GET_P4C),
+]
 
 
-@pytest.mark.parametrize(("target", "gradient_mb"), [
-    ("embedded", 0.1), pytest.param("bmv2", 0.1, marks=BMV2)])
+@pytest.mark.parametrize(
+    ("target", "gradient_mb"), [("embedded", 0.1), pytest.param("bmv2", 0.1, marks=BMV2)]
+)
 def test_fine_mode_splits_the_fragments_at_the_share_and_stays_exact(target, gradient_mb):
     """paring-fine.yaml: S merges W1 and W2 on the fragments below s = 9/11 and forwards both
     raw above it; W3 crosses S raw throughout. The PS must see 2 flows per fragment below the
@@ -46,8 +49,7 @@ def test_fine_mode_splits_the_fragments_at_the_share_and_stays_exact(target, gra
     plan = solve(network, "paring", SolveOptions(seed=0, params={"fine": True}))
     (point,) = plan.tasks[0].aggregation
     assert 0 < point.share < 1
-    result = run(network, plan, iterations=2, gradient_mb=gradient_mb, timeout=240,
-                 target=target)
+    result = run(network, plan, iterations=2, gradient_mb=gradient_mb, timeout=240, target=target)
     assert result.exact and len(result.iterations) == 2
     rows = -(-int(gradient_mb * 2**20) // 4 // K)
     cut = round(9 / 11 * rows)

@@ -21,9 +21,27 @@ GRADIENT_MB = 0.1
 def test_atp_partial_on_grid_fig1_runs_exact_with_its_fragments_split(tmp_path):
     out = tmp_path / "run.json"
     subprocess.run(
-        [sys.executable, "-m", "controller.cli", "mininet", str(EXAMPLES / "grid-fig1.yaml"),
-         "--scheme", "atp", "--param", "partial=true", "--gradient-mb", str(GRADIENT_MB),
-         "--iterations", "2", "--json", str(out)], cwd=ROOT, check=True, timeout=800)
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "mininet",
+            str(EXAMPLES / "grid-fig1.yaml"),
+            "--scheme",
+            "atp",
+            "--param",
+            "partial=true",
+            "--gradient-mb",
+            str(GRADIENT_MB),
+            "--iterations",
+            "2",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        check=True,
+        timeout=800,
+    )
     (run,) = json.loads(out.read_text())
     assert run["exact"] and len(run["iterations"]) == 2
     assert run["plan_rate_gbps"] == pytest.approx(39 / 16, rel=1e-6)

@@ -22,8 +22,12 @@ def test_forty_workers_share_eight_agent_processes_and_every_sum_is_exact(scheme
     """A 4x4 leaf-spine with 16 servers per leaf, 40 of them workers: 24 idle servers are not
     built, and 8 processes serve the 40 workers (5 each)."""
     path = tmp_path / "ls.yaml"
-    dump_topology(topogen.leaf_spine(leaves=4, spines=4, hosts_per_leaf=16,
-                                     workload=Workload(workers_per_job=WORKERS)), path)
+    dump_topology(
+        topogen.leaf_spine(
+            leaves=4, spines=4, hosts_per_leaf=16, workload=Workload(workers_per_job=WORKERS)
+        ),
+        path,
+    )
     network = load_topology(path)
     plans = {s: solve(network, s) for s in ("shortest", "aro")}
     plan = plans[scheme]

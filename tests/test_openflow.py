@@ -58,8 +58,9 @@ def _plan(l2_spine: str = "S1") -> Plan:
     spine = {"W0": "S0", "W1": "S0", "W2": l2_spine, "W3": l2_spine, "W4": "S0"}
     paths = {w: [w, leaf[w], spine[w], "L0", "PS"] for w in leaf}
     points = [AggregationPoint("L1", 0, 2, "S0"), AggregationPoint("L2", 0, 2, l2_spine)]
-    return Plan("hand", "heuristic", 1.0, None, 0.0, 0,
-                [TaskPlan("job0", "t0", "PS", 1.0, paths, points)])
+    return Plan(
+        "hand", "heuristic", 1.0, None, 0.0, 0, [TaskPlan("job0", "t0", "PS", 1.0, paths, points)]
+    )
 
 
 def _plan_v2() -> Plan:
@@ -68,6 +69,7 @@ def _plan_v2() -> Plan:
 
 
 # -- compilation
+
 
 def test_plain_switches_get_exactly_the_planned_flows():
     tables = compile_openflow(_network(), _plan())
@@ -86,8 +88,11 @@ def test_plain_switches_forward_as_the_p4_program_would():
     network, plan = _network(), _plan()
     programs, _ = compile_plan(network, plan)
     for switch, tables in compile_openflow(network, plan).items():
-        p4 = {e.match["flow_id"]: e.action.args["port"]
-              for e in programs[switch].table_entries if e.table_id == "ina_forward"}
+        p4 = {
+            e.match["flow_id"]: e.action.args["port"]
+            for e in programs[switch].table_entries
+            if e.table_id == "ina_forward"
+        }
         assert tables.flow_ports() == p4
 
 
@@ -107,14 +112,16 @@ def test_control_packets_and_other_traffic_go_by_destination():
     assert control.goto_table == TABLE_IPV4 and control.priority > PRIO_FLOW
     routes = {r.match["ipv4_dst"]: r.output for r in s0.flows if "ipv4_dst" in r.match}
     ip = Numbering(network).host_ip
-    assert routes == {ip["PS"]: 1, ip["W0"]: 2, ip["W1"]: 2, ip["W2"]: 3, ip["W3"]: 3,
-                      ip["W4"]: 4}
+    assert routes == {ip["PS"]: 1, ip["W0"]: 2, ip["W1"]: 2, ip["W2"]: 3, ip["W3"]: 3, ip["W4"]: 4}
     misses = [r for r in s0.flows if r.match == {}]
     assert [(r.table, r.goto_table, r.output) for r in misses] == [
-        (TABLE_INA, TABLE_IPV4, None), (TABLE_IPV4, None, None)]  # the last one drops
+        (TABLE_INA, TABLE_IPV4, None),
+        (TABLE_IPV4, None, None),
+    ]  # the last one drops
 
 
 # -- a real OVS bridge as S0
+
 
 @dataclass
 class Bridge:
@@ -128,25 +135,30 @@ def s0(tmp_path_factory) -> Iterator[Bridge]:
     """S0 as an OVS bridge whose ports 1..4 lead to veth ends in a namespace."""
     network = _network()
     with VethNet(4) as net:
-        ovs = start_ovs_switches(network, _plan(), {"S0": net.switch_if},
-                                 tmp_path_factory.mktemp("openflow"))
+        ovs = start_ovs_switches(
+            network, _plan(), {"S0": net.switch_if}, tmp_path_factory.mktemp("openflow")
+        )
         try:
-            yield Bridge(ovs, {p: net.host_socket(p) for p in net.host_if},
-                         Numbering(network).host_ip)
+            yield Bridge(
+                ovs, {p: net.host_socket(p) for p in net.host_if}, Numbering(network).host_ip
+            )
             assert ovs.proc.poll() is None, "the OpenFlow controller died during the tests"
         finally:
             ovs.close()
 
 
 def _frame(flow: int, flags: int, frag: int, src: str, dst: str, ecn: int = 0) -> bytes:
-    return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
-                 / IP(src=src, dst=dst, tos=ecn)
-                 / UDP(sport=flow, dport=INA_UDP_PORT, chksum=0)
-                 / INA(flags=flags, flow_id=flow, frag_id=frag))
+    return bytes(
+        Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+        / IP(src=src, dst=dst, tos=ecn)
+        / UDP(sport=flow, dport=INA_UDP_PORT, chksum=0)
+        / INA(flags=flags, flow_id=flow, frag_id=frag)
+    )
 
 
-def _exchange(bridge: Bridge, sends: list[tuple[int, bytes]],
-              wait: float = 0.8) -> dict[int, list[tuple[int, int]]]:
+def _exchange(
+    bridge: Bridge, sends: list[tuple[int, bytes]], wait: float = 0.8
+) -> dict[int, list[tuple[int, int]]]:
     """Send (port, frame) pairs; return per port the sorted (udp_src, frag_id) of the INA
     frames that came out (frames from different ports may be forwarded in any order)."""
     for sock in bridge.sockets.values():  # leftovers of an earlier test
@@ -168,10 +180,13 @@ def _exchange(bridge: Bridge, sends: list[tuple[int, bytes]],
 
 @pytest.mark.root
 def test_each_flow_leaves_on_its_planned_port_only(s0: Bridge):
-    seen = _exchange(s0, [
-        (2, _frame(FLOW_L1, DATA, 11, s0.ip["W0"], s0.ip["PS"])),
-        (4, _frame(FLOW_W4, DATA, 12, s0.ip["W4"], s0.ip["PS"])),
-    ])
+    seen = _exchange(
+        s0,
+        [
+            (2, _frame(FLOW_L1, DATA, 11, s0.ip["W0"], s0.ip["PS"])),
+            (4, _frame(FLOW_W4, DATA, 12, s0.ip["W4"], s0.ip["PS"])),
+        ],
+    )
     assert seen == {1: [(FLOW_W4, 12), (FLOW_L1, 11)], 2: [], 3: [], 4: []}
 
 
@@ -183,11 +198,14 @@ def test_result_is_replicated_to_every_child(s0: Bridge):
 
 @pytest.mark.root
 def test_unknown_flows_are_dropped(s0: Bridge):
-    seen = _exchange(s0, [
-        (2, _frame(FLOW_W0, DATA, 31, s0.ip["W0"], s0.ip["PS"])),  # merged at L1, never on S0
-        (2, _frame(999, DATA, 32, s0.ip["W0"], s0.ip["PS"])),
-        (3, _frame(FLOW_L2, DATA, 33, s0.ip["W2"], s0.ip["PS"])),  # planned through S1
-    ])
+    seen = _exchange(
+        s0,
+        [
+            (2, _frame(FLOW_W0, DATA, 31, s0.ip["W0"], s0.ip["PS"])),  # merged at L1, never on S0
+            (2, _frame(999, DATA, 32, s0.ip["W0"], s0.ip["PS"])),
+            (3, _frame(FLOW_L2, DATA, 33, s0.ip["W2"], s0.ip["PS"])),  # planned through S1
+        ],
+    )
     assert seen == {1: [], 2: [], 3: [], 4: []}
 
 
@@ -208,19 +226,30 @@ def test_restarted_controller_reinstalls_exactly_the_plan(s0: Bridge):
     s0.ovs.stop_controller()
     subprocess.run([*ofctl, "del-flows", bridge, f"udp,tp_src={FLOW_L1}"], check=True)
     subprocess.run([*ofctl, "del-groups", bridge], check=True)
-    subprocess.run([*ofctl, "add-flow", bridge,
-                    f"priority=250,udp,tp_dst={INA_UDP_PORT},tp_src=999,actions=output:3"],
-                   check=True)
+    subprocess.run(
+        [
+            *ofctl,
+            "add-flow",
+            bridge,
+            f"priority=250,udp,tp_dst={INA_UDP_PORT},tp_src=999,actions=output:3",
+        ],
+        check=True,
+    )
     packet = [(2, _frame(FLOW_L1, DATA, 51, s0.ip["W0"], s0.ip["PS"]))]
     stray = [(2, _frame(999, DATA, 52, s0.ip["W0"], s0.ip["PS"]))]
     result = [(1, _frame(RESULT_FLOW, RESULT, 53, s0.ip["PS"], s0.ip["W0"]))]
     assert _exchange(s0, packet + stray + result) == {1: [], 2: [], 3: [(999, 52)], 4: []}
     s0.ovs.start_controller(timeout=20)
     assert _exchange(s0, packet + stray + result) == {
-        1: [(FLOW_L1, 51)], 2: [(RESULT_FLOW, 53)], 3: [], 4: [(RESULT_FLOW, 53)]}
+        1: [(FLOW_L1, 51)],
+        2: [(RESULT_FLOW, 53)],
+        3: [],
+        4: [(RESULT_FLOW, 53)],
+    }
 
 
 # -- a bridge following the daemon's plan versions
+
 
 @pytest.fixture
 def following(tmp_path) -> Iterator[tuple[Bridge, daemon.Session]]:
@@ -230,12 +259,22 @@ def following(tmp_path) -> Iterator[tuple[Bridge, daemon.Session]]:
     session = daemon.Session(network, _plan(), {}, tmp_path / "state.json")
     session.publish()
     with VethNet(4) as net:
-        ovs = start_ovs_switches(network, _plan(), {"S0": net.switch_if}, tmp_path,
-                                 follow_state=session.state_file, drain_seconds=DRAIN)
+        ovs = start_ovs_switches(
+            network,
+            _plan(),
+            {"S0": net.switch_if},
+            tmp_path,
+            follow_state=session.state_file,
+            drain_seconds=DRAIN,
+        )
         session.openflow_state = ovs.state
         try:
-            yield (Bridge(ovs, {p: net.host_socket(p) for p in net.host_if},
-                          Numbering(network).host_ip), session)
+            yield (
+                Bridge(
+                    ovs, {p: net.host_socket(p) for p in net.host_if}, Numbering(network).host_ip
+                ),
+                session,
+            )
             assert ovs.proc.poll() is None, "the OpenFlow controller died during the test"
         finally:
             ovs.close()
@@ -254,18 +293,24 @@ def _replan_to_v2(session: daemon.Session) -> None:
 def _sends(bridge: Bridge, frag: int) -> tuple[list, list]:
     """(plan v1's, plan v2's) L2 merged flow, L1 merged flow and result at S0."""
     ip = bridge.ip
-    v1 = [(2, _frame(FLOW_L1, DATA, frag, ip["W0"], ip["PS"])),
-          (1, _frame(RESULT_FLOW, RESULT, frag + 1, ip["PS"], ip["W0"]))]
-    v2 = [(3, _frame(FLOW2_L2, DATA, frag + 2, ip["W2"], ip["PS"])),
-          (1, _frame(RESULT2_FLOW, RESULT, frag + 3, ip["PS"], ip["W0"]))]
+    v1 = [
+        (2, _frame(FLOW_L1, DATA, frag, ip["W0"], ip["PS"])),
+        (1, _frame(RESULT_FLOW, RESULT, frag + 1, ip["PS"], ip["W0"])),
+    ]
+    v2 = [
+        (3, _frame(FLOW2_L2, DATA, frag + 2, ip["W2"], ip["PS"])),
+        (1, _frame(RESULT2_FLOW, RESULT, frag + 3, ip["PS"], ip["W0"])),
+    ]
     return v1, v2
 
 
 def _both_forwarded(frag: int) -> dict[int, list[tuple[int, int]]]:
-    return {1: [(FLOW_L1, frag), (FLOW2_L2, frag + 2)],
-            2: [(RESULT_FLOW, frag + 1), (RESULT2_FLOW, frag + 3)],
-            3: [(RESULT2_FLOW, frag + 3)],
-            4: [(RESULT_FLOW, frag + 1), (RESULT2_FLOW, frag + 3)]}
+    return {
+        1: [(FLOW_L1, frag), (FLOW2_L2, frag + 2)],
+        2: [(RESULT_FLOW, frag + 1), (RESULT2_FLOW, frag + 3)],
+        3: [(RESULT2_FLOW, frag + 3)],
+        4: [(RESULT_FLOW, frag + 1), (RESULT2_FLOW, frag + 3)],
+    }
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -282,8 +327,7 @@ def _openflow_state(bridge: Bridge) -> dict:
 
 
 @pytest.mark.root
-def test_new_version_is_forwarded_before_hosts_switch_and_old_one_deleted_after_drain(
-        following):
+def test_new_version_is_forwarded_before_hosts_switch_and_old_one_deleted_after_drain(following):
     bridge, session = following
     v1, v2 = _sends(bridge, 100)
     assert _exchange(bridge, v2) == {1: [], 2: [], 3: [], 4: []}  # v2 unknown so far
@@ -292,8 +336,11 @@ def test_new_version_is_forwarded_before_hosts_switch_and_old_one_deleted_after_
     assert _wait_for(lambda: _openflow_state(bridge)["versions"] == [2], timeout=DRAIN + 10)
     assert _openflow_state(bridge)["version"] == 2
     assert _exchange(bridge, v1 + v2) == {
-        1: [(FLOW2_L2, 102)], 2: [(RESULT2_FLOW, 103)], 3: [(RESULT2_FLOW, 103)],
-        4: [(RESULT2_FLOW, 103)]}
+        1: [(FLOW2_L2, 102)],
+        2: [(RESULT2_FLOW, 103)],
+        3: [(RESULT2_FLOW, 103)],
+        4: [(RESULT2_FLOW, 103)],
+    }
 
 
 @pytest.mark.root
@@ -303,8 +350,9 @@ def test_bridge_reconnecting_mid_handover_gets_both_versions(following):
     asyncio.run(daemon.stage_for_plain_switches(session, _plan_v2(), 2))  # hosts still on v1
     pushes = len(_openflow_state(bridge)["switches"]["S0"]["pushes_seconds"])
     subprocess.run(["ovs-appctl", "bridge/reconnect", bridge.ovs.bridges["S0"]], check=True)
-    assert _wait_for(lambda: len(_openflow_state(bridge)["switches"]["S0"]["pushes_seconds"])
-                     > pushes)
+    assert _wait_for(
+        lambda: len(_openflow_state(bridge)["switches"]["S0"]["pushes_seconds"]) > pushes
+    )
     subprocess.run(["ovs-appctl", "revalidator/wait"], check=True)
     v1, v2 = _sends(bridge, 200)
     assert _exchange(bridge, v1 + v2) == _both_forwarded(200)
@@ -321,7 +369,11 @@ def test_restarted_daemon_numbering_from_1_again_is_installed_from_scratch(follo
     assert _wait_for(lambda: _openflow_state(bridge)["versions"] == [1])
     v1, v2 = _sends(bridge, 300)
     assert _exchange(bridge, v1 + v2) == {
-        1: [(FLOW_L1, 300)], 2: [(RESULT_FLOW, 301)], 3: [], 4: [(RESULT_FLOW, 301)]}
+        1: [(FLOW_L1, 300)],
+        2: [(RESULT_FLOW, 301)],
+        3: [],
+        4: [(RESULT_FLOW, 301)],
+    }
 
 
 def test_ina_switches_cannot_run_as_ovs(tmp_path):

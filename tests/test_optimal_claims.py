@@ -54,8 +54,13 @@ def _merge_points(network: Network, path: list[str]) -> list[tuple[int, tuple[st
     return out
 
 
-def _task_loads(network: Network, paths: list[list[str]], merging: set,
-                members: dict | None = None, limit: int = 0) -> dict | None:
+def _task_loads(
+    network: Network,
+    paths: list[list[str]],
+    merging: set,
+    members: dict | None = None,
+    limit: int = 0,
+) -> dict | None:
     """Resource → flow count of one task's routing, or None if it cannot be realised.
 
     The task's flows entering a pipeline in `merging` become one flow, which takes one onward
@@ -70,8 +75,9 @@ def _task_loads(network: Network, paths: list[list[str]], merging: set,
     onward: dict[tuple[str, int], tuple[str, ...]] = {}
     for path in paths:
         for k, point in _merge_points(network, path):
-            if merges(point, path[0]) and onward.setdefault(
-                    point, tuple(path[k:])) != tuple(path[k:]):
+            if merges(point, path[0]) and onward.setdefault(point, tuple(path[k:])) != tuple(
+                path[k:]
+            ):
                 return None  # one merged flow cannot take two onward paths
     flows_on: dict[tuple, set] = {}
     entering: dict[tuple[str, int], set] = {}  # flow identities entering a merging pipeline
@@ -98,8 +104,11 @@ def _task_loads(network: Network, paths: list[list[str]], merging: set,
         if any(0 < len(carries[i] & chosen) < len(carries[i]) for i in entering.get(point, ())):
             return None
     loads = {key: len(ids) for key, ids in flows_on.items()}
-    return {k: n for k, n in loads.items()
-            if k[0] == "link" or network.spec(k[1]).aggregation_capacity_gbps is not None}
+    return {
+        k: n
+        for k, n in loads.items()
+        if k[0] == "link" or network.spec(k[1]).aggregation_capacity_gbps is not None
+    }
 
 
 def _charges_every_flow(network: Network, node: str) -> bool:
@@ -116,8 +125,9 @@ def _capacity(network: Network, key: tuple) -> float:
 def _routings(network: Network, task, limit: int = 0) -> list[dict]:
     """Every realisable load of the task, dominated ones (more on every resource) left out."""
     choices = [_up_down_paths(network, w, task.ps) for w in task.workers]
-    points = sorted({p for paths in choices for path in paths for _k, p in
-                     _merge_points(network, path)})
+    points = sorted(
+        {p for paths in choices for path in paths for _k, p in _merge_points(network, path)}
+    )
     reach: dict[str, set] = {}
     for worker, paths in zip(task.workers, choices, strict=True):
         for path in paths:
@@ -129,18 +139,33 @@ def _routings(network: Network, task, limit: int = 0) -> list[dict]:
             for merging in itertools.combinations(points, n):
                 # where more than L workers can come, each merging point picks its workers
                 mixed = [p for p in merging if limit and len(reach[p[0]]) > limit]
-                picks = [[frozenset(c) for k in range(1, len(reach[p[0]]) + 1)
-                          for c in itertools.combinations(sorted(reach[p[0]]), k)]
-                         for p in mixed]
+                picks = [
+                    [
+                        frozenset(c)
+                        for k in range(1, len(reach[p[0]]) + 1)
+                        for c in itertools.combinations(sorted(reach[p[0]]), k)
+                    ]
+                    for p in mixed
+                ]
                 for chosen in itertools.product(*picks):
-                    loads = _task_loads(network, list(combo), set(merging),
-                                        dict(zip(mixed, chosen, strict=True)), limit)
+                    loads = _task_loads(
+                        network,
+                        list(combo),
+                        set(merging),
+                        dict(zip(mixed, chosen, strict=True)),
+                        limit,
+                    )
                     if loads is not None:
                         found[frozenset(loads.items())] = loads
     kept = list(found.values())
-    return [a for a in kept if not any(
-        b is not a and b.keys() <= a.keys() and all(b[k] <= a[k] for k in b) and b != a
-        for b in kept)]
+    return [
+        a
+        for a in kept
+        if not any(
+            b is not a and b.keys() <= a.keys() and all(b[k] <= a[k] for k in b) and b != a
+            for b in kept
+        )
+    ]
 
 
 def _objective(network: Network, rates: list[float]) -> float:
@@ -207,19 +232,22 @@ def leaf_spines(draw, tasks: int = 1, per_task: tuple[int, int] = (1, 3)) -> Net
     for t in range(tasks):
         ps = f"P{t}"
         hosts.append({"name": ps, "role": "ps"})
-        links.append({"a": ps, "b": f"L{draw(st.integers(0, leaves - 1))}",
-                      "capacity_gbps": draw(cap)})
+        links.append(
+            {"a": ps, "b": f"L{draw(st.integers(0, leaves - 1))}", "capacity_gbps": draw(cap)}
+        )
         workers = []
         for k in range(draw(st.integers(*per_task))):
             name = f"W{t}_{k}"
             workers.append(name)
             hosts.append({"name": name, "role": "worker"})
-            links.append({"a": name, "b": f"L{draw(st.integers(0, leaves - 1))}",
-                          "capacity_gbps": draw(cap)})
+            links.append(
+                {"a": name, "b": f"L{draw(st.integers(0, leaves - 1))}", "capacity_gbps": draw(cap)}
+            )
         task = {"name": f"t{t}", "ps": ps, "workers": workers}
         if two_jobs:
-            jobs.append({"name": f"j{t}", "beta": draw(st.sampled_from([1.0, 2.0])),
-                         "tasks": [task]})
+            jobs.append(
+                {"name": f"j{t}", "beta": draw(st.sampled_from([1.0, 2.0])), "tasks": [task]}
+            )
         elif not jobs:
             jobs.append({"name": "j", "tasks": [task]})
         else:
@@ -228,8 +256,13 @@ def leaf_spines(draw, tasks: int = 1, per_task: tuple[int, int] = (1, 3)) -> Net
         degree = sum(sw["name"] in (link["a"], link["b"]) for link in links)
         if sw.get("pipelines", 1) > degree:
             sw["ports"] = sw["pipelines"]
-    doc = {"name": "random-leaf-spine", "hosts": hosts, "switches": switches, "links": links,
-           "jobs": jobs}
+    doc = {
+        "name": "random-leaf-spine",
+        "hosts": hosts,
+        "switches": switches,
+        "links": links,
+        "jobs": jobs,
+    }
     return build_network(doc)
 
 
@@ -248,8 +281,9 @@ def _check_claims(network: Network, scheme: str, optimum: float, limit: int | No
         assert plan.objective >= optimum - slack, (scheme, plan.objective, optimum)
 
 
-PROPERTY = settings(max_examples=60, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @PROPERTY
@@ -282,8 +316,15 @@ def test_claims_hold_within_a_fan_in_limit(network):
 # force that shares no code with its model: EINA's on edge topologies (tests/test_eina.py,
 # tests/test_eina_plus_fast.py), ATRO on pools (tests/test_atro.py), GRID's problem (1)
 # (tests/test_grid_opt.py), PARING's problem (1) (tests/test_paring.py).
-EXACT_ON_THEIR_OWN_PROBLEM = {"eina", "eina-iqcp", "eina-plus", "eina-fast", "atro", "grid-opt",
-                              "paring-opt"}
+EXACT_ON_THEIR_OWN_PROBLEM = {
+    "eina",
+    "eina-iqcp",
+    "eina-plus",
+    "eina-fast",
+    "atro",
+    "grid-opt",
+    "paring-opt",
+}
 
 
 def test_only_aro_variants_claim_optimality(fig1):

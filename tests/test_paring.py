@@ -91,8 +91,7 @@ def test_evaluator_counts_the_workers_of_a_placed_task():
     network, plan = _fig1_plan()
     tp = plan.tasks[0]
     tp.paths.pop(min(tp.paths))
-    assert any("places 6 workers, the task needs 7" in p
-               for p in evaluate(network, plan).problems)
+    assert any("places 6 workers, the task needs 7" in p for p in evaluate(network, plan).problems)
 
 
 def test_evaluator_caps_the_rate_at_r_and_charges_the_ps():
@@ -144,9 +143,14 @@ def tiny_doc(rng: random.Random) -> tuple[dict, int]:
     3 random switches aggregate 1-4 Gbps, a PS 1-4 Gbps, R 0.5-3 Gbps, n = 2 or 3."""
     switches = ["C", "A0", "A1", "E0", "E1", "E2"]
     ina = set(rng.sample(switches, 3))
-    specs = [{"name": s, "tier": "other", **({"ina": True, "aggregation_capacity_gbps":
-                                               rng.randint(1, 4)} if s in ina else {})}
-             for s in switches]
+    specs = [
+        {
+            "name": s,
+            "tier": "other",
+            **({"ina": True, "aggregation_capacity_gbps": rng.randint(1, 4)} if s in ina else {}),
+        }
+        for s in switches
+    ]
     links = [("A0", "C"), ("A1", "C"), ("E0", "A0"), ("E1", "A0"), ("E2", "A1")]
     hosts = {"h0": "E0", "h1": "E0", "h2": "E1", "h3": "E2", "h4": "E2"}
     n = rng.choice([2, 3])
@@ -154,12 +158,22 @@ def tiny_doc(rng: random.Random) -> tuple[dict, int]:
         "name": "tiny",
         "hosts": [{"name": h, "role": "idle"} for h in hosts],
         "switches": specs,
-        "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in
-                  links + list(hosts.items())],
-        "jobs": [{"name": "j", "tasks": [{
-            "name": "t", "ps": "h0", "workers": [f"h{i}" for i in range(1, n + 1)],
-            "placement": "free", "rate_cap_gbps": rng.choice([0.5, 1, 2, 3]),
-            "ps_aggregation_capacity_gbps": rng.randint(1, 4)}]}],
+        "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in links + list(hosts.items())],
+        "jobs": [
+            {
+                "name": "j",
+                "tasks": [
+                    {
+                        "name": "t",
+                        "ps": "h0",
+                        "workers": [f"h{i}" for i in range(1, n + 1)],
+                        "placement": "free",
+                        "rate_cap_gbps": rng.choice([0.5, 1, 2, 3]),
+                        "ps_aggregation_capacity_gbps": rng.randint(1, 4),
+                    }
+                ],
+            }
+        ],
     }
     for h in doc["hosts"][: n + 1]:
         h["role"] = "ps" if h["name"] == "h0" else "worker"
@@ -171,8 +185,9 @@ def reference(doc: dict, n: int) -> tuple[Fraction, int]:
     graph = nx.Graph((link["a"], link["b"]) for link in doc["links"])
     dist = dict(nx.all_pairs_shortest_path_length(graph))
     hosts = [h["name"] for h in doc["hosts"]]
-    cap = {s["name"]: Fraction(s["aggregation_capacity_gbps"]) for s in doc["switches"]
-           if s.get("ina")}
+    cap = {
+        s["name"]: Fraction(s["aggregation_capacity_gbps"]) for s in doc["switches"] if s.get("ina")
+    }
     task = doc["jobs"][0]["tasks"][0]
     ps_cap, r_cap = Fraction(task["ps_aggregation_capacity_gbps"]), Fraction(task["rate_cap_gbps"])
     ina = sorted(cap)
@@ -192,8 +207,9 @@ def reference(doc: dict, n: int) -> tuple[Fraction, int]:
                     kids: dict[str, int] = {}
                     for child in used:
                         kids[parent[child]] = kids.get(parent[child], 0) + 1
-                    rate = min([r_cap] + [(ps_cap if v == ps else cap[v]) / k
-                                          for v, k in kids.items()])
+                    rate = min(
+                        [r_cap] + [(ps_cap if v == ps else cap[v]) / k for v, k in kids.items()]
+                    )
                     cost = sum(dist[c][parent[c]] for c in used)
                     if (rate, -cost) > (best[0], -best[1]):
                         best = (rate, cost)
@@ -219,8 +235,12 @@ def test_paring_opt_matches_the_brute_force_and_paring_the_optimal_rate(seed):
     doc, n = tiny_doc(random.Random(seed))
     network = build_network(doc)
     rate, cost = reference(doc, n)
-    opt = checked(network, solve(network, "paring-opt", SolveOptions(
-        seed=0, time_limit=20, params={"num_workers": 1})))
+    opt = checked(
+        network,
+        solve(
+            network, "paring-opt", SolveOptions(seed=0, time_limit=20, params={"num_workers": 1})
+        ),
+    )
     assert opt.status == "optimal"
     assert Fraction(opt.tasks[0].rate_gbps).limit_denominator(1000) == rate
     assert volume(network, opt) == cost
@@ -257,9 +277,21 @@ def test_p4_switches_without_a_capacity_aggregate_every_gradient():
         "switches": [{"name": "T", "ina": True}, {"name": "U"}],
         "links": [{"a": h, "b": "T", "capacity_gbps": 10} for h in hosts[:5]]
         + [{"a": "h5", "b": "U", "capacity_gbps": 10}, {"a": "T", "b": "U", "capacity_gbps": 10}],
-        "jobs": [{"name": "j", "tasks": [{
-            "name": "t", "ps": "h5", "workers": ["h0", "h1", "h2", "h3"],
-            "placement": "free", "rate_cap_gbps": 4, "ps_aggregation_capacity_gbps": 1}]}],
+        "jobs": [
+            {
+                "name": "j",
+                "tasks": [
+                    {
+                        "name": "t",
+                        "ps": "h5",
+                        "workers": ["h0", "h1", "h2", "h3"],
+                        "placement": "free",
+                        "rate_cap_gbps": 4,
+                        "ps_aggregation_capacity_gbps": 1,
+                    }
+                ],
+            }
+        ],
     }
     doc["hosts"][5]["role"] = "ps"
     for h in doc["hosts"][:4]:
@@ -300,5 +332,13 @@ def test_bench_fat_tree_is_the_papers_setting():
     task = network.tasks[0]
     assert (len(task.workers), task.rate_cap_gbps, len(task.free_hosts)) == (20, 5.0, 54)
     # DeepSys: the PS's rack first (2 more servers), then its pod's other racks
-    assert task.workers[:8] == ("H0_0_1", "H0_0_2", "H0_1_0", "H0_1_1", "H0_1_2", "H0_2_0",
-                                "H0_2_1", "H0_2_2")
+    assert task.workers[:8] == (
+        "H0_0_1",
+        "H0_0_2",
+        "H0_1_0",
+        "H0_1_1",
+        "H0_1_2",
+        "H0_2_0",
+        "H0_2_1",
+        "H0_2_2",
+    )

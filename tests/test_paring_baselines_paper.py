@@ -74,8 +74,7 @@ def test_soar_budget_in_the_bench_by_hand():
     E1_0 (3 → 1 over 3 links, saves 6): 40 gradient-hops; A0_0 merges E0_1's and E0_2's 6,
     E1_0's 1 and E1_1's, E1_2's 4: 11 flows, 10/11 Gbps."""
     assert scheme_spec("deepsys-soar:k=2") == ("deepsys-soar", {"k": 2})
-    assert scheme_spec("marina:rounds=0:ina_weight=1") == ("marina",
-                                                           {"rounds": 0, "ina_weight": 1})
+    assert scheme_spec("marina:rounds=0:ina_weight=1") == ("marina", {"rounds": 0, "ina_weight": 1})
     [row] = run_sweep("workers", [15], ["deepsys-soar:k=2"], 1.0, layout="pods")
     assert row["scheme"] == "deepsys-soar:k=2" and row["paper"] is None
     assert row["rate_gbps"] == pytest.approx(10 / 11)
@@ -85,8 +84,24 @@ def test_soar_budget_in_the_bench_by_hand():
 def test_a_bad_scheme_entry_is_one_clear_error(capsys):
     with pytest.raises(UserError, match="--schemes deepsys-soar:k=x:k=y: k: given twice"):
         scheme_spec("deepsys-soar:k=x:k=y")
-    code = main(["bench", "paring", "--sweep", "workers", "--values", "15", "--schemes",
-                 "deepsys-soar:k=-1", "--ratio-instances", "0", "--pss", "",
-                 "--no-paper-model", "--out", "/tmp/unused-paring-bench"])
+    code = main(
+        [
+            "bench",
+            "paring",
+            "--sweep",
+            "workers",
+            "--values",
+            "15",
+            "--schemes",
+            "deepsys-soar:k=-1",
+            "--ratio-instances",
+            "0",
+            "--pss",
+            "",
+            "--no-paper-model",
+            "--out",
+            "/tmp/unused-paring-bench",
+        ]
+    )
     assert code == 2
     assert "deepsys-soar:k=-1" in capsys.readouterr().out

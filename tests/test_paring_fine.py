@@ -42,8 +42,14 @@ def fine_optimum_on(k: int) -> tuple[F, F]:
     """max r with S merging the share s of k workers' fragments, the other n - k raw:
     S: k u ≤ C_S; PS (and its link): r (n - k) + u + (r - u) k ≤ B_PS (LINK); r ≤ R;
     0 ≤ u ≤ r, u = s r. Returns (r, s) at the best vertex."""
-    rows = [(F(0), F(k), C_S), (F(N), F(1 - k), B_PS), (F(N), F(1 - k), LINK),
-            (F(1), F(0), R), (F(0), F(-1), F(0)), (F(-1), F(1), F(0))]  # a r + b u ≤ c
+    rows = [
+        (F(0), F(k), C_S),
+        (F(N), F(1 - k), B_PS),
+        (F(N), F(1 - k), LINK),
+        (F(1), F(0), R),
+        (F(0), F(-1), F(0)),
+        (F(-1), F(1), F(0)),
+    ]  # a r + b u ≤ c
     best = (F(0), F(0))
     for (a1, b1, c1), (a2, b2, c2) in itertools.combinations(rows, 2):
         det = a1 * b2 - a2 * b1

@@ -42,8 +42,10 @@ def judged(network, plan):
 
 
 def free_task(workers: list[str], ps: str = "PS", **fields) -> dict:
-    return {"name": "j", "tasks": [{"name": "t", "ps": ps, "workers": workers,
-                                    "placement": "free", **fields}]}
+    return {
+        "name": "j",
+        "tasks": [{"name": "t", "ps": ps, "workers": workers, "placement": "free", **fields}],
+    }
 
 
 # ------------------------------------------------------------------ pipelines
@@ -53,19 +55,25 @@ def two_pipeline_doc() -> dict:
     """S has two pipelines: W1, W2 enter pipeline 0, W3 pipeline 1, so S sends T two flows;
     T merges them with W4's: three flows, not the two children of PARING's tree."""
     return {
-        "hosts": [{"name": "PS", "role": "ps", "aggregation_capacity_gbps": 4},
-                  *({"name": f"W{i}", "role": "worker"} for i in range(1, 5))],
-        "switches": [{"name": "S", "ina": True, "pipelines": 2, "ports": 4,
-                      "aggregation_capacity_gbps": 6},
-                     {"name": "T", "ina": True, "aggregation_capacity_gbps": 6}],
-        "links": [{"a": "W1", "b": "S", "capacity_gbps": 10, "b_port": 1},
-                  {"a": "W2", "b": "S", "capacity_gbps": 10, "b_port": 2},
-                  {"a": "W3", "b": "S", "capacity_gbps": 10, "b_port": 3},
-                  {"a": "S", "b": "T", "capacity_gbps": 10, "a_port": 4},
-                  {"a": "W4", "b": "T", "capacity_gbps": 10},
-                  {"a": "PS", "b": "T", "capacity_gbps": 10}],
-        "jobs": [free_task(["W1", "W2", "W3", "W4"], rate_cap_gbps=5,
-                           ps_aggregation_capacity_gbps=0)],
+        "hosts": [
+            {"name": "PS", "role": "ps", "aggregation_capacity_gbps": 4},
+            *({"name": f"W{i}", "role": "worker"} for i in range(1, 5)),
+        ],
+        "switches": [
+            {"name": "S", "ina": True, "pipelines": 2, "ports": 4, "aggregation_capacity_gbps": 6},
+            {"name": "T", "ina": True, "aggregation_capacity_gbps": 6},
+        ],
+        "links": [
+            {"a": "W1", "b": "S", "capacity_gbps": 10, "b_port": 1},
+            {"a": "W2", "b": "S", "capacity_gbps": 10, "b_port": 2},
+            {"a": "W3", "b": "S", "capacity_gbps": 10, "b_port": 3},
+            {"a": "S", "b": "T", "capacity_gbps": 10, "a_port": 4},
+            {"a": "W4", "b": "T", "capacity_gbps": 10},
+            {"a": "PS", "b": "T", "capacity_gbps": 10},
+        ],
+        "jobs": [
+            free_task(["W1", "W2", "W3", "W4"], rate_cap_gbps=5, ps_aggregation_capacity_gbps=0)
+        ],
     }
 
 
@@ -85,8 +93,7 @@ def fat_doc(draw, pipelines: bool) -> tuple[dict, int]:
     switches = ["C", "A0", "A1", "E0", "E1", "E2"]
     ina = draw(st.lists(st.sampled_from(switches), min_size=3, max_size=3, unique=True))
     hosts = {"h0": "E0", "h1": "E0", "h2": "E1", "h3": "E2", "h4": "E2"}
-    links = [("A0", "C"), ("A1", "C"), ("E0", "A0"), ("E1", "A0"), ("E2", "A1"),
-             *hosts.items()]
+    links = [("A0", "C"), ("A1", "C"), ("E0", "A0"), ("E1", "A0"), ("E2", "A1"), *hosts.items()]
     specs = []
     for s in switches:
         spec: dict = {"name": s}
@@ -94,18 +101,27 @@ def fat_doc(draw, pipelines: bool) -> tuple[dict, int]:
             spec.update(ina=True, aggregation_capacity_gbps=draw(st.integers(1, 4)))
             ports = sum(s in link for link in links)
             count = draw(st.integers(1, min(3, ports))) if pipelines else 1
-            spec.update(pipelines=count, pipeline_map={
-                p: draw(st.integers(0, count - 1)) for p in range(1, ports + 1)})
+            spec.update(
+                pipelines=count,
+                pipeline_map={p: draw(st.integers(0, count - 1)) for p in range(1, ports + 1)},
+            )
         specs.append(spec)
     n = draw(st.sampled_from([2, 3]))
     doc = {
-        "hosts": [{"name": h, "role": "ps" if h == "h0" else "worker" if h <= f"h{n}"
-                   else "idle"} for h in hosts],
+        "hosts": [
+            {"name": h, "role": "ps" if h == "h0" else "worker" if h <= f"h{n}" else "idle"}
+            for h in hosts
+        ],
         "switches": specs,
         "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in links],
-        "jobs": [free_task([f"h{i}" for i in range(1, n + 1)], ps="h0",
-                           rate_cap_gbps=draw(st.sampled_from([0.5, 1, 2, 3])),
-                           ps_aggregation_capacity_gbps=draw(st.integers(1, 4)))],
+        "jobs": [
+            free_task(
+                [f"h{i}" for i in range(1, n + 1)],
+                ps="h0",
+                rate_cap_gbps=draw(st.sampled_from([0.5, 1, 2, 3])),
+                ps_aggregation_capacity_gbps=draw(st.integers(1, 4)),
+            )
+        ],
     }
     return doc, n
 
@@ -116,8 +132,9 @@ def reference_rate(doc: dict, n: int, fan_in: int = 0) -> Fraction:
     L > 0, only trees whose switches have at most L children each."""
     graph = nx.Graph((link["a"], link["b"]) for link in doc["links"])
     hosts = [h["name"] for h in doc["hosts"]]
-    cap = {s["name"]: Fraction(s["aggregation_capacity_gbps"]) for s in doc["switches"]
-           if s.get("ina")}
+    cap = {
+        s["name"]: Fraction(s["aggregation_capacity_gbps"]) for s in doc["switches"] if s.get("ina")
+    }
     task = doc["jobs"][0]["tasks"][0]
     ps_cap, r_cap = Fraction(task["ps_aggregation_capacity_gbps"]), Fraction(task["rate_cap_gbps"])
     assert nx.is_connected(graph)
@@ -126,8 +143,9 @@ def reference_rate(doc: dict, n: int, fan_in: int = 0) -> Fraction:
         ups = [ps, *sorted(cap)]
         for workers in itertools.combinations([h for h in hosts if h != ps], n):
             for parents in itertools.product([None, *ups], repeat=len(cap)):
-                parent = {s: p for s, p in zip(sorted(cap), parents, strict=True)
-                          if p not in (None, s)}
+                parent = {
+                    s: p for s, p in zip(sorted(cap), parents, strict=True) if p not in (None, s)
+                }
                 for w_parent in itertools.product(ups, repeat=n):
                     tree = {**parent, **dict(zip(workers, w_parent, strict=True))}
                     used = _used(tree, workers, ps)
@@ -138,8 +156,12 @@ def reference_rate(doc: dict, n: int, fan_in: int = 0) -> Fraction:
                         kids[tree[child]] = kids.get(tree[child], 0) + 1
                     if fan_in and any(k > fan_in for v, k in kids.items() if v in cap):
                         continue
-                    best = max(best, min([r_cap] + [(ps_cap if v == ps else cap[v]) / k
-                                                    for v, k in kids.items()]))
+                    best = max(
+                        best,
+                        min(
+                            [r_cap] + [(ps_cap if v == ps else cap[v]) / k for v, k in kids.items()]
+                        ),
+                    )
     return best
 
 
@@ -177,8 +199,11 @@ def test_plans_within_a_fan_in_limit_hold_their_rate_and_bound(data, limit):
     network = build_network(doc)
     runs = [("paring", {}), ("paring", {"fine": True}), ("paring-opt", {"num_workers": 1})]
     for scheme, extra in runs:
-        plan = solve(network, scheme, SolveOptions(seed=0, time_limit=10,
-                                                    params={"max_fan_in": limit, **extra}))
+        plan = solve(
+            network,
+            scheme,
+            SolveOptions(seed=0, time_limit=10, params={"max_fan_in": limit, **extra}),
+        )
         result = judged(network, plan)
         assert all(a.fan_in <= limit for a in result.aggregator_loads), (scheme, extra)
     assert plan.bound == pytest.approx(float(reference_rate(doc, n, limit)))
@@ -188,16 +213,30 @@ def crossing_doc() -> dict:
     """Alg. 3 hangs A1 (two feet, h1 under E0 and h4 under E2) from the PS h0 through the
     relay C; h1's shortest way up to A1 crosses C, which must then not merge it there."""
     switches = {"C": 4, "A0": None, "A1": 4, "E0": None, "E1": 2}
-    links = [("A0", "C"), ("A1", "C"), ("E0", "A0"), ("E1", "A0"), ("E2", "A1"), ("h0", "E0"),
-             ("h1", "E0"), ("h2", "E1"), ("h4", "E2")]
+    links = [
+        ("A0", "C"),
+        ("A1", "C"),
+        ("E0", "A0"),
+        ("E1", "A0"),
+        ("E2", "A1"),
+        ("h0", "E0"),
+        ("h1", "E0"),
+        ("h2", "E1"),
+        ("h4", "E2"),
+    ]
     return {
-        "hosts": [{"name": h, "role": "ps" if h == "h0" else "worker"}
-                  for h in ("h0", "h1", "h2", "h4")],
-        "switches": [{"name": s, **({"ina": True, "aggregation_capacity_gbps": b} if b else {})}
-                     for s, b in switches.items()] + [{"name": "E2"}],
+        "hosts": [
+            {"name": h, "role": "ps" if h == "h0" else "worker"} for h in ("h0", "h1", "h2", "h4")
+        ],
+        "switches": [
+            {"name": s, **({"ina": True, "aggregation_capacity_gbps": b} if b else {})}
+            for s, b in switches.items()
+        ]
+        + [{"name": "E2"}],
         "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in links],
-        "jobs": [free_task(["h1", "h2", "h4"], ps="h0", rate_cap_gbps=3,
-                           ps_aggregation_capacity_gbps=2)],
+        "jobs": [
+            free_task(["h1", "h2", "h4"], ps="h0", rate_cap_gbps=3, ps_aggregation_capacity_gbps=2)
+        ],
     }
 
 
@@ -206,8 +245,7 @@ def two_ps_doc(c: int, a1: int, e1: int) -> dict:
     doc = crossing_doc()
     for spec, b in zip(doc["switches"][::2], (c, a1, e1), strict=True):
         spec["aggregation_capacity_gbps"] = b
-    doc["hosts"] = [{"name": f"h{i}", "role": "ps" if i in (0, 4) else "worker"}
-                    for i in range(5)]
+    doc["hosts"] = [{"name": f"h{i}", "role": "ps" if i in (0, 4) else "worker"} for i in range(5)]
     doc["links"].insert(-1, {"a": "h3", "b": "E2", "capacity_gbps": 100})
     task = {**doc["jobs"][0]["tasks"][0], "workers": ["h1", "h2", "h3"]}
     doc["jobs"][0]["tasks"] = [task, {**task, "name": "t1", "ps": "h4"}]
@@ -221,29 +259,46 @@ def split_doc() -> dict:
     doc = two_ps_doc(3, 3, 3)
     caps = {"C": 3, "A0": 1, "E0": 3}
     degree = {"C": 2, "A0": 3, "E0": 3}
-    doc["switches"] = [{"name": s["name"]} if s["name"] not in caps else {
-        "name": s["name"], "ina": True, "aggregation_capacity_gbps": caps[s["name"]],
-        "pipelines": 2, "pipeline_map": {p: (p - 1) % 2 for p in range(1, degree[s["name"]] + 1)}}
-        for s in doc["switches"]]
-    doc["jobs"][0]["tasks"] = [{**t, "ps": ps} for t, ps in zip(doc["jobs"][0]["tasks"],
-                                                                 ("h0", "h4"), strict=True)]
+    doc["switches"] = [
+        {"name": s["name"]}
+        if s["name"] not in caps
+        else {
+            "name": s["name"],
+            "ina": True,
+            "aggregation_capacity_gbps": caps[s["name"]],
+            "pipelines": 2,
+            "pipeline_map": {p: (p - 1) % 2 for p in range(1, degree[s["name"]] + 1)},
+        }
+        for s in doc["switches"]
+    ]
+    doc["jobs"][0]["tasks"] = [
+        {**t, "ps": ps} for t, ps in zip(doc["jobs"][0]["tasks"], ("h0", "h4"), strict=True)
+    ]
     return doc
 
 
-@pytest.mark.parametrize(("scheme", "doc"), [
-    ("paring", crossing_doc()),
-    ("paring", two_ps_doc(4, 4, 2)),  # the same relay, as the first PS's tree
-    # the joint search's trees: C, a relay with one child below E1, sends h1 back down
-    ("paring-opt", two_ps_doc(1, 4, 3)),
-    ("paring-opt", split_doc())])
+@pytest.mark.parametrize(
+    ("scheme", "doc"),
+    [
+        ("paring", crossing_doc()),
+        ("paring", two_ps_doc(4, 4, 2)),  # the same relay, as the first PS's tree
+        # the joint search's trees: C, a relay with one child below E1, sends h1 back down
+        ("paring-opt", two_ps_doc(1, 4, 3)),
+        ("paring-opt", split_doc()),
+    ],
+)
 def test_no_flow_crosses_a_node_that_merges_it_early_or_twice(scheme, doc):
     network = build_network(doc)
     judged(network, solve(network, scheme, options(scheme)))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data(), st.sampled_from([("paring", {}), ("paring", {"fine": True}),
-                                   ("paring-opt", {"num_workers": 1})]))
+@given(
+    st.data(),
+    st.sampled_from(
+        [("paring", {}), ("paring", {"fine": True}), ("paring-opt", {"num_workers": 1})]
+    ),
+)
 def test_plans_of_one_or_two_pss_are_consistent(data, scheme):
     """Random capacities, pipelines and port maps; with two PSs the job's model is sharded
     (Sec. IV-C.3) and paring-opt's joint search may return the trees of a feasibility model."""
@@ -264,18 +319,25 @@ def cap0_doc(rate_cap: float | None, count: int = 1, ps_capacity: float = 2) -> 
     """Two INA switches under a plain core, 6 servers; `count` PSs (one task each)."""
     doc = {
         "hosts": [{"name": f"h{i}", "role": "idle"} for i in range(6)],
-        "switches": [{"name": "E0", "ina": True, "aggregation_capacity_gbps": 2},
-                     {"name": "E1", "ina": True, "aggregation_capacity_gbps": 2},
-                     {"name": "C"}],
-        "links": [{"a": f"h{i}", "b": "E0" if i < 3 else "E1", "capacity_gbps": 10}
-                  for i in range(6)]
+        "switches": [
+            {"name": "E0", "ina": True, "aggregation_capacity_gbps": 2},
+            {"name": "E1", "ina": True, "aggregation_capacity_gbps": 2},
+            {"name": "C"},
+        ],
+        "links": [
+            {"a": f"h{i}", "b": "E0" if i < 3 else "E1", "capacity_gbps": 10} for i in range(6)
+        ]
         + [{"a": "E0", "b": "C", "capacity_gbps": 10}, {"a": "E1", "b": "C", "capacity_gbps": 10}],
         "jobs": [{"name": "j", "tasks": []}],
     }
     for p in range(count):
-        task = {"name": f"t{p}", "ps": f"h{p}", "workers": ["h2", "h3", "h4"] if count == 1
-                else ["h3", "h4"], "placement": "free",
-                "ps_aggregation_capacity_gbps": ps_capacity}
+        task = {
+            "name": f"t{p}",
+            "ps": f"h{p}",
+            "workers": ["h2", "h3", "h4"] if count == 1 else ["h3", "h4"],
+            "placement": "free",
+            "ps_aggregation_capacity_gbps": ps_capacity,
+        }
         if rate_cap is not None:
             task["rate_cap_gbps"] = rate_cap
         doc["jobs"][0]["tasks"].append(task)
@@ -333,15 +395,29 @@ def host_link_doc(count: int = 1) -> dict:
     pss = ["PS", "P2"][:count]
     hosts = ["PS", "W1", "W2", "W3"] if count == 1 else ["PS", "P2", "W1", "W2", "W3", "W4"]
     return {
-        "hosts": [{"name": h, "role": "ps" if h in pss else "worker" if h in workers
-                   else "idle"} for h in hosts],
+        "hosts": [
+            {"name": h, "role": "ps" if h in pss else "worker" if h in workers else "idle"}
+            for h in hosts
+        ],
         "switches": [{"name": "S", "ina": True, "aggregation_capacity_gbps": 10}],
         "links": [{"a": "W1", "b": "PS", "capacity_gbps": 10}]
         + [{"a": h, "b": "S", "capacity_gbps": 10} for h in hosts if h != "W1"],
-        "jobs": [{"name": "j", "tasks": [
-            {"name": f"t{p}", "ps": ps, "workers": workers, "placement": "free",
-             "rate_cap_gbps": 5, "ps_aggregation_capacity_gbps": 10}
-            for p, ps in enumerate(pss)]}],
+        "jobs": [
+            {
+                "name": "j",
+                "tasks": [
+                    {
+                        "name": f"t{p}",
+                        "ps": ps,
+                        "workers": workers,
+                        "placement": "free",
+                        "rate_cap_gbps": 5,
+                        "ps_aggregation_capacity_gbps": 10,
+                    }
+                    for p, ps in enumerate(pss)
+                ],
+            }
+        ],
     }
 
 
@@ -359,11 +435,11 @@ def test_a_worker_cabled_to_a_server(scheme, count):
         assert plan.tasks[0].ps == "PS" and plan.objective == pytest.approx(5)
 
 
-
 def test_a_search_the_time_limit_stops_reads_timeout():
     # paring-opt's two-PS joint search on paring-2ps.yaml needs far more than 3 s
-    network = load_topology(Path(__file__).resolve().parents[1] / "topologies" / "examples"
-                            / "paring-2ps.yaml")
+    network = load_topology(
+        Path(__file__).resolve().parents[1] / "topologies" / "examples" / "paring-2ps.yaml"
+    )
     plan = solve(network, "paring-opt", SolveOptions(time_limit=3))
     assert plan.bound > plan.objective and evaluate(network, plan).consistent
     # it said `feasible` however the search ended; a search can also end before the limit

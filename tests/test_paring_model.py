@@ -27,21 +27,28 @@ def reference(doc: dict, n: int, servers: bool = True) -> tuple[Fraction, int]:
     graph = nx.Graph((link["a"], link["b"]) for link in doc["links"])
     dist = dict(nx.all_pairs_shortest_path_length(graph))
     hosts = [h["name"] for h in doc["hosts"]]
-    cap = {s["name"]: Fraction(s["aggregation_capacity_gbps"]) if s.get(
-        "aggregation_capacity_gbps") else None for s in doc["switches"] if s.get("ina")}
+    cap = {
+        s["name"]: Fraction(s["aggregation_capacity_gbps"])
+        if s.get("aggregation_capacity_gbps")
+        else None
+        for s in doc["switches"]
+        if s.get("ina")
+    }
     task = doc["jobs"][0]["tasks"][0]
     b_host = Fraction(task["ps_aggregation_capacity_gbps"])
-    r_cap = Fraction(task.get("rate_cap_gbps", 10 ** 6))
+    r_cap = Fraction(task.get("rate_cap_gbps", 10**6))
     ina = sorted(cap)
     best = (Fraction(-1), 0)
     for ps in hosts:
         for workers in itertools.combinations([h for h in hosts if h != ps], n):
             ups = [ps, *ina, *(workers if servers else ())]
             for choice in itertools.product([None, *ups], repeat=len(ina) + n):
-                parent = {v: p for v, p in zip([*ina, *workers], choice, strict=True)
-                          if p is not None}
-                if any(parent.get(w) is None for w in workers) or \
-                        any(v == p for v, p in parent.items()):
+                parent = {
+                    v: p for v, p in zip([*ina, *workers], choice, strict=True) if p is not None
+                }
+                if any(parent.get(w) is None for w in workers) or any(
+                    v == p for v, p in parent.items()
+                ):
                     continue
                 used = _tree(parent, workers, ps)
                 if used is None:
@@ -76,8 +83,9 @@ def test_p4_switches_of_unlimited_degree_match_the_brute_force(seed):
             doc["jobs"][0]["tasks"][0].pop("rate_cap_gbps")
         rate, cost = reference(doc, n, servers=False)
         network = build_network(doc)
-        opt = solve(network, "paring-opt", SolveOptions(seed=0, time_limit=20,
-                                                         params={"num_workers": 1}))
+        opt = solve(
+            network, "paring-opt", SolveOptions(seed=0, time_limit=20, params={"num_workers": 1})
+        )
         assert opt.status == "optimal" and Fraction(opt.objective).limit_denominator() == rate
         assert opt.details["traffic_volume_gradients"] == cost
         heur = solve(network, "paring", SolveOptions(seed=0))

@@ -38,9 +38,21 @@ def star_doc(ps_capacity: float = 2, n: int = 3) -> dict:
         "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles, strict=True)],
         "switches": [{"name": "U"}],
         "links": [{"a": h, "b": "U", "capacity_gbps": 100} for h in hosts],
-        "jobs": [{"name": "j", "tasks": [{
-            "name": "t", "ps": "h0", "workers": hosts[1:n + 1], "placement": "free",
-            "rate_cap_gbps": 10, "ps_aggregation_capacity_gbps": ps_capacity}]}],
+        "jobs": [
+            {
+                "name": "j",
+                "tasks": [
+                    {
+                        "name": "t",
+                        "ps": "h0",
+                        "workers": hosts[1 : n + 1],
+                        "placement": "free",
+                        "rate_cap_gbps": 10,
+                        "ps_aggregation_capacity_gbps": ps_capacity,
+                    }
+                ],
+            }
+        ],
     }
 
 
@@ -136,8 +148,9 @@ def test_fine_mode_with_two_pss_by_hand():
     assert list(fine.details["partial_aggregation"]) == ["t0:S:0"]
     result = evaluate(network, fine)
     assert not result.beyond_data_plane
-    into = {tp.ps: sum(ll.flows for ll in result.link_loads if ll.dst == tp.ps)
-            for tp in fine.tasks}
+    into = {
+        tp.ps: sum(ll.flows for ll in result.link_loads if ll.dst == tp.ps) for tp in fine.tasks
+    }
     assert list(into.values()) == pytest.approx([2 * 9 / 11 + 3 * 2 / 11, 3])
 
 
@@ -176,21 +189,54 @@ def fine_doc(rng: random.Random) -> dict:
     switches (1-3 Gbps), not the PS or R, bind: where the fine mode has work to do."""
     switches = ["C", "A0", "A1", "E0", "E1", "E2"]
     ina = set(rng.sample(switches, 3))
-    specs = [{"name": s, **({"ina": True, "aggregation_capacity_gbps": rng.choice([1, 1.5, 2, 3])}
-                            if s in ina else {})} for s in switches]
+    specs = [
+        {
+            "name": s,
+            **(
+                {"ina": True, "aggregation_capacity_gbps": rng.choice([1, 1.5, 2, 3])}
+                if s in ina
+                else {}
+            ),
+        }
+        for s in switches
+    ]
     links = [("A0", "C"), ("A1", "C"), ("E0", "A0"), ("E1", "A0"), ("E2", "A1")]
-    hosts = {"h0": "E0", "h1": "E0", "h2": "E1", "h3": "E2", "h4": "E2", "h5": "E1",
-             "h6": "E0", "h7": "E2"}
+    hosts = {
+        "h0": "E0",
+        "h1": "E0",
+        "h2": "E1",
+        "h3": "E2",
+        "h4": "E2",
+        "h5": "E1",
+        "h6": "E0",
+        "h7": "E2",
+    }
     roles = ["ps", "worker", "worker", "worker"] + ["idle"] * 4
-    return sharded({
-        "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles, strict=True)],
-        "switches": specs,
-        "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in
-                  links + list(hosts.items())],
-        "jobs": [{"name": "j", "tasks": [{
-            "name": "t", "ps": "h0", "workers": ["h1", "h2", "h3"], "placement": "free",
-            "rate_cap_gbps": 10, "ps_aggregation_capacity_gbps": rng.choice([2, 3, 4])}]}],
-    }, 2)
+    return sharded(
+        {
+            "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles, strict=True)],
+            "switches": specs,
+            "links": [
+                {"a": a, "b": b, "capacity_gbps": 100} for a, b in links + list(hosts.items())
+            ],
+            "jobs": [
+                {
+                    "name": "j",
+                    "tasks": [
+                        {
+                            "name": "t",
+                            "ps": "h0",
+                            "workers": ["h1", "h2", "h3"],
+                            "placement": "free",
+                            "rate_cap_gbps": 10,
+                            "ps_aggregation_capacity_gbps": rng.choice([2, 3, 4]),
+                        }
+                    ],
+                }
+            ],
+        },
+        2,
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 2, 3, 4, 8])  # seeds whose fine plan has a share < 1
@@ -224,20 +270,35 @@ def tiny_doc(rng: random.Random) -> tuple[dict, int]:
     1-4 Gbps, R 1-6 Gbps, n = 2, two PSs."""
     switches = ["C", "A0", "A1", "E0", "E1", "E2"]
     ina = set(rng.sample(switches, 3))
-    specs = [{"name": s, **({"ina": True, "aggregation_capacity_gbps": rng.randint(1, 4)}
-                            if s in ina else {})} for s in switches]
+    specs = [
+        {
+            "name": s,
+            **({"ina": True, "aggregation_capacity_gbps": rng.randint(1, 4)} if s in ina else {}),
+        }
+        for s in switches
+    ]
     links = [("A0", "C"), ("A1", "C"), ("E0", "A0"), ("E1", "A0"), ("E2", "A1")]
     hosts = {"h0": "E0", "h1": "E0", "h2": "E1", "h3": "E2", "h4": "E2", "h5": "E1"}
     roles = ["ps", "worker", "worker", "idle", "idle", "idle"]
     doc = {
         "hosts": [{"name": h, "role": role} for h, role in zip(hosts, roles, strict=True)],
         "switches": specs,
-        "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in
-                  links + list(hosts.items())],
-        "jobs": [{"name": "j", "tasks": [{
-            "name": "t", "ps": "h0", "workers": ["h1", "h2"], "placement": "free",
-            "rate_cap_gbps": rng.choice([1, 2, 3, 6]),
-            "ps_aggregation_capacity_gbps": rng.randint(1, 4)}]}],
+        "links": [{"a": a, "b": b, "capacity_gbps": 100} for a, b in links + list(hosts.items())],
+        "jobs": [
+            {
+                "name": "j",
+                "tasks": [
+                    {
+                        "name": "t",
+                        "ps": "h0",
+                        "workers": ["h1", "h2"],
+                        "placement": "free",
+                        "rate_cap_gbps": rng.choice([1, 2, 3, 6]),
+                        "ps_aggregation_capacity_gbps": rng.randint(1, 4),
+                    }
+                ],
+            }
+        ],
     }
     return sharded(doc, 2), 2
 
@@ -276,15 +337,18 @@ def trees(doc: dict, ps: str, workers: tuple[str, ...]):
 
 def capacities(doc: dict) -> tuple[dict[str, Fraction], Fraction, Fraction]:
     task = doc["jobs"][0]["tasks"][0]
-    cap = {s["name"]: Fraction(s["aggregation_capacity_gbps"]) for s in doc["switches"]
-           if s.get("ina")}
+    cap = {
+        s["name"]: Fraction(s["aggregation_capacity_gbps"]) for s in doc["switches"] if s.get("ina")
+    }
     return cap, Fraction(task["ps_aggregation_capacity_gbps"]), Fraction(task["rate_cap_gbps"])
 
 
 def best_rate(doc, ps, workers, cap, ps_cap, r_cap) -> Fraction:
     """One PS: the best min(R, B_v / k_v) over its trees (workers fixed)."""
-    return max(min([r_cap] + [(ps_cap if v == ps else cap[v]) / k for v, k in kids.items()])
-               for kids in trees(doc, ps, workers))
+    return max(
+        min([r_cap] + [(ps_cap if v == ps else cap[v]) / k for v, k in kids.items()])
+        for kids in trees(doc, ps, workers)
+    )
 
 
 def joint_optimum(doc: dict, n: int) -> Fraction:
@@ -309,16 +373,23 @@ def joint_optimum(doc: dict, n: int) -> Fraction:
 def _minimal(all_kids: list[dict]) -> list[dict]:
     def covers(a: dict, b: dict) -> bool:  # a uses every vertex at least as much as b
         return a != b and all(a.get(v, 0) >= k for v, k in b.items())
+
     return [a for a in all_kids if not any(covers(a, b) for b in all_kids)]
 
 
 def _lp(k1, k2, ps1, ps2, cap, ps_cap, r_cap) -> Fraction:
     """max r1 + r2 s.t. a r1 + b r2 <= c for every row, r >= 0: the best feasible vertex."""
-    rows = [(Fraction(1), Fraction(1), r_cap), (Fraction(k1.get(ps1, 0)), Fraction(0), ps_cap),
-            (Fraction(0), Fraction(k2.get(ps2, 0)), ps_cap)]
+    rows = [
+        (Fraction(1), Fraction(1), r_cap),
+        (Fraction(k1.get(ps1, 0)), Fraction(0), ps_cap),
+        (Fraction(0), Fraction(k2.get(ps2, 0)), ps_cap),
+    ]
     rows += [(Fraction(k1.get(v, 0)), Fraction(k2.get(v, 0)), b) for v, b in cap.items()]
-    lines = [*rows, (Fraction(-1), Fraction(0), Fraction(0)),
-             (Fraction(0), Fraction(-1), Fraction(0))]
+    lines = [
+        *rows,
+        (Fraction(-1), Fraction(0), Fraction(0)),
+        (Fraction(0), Fraction(-1), Fraction(0)),
+    ]
     best = Fraction(0)
     for (a1, b1, c1), (a2, b2, c2) in itertools.combinations(lines, 2):
         det = a1 * b2 - a2 * b1
@@ -343,8 +414,9 @@ def test_each_shard_gets_the_best_rate_left_and_the_sum_stays_feasible(seed):
     first, second = plan.tasks
     cap, ps_cap, r_cap = capacities(doc)
     hosts = [h["name"] for h in doc["hosts"] if h["name"] not in (first.ps, second.ps)]
-    r1 = max(best_rate(doc, first.ps, ws, cap, ps_cap, r_cap)
-             for ws in itertools.combinations(hosts, n))
+    r1 = max(
+        best_rate(doc, first.ps, ws, cap, ps_cap, r_cap) for ws in itertools.combinations(hosts, n)
+    )
     assert Fraction(first.rate_gbps).limit_denominator(1000) == r1
     left = dict(cap)
     for a in first.aggregation:

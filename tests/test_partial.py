@@ -15,19 +15,30 @@ from controller.solvers import SolveOptions, solve
 def star(link: float = 10, cap: float = 3) -> dict:
     """Two workers under S (aggregates `cap` Gbps), S to the PS over one `link` Gbps link."""
     return {
-        "hosts": [{"name": "W1", "role": "worker"}, {"name": "W2", "role": "worker"},
-                  {"name": "PS", "role": "ps"}],
+        "hosts": [
+            {"name": "W1", "role": "worker"},
+            {"name": "W2", "role": "worker"},
+            {"name": "PS", "role": "ps"},
+        ],
         "switches": [{"name": "S", "ina": True, "aggregation_capacity_gbps": cap}],
-        "links": [{"a": "W1", "b": "S", "capacity_gbps": 100},
-                  {"a": "W2", "b": "S", "capacity_gbps": 100},
-                  {"a": "S", "b": "PS", "capacity_gbps": link}],
+        "links": [
+            {"a": "W1", "b": "S", "capacity_gbps": 100},
+            {"a": "W2", "b": "S", "capacity_gbps": 100},
+            {"a": "S", "b": "PS", "capacity_gbps": link},
+        ],
         "jobs": [{"name": "j", "tasks": [{"name": "t", "ps": "PS", "workers": ["W1", "W2"]}]}],
     }
 
 
 def plan_with(share: float) -> Plan:
-    tp = TaskPlan("j", "t", "PS", 0.0, {"W1": ["W1", "S", "PS"], "W2": ["W2", "S", "PS"]},
-                  [AggregationPoint("S", 0, 2, "PS", None, share)])
+    tp = TaskPlan(
+        "j",
+        "t",
+        "PS",
+        0.0,
+        {"W1": ["W1", "S", "PS"], "W2": ["W2", "S", "PS"]},
+        [AggregationPoint("S", 0, 2, "PS", None, share)],
+    )
     return Plan("hand", "heuristic", 0.0, None, 0.0, None, [tp])
 
 

@@ -23,8 +23,15 @@ from dataplane.schema import P4INFO_PATH, Schema, load_p4info
 def _fig1_plan(aggregation=True) -> Plan:
     leaf = {"W0": "L1", "W1": "L1", "W2": "L2", "W3": "L2", "W4": "L3"}
     paths = {w: [w, leaf[w], "S1", "L0", "PS"] for w in leaf}
-    points = [AggregationPoint("L1", 0, 2, "S1"), AggregationPoint("L2", 0, 2, "S1"),
-              AggregationPoint("S1", 0, 3, "L0")] if aggregation else []
+    points = (
+        [
+            AggregationPoint("L1", 0, 2, "S1"),
+            AggregationPoint("L2", 0, 2, "S1"),
+            AggregationPoint("S1", 0, 3, "L0"),
+        ]
+        if aggregation
+        else []
+    )
     task = TaskPlan("job0", "t0", "PS", 1.0 if aggregation else 0.2, paths, points)
     return Plan("hand", "heuristic", 1.0, None, 0.0, 0, [task])
 
@@ -128,11 +135,14 @@ def test_every_host_port_is_bound_to_exactly_its_hosts_jobs():
 
     doc = leaf_spine_doc(3, 2, [0, 2, 2], ina={"L1", "L2", "S0"})
     doc["hosts"] += [{"name": "PS2", "role": "ps"}, {"name": "IDLE", "role": "idle"}]
-    doc["links"] += [{"a": "PS2", "b": "L2", "capacity_gbps": 1.0},
-                     {"a": "IDLE", "b": "L1", "capacity_gbps": 1.0}]
-    doc["jobs"] = [{"name": "a", "tasks": [{"name": "t0", "ps": "PS",
-                                            "workers": ["W1_0", "W1_1", "W2_0"]}]},
-                   {"name": "b", "tasks": [{"name": "t0", "ps": "PS2", "workers": ["W2_1"]}]}]
+    doc["links"] += [
+        {"a": "PS2", "b": "L2", "capacity_gbps": 1.0},
+        {"a": "IDLE", "b": "L1", "capacity_gbps": 1.0},
+    ]
+    doc["jobs"] = [
+        {"name": "a", "tasks": [{"name": "t0", "ps": "PS", "workers": ["W1_0", "W1_1", "W2_0"]}]},
+        {"name": "b", "tasks": [{"name": "t0", "ps": "PS2", "workers": ["W2_1"]}]},
+    ]
     network = build_network(doc)
     programs, _ = compile_plan(network, solve(network, "shortest"))
     jobs_of: dict[str, set[int]] = {}
@@ -149,10 +159,12 @@ def test_every_host_port_is_bound_to_exactly_its_hosts_jobs():
                     port = network.graph.edges[host, switch]["in_port"]
                     expected_ports.add(port)
                     expected_jobs |= {(port, j) for j in jobs_of.get(host, ())}
-        assert {e.match["ingress_port"] for e in _entries(program, "host_port")} == \
-            expected_ports, switch
-        assert {(e.match["ingress_port"], e.match["job"])
-                for e in _entries(program, "host_job")} == expected_jobs, switch
+        assert {
+            e.match["ingress_port"] for e in _entries(program, "host_port")
+        } == expected_ports, switch
+        assert {
+            (e.match["ingress_port"], e.match["job"]) for e in _entries(program, "host_job")
+        } == expected_jobs, switch
     l1_ports = {network.graph.edges[h, "L1"]["in_port"]: h for h in ("W1_0", "W1_1", "IDLE")}
     bound = {e.match["ingress_port"] for e in _entries(programs["L1"], "host_job")}
     assert {l1_ports[p] for p in bound} == {"W1_0", "W1_1"}, "an idle host is bound to no job"
@@ -180,8 +192,9 @@ def test_one_point_merging_64_flows_compiles_to_entries_the_p4info_accepts():
 
 def test_a_point_merging_more_than_the_data_plane_can_is_refused():
     network, plan = _one_leaf_merging(MAX_FAN_IN + 1)
-    with pytest.raises(CompileError, match=f"fan-in {MAX_FAN_IN + 1} at L1 exceeds the data "
-                                           f"plane's {MAX_FAN_IN}"):
+    with pytest.raises(
+        CompileError, match=f"fan-in {MAX_FAN_IN + 1} at L1 exceeds the data plane's {MAX_FAN_IN}"
+    ):
         compile_plan(network, plan)
 
 
@@ -198,16 +211,21 @@ def test_a_compiled_point_sums_its_flows_exactly_once_on_the_embedded_pipeline(w
         entities.write(p4r.Update(type=p4r.Update.INSERT, entity=entity.encode(finsy_schema)))
     graph = network.graph
     rng = np.random.default_rng(workers)
-    elements = rng.integers(-2**31, 2**31, size=(workers, K), dtype=np.int64).astype(np.int32)
+    elements = rng.integers(-(2**31), 2**31, size=(workers, K), dtype=np.int64).astype(np.int32)
     order = data.draw(st.permutations(range(workers)))
-    again = data.draw(st.lists(st.sampled_from(order[:-1]), max_size=3) if workers > 1
-                      else st.just([]))
+    again = data.draw(
+        st.lists(st.sampled_from(order[:-1]), max_size=3) if workers > 1 else st.just([])
+    )
     out = []
     for i in [*order[:-1], *again, order[-1]]:
         a = assignments[i]
         header = InaHeader(a.job_id, a.task_id, DATA, a.flow_id, a.next_node, frag_id=7)
-        frame = build_frame(Endpoint(b"\2" * 6, b"\12\0\0\1"), Endpoint(b"\2" * 6, b"\12\0\0\2"),
-                            header, elements[i].astype(">i4").tobytes())
+        frame = build_frame(
+            Endpoint(b"\2" * 6, b"\12\0\0\1"),
+            Endpoint(b"\2" * 6, b"\12\0\0\2"),
+            header,
+            elements[i].astype(">i4").tobytes(),
+        )
         out += pipeline.process(graph.edges[a.worker, "L1"]["in_port"], frame)
     [(port, frame)] = out
     assert port == graph.edges["L1", "S0"]["out_port"]

@@ -59,13 +59,16 @@ def test_congestion_is_not_a_failure_but_a_cut_under_it_is(fig1, queue):
     assert after_cut.exact
     assert final["version"] == 2, f"one cut, plans: {final['replans']}"
     assert final["dead_links"] == [["L1", "S1"]]
-    print("probes lost but counters moving (link-rounds):",
-          final["link_monitor"]["saved_by_traffic"])
+    print(
+        "probes lost but counters moving (link-rounds):", final["link_monitor"]["saved_by_traffic"]
+    )
 
 
-@pytest.mark.parametrize("impairment", [Impairment("loss", 5), Impairment("duplicate", 5),
-                                        Impairment("reorder", 10, delay_ms=20)],
-                         ids=lambda i: i.kind)
+@pytest.mark.parametrize(
+    "impairment",
+    [Impairment("loss", 5), Impairment("duplicate", 5), Impairment("reorder", 10, delay_ms=20)],
+    ids=lambda i: i.kind,
+)
 def test_every_link_impaired_every_result_exact_each_fragment_once(fig1, impairment):
     network, plan = fig1
     with Emulation(network, plan) as emu, LinkImpairments(emu, impairment) as faults:
@@ -75,18 +78,27 @@ def test_every_link_impaired_every_result_exact_each_fragment_once(fig1, impairm
     check_impaired_run(impairment, results, chains, faults, state)
 
 
-@pytest.mark.parametrize("impairment", [Impairment("loss", 5), Impairment("duplicate", 5),
-                                        Impairment("reorder", 10)], ids=lambda i: i.kind)
+@pytest.mark.parametrize(
+    "impairment",
+    [Impairment("loss", 5), Impairment("duplicate", 5), Impairment("reorder", 10)],
+    ids=lambda i: i.kind,
+)
 def test_an_impaired_link_does_to_numbered_frames_what_it_says(impairment):
     """Measured at the receiver, independently of the rules' own counters."""
     from controller.emulation.faults.calibrate import calibrate
 
     got = calibrate(impairment, frames=3000)
-    rate = {"loss": got["lost_percent"], "duplicate": got["copies_percent"],
-            "reorder": got["reordered_percent"]}[impairment.kind]
+    rate = {
+        "loss": got["lost_percent"],
+        "duplicate": got["copies_percent"],
+        "reorder": got["reordered_percent"],
+    }[impairment.kind]
     assert 0.6 * impairment.percent < rate < 1.4 * impairment.percent, got
-    others = {"loss": ("copies", "reordered"), "duplicate": ("lost", "reordered"),
-              "reorder": ("lost", "copies")}[impairment.kind]
+    others = {
+        "loss": ("copies", "reordered"),
+        "duplicate": ("lost", "reordered"),
+        "reorder": ("lost", "copies"),
+    }[impairment.kind]
     assert all(got[k] == 0 for k in others), got
 
 
@@ -98,8 +110,9 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact(fig1):
 
     network, plan = fig1
     with Emulation(network, plan) as emu:
-        record = long_run(emu, iterations=4, every=2, gradient_mb=0.05, timeout=90,
-                          cut=("L1", "S1"), restart="S1")
+        record = long_run(
+            emu, iterations=4, every=2, gradient_mb=0.05, timeout=90, cut=("L1", "S1"), restart="S1"
+        )
     check_long_run_of_four(record, network, plan)
     # A re-plan only for a real failure: each cut moves the plan, its mend moves it back; a
     # restart (back within the daemon's grace) keeps it, and no untouched link ever dies.
@@ -107,7 +120,7 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact(fig1):
     assert record["plan_versions"] in (4, 5), record["replans"]
     cut, mended = [["L1", "S1"]], []
     kinds = [r["dead_links"] for r in record["replans"]]  # a re-plan is listed after its drain
-    assert kinds == [cut, mended, cut, mended][:len(kinds)] and len(kinds) >= 2, kinds
+    assert kinds == [cut, mended, cut, mended][: len(kinds)] and len(kinds) >= 2, kinds
     print("RSS kB:", record["rss_kb"], "agent peaks kB:", record["agent_peak_rss_kb"])
 
 
@@ -125,8 +138,9 @@ def check_impaired_run(impairment, results, chains, faults, state) -> float:
     if impairment.kind == "loss":
         assert sum(it.retransmissions for it in results) > 0
     elif impairment.kind == "duplicate":  # copies reached a slot or the PS and were ignored
-        switch_dups = sum(sum(s["counters"].get("duplicates", [])) for s in
-                          state["switches"].values())
+        switch_dups = sum(
+            sum(s["counters"].get("duplicates", [])) for s in state["switches"].values()
+        )
         assert switch_dups + sum(it.ps_report["duplicates_ignored"] for it in results) > 0
     else:  # frames held back and sent later; every frame a delay line read accounted for
         assert sum(s["sent"] for s in faults.delayline_stats.values()) > 0
@@ -141,10 +155,15 @@ def check_long_run_of_four(record: dict, network, plan) -> None:
     test_reliability_bmv2.py: every result exact, the faults done in order, without error, the
     memory of every process recorded."""
     assert record["exact"] and record["exact_count"] == 4, record["iterations"]
-    assert all(i["finished"] == i["fragments"] and i["miscounted"] == 0
-               for i in record["iterations"]), record["iterations"]
+    assert all(
+        i["finished"] == i["fragments"] and i["miscounted"] == 0 for i in record["iterations"]
+    ), record["iterations"]
     assert [(e["iteration"], e["event"]) for e in record["events"]] == [
-        (1, "restart"), (2, "cut"), (3, "restart"), (4, "cut")]
+        (1, "restart"),
+        (2, "cut"),
+        (3, "restart"),
+        (4, "cut"),
+    ]
     assert not [e for e in record["events"] if "error" in e], record["events"]
     assert all(e["repush_seconds"] > 0 for e in record["events"] if e["event"] == "restart")
     assert all(e["cut_to_new_plan_seconds"] > 0 for e in record["events"] if e["event"] == "cut")
@@ -162,15 +181,23 @@ def test_an_interrupted_runs_impairment_does_not_outlive_it(fig1):
     (controller/emulation/faults/impair.py): this one drops every frame S1's first port sends. The
     next emulation removes it first."""
     table = f"{TABLE_PREFIX}leftover"  # a name the sweep owns, as LinkImpairments' are
-    nft = ["nft", "add", "chain", "netdev", table, "c",
-           '{ type filter hook egress device "s1-eth1" priority 0; drop; }']
+    nft = [
+        "nft",
+        "add",
+        "chain",
+        "netdev",
+        table,
+        "c",
+        '{ type filter hook egress device "s1-eth1" priority 0; drop; }',
+    ]
     subprocess.run(["nft", "add", "table", "netdev", table], check=True)
     try:
         subprocess.run(nft, check=True)
         network, plan = fig1
         with Emulation(network, plan) as emu:
-            listed = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True,
-                                    check=True).stdout
+            listed = subprocess.run(
+                ["nft", "list", "tables"], capture_output=True, text=True, check=True
+            ).stdout
             (it,) = emu.iterate(0.05, 1, timeout=60)
         assert table not in listed
         assert it.exact
@@ -182,14 +209,16 @@ def _left_running() -> list[str]:
     """Command lines of an emulation's processes: switches (their `-i PORT@INTERFACE`),
     controller and agents (files in the emulation's work directory), and no one else's."""
     pattern = r"(controller\.cli|simple_switch).*(ina-mininet-|[0-9]@[^ ]+-eth[0-9])"
-    found = subprocess.run(["pgrep", "-af", pattern], capture_output=True, text=True,
-                           check=False).stdout
+    found = subprocess.run(
+        ["pgrep", "-af", pattern], capture_output=True, text=True, check=False
+    ).stdout
     return found.splitlines()
 
 
 def _impairment_tables() -> list[str]:
-    listed = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True,
-                            check=True).stdout
+    listed = subprocess.run(
+        ["nft", "list", "tables"], capture_output=True, text=True, check=True
+    ).stdout
     return [line for line in listed.splitlines() if TABLE_PREFIX in line]
 
 
@@ -201,10 +230,28 @@ def test_a_run_stopped_by_sigterm_leaves_nothing_behind(tmp_path):
     errors = tmp_path / "stderr"
     with errors.open("w") as stderr:  # a file, not a pipe nobody reads while it runs
         run = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",
-             "--impairment", "loss:5", "--iterations", "1", "--gradient-mb", "4",
-             "--timeout", "300", "--out", str(tmp_path)],
-            stdout=subprocess.DEVNULL, stderr=stderr)
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "bench",
+                "reliability",
+                "--item",
+                "loss",
+                "--impairment",
+                "loss:5",
+                "--iterations",
+                "1",
+                "--gradient-mb",
+                "4",
+                "--timeout",
+                "300",
+                "--out",
+                str(tmp_path),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         deadline = time.monotonic() + 180
         while not (_impairment_tables() and any(" worker " in p for p in _left_running())):
@@ -231,9 +278,25 @@ def test_a_row_stopped_mid_way_is_resumed_with_only_the_iterations_it_lacks(tmp_
     """One row of 20 × 4 MB on the 4-leaf/4-spine takes hours: stopped after an
     iteration, `--resume` keeps what the journal holds and runs only the rest, on a fresh
     emulation (controller.tools.bench.loss_journal)."""
-    argv = [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",
-            "--impairment", "none", "--iterations", "3", "--gradient-mb", "0.5",
-            "--timeout", "120", "--out", str(tmp_path)]
+    argv = [
+        sys.executable,
+        "-m",
+        "controller.cli",
+        "bench",
+        "reliability",
+        "--item",
+        "loss",
+        "--impairment",
+        "none",
+        "--iterations",
+        "3",
+        "--gradient-mb",
+        "0.5",
+        "--timeout",
+        "120",
+        "--out",
+        str(tmp_path),
+    ]
     journal = tmp_path / "loss.jsonl"
 
     def iterations() -> list[dict]:
@@ -263,7 +326,7 @@ def test_a_row_stopped_mid_way_is_resumed_with_only_the_iterations_it_lacks(tmp_
     assert len(ran) == 3 - len(before), resumed.stdout
     row = json.loads((tmp_path / "loss.json").read_text())["runs"][0]["runs"]["none"]
     assert row["iterations_completed"] == 3 and row["exact"]
-    assert row["seconds"][:len(before)] == [r["seconds"] for r in before]
+    assert row["seconds"][: len(before)] == [r["seconds"] for r in before]
     assert row["fragments_finished"] == row["fragments"] and row["miscounted"] == 0
     assert row["emulations"] == 2 and row["emulations_cut_short"] == 1
 
@@ -272,14 +335,36 @@ def test_an_impaired_sitting_opens_with_its_own_unimpaired_reference(tmp_path):
     """With --resume (rows spanning sittings, maybe machines) an impaired row's sitting first
     runs one unimpaired iteration on its own emulation: its slowdown is a ratio within one run."""
     run = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "bench", "reliability", "--item", "loss",
-         "--impairment", "duplicate:2", "--iterations", "1", "--gradient-mb", "0.25",
-         "--timeout", "120", "--out", str(tmp_path), "--resume"],
-        capture_output=True, text=True, check=False)
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "bench",
+            "reliability",
+            "--item",
+            "loss",
+            "--impairment",
+            "duplicate:2",
+            "--iterations",
+            "1",
+            "--gradient-mb",
+            "0.25",
+            "--timeout",
+            "120",
+            "--out",
+            str(tmp_path),
+            "--resume",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-800:]
     entries = [json.loads(line) for line in (tmp_path / "loss.jsonl").read_text().splitlines()]
-    kinds = [next(k for k in ("journal", "started", "reference", "iteration", "ended") if k in e)
-             for e in entries]
+    kinds = [
+        next(k for k in ("journal", "started", "reference", "iteration", "ended") if k in e)
+        for e in entries
+    ]
     assert kinds == ["journal", "started", "reference", "iteration", "ended"]
     reference, iteration = entries[2]["reference"], entries[3]["iteration"]
     assert reference["exact"] and iteration["exact"]

@@ -52,26 +52,35 @@ def test_congestion_is_not_a_failure_but_a_cut_under_it_is_on_bmv2(fig1):
     assert after_cut.exact
     assert final["version"] == 2, f"one cut, plans: {final['replans']}"
     assert final["dead_links"] == [["L1", "S1"]]
-    print("bmv2: resent under congestion", sum(it.retransmissions for it in results),
-          "; probes lost but counters moving (link-rounds):",
-          final["link_monitor"]["saved_by_traffic"])
+    print(
+        "bmv2: resent under congestion",
+        sum(it.retransmissions for it in results),
+        "; probes lost but counters moving (link-rounds):",
+        final["link_monitor"]["saved_by_traffic"],
+    )
 
 
-@pytest.mark.parametrize("impairment", [Impairment("loss", 5), Impairment("duplicate", 5),
-                                        Impairment("reorder", 10, delay_ms=20)],
-                         ids=lambda i: i.kind)
+@pytest.mark.parametrize(
+    "impairment",
+    [Impairment("loss", 5), Impairment("duplicate", 5), Impairment("reorder", 10, delay_ms=20)],
+    ids=lambda i: i.kind,
+)
 def test_every_link_impaired_every_result_exact_each_fragment_once_on_bmv2(fig1, impairment):
     network, plan = fig1
-    with (Emulation(network, plan, target="bmv2") as emu,
-          LinkImpairments(emu, impairment) as faults):
+    with Emulation(network, plan, target="bmv2") as emu, LinkImpairments(emu, impairment) as faults:
         results = [emu.iterate(GRADIENT_MB, k, timeout=120)[0] for k in (1, 2)]
         chains = faults.counters()
         state = emu.state()
     hit_percent = check_impaired_run(impairment, results, chains, faults, state)
-    print(f"bmv2 {impairment.label()}: iterations",
-          [round(it.seconds, 2) for it in results], "s, resent",
-          sum(it.retransmissions for it in results), ", rule hit", round(hit_percent, 2),
-          "%")
+    print(
+        f"bmv2 {impairment.label()}: iterations",
+        [round(it.seconds, 2) for it in results],
+        "s, resent",
+        sum(it.retransmissions for it in results),
+        ", rule hit",
+        round(hit_percent, 2),
+        "%",
+    )
 
 
 def test_long_run_with_a_restart_and_a_cut_stays_exact_on_bmv2(fig1):
@@ -83,8 +92,15 @@ def test_long_run_with_a_restart_and_a_cut_stays_exact_on_bmv2(fig1):
 
     network, plan = fig1
     with Emulation(network, plan, target="bmv2") as emu:
-        record = long_run(emu, iterations=4, every=2, gradient_mb=GRADIENT_MB, timeout=120,
-                          cut=("L1", "S1"), restart="S1")
+        record = long_run(
+            emu,
+            iterations=4,
+            every=2,
+            gradient_mb=GRADIENT_MB,
+            timeout=120,
+            cut=("L1", "S1"),
+            restart="S1",
+        )
     check_long_run_of_four(record, network, plan)
     assert record["plan_versions"] >= 3  # each cut moved the plan, the first mend moved it back
     print("bmv2 events:", record["events"], "RSS kB:", record["rss_kb"])

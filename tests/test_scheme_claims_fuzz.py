@@ -35,14 +35,25 @@ TIME_LIMIT = 5.0
 # Each scheme on the examples written for its paper (a baseline on those of the paper that
 # compares with it).
 FAMILIES = {
-    "aro": ["aro-fig1", "aro-fig3"], "eina": ["eina-fig1", "eina-2ps"],
-    "grid": ["grid-fig1"], "paring": ["paring-fig1", "paring-2ps", "paring-fine"],
+    "aro": ["aro-fig1", "aro-fig3"],
+    "eina": ["eina-fig1", "eina-2ps"],
+    "grid": ["grid-fig1"],
+    "paring": ["paring-fig1", "paring-2ps", "paring-fine"],
 }
 BASELINE_EXAMPLES = {
-    "shortest": "aro-fig1", "atp": "grid-fig1", "random": "aro-fig3", "switchml": "grid-fig1",
-    "geryon": "grid-fig1", "aggtree": "aro-fig1", "rr": "eina-fig1", "deepsys": "paring-fig1",
-    "deepsys-atp": "paring-fig1", "deepsys-soar": "paring-fig1", "marina": "paring-fig1",
-    "panama": "paring-fig1", "spar": "aro-fig1",
+    "shortest": "aro-fig1",
+    "atp": "grid-fig1",
+    "random": "aro-fig3",
+    "switchml": "grid-fig1",
+    "geryon": "grid-fig1",
+    "aggtree": "aro-fig1",
+    "rr": "eina-fig1",
+    "deepsys": "paring-fig1",
+    "deepsys-atp": "paring-fig1",
+    "deepsys-soar": "paring-fig1",
+    "marina": "paring-fig1",
+    "panama": "paring-fig1",
+    "spar": "aro-fig1",
 }
 
 
@@ -72,12 +83,23 @@ def mutation(draw, doc: dict, params: tuple[Param, ...]):
         return ("param", param.name, draw(_valid_value(param)))
     if kind == "switch":
         sw = draw(st.sampled_from(switches))
-        key = draw(st.sampled_from(["aggregation_capacity_gbps", "pipelines", "ina",
-                                    "ingress_capacity_gbps", "egress_capacity_gbps",
-                                    "aggregates"]))
-        value = {"pipelines": st.integers(1, 4), "ina": st.booleans(),
-                 "aggregates": st.sampled_from(["all", "addressed"])}.get(
-            key, st.sampled_from(CAPACITIES))
+        key = draw(
+            st.sampled_from(
+                [
+                    "aggregation_capacity_gbps",
+                    "pipelines",
+                    "ina",
+                    "ingress_capacity_gbps",
+                    "egress_capacity_gbps",
+                    "aggregates",
+                ]
+            )
+        )
+        value = {
+            "pipelines": st.integers(1, 4),
+            "ina": st.booleans(),
+            "aggregates": st.sampled_from(["all", "addressed"]),
+        }.get(key, st.sampled_from(CAPACITIES))
         return _set(sw, key, draw(value))
     if kind == "host":
         host = draw(st.sampled_from(hosts))
@@ -85,12 +107,14 @@ def mutation(draw, doc: dict, params: tuple[Param, ...]):
     if kind == "link":
         link = draw(st.sampled_from(links))
         key = draw(st.sampled_from(["capacity_gbps", "reverse_capacity_gbps"]))
-        return _set(link, key, draw(st.sampled_from(CAPACITIES[2:] if key == "capacity_gbps"
-                                                    else CAPACITIES)))
+        return _set(
+            link,
+            key,
+            draw(st.sampled_from(CAPACITIES[2:] if key == "capacity_gbps" else CAPACITIES)),
+        )
     if kind == "task" and tasks:
         task = draw(st.sampled_from(tasks))
-        key = draw(st.sampled_from(["rate_cap_gbps", "ps_aggregation_capacity_gbps",
-                                    "workers"]))
+        key = draw(st.sampled_from(["rate_cap_gbps", "ps_aggregation_capacity_gbps", "workers"]))
         if key == "workers":
             if len(task["workers"]) < 2:
                 return "nothing"
@@ -101,8 +125,9 @@ def mutation(draw, doc: dict, params: tuple[Param, ...]):
     if kind == "cable" and tasks:
         task = draw(st.sampled_from(tasks))
         worker = draw(st.sampled_from(task["workers"]))
-        links.append({"a": worker, "b": task["ps"], "capacity_gbps":
-                      draw(st.sampled_from(CAPACITIES[2:]))})
+        links.append(
+            {"a": worker, "b": task["ps"], "capacity_gbps": draw(st.sampled_from(CAPACITIES[2:]))}
+        )
         return f"{worker} cabled to {task['ps']}"
     return "nothing"
 
@@ -128,8 +153,7 @@ def _valid_value(param: Param):
         if param.name in ("num_workers", "quantization", "draws", "rounds"):
             high = min(high, low + 3)  # more costs time, not coverage
         return st.integers(int(low) + (1 if param.above_minimum else 0), int(high))
-    values = [v for v in (1e-9, 0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 10.0, 100.0)
-              if param.accepts(v)]
+    values = [v for v in (1e-9, 0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 10.0, 100.0) if param.accepts(v)]
     return st.sampled_from(values)
 
 
@@ -142,8 +166,7 @@ def note(text: str) -> None:
 def _judge(scheme: str, doc: dict, params: dict) -> None:
     try:
         network = build_network(doc, "mutated.yaml")
-        plan = solve(network, scheme, SolveOptions(time_limit=TIME_LIMIT, seed=1,
-                                                   params=params))
+        plan = solve(network, scheme, SolveOptions(time_limit=TIME_LIMIT, seed=1, params=params))
     except (InputError, SchemeInputError) as exc:
         message = str(exc)
         assert "\n" not in message and "Traceback" not in message, message
@@ -156,8 +179,11 @@ def _judge(scheme: str, doc: dict, params: dict) -> None:
     ev = evaluate(network, plan)
     assert ev.consistent, ev.problems[:5]
     for tp, te in zip(plan.tasks, ev.tasks, strict=True):
-        assert tp.rate_gbps <= te.rate_gbps * (1 + 1e-6) + 1e-9, (tp.task, tp.rate_gbps,
-                                                                  te.rate_gbps)
+        assert tp.rate_gbps <= te.rate_gbps * (1 + 1e-6) + 1e-9, (
+            tp.task,
+            tp.rate_gbps,
+            te.rate_gbps,
+        )
     if plan.bound is not None:
         assert plan.bound >= plan.objective * (1 - 1e-9) - 1e-9
 
@@ -165,8 +191,9 @@ def _judge(scheme: str, doc: dict, params: dict) -> None:
 def _fuzz(scheme: str, examples: int):
     params = SCHEMES[scheme].params
 
-    @settings(max_examples=examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(st.data())
     def run(data) -> None:
         name = data.draw(st.sampled_from(["pool"] if scheme == "atro" else _examples(scheme)))
@@ -200,9 +227,11 @@ def _rate_cap(doc: dict, value: float) -> str:
     return f"rate cap {value}"
 
 
-@pytest.mark.parametrize("change", [(_ps_capacity, 0), (_ps_capacity, 0.1), (_rate_cap, 0),
-                                    (_rate_cap, 0.3)],
-                         ids=["ps-capacity-0", "ps-capacity-0.1", "rate-cap-0", "rate-cap-0.3"])
+@pytest.mark.parametrize(
+    "change",
+    [(_ps_capacity, 0), (_ps_capacity, 0.1), (_rate_cap, 0), (_rate_cap, 0.3)],
+    ids=["ps-capacity-0", "ps-capacity-0.1", "rate-cap-0", "rate-cap-0.3"],
+)
 @pytest.mark.parametrize("scheme", scheme_names())
 def test_a_ps_capacity_or_rate_cap_is_charged_as_the_evaluator_does(scheme, change):
     """Every scheme on each of its examples: the PS's aggregation capacity and a task's rate

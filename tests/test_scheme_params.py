@@ -40,10 +40,16 @@ EXAMPLES = ROOT / "topologies" / "examples"
 
 def _example(scheme: str) -> Path:
     """A small topology the scheme solves in about a second."""
-    for prefix, name in (("aro", "aro-fig1"), ("eina", "eina-fig1"), ("grid", "grid-fig1"),
-                         ("paring", "paring-fig1"), ("deepsys", "paring-fig1"),
-                         ("marina", "paring-fig1"), ("panama", "paring-fig1"),
-                         ("rr", "eina-fig1")):
+    for prefix, name in (
+        ("aro", "aro-fig1"),
+        ("eina", "eina-fig1"),
+        ("grid", "grid-fig1"),
+        ("paring", "paring-fig1"),
+        ("deepsys", "paring-fig1"),
+        ("marina", "paring-fig1"),
+        ("panama", "paring-fig1"),
+        ("rr", "eina-fig1"),
+    ):
         if scheme.startswith(prefix):
             return EXAMPLES / f"{name}.yaml"
     return EXAMPLES / "aro-fig1.yaml"
@@ -57,22 +63,28 @@ def _network(scheme: str):
 
 @pytest.mark.parametrize("scheme", scheme_names())
 def test_an_unknown_parameter_is_exit_2_naming_what_the_scheme_reads(scheme, capsys):
-    assert main(["solve", str(_example(scheme)), "--scheme", scheme,
-                 "--param", "quantisation=100"]) == 2
+    assert (
+        main(["solve", str(_example(scheme)), "--scheme", scheme, "--param", "quantisation=100"])
+        == 2
+    )
     out = " ".join(capsys.readouterr().out.split())
     assert f"{scheme}: unknown parameter(s) quantisation" in out
     for param in SCHEMES[scheme].params:
         assert param.name in out
 
 
-@pytest.mark.parametrize("scheme", ["eina", "eina-iqcp", "eina-plus", "eina-fast", "aro",
-                                    "shortest"])
+@pytest.mark.parametrize(
+    "scheme", ["eina", "eina-iqcp", "eina-plus", "eina-fast", "aro", "shortest"]
+)
 def test_an_unknown_key_in_the_topologys_section_is_refused(scheme, tmp_path):
     doc = yaml.safe_load((EXAMPLES / "eina-fig1.yaml").read_text())
     doc.setdefault("schemes", {})[scheme] = {"r_maxx": 1}
     network = build_network(doc, "typo.yaml")
-    with pytest.raises(SchemeInputError, match=rf"{scheme}: unknown parameter\(s\) r_maxx "
-                                               rf"\(from typo.yaml, schemes.{scheme}\)"):
+    with pytest.raises(
+        SchemeInputError,
+        match=rf"{scheme}: unknown parameter\(s\) r_maxx "
+        rf"\(from typo.yaml, schemes.{scheme}\)",
+    ):
         solve(network, "eina" if scheme == "eina-fast" else scheme)
 
 
@@ -96,15 +108,19 @@ def _in_range(param: Param, value) -> bool:
     if not math.isfinite(value):
         return False
     low_ok = param.minimum is None or (
-        value > param.minimum if param.above_minimum else value >= param.minimum)
+        value > param.minimum if param.above_minimum else value >= param.minimum
+    )
     return low_ok and (param.maximum is None or value <= param.maximum)
 
 
 PARAMS = [(s.name, p) for s in SCHEMES.values() for p in s.params]
 VALUES = st.one_of(
-    st.integers(-10**12, 10**12), st.floats(allow_nan=True), st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True),
+    st.booleans(),
     st.sampled_from(["", "x", "all", "shortest", "first", "none", "aggregated", "1"]),
-    st.sampled_from([0, 1, -1, 0.5, 1.5, 2, 64, 65, 10**9, 10**9 + 1, 1e-9, 1e6, 1e9]))
+    st.sampled_from([0, 1, -1, 0.5, 1.5, 2, 64, 65, 10**9, 10**9 + 1, 1e-9, 1e6, 1e9]),
+)
 
 
 @settings(max_examples=300, deadline=None, database=None)
@@ -119,21 +135,32 @@ def test_a_value_out_of_type_or_range_is_refused_naming_the_parameter(entry, val
 
 
 @pytest.mark.parametrize("value", ["-1", "0", "1.5", "100000000000", '"two"', "true"])
-@pytest.mark.parametrize("scheme", ["eina", "eina-iqcp", "eina-plus", "aro", "atro",
-                                    "paring-opt", "grid-opt"])
+@pytest.mark.parametrize(
+    "scheme", ["eina", "eina-iqcp", "eina-plus", "aro", "atro", "paring-opt", "grid-opt"]
+)
 def test_cp_sat_threads_are_checked_before_the_solver_runs(scheme, value, capsys):
-    assert main(["solve", str(_example(scheme)), "--scheme", scheme,
-                 "--param", f"num_workers={value}"]) == 2
+    assert (
+        main(
+            ["solve", str(_example(scheme)), "--scheme", scheme, "--param", f"num_workers={value}"]
+        )
+        == 2
+    )
     assert "num_workers" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("entry", [(s, p) for s, p in PARAMS if p.default is not None],
-                         ids=lambda e: f"{e[0]}:{e[1].name}")
+@pytest.mark.parametrize(
+    "entry",
+    [(s, p) for s, p in PARAMS if p.default is not None],
+    ids=lambda e: f"{e[0]}:{e[1].name}",
+)
 def test_each_declared_default_is_the_schemes_own(entry):
     scheme, param = entry
     network = _network(scheme)
-    if scheme in SCHEMES and SCHEMES[scheme].shares and network.schemes.get(
-            SCHEMES[scheme].shares, {}).get(param.name) is not None:
+    if (
+        scheme in SCHEMES
+        and SCHEMES[scheme].shares
+        and network.schemes.get(SCHEMES[scheme].shares, {}).get(param.name) is not None
+    ):
         pytest.skip("the topology's shared section sets it")
     if param.name in network.schemes.get(scheme, {}):
         pytest.skip("the topology sets it")
@@ -145,8 +172,13 @@ def test_each_declared_default_is_the_schemes_own(entry):
 
 
 def test_ina_schemes_lists_every_scheme_in_80_columns():
-    out = subprocess.run([sys.executable, "-m", "controller.cli", "schemes"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "schemes"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     names = [line.split()[0] for line in out.splitlines() if line and not line[0].isspace()]
     assert set(scheme_names()) <= set(names)
     assert max(len(line) for line in out.splitlines()) <= 80
@@ -174,9 +206,12 @@ def test_ina_schemes_of_an_unknown_name_is_exit_2(capsys):
 @pytest.mark.parametrize("scheme", [s for s in scheme_names() if not SCHEMES[s].builds_network])
 def test_a_scheme_that_routes_as_is_refuses_a_pool_it_cannot_build(scheme):
     network = build_network(pool(switches=3, max_ports=4, workers=4), "pool.yaml")
-    with pytest.raises(SchemeInputError, match=rf"pool.yaml is a reconfigurable pool: S0 has 7 "
-                                               rf"candidate links for its 4 ports .* {scheme} "
-                                               rf"routes on the topology as it is"):
+    with pytest.raises(
+        SchemeInputError,
+        match=rf"pool.yaml is a reconfigurable pool: S0 has 7 "
+        rf"candidate links for its 4 ports .* {scheme} "
+        rf"routes on the topology as it is",
+    ):
         solve(network, scheme)
 
 

@@ -75,11 +75,14 @@ def test_the_hand_written_plan_cuts_at_its_shares():
     assert boundaries(partial_plan().tasks[0]) == [0.0, 0.5, 0.75, 1.0]
 
 
-@pytest.mark.parametrize(("x", "ps_counts", "completed"), [
-    (0.25, [3], {"S1": 1, "S2": 1}),  # S1 merges W1 + W2, S2 that sum + W3
-    (0.6, [3], {"S2": 1}),  # S1 passes W1 and W2 raw, S2 merges all three
-    (0.9, [1, 1, 1], {}),  # nobody merges: three raw flows into the PS
-])
+@pytest.mark.parametrize(
+    ("x", "ps_counts", "completed"),
+    [
+        (0.25, [3], {"S1": 1, "S2": 1}),  # S1 merges W1 + W2, S2 that sum + W3
+        (0.6, [3], {"S2": 1}),  # S1 passes W1 and W2 raw, S2 merges all three
+        (0.9, [1, 1, 1], {}),  # nobody merges: three raw flows into the PS
+    ],
+)
 def test_each_fragment_meets_the_points_its_share_gives(x, ps_counts, completed):
     network = build_network(partial_doc())
     walk = Walk(network, partial_plan(), x)
@@ -92,7 +95,8 @@ def test_a_coarse_plan_publishes_no_segments():
     network = build_network(partial_doc())
     plan = partial_plan()
     plan.tasks[0].aggregation = [
-        type(a)(a.switch, a.pipeline, 2, a.next_hop) for a in plan.tasks[0].aggregation]
+        type(a)(a.switch, a.pipeline, 2, a.next_hop) for a in plan.tasks[0].aggregation
+    ]
     _, assignments = compile_plan(network, plan)
     assert all(a.segments == () for a in assignments)
     assert len({a.flow_id for a in assignments}) == 3
@@ -122,14 +126,18 @@ def _fine_plans():
         yield star, solve(star, "paring", SolveOptions(seed=0, params={"fine": True}))
 
 
-@pytest.mark.parametrize("case", range(4), ids=["atp-grid-fig1", "paring-fine-fat-tree",
-                                                 "paring-fine-star", "paring-fine-2ps"])
+@pytest.mark.parametrize(
+    "case",
+    range(4),
+    ids=["atp-grid-fig1", "paring-fine-fat-tree", "paring-fine-star", "paring-fine-2ps"],
+)
 def test_packets_through_the_tables_carry_what_the_evaluator_scored(case):
     """Per link, packets per fragment averaged over the segments (weighted by their width)
     equal the evaluator's fractional flows, and every fragment reaches the PS whole."""
     network, plan = list(_fine_plans())[case]
-    assert any(a.share < 1 for tp in plan.tasks for a in tp.aggregation), \
+    assert any(a.share < 1 for tp in plan.tasks for a in tp.aggregation), (
         "the scheme made no partial point"
+    )
     cuts = sorted({c for tp in plan.tasks for c in boundaries(tp)})  # every task's segments
     average: Counter[tuple[str, str]] = Counter()
     for lo, hi in pairwise(cuts):
@@ -137,17 +145,19 @@ def test_packets_through_the_tables_carry_what_the_evaluator_scored(case):
         assert sum(c for _, c in walk.ps_packets) == sum(len(tp.paths) for tp in plan.tasks)
         for link, n in walk.links.items():
             average[link] += n * (hi - lo)
-    loads = {(ll.src, ll.dst): ll.flows for ll in evaluate(network, plan).link_loads
-             if ll.flows}
+    loads = {(ll.src, ll.dst): ll.flows for ll in evaluate(network, plan).link_loads if ll.flows}
     assert set(average) == set(loads)
     for link, flows in loads.items():
         assert average[link] == pytest.approx(flows, rel=1e-9), link
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("atp:partial", "--scheme atp:partial: 'partial' is not KEY=VALUE"),
-    ("atp:nonsense=1", "atp: unknown parameter(s) nonsense"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("atp:partial", "--scheme atp:partial: 'partial' is not KEY=VALUE"),
+        ("atp:nonsense=1", "atp: unknown parameter(s) nonsense"),
+    ],
+)
 def test_ina_mininet_refuses_a_bad_scheme_spec_before_starting(spec, message, capsys):
     from controller.cli import main
 
@@ -170,8 +180,10 @@ def test_a_replan_keeps_the_schemes_parameters(tmp_path):
     network = load_topology(EXAMPLES / "grid-fig1.yaml")
     plan = solve(network, "atp", SolveOptions(seed=0, params={"partial": True}))
     assert plan.details["params"] == {"partial": True}
-    targets = {s: SwitchTarget(s, f"127.0.0.1:{free_port()}", i + 1)
-               for i, s in enumerate(network.switches)}
+    targets = {
+        s: SwitchTarget(s, f"127.0.0.1:{free_port()}", i + 1)
+        for i, s in enumerate(network.switches)
+    }
     session = Session(network, plan, targets, tmp_path / "state.json")
     session.drain_seconds = 0
     asyncio.run(replan(session, {("S1", "S2")}))

@@ -30,15 +30,30 @@ def large(tmp_path_factory) -> Path:
 
 
 def _solve(topology: Path, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "controller.cli", "solve", str(topology),
-                           "--scheme", "aro-raw", *flags], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, check=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "solve",
+            str(topology),
+            "--scheme",
+            "aro-raw",
+            *flags,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
 
 
 def test_progress_lines_give_the_elapsed_time_against_the_limit(large):
     err = _solve(large, "--progress", "--progress-every", "0.2").stderr.splitlines()
-    assert err and all(re.fullmatch(r"aro-raw: \d+ s of 120 s(, best .*)?", line)
-                       for line in err), err
+    assert err and all(
+        re.fullmatch(r"aro-raw: \d+ s of 120 s(, best .*)?", line) for line in err
+    ), err
 
 
 def test_a_bisection_reports_its_best_rate_and_bound(large):
@@ -46,8 +61,11 @@ def test_a_bisection_reports_its_best_rate_and_bound(large):
     with progress.watch(io.StringIO(), "aro-raw", 120, interval=1000):
         plan = solve(network, "aro-raw")
     shown = progress.line("aro-raw", 3, 120)
-    found = re.fullmatch(r"aro-raw: 3 s of 120 s, best common rate ([\d.]+) Gbps, "
-                         r"bound ([\d.]+) Gbps", shown)
+    found = re.fullmatch(
+        r"aro-raw: 3 s of 120 s, best common rate ([\d.]+) Gbps, "
+        r"bound ([\d.]+) Gbps",
+        shown,
+    )
     assert found, shown
     best, bound = map(float, found.groups())
     assert best <= bound and bound >= plan.objective * (1 - 1e-3)

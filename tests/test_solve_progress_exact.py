@@ -40,18 +40,46 @@ def search(request, tmp_path_factory) -> tuple[str, Path]:
 
 def _solve(topology: Path, scheme: str, *flags: str) -> subprocess.CompletedProcess:
     """`ina solve` cut at 3 s, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "controller.cli", "solve", str(topology),
-                           "--scheme", scheme, "--time-limit", "3", *flags], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "solve",
+            str(topology),
+            "--scheme",
+            scheme,
+            "--time-limit",
+            "3",
+            *flags,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
 
 
 def test_exact_searches_report_their_best_and_bound_on_the_command_line(search):
     scheme, path = search
     err = _solve(path, scheme, "--progress", "--progress-every", "0.5").stderr.splitlines()
-    assert err and all(re.fullmatch(rf"{scheme}: \d+ s of 3 s(, best [\w/ ]+ [\d.]+ Gbps)?"
-                                    r"(, bound [\d.]+ Gbps)?", line) for line in err), err
-    full = [re.fullmatch(rf"{scheme}: \d+ s of 3 s, best [\w/ ]+ ([\d.]+) Gbps, "
-                         r"bound ([\d.]+) Gbps", line) for line in err]
+    assert err and all(
+        re.fullmatch(
+            rf"{scheme}: \d+ s of 3 s(, best [\w/ ]+ [\d.]+ Gbps)?"
+            r"(, bound [\d.]+ Gbps)?",
+            line,
+        )
+        for line in err
+    ), err
+    full = [
+        re.fullmatch(
+            rf"{scheme}: \d+ s of 3 s, best [\w/ ]+ ([\d.]+) Gbps, "
+            r"bound ([\d.]+) Gbps",
+            line,
+        )
+        for line in err
+    ]
     assert any(full), err
     assert all(float(m[1]) <= float(m[2]) for m in full if m), err
     if scheme == "grid-opt":  # --quiet is the same flag for every scheme
@@ -65,8 +93,11 @@ def test_the_last_report_of_an_exact_search_is_its_answer(name):
     scheme = name.removesuffix("-2ps")
     with progress.watch(io.StringIO(), scheme, 3, interval=1000):
         plan = solve(network, scheme, SolveOptions(time_limit=3, seed=0))
-    found = re.fullmatch(rf"{scheme}: 3 s of 3 s, best [\w/ ]+ ([\d.]+) Gbps, "
-                         r"bound ([\d.]+) Gbps", progress.line(scheme, 3, 3))
+    found = re.fullmatch(
+        rf"{scheme}: 3 s of 3 s, best [\w/ ]+ ([\d.]+) Gbps, "
+        r"bound ([\d.]+) Gbps",
+        progress.line(scheme, 3, 3),
+    )
     assert found, progress.line(scheme, 3, 3)
     best, bound = map(float, found.groups())
     assert best <= bound
@@ -79,8 +110,11 @@ def test_grid_opt_reports_the_bound_it_proves_as_it_goes(monkeypatch):
     refute values; each reported bound is at least the one the plan ends with."""
     network = build_network(leaf_spine(seed=0))
     seen = []
-    monkeypatch.setattr(progress, "report", lambda best=None, bound=None, what="rate":
-                        seen.append((best, bound, what)))
+    monkeypatch.setattr(
+        progress,
+        "report",
+        lambda best=None, bound=None, what="rate": seen.append((best, bound, what)),
+    )
     plan = solve(network, "grid-opt", SolveOptions(time_limit=3, seed=0))
     model = [(b, c) for b, c, w in seen if w == "model rate"]
     (task,) = plan.details["model_bound_gbps"]

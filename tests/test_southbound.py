@@ -22,10 +22,14 @@ from controller.southbound.p4runtime import (
 def _fig1_plan() -> Plan:
     leaf = {"W0": "L1", "W1": "L1", "W2": "L2", "W3": "L2", "W4": "L3"}
     paths = {w: [w, leaf[w], "S1", "L0", "PS"] for w in leaf}
-    points = [AggregationPoint("L1", 0, 2, "S1"), AggregationPoint("L2", 0, 2, "S1"),
-              AggregationPoint("S1", 0, 3, "L0")]
-    return Plan("hand", "heuristic", 1.0, None, 0.0, 0,
-                [TaskPlan("job0", "t0", "PS", 1.0, paths, points)])
+    points = [
+        AggregationPoint("L1", 0, 2, "S1"),
+        AggregationPoint("L2", 0, 2, "S1"),
+        AggregationPoint("S1", 0, 3, "L0"),
+    ]
+    return Plan(
+        "hand", "heuristic", 1.0, None, 0.0, 0, [TaskPlan("job0", "t0", "PS", 1.0, paths, points)]
+    )
 
 
 def test_program_is_written_and_read_back_identically(embedded_switch):
@@ -46,7 +50,8 @@ def test_program_is_written_and_read_back_identically(embedded_switch):
 
 
 def test_a_plan_change_cut_off_by_a_closing_channel_is_finished_when_the_switch_is_back(
-        embedded_switch_process):
+    embedded_switch_process,
+):
     """A re-plan writes to a switch that hangs (stopped) and whose channel then closes: grpc.aio
     cancels the write under the driver. `move_to` must return (the re-plan and the daemon go
     on; before, the CancelledError ended the daemon's link watcher without a word), and the

@@ -30,8 +30,12 @@ def controller(tmp_path_factory):
 def _call(address: str, method: str, path: str, body=None) -> tuple[int, object]:
     host, port = address.rsplit(":", 1)
     conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    conn.request(method, path, body=None if body is None else json.dumps(body).encode(),
-                 headers={"Content-Type": "application/json"})
+    conn.request(
+        method,
+        path,
+        body=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     answer = conn.getresponse()
     text, kind = answer.read(), answer.getheader("Content-Type", "")
     conn.close()
@@ -45,13 +49,29 @@ def _chromium(url: str, tmp: Path, *args: str) -> str:
     page is our own."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
-        pytest.fail("Chromium is not installed: `apt-get install chromium` (make apt), or "
-                    "deselect these tests with -m 'not chromium'")
+        pytest.fail(
+            "Chromium is not installed: `apt-get install chromium` (make apt), or "
+            "deselect these tests with -m 'not chromium'"
+        )
     run = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--no-first-run", f"--user-data-dir={tmp / 'profile'}",
-         "--virtual-time-budget=4000", f"--window-size={WINDOW[0]},{WINDOW[1]}", *args, url],
-        capture_output=True, text=True, timeout=90, check=False)
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            f"--user-data-dir={tmp / 'profile'}",
+            "--virtual-time-budget=4000",
+            f"--window-size={WINDOW[0]},{WINDOW[1]}",
+            *args,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout
 
@@ -76,12 +96,13 @@ def test_the_page_shows_a_job_submitted_through_the_api(controller, tmp_path):
     before = tmp_path / "before.png"
     _chromium(url, tmp_path, f"--screenshot={before}")
 
-    status, job = _call(address, "POST", "/jobs",
-                        {"name": "shown", "workers": ["H02", "H20", "H21"], "ps": "H11"})
+    status, job = _call(
+        address, "POST", "/jobs", {"name": "shown", "workers": ["H02", "H20", "H21"], "ps": "H11"}
+    )
     assert status == 201, job
     dom = _chromium(url, tmp_path, "--dump-dom")
-    row = dom[dom.index(f'id="job-{job["id"]}"'):]
-    row = row[:row.index("</tr>")]
+    row = dom[dom.index(f'id="job-{job["id"]}"') :]
+    row = row[: row.index("</tr>")]
     assert ">shown<" in row and ">H11<" in row and "H02, H20, H21" in row
     assert 'id="job-1"' in dom  # the topology file's job A is listed too
     assert all(f'id="switch-{s}"' in dom for s in API_SWITCHES)
@@ -106,5 +127,7 @@ def test_the_page_reads_positions_and_switch_counters(controller):
     assert positions["S0"][1] > positions["L0"][1] > positions["H00"][1] == 0  # tiers
     switches = _call(address, "GET", "/switches")[1]
     assert set(switches) == set(API_SWITCHES)
-    assert all(s["programmed"] and set(s["counters"]) >= {"collisions", "forged"}
-               for s in switches.values())
+    assert all(
+        s["programmed"] and set(s["counters"]) >= {"collisions", "forged"}
+        for s in switches.values()
+    )

@@ -19,8 +19,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "topologies" / "examples"
 
 # scheme, the instance, the time limit (s): each solve alone takes far longer
 CASES = [
-    *[(s, "leaf-spine", 0.3) for s in ("aro", "aro-acc", "aro-sro", "aro-app", "aro-qsr",
-                                       "aro-raw", "grid-opt")],
+    *[
+        (s, "leaf-spine", 0.3)
+        for s in ("aro", "aro-acc", "aro-sro", "aro-app", "aro-qsr", "aro-raw", "grid-opt")
+    ],
     ("atro", "pool", 0.3),
     ("eina", "edge-50x4", 0.5),
     ("eina-iqcp", "edge-50x4", 0.5),
@@ -33,20 +35,28 @@ CASES = [
 def _network(name: str):
     if name == "paring-2ps":
         return load_topology(EXAMPLES / "paring-2ps.yaml")
-    doc = {"leaf-spine": lambda: leaf_spine(seed=0), "pool": lambda: pool(seed=0),
-           "edge-50x4": lambda: edge(aggregators=50, ps=4, seed=0),
-           "fat-tree": lambda: fat_tree_doc(20, 8, 5.0)}[name]()
+    doc = {
+        "leaf-spine": lambda: leaf_spine(seed=0),
+        "pool": lambda: pool(seed=0),
+        "edge-50x4": lambda: edge(aggregators=50, ps=4, seed=0),
+        "fat-tree": lambda: fat_tree_doc(20, 8, 5.0),
+    }[name]()
     return build_network(doc)
 
 
-@pytest.mark.parametrize(("scheme", "instance", "limit"), CASES,
-                         ids=[f"{s}-{i}" for s, i, _ in CASES])
+@pytest.mark.parametrize(
+    ("scheme", "instance", "limit"), CASES, ids=[f"{s}-{i}" for s, i, _ in CASES]
+)
 def test_a_search_the_time_limit_stops_says_timeout(scheme, instance, limit):
     network = _network(instance)
     params = {"candidates": ""} if scheme == "eina-plus" else {}
     plan = solve(network, scheme, SolveOptions(time_limit=limit, seed=0, params=params))
-    assert plan.status == "timeout", (plan.status, plan.objective, plan.bound,
-                                      plan.details.get("cp_sat_status"))
+    assert plan.status == "timeout", (
+        plan.status,
+        plan.objective,
+        plan.bound,
+        plan.details.get("cp_sat_status"),
+    )
     assert plan.bound is not None and plan.bound >= plan.objective * (1 - 1e-9)
     if plan.tasks:
         assert evaluate(network, plan).consistent

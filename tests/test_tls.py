@@ -40,15 +40,29 @@ def pki(tmp_path_factory) -> dict[str, object]:
 def _tls_switch(kind: str, pair, address: str, client_ca: Path | None = None):
     """A switch of `kind` serving P4Runtime over TLS with `pair` (mutual TLS with
     `client_ca`); simple_switch_grpc's option names on both targets."""
-    options = ["--grpc-server-ssl", "--grpc-server-cert", str(pair.cert),
-               "--grpc-server-key", str(pair.key)]
+    options = [
+        "--grpc-server-ssl",
+        "--grpc-server-cert",
+        str(pair.cert),
+        "--grpc-server-key",
+        str(pair.key),
+    ]
     if client_ca is not None:
         options += ["--grpc-server-cacert", str(client_ca), "--grpc-server-with-client-auth"]
     if kind == "bmv2":
         command = bmv2_command({}, address) + options
     else:
-        command = [sys.executable, "-m", "dataplane", "switch", "--grpc-addr", address,
-                   "--log-level", "warning", *options]
+        command = [
+            sys.executable,
+            "-m",
+            "dataplane",
+            "switch",
+            "--grpc-addr",
+            address,
+            "--log-level",
+            "warning",
+            *options,
+        ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_listening(address, process)
     return process
@@ -69,8 +83,9 @@ def switch_of(request):
         process.wait(timeout=10)
 
 
-def _controller(tmp_path: Path, address: str, *extra: str, kind: str = "embedded",
-                timeout: float = 90) -> subprocess.CompletedProcess:
+def _controller(
+    tmp_path: Path, address: str, *extra: str, kind: str = "embedded", timeout: float = 90
+) -> subprocess.CompletedProcess:
     switches = tmp_path / "switches.json"
     switches.write_text(json.dumps({"S1": {"address": address}}))
     program = []
@@ -78,24 +93,46 @@ def _controller(tmp_path: Path, address: str, *extra: str, kind: str = "embedded
         built = compile_for_bmv2()
         program = ["--p4blob", str(built.json), "--p4info", str(built.p4info)]
     return subprocess.run(
-        [sys.executable, "-m", "controller.cli", "controller", str(TOPOLOGY), "--switches",
-         str(switches), "--state", str(tmp_path / "state.json"), "--once",
-         "--connect-timeout", "8", "--log-level", "warning", *program, *extra],
-        capture_output=True, text=True, timeout=timeout, check=False,
-        env={**os.environ, "GRPC_VERBOSITY": "NONE"})
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "controller",
+            str(TOPOLOGY),
+            "--switches",
+            str(switches),
+            "--state",
+            str(tmp_path / "state.json"),
+            "--once",
+            "--connect-timeout",
+            "8",
+            "--log-level",
+            "warning",
+            *program,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "GRPC_VERBOSITY": "NONE"},
+    )
 
 
 def _client(pki, *, authenticate: bool = True) -> list[str]:
     options = ["--tls-ca", str(pki["ca"])]
     if authenticate:
-        options += ["--tls-cert", str(pki["controller"].cert),
-                    "--tls-key", str(pki["controller"].key)]
+        options += [
+            "--tls-cert",
+            str(pki["controller"].cert),
+            "--tls-key",
+            str(pki["controller"].key),
+        ]
     return options
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_switch_serving_tls_is_programmed_over_mutual_tls(tmp_path, pki, switch_of,
-                                                            kind) -> None:
+def test_a_switch_serving_tls_is_programmed_over_mutual_tls(tmp_path, pki, switch_of, kind) -> None:
     if reason := missing(kind):
         pytest.skip(reason)
     address = f"127.0.0.1:{free_port()}"
@@ -107,8 +144,9 @@ def test_a_switch_serving_tls_is_programmed_over_mutual_tls(tmp_path, pki, switc
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_switch_whose_certificate_another_ca_signed_is_refused(tmp_path, pki, switch_of,
-                                                                 kind) -> None:
+def test_a_switch_whose_certificate_another_ca_signed_is_refused(
+    tmp_path, pki, switch_of, kind
+) -> None:
     if reason := missing(kind):
         pytest.skip(reason)
     address = f"127.0.0.1:{free_port()}"
@@ -132,13 +170,15 @@ def test_a_certificate_issued_for_another_name_is_refused(tmp_path, pki, switch_
 
 
 def test_a_switch_requiring_client_certificates_does_not_take_a_controller_without(
-        tmp_path, pki, switch_of) -> None:
+    tmp_path, pki, switch_of
+) -> None:
     address = f"127.0.0.1:{free_port()}"
     switch_of("embedded", pki["switch"], address, client_ca=pki["ca"])
     done = _controller(tmp_path, address, *_client(pki, authenticate=False))
     assert done.returncode == 1
-    assert f"switch S1 at {address} accepts connections but did not take the pipeline" \
-        in done.stdout
+    assert (
+        f"switch S1 at {address} accepts connections but did not take the pipeline" in done.stdout
+    )
 
 
 def test_a_plain_text_controller_cannot_program_a_tls_switch(tmp_path, pki, switch_of) -> None:
@@ -151,8 +191,11 @@ def test_a_plain_text_controller_cannot_program_a_tls_switch(tmp_path, pki, swit
 def test_plain_text_to_a_switch_off_loopback_needs_insecure(tmp_path) -> None:
     done = _controller(tmp_path, "192.0.2.1:9559")
     assert done.returncode == 2
-    assert "switch S1 at 192.0.2.1:9559: plain-text P4Runtime is allowed only on a loopback " \
-           "address" in done.stdout and "--insecure" in done.stdout
+    assert (
+        "switch S1 at 192.0.2.1:9559: plain-text P4Runtime is allowed only on a loopback address"
+        in done.stdout
+        and "--insecure" in done.stdout
+    )
     done = _controller(tmp_path, "192.0.2.1:9559", "--insecure", "--connect-timeout", "1")
     assert done.returncode == 1 and "cannot be reached" in done.stdout
 
@@ -164,13 +207,25 @@ def test_tls_options_without_a_ca_are_refused(tmp_path, pki) -> None:
 
 def test_the_embedded_switch_refuses_plain_text_off_loopback() -> None:
     port = free_port()
-    command = [sys.executable, "-m", "dataplane", "switch", "--grpc-addr", f"0.0.0.0:{port}",
-               "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "dataplane",
+        "switch",
+        "--grpc-addr",
+        f"0.0.0.0:{port}",
+        "--log-level",
+        "warning",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
-    assert done.returncode == 2 and "plain-text P4Runtime is allowed only on a loopback" \
-        in done.stderr and "Traceback" not in done.stderr
-    process = subprocess.Popen([*command, "--insecure"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    assert (
+        done.returncode == 2
+        and "plain-text P4Runtime is allowed only on a loopback" in done.stderr
+        and "Traceback" not in done.stderr
+    )
+    process = subprocess.Popen(
+        [*command, "--insecure"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         wait_listening(f"127.0.0.1:{port}", process)
     finally:
@@ -180,17 +235,40 @@ def test_the_embedded_switch_refuses_plain_text_off_loopback() -> None:
 
 def test_the_embedded_switch_names_a_missing_key_file(tmp_path, pki) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "dataplane", "switch", "--grpc-addr", f"127.0.0.1:{free_port()}",
-         "--grpc-server-ssl", "--grpc-server-cert", str(pki["switch"].cert),
-         "--grpc-server-key", str(tmp_path / "nope.key")],
-        capture_output=True, text=True, timeout=30, check=False)
+        [
+            sys.executable,
+            "-m",
+            "dataplane",
+            "switch",
+            "--grpc-addr",
+            f"127.0.0.1:{free_port()}",
+            "--grpc-server-ssl",
+            "--grpc-server-cert",
+            str(pki["switch"].cert),
+            "--grpc-server-key",
+            str(tmp_path / "nope.key"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert done.returncode == 2 and "--grpc-server-key" in done.stderr and "nope.key" in done.stderr
 
 
-@pytest.mark.parametrize(("address", "loopback"), [
-    ("127.0.0.1:9559", True), ("127.3.2.1:1", True), ("[::1]:9559", True),
-    ("localhost:9559", True), ("0.0.0.0:9559", False), ("10.0.0.1:9559", False),
-    ("[::]:9559", False), ("switch1:9559", False)])
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [
+        ("127.0.0.1:9559", True),
+        ("127.3.2.1:1", True),
+        ("[::1]:9559", True),
+        ("localhost:9559", True),
+        ("0.0.0.0:9559", False),
+        ("10.0.0.1:9559", False),
+        ("[::]:9559", False),
+        ("switch1:9559", False),
+    ],
+)
 def test_loopback_addresses(address: str, loopback: bool) -> None:
     assert is_loopback(address) is loopback
 
@@ -199,13 +277,27 @@ def test_a_second_switch_on_an_address_in_use_exits_naming_it() -> None:
     """gRPC binds with SO_REUSEPORT by default: two switches on one address would silently
     share the controllers' connections (and P4Runtime sessions). The second must refuse."""
     address = f"127.0.0.1:{free_port()}"
-    command = [sys.executable, "-m", "dataplane", "switch", "--grpc-addr", address,
-               "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "dataplane",
+        "switch",
+        "--grpc-addr",
+        address,
+        "--log-level",
+        "warning",
+    ]
     first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(address, first)
-        second = subprocess.run(command, capture_output=True, text=True, timeout=30,
-                                check=False, env={**os.environ, "GRPC_VERBOSITY": "NONE"})
+        second = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, "GRPC_VERBOSITY": "NONE"},
+        )
         assert second.returncode == 1
         assert f"cannot listen on {address}" in second.stderr
         assert "Traceback" not in second.stderr

@@ -30,9 +30,15 @@ def _access(net: Network, host: str) -> str:
 
 
 def _small_leaf_spine(**kw) -> dict:
-    params = {"leaves": 6, "spines": 4, "hosts_per_leaf": 8, "capacity_gbps": 10.0,
-              "ina": InaOptions(0.3, pipelines=2), "workload": Workload(workers_per_job=20),
-              "seed": 1}
+    params = {
+        "leaves": 6,
+        "spines": 4,
+        "hosts_per_leaf": 8,
+        "capacity_gbps": 10.0,
+        "ina": InaOptions(0.3, pipelines=2),
+        "workload": Workload(workers_per_job=20),
+        "seed": 1,
+    }
     return topogen.leaf_spine(**{**params, **kw})
 
 
@@ -68,16 +74,18 @@ def test_explicit_ina_list_plus_ps_leaf():
 
 
 def test_sjmt_tasks_share_workers_with_distinct_ps_under_leaf_i():
-    net = build_network(_small_leaf_spine(workload=Workload(jobs=1, tasks_per_job=3,
-                                                            workers_per_job=12)))
+    net = build_network(
+        _small_leaf_spine(workload=Workload(jobs=1, tasks_per_job=3, workers_per_job=12))
+    )
     assert len({t.workers for t in net.tasks}) == 1
     assert [_access(net, t.ps) for t in net.tasks] == ["L0", "L1", "L2"]
     assert not {t.ps for t in net.tasks} & set(net.tasks[0].workers)
 
 
 def test_mjmt_jobs_have_disjoint_workers():
-    net = build_network(_small_leaf_spine(workload=Workload(jobs=3, tasks_per_job=2,
-                                                            workers_per_job=8)))
+    net = build_network(
+        _small_leaf_spine(workload=Workload(jobs=3, tasks_per_job=2, workers_per_job=8))
+    )
     by_job: dict[str, set[str]] = {}
     for task in net.tasks:
         by_job.setdefault(task.job, set()).update(task.workers)
@@ -87,8 +95,13 @@ def test_mjmt_jobs_have_disjoint_workers():
 
 
 def test_grouped_and_interleaved_port_layouts():
-    kw = {"leaves": 2, "spines": 8, "hosts_per_leaf": 8, "ina": InaOptions(["L1"], pipelines=4),
-          "workload": Workload(workers_per_job=4)}
+    kw = {
+        "leaves": 2,
+        "spines": 8,
+        "hosts_per_leaf": 8,
+        "ina": InaOptions(["L1"], pipelines=4),
+        "workload": Workload(workers_per_job=4),
+    }
     grouped = build_network(topogen.leaf_spine(**kw))
     pipes = {n: grouped.ingress_pipeline(n, "L1") for n in grouped.graph.predecessors("L1")}
     assert [pipes[f"h1_{j}"] for j in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
@@ -100,8 +113,9 @@ def test_grouped_and_interleaved_port_layouts():
 
 
 def test_fat_tree_shape_and_placement():
-    doc = topogen.fat_tree(k=4, ina=InaOptions(0.5, pipelines=2),
-                           workload=Workload(jobs=2, workers_per_job=6), seed=3)
+    doc = topogen.fat_tree(
+        k=4, ina=InaOptions(0.5, pipelines=2), workload=Workload(jobs=2, workers_per_job=6), seed=3
+    )
     net = build_network(doc)
     tiers = Counter(net.spec(s).tier for s in net.switches)
     assert tiers == {"core": 4, "aggregation": 8, "edge": 8} and len(net.hosts) == 16
@@ -114,14 +128,16 @@ def test_fat_tree_shape_and_placement():
 
 
 def test_fat_tree_hosts_per_edge_override():
-    net = build_network(topogen.fat_tree(k=4, hosts_per_edge=12,
-                                         workload=Workload(workers_per_job=90)))
+    net = build_network(
+        topogen.fat_tree(k=4, hosts_per_edge=12, workload=Workload(workers_per_job=90))
+    )
     assert len(net.hosts) == 96 and len(net.tasks[0].workers) == 90
 
 
 def test_edge_cluster():
-    doc = topogen.edge(aggregators=8, ps=2, workers_per_aggregator=(2, 4), empty_aggregators=3,
-                       seed=4)
+    doc = topogen.edge(
+        aggregators=8, ps=2, workers_per_aggregator=(2, 4), empty_aggregators=3, seed=4
+    )
     net = build_network(doc)
     aggs = [s for s in net.switches if s != "DCN"]
     assert len(aggs) == 8 and all(net.is_ina(a) for a in aggs)
@@ -138,22 +154,26 @@ def test_edge_cluster():
 
 
 def test_pool_has_every_candidate_link_and_port_budgets():
-    net = build_network(topogen.pool(switches=6, ina=InaOptions(0.5, pipelines=1), max_ports=4,
-                                     workers=5, seed=2))
+    net = build_network(
+        topogen.pool(switches=6, ina=InaOptions(0.5, pipelines=1), max_ports=4, workers=5, seed=2)
+    )
     assert net.graph.number_of_edges() // 2 == 6 * 6 + 6 * 5 // 2
     assert {net.spec(s).max_ports for s in net.switches} == {4}
     assert len(_ina(net)) == 3
     assert not any(net.graph.has_edge("PS", f"W{i}") for i in range(5))
 
 
-@pytest.mark.parametrize("make, param", [
-    (lambda: _small_leaf_spine(workload=Workload(workers_per_job=48)), "workers_per_job"),
-    (lambda: _small_leaf_spine(ina=InaOptions(1.5)), "ina"),
-    (lambda: _small_leaf_spine(ina=InaOptions(["X9"])), "ina"),
-    (lambda: _small_leaf_spine(port_layout="random"), "port_layout"),
-    (lambda: topogen.fat_tree(k=5), "k"),
-    (lambda: topogen.edge(aggregators=3, ps=2, empty_aggregators=2), "empty_aggregators"),
-])
+@pytest.mark.parametrize(
+    "make, param",
+    [
+        (lambda: _small_leaf_spine(workload=Workload(workers_per_job=48)), "workers_per_job"),
+        (lambda: _small_leaf_spine(ina=InaOptions(1.5)), "ina"),
+        (lambda: _small_leaf_spine(ina=InaOptions(["X9"])), "ina"),
+        (lambda: _small_leaf_spine(port_layout="random"), "port_layout"),
+        (lambda: topogen.fat_tree(k=5), "k"),
+        (lambda: topogen.edge(aggregators=3, ps=2, empty_aggregators=2), "empty_aggregators"),
+    ],
+)
 def test_bad_parameters_name_the_parameter(make, param):
     with pytest.raises(TopologyError) as info:
         make()
@@ -161,8 +181,25 @@ def test_bad_parameters_name_the_parameter(make, param):
 
 
 def test_cli_writes_a_loadable_file_and_is_reproducible(tmp_path, capsys):
-    args = ["topo", "gen", "leaf-spine", "--leaves", "4", "--spines", "2", "--hosts-per-leaf",
-            "4", "--workers", "6", "--pipelines", "2", "--tasks-per-job", "2", "--seed", "9"]
+    args = [
+        "topo",
+        "gen",
+        "leaf-spine",
+        "--leaves",
+        "4",
+        "--spines",
+        "2",
+        "--hosts-per-leaf",
+        "4",
+        "--workers",
+        "6",
+        "--pipelines",
+        "2",
+        "--tasks-per-job",
+        "2",
+        "--seed",
+        "9",
+    ]
     for name in ("a.yaml", "b.yaml"):
         assert main([*args, "-o", str(tmp_path / name)]) == 0
     assert (tmp_path / "a.yaml").read_text() == (tmp_path / "b.yaml").read_text()
@@ -171,11 +208,14 @@ def test_cli_writes_a_loadable_file_and_is_reproducible(tmp_path, capsys):
     assert "a.yaml: 16 hosts, 6 switches" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("kind, extra", [
-    ("fat-tree", ["--k", "4", "--workers", "5"]),
-    ("edge", ["--aggregators", "4", "--ps", "1", "--workers-per-aggregator", "1", "2"]),
-    ("pool", ["--switches", "4", "--workers", "3", "--max-ports", "3"]),
-])
+@pytest.mark.parametrize(
+    "kind, extra",
+    [
+        ("fat-tree", ["--k", "4", "--workers", "5"]),
+        ("edge", ["--aggregators", "4", "--ps", "1", "--workers-per-aggregator", "1", "2"]),
+        ("pool", ["--switches", "4", "--workers", "3", "--max-ports", "3"]),
+    ],
+)
 def test_cli_other_kinds(tmp_path, kind, extra):
     out = tmp_path / f"{kind}.yaml"
     assert main(["topo", "gen", kind, *extra, "-o", str(out)]) == 0
@@ -185,6 +225,17 @@ def test_cli_other_kinds(tmp_path, kind, extra):
 def test_cli_bad_parameter_is_a_topology_error_and_writes_nothing(tmp_path):
     """`ina` turns TopologyError into a one-paragraph message and exit code 2."""
     with pytest.raises(TopologyError, match="workers_per_job"):
-        main(["topo", "gen", "fat-tree", "--k", "4", "--workers", "99",
-              "-o", str(tmp_path / "x.yaml")])
+        main(
+            [
+                "topo",
+                "gen",
+                "fat-tree",
+                "--k",
+                "4",
+                "--workers",
+                "99",
+                "-o",
+                str(tmp_path / "x.yaml"),
+            ]
+        )
     assert not (tmp_path / "x.yaml").exists()

@@ -190,22 +190,34 @@ def compile_plan(
     for task in number_tasks(network, plan, version, layout):
         tp, job_id, task_id = task.plan, task.job_id, task.task_id
         for (switch, flow_id), port in flow_routes(network, task).items():
-            programs[switch].table_entries.append(_entry(
-                "ina_forward", {"job": job_id, "task": task_id, "flow_id": flow_id},
-                "forward", port=port))
+            programs[switch].table_entries.append(
+                _entry(
+                    "ina_forward",
+                    {"job": job_id, "task": task_id, "flow_id": flow_id},
+                    "forward",
+                    port=port,
+                )
+            )
         for seg in task.segments:
             _aggregation(ids, programs, tp, seg, job_id, task_id, gen)
         for switch, ports in result_children(network, task).items():
             first = gen * GROUPS_PER_GENERATION + (
-                0 if layout is None else job_layout(layout, tp.job).group_base)
+                0 if layout is None else job_layout(layout, tp.job).group_base
+            )
             key = (switch, "" if layout is None else tp.job)
             group = group_ids[key] = group_ids.get(key, first) + 1
             prog = programs[switch]
             prog.multicast_groups.append(
-                P4MulticastGroupEntry(group, replicas=[(p, 0) for p in ports]))
-            prog.table_entries.append(_entry(
-                "result_multicast", {"job": job_id, "task": task_id},
-                "set_result_group", group=group))
+                P4MulticastGroupEntry(group, replicas=[(p, 0) for p in ports])
+            )
+            prog.table_entries.append(
+                _entry(
+                    "result_multicast",
+                    {"job": job_id, "task": task_id},
+                    "set_result_group",
+                    group=group,
+                )
+            )
         for switch in {p.switch for p in tp.aggregation}:
             prog = programs[switch]
             if not any(_is_slots_for(e, job_id) for e in prog.table_entries):
@@ -213,9 +225,15 @@ def compile_plan(
                 if layout is not None:
                     own = job_layout(layout, tp.job)
                     base, count = own.slot_base, own.slot_count
-                prog.table_entries.append(_entry(
-                    "job_slots", {"job": job_id, "generation": gen}, "set_job_slots",
-                    base=gen * region + base, count=count))
+                prog.table_entries.append(
+                    _entry(
+                        "job_slots",
+                        {"job": job_id, "generation": gen},
+                        "set_job_slots",
+                        base=gen * region + base,
+                        count=count,
+                    )
+                )
         assignments += _assignments(ids, task, version)
     return programs, assignments
 
@@ -234,26 +252,31 @@ def _entry(table: str, match: dict[str, object], action: str, **params: int) -> 
 
 
 def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
-    return (entry.table_id == "job_slots" and entry.match is not None
-            and entry.match["job"] == job_id)
+    return (
+        entry.table_id == "job_slots" and entry.match is not None and entry.match["job"] == job_id
+    )
 
 
-def _base_entries(network: Network, plan: Plan, ids: Numbering, switch: str,
-                  prog: SwitchProgram) -> None:
+def _base_entries(
+    network: Network, plan: Plan, ids: Numbering, switch: str, prog: SwitchProgram
+) -> None:
     """Port→pipeline map, host ports bound to their hosts' jobs, collision clone sessions and
     IPv4 routes to every host."""
     for port, pipe in sorted(network.pipeline_map(switch).items()):
-        prog.table_entries.append(_entry(
-            "port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe))
+        prog.table_entries.append(
+            _entry("port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe)
+        )
     for port, jobs in sorted(host_port_jobs(network, plan, ids, switch).items()):
         prog.table_entries.append(_entry("host_port", {"ingress_port": port}, "mark_host_port"))
-        prog.table_entries += [_entry("host_job", {"ingress_port": port, "job": job},
-                                      "permit_job") for job in jobs]
+        prog.table_entries += [
+            _entry("host_job", {"ingress_port": port, "job": job}, "permit_job") for job in jobs
+        ]
     ports = sorted(d["out_port"] for _, _, d in network.graph.out_edges(switch, data=True))
     prog.clone_sessions = [P4CloneSessionEntry(p, replicas=[(p, 0)]) for p in ports]
     for ip, port in host_routes(network, ids, switch).items():
-        prog.table_entries.append(_entry("ipv4_lpm", {"dst_addr": f"{ip}/32"}, "forward",
-                                         port=port))
+        prog.table_entries.append(
+            _entry("ipv4_lpm", {"dst_addr": f"{ip}/32"}, "forward", port=port)
+        )
 
 
 @dataclass(frozen=True)
@@ -279,8 +302,9 @@ class TaskNumbering:
     result_flow: int
 
 
-def number_tasks(network: Network, plan: Plan, version: int = 1,
-                 layout: Layout | None = None) -> list[TaskNumbering]:
+def number_tasks(
+    network: Network, plan: Plan, version: int = 1, layout: Layout | None = None
+) -> list[TaskNumbering]:
     """Give every flow of `plan` (as version `version`) an id unique across the plan: per task
     and segment, the workers' own flows in worker order and one per aggregation point, then
     the task's result flow. With a `layout`, each job's ids run from its own block."""
@@ -294,8 +318,11 @@ def number_tasks(network: Network, plan: Plan, version: int = 1,
         key = "" if layout is None else tp.job
         if key not in blocks:
             own = None if layout is None else job_layout(layout, tp.job)
-            blocks[key] = ([max(1, start), start + FLOW_IDS_PER_GENERATION] if own is None else
-                           [start + own.flow_base, start + own.flow_base + own.flow_count])
+            blocks[key] = (
+                [max(1, start), start + FLOW_IDS_PER_GENERATION]
+                if own is None
+                else [start + own.flow_base, start + own.flow_base + own.flow_count]
+            )
         block = blocks[key]
         parts = segment_plans(network, tp)
         whole = parts[0][2] if len(parts) == 1 else task_flows(network, tp)
@@ -304,8 +331,10 @@ def number_tasks(network: Network, plan: Plan, version: int = 1,
         segments = []
         for span, part, flows in parts:
             if flows.problems:  # cannot happen for a consistent plan (controller.compiler.segments)
-                raise CompileError(f"{tp.job}/{tp.task}: fragments {span[0]:.6g}-{span[1]:.6g}"
-                                   f" as a coarse plan: {flows.problems[0]}")
+                raise CompileError(
+                    f"{tp.job}/{tp.task}: fragments {span[0]:.6g}-{span[1]:.6g}"
+                    f" as a coarse plan: {flows.problems[0]}"
+                )
             flow_ids: dict[FlowId, int] = {w: block[0] + i for i, w in enumerate(tp.paths)}
             for point in part.aggregation:
                 flow_ids[("agg", point.switch, point.pipeline)] = block[0] + len(flow_ids)
@@ -315,10 +344,15 @@ def number_tasks(network: Network, plan: Plan, version: int = 1,
         block[0] = result_flow + 1
         if block[0] > block[1]:
             room = FLOW_IDS_PER_GENERATION if layout is None else layout[tp.job].flow_count
-            raise CompileError(f"{'the plan' if layout is None else 'job ' + tp.job} needs "
-                               f"more than {room} flow ids")
-        out.append(TaskNumbering(tp, segments, ids.job_id(tp.job), ids.task_id(tp.job, tp.task),
-                                 result_flow))
+            raise CompileError(
+                f"{'the plan' if layout is None else 'job ' + tp.job} needs "
+                f"more than {room} flow ids"
+            )
+        out.append(
+            TaskNumbering(
+                tp, segments, ids.job_id(tp.job), ids.task_id(tp.job, tp.task), result_flow
+            )
+        )
     return out
 
 
@@ -329,8 +363,10 @@ def flow_routes(network: Network, task: TaskNumbering) -> dict[tuple[str, int], 
         for trace in seg.flows.traces.values():
             for hop, nxt in pairwise(trace):
                 if network.is_switch(hop.v):
-                    routes.setdefault((hop.v, seg.flow_ids[hop.leaving]),
-                                      network.graph.edges[hop.v, nxt.v]["out_port"])
+                    routes.setdefault(
+                        (hop.v, seg.flow_ids[hop.leaving]),
+                        network.graph.edges[hop.v, nxt.v]["out_port"],
+                    )
     return routes
 
 
@@ -348,21 +384,25 @@ def result_children(network: Network, task: TaskNumbering) -> dict[str, list[int
         children.setdefault(up, []).append(child)
     return {
         switch: sorted(network.graph.edges[switch, c]["out_port"] for c in below)
-        for switch, below in sorted(children.items()) if network.is_switch(switch)
+        for switch, below in sorted(children.items())
+        if network.is_switch(switch)
     }
 
 
-def host_port_jobs(network: Network, plan: Plan, ids: Numbering,
-                   switch: str) -> dict[int, list[int]]:
+def host_port_jobs(
+    network: Network, plan: Plan, ids: Numbering, switch: str
+) -> dict[int, list[int]]:
     """Port facing a host → ids of the jobs that host is a worker or PS of in the plan (maybe
     none); the plan, not the topology, says which hosts a task uses (PARING places them)."""
     jobs: dict[str, set[int]] = {}
     for tp in plan.tasks:
         for host in (tp.ps, *tp.paths):
             jobs.setdefault(host, set()).add(ids.job_id(tp.job))
-    return {data["in_port"]: sorted(jobs.get(host, ()))
-            for host, _, data in network.graph.in_edges(switch, data=True)
-            if not network.is_switch(host)}
+    return {
+        data["in_port"]: sorted(jobs.get(host, ()))
+        for host, _, data in network.graph.in_edges(switch, data=True)
+        if not network.is_switch(host)
+    }
 
 
 def host_routes(network: Network, ids: Numbering, switch: str) -> dict[str, int]:
@@ -370,36 +410,60 @@ def host_routes(network: Network, ids: Numbering, switch: str) -> dict[str, int]
     first_hop = {
         dst: path[1]
         for dst, path in nx.single_source_shortest_path(
-            hosts_do_not_forward(network.graph, switch), switch).items()
+            hosts_do_not_forward(network.graph, switch), switch
+        ).items()
         if dst in ids.host_ip
     }
-    return {ids.host_ip[host]: network.graph.edges[switch, nxt]["out_port"]
-            for host, nxt in sorted(first_hop.items())}
+    return {
+        ids.host_ip[host]: network.graph.edges[switch, nxt]["out_port"]
+        for host, nxt in sorted(first_hop.items())
+    }
 
 
-def _aggregation(ids: Numbering, programs, tp: TaskPlan, seg: SegmentNumbering, job_id: int,
-                 task_id: int, gen: int) -> None:
+def _aggregation(
+    ids: Numbering,
+    programs,
+    tp: TaskPlan,
+    seg: SegmentNumbering,
+    job_id: int,
+    task_id: int,
+    gen: int,
+) -> None:
     """`ina_aggregate` entries of one segment. A point keeps its tag in every segment: the
     segments' fragments differ, so their partial sums never share a (fragment, tag)."""
     flows, flow_ids = seg.flows, seg.flow_ids
     for point in seg.plan.aggregation:
-        inflows = sorted(flows.inflow_ids.get((point.switch, point.pipeline), ()),
-                         key=flow_ids.__getitem__)  # every flow of the segment has an id
+        inflows = sorted(
+            flows.inflow_ids.get((point.switch, point.pipeline), ()), key=flow_ids.__getitem__
+        )  # every flow of the segment has an id
         if len(inflows) > MAX_FAN_IN:
-            raise CompileError(f"{tp.job}/{tp.task}: fan-in {len(inflows)} at {point.switch} "
-                               f"exceeds the data plane's {MAX_FAN_IN}")
+            raise CompileError(
+                f"{tp.job}/{tp.task}: fan-in {len(inflows)} at {point.switch} "
+                f"exceeds the data plane's {MAX_FAN_IN}"
+            )
         at_switch = [(a.switch, a.pipeline) for a in tp.aggregation if a.switch == point.switch]
         tag = at_switch.index((point.switch, point.pipeline)) + 1
         full = (1 << len(inflows)) - 1
         out_flow = flow_ids[("agg", point.switch, point.pipeline)]
         next_node = _next_aggregator(ids, tp, flows, out_flow, flow_ids)
         for bit, flow in enumerate(inflows):
-            programs[point.switch].table_entries.append(_entry(
-                "ina_aggregate",
-                {"job": job_id, "task": task_id, "pipe": point.pipeline,
-                 "flow_id": flow_ids[flow]},
-                "aggregate", tag=_tag(gen, job_id, task_id, tag), member=1 << bit, full=full,
-                out_flow=out_flow, next_node=next_node))
+            programs[point.switch].table_entries.append(
+                _entry(
+                    "ina_aggregate",
+                    {
+                        "job": job_id,
+                        "task": task_id,
+                        "pipe": point.pipeline,
+                        "flow_id": flow_ids[flow],
+                    },
+                    "aggregate",
+                    tag=_tag(gen, job_id, task_id, tag),
+                    member=1 << bit,
+                    full=full,
+                    out_flow=out_flow,
+                    next_node=next_node,
+                )
+            )
 
 
 def _tag(gen: int, job_id: int, task_id: int, index: int) -> int:
@@ -410,8 +474,7 @@ def _tag(gen: int, job_id: int, task_id: int, index: int) -> int:
     return (gen << 14) | (job_id << 9) | (task_id << 5) | index
 
 
-def _next_aggregator(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_id: int,
-                     flow_ids) -> int:
+def _next_aggregator(ids: Numbering, tp: TaskPlan, flows: TaskFlows, flow_id: int, flow_ids) -> int:
     """Node id of the next point (or the PS) that merges the flow `flow_id`."""
     for trace in flows.traces.values():
         for hop in trace:
@@ -425,14 +488,29 @@ def _assignments(ids: Numbering, task: TaskNumbering, version: int) -> list[Work
     out = []
     for worker in tp.paths:
         segments = tuple(
-            Segment(*seg.span, seg.flow_ids[worker], ids.node_id[_first_aggregator(tp, seg,
-                                                                                   worker)])
-            for seg in task.segments)
+            Segment(
+                *seg.span, seg.flow_ids[worker], ids.node_id[_first_aggregator(tp, seg, worker)]
+            )
+            for seg in task.segments
+        )
         first = segments[0]
-        out.append(WorkerAssignment(
-            worker, task.job_id, task.task_id, first.flow_id, first.next_node, tp.ps,
-            ids.host_ip[tp.ps], tp.rate_gbps, len(tp.paths), task.result_flow, version,
-            tp.model_share, segments if len(segments) > 1 else ()))
+        out.append(
+            WorkerAssignment(
+                worker,
+                task.job_id,
+                task.task_id,
+                first.flow_id,
+                first.next_node,
+                tp.ps,
+                ids.host_ip[tp.ps],
+                tp.rate_gbps,
+                len(tp.paths),
+                task.result_flow,
+                version,
+                tp.model_share,
+                segments if len(segments) > 1 else (),
+            )
+        )
     return out
 
 

@@ -38,8 +38,9 @@ def boundaries(tp: TaskPlan) -> list[float]:
     return [*cuts, 1.0]
 
 
-def segment_plans(network: Network, tp: TaskPlan) -> list[tuple[tuple[float, float], TaskPlan,
-                                                                TaskFlows]]:
+def segment_plans(
+    network: Network, tp: TaskPlan
+) -> list[tuple[tuple[float, float], TaskPlan, TaskFlows]]:
     """Per segment [lo, hi): the coarse plan of its fragments (the points whose share covers
     it, merging whole flows, with the fan-ins their inflows give) and that plan's flows.
 
@@ -52,8 +53,13 @@ def segment_plans(network: Network, tp: TaskPlan) -> list[tuple[tuple[float, flo
         kept = [replace(a, share=1.0) for a in tp.aggregation if a.share >= hi - TOLERANCE]
         part = replace(tp, aggregation=kept)
         inflows = task_flows(network, part).inflow_ids
-        part = replace(part, aggregation=[
-            replace(a, fan_in=len(inflows[(a.switch, a.pipeline)])) for a in kept
-            if inflows.get((a.switch, a.pipeline))])
+        part = replace(
+            part,
+            aggregation=[
+                replace(a, fan_in=len(inflows[(a.switch, a.pipeline)]))
+                for a in kept
+                if inflows.get((a.switch, a.pipeline))
+            ],
+        )
         out.append(((lo, hi), part, task_flows(network, part)))
     return out

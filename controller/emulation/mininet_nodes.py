@@ -54,9 +54,17 @@ class P4RuntimeSwitch(Switch):
     """One switch process in the root namespace, on this node's interfaces, programmed over
     P4Runtime at `address`; `command()` is the target's command line."""
 
-    def __init__(self, name: str, *, model: str | None = None, device_id: int = 1,
-                 grpc_port: int | None = None, log_dir: str | Path | None = None,
-                 switches_file: str | Path | None = None, **params):
+    def __init__(
+        self,
+        name: str,
+        *,
+        model: str | None = None,
+        device_id: int = 1,
+        grpc_port: int | None = None,
+        log_dir: str | Path | None = None,
+        switches_file: str | Path | None = None,
+        **params,
+    ):
         super().__init__(name, dpid=f"{device_id:x}", **params)
         self.model = model or name
         self.device_id = device_id
@@ -93,7 +101,8 @@ class P4RuntimeSwitch(Switch):
             if probe.connect_ex((host, int(port))) == 0:
                 raise SwitchProcessError(
                     f"switch {self.model}: {self.address} is already in use (a switch left over "
-                    "from an earlier run? `ss -ltnp` names the process)")
+                    "from an earlier run? `ss -ltnp` names the process)"
+                )
         for name in self.port_map().values():
             # IPv6 off on the switch's ports too: the kernel would send router solicitations
             # out of them for minutes (4 s, 8 s, 16 s ... apart), into the hosts' raw sockets,
@@ -101,8 +110,9 @@ class P4RuntimeSwitch(Switch):
             self.cmd(f"sysctl -qw net.ipv6.conf.{name}.disable_ipv6=1")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log = (self.log_dir / f"switch-{self.model}.log").open("ab")
-        self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=self.env())
+        self.proc = subprocess.Popen(
+            self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=self.env()
+        )
 
     def wait_started(self) -> None:
         """Wait until the launched process's P4Runtime server listens, then register it."""
@@ -143,8 +153,11 @@ class P4RuntimeSwitch(Switch):
         self.wait_started()
 
     def _interfaces(self) -> list[str]:
-        return [arg for port, name in sorted(self.port_map().items())
-                for arg in ("-i", f"{port}@{name}")]
+        return [
+            arg
+            for port, name in sorted(self.port_map().items())
+            for arg in ("-i", f"{port}@{name}")
+        ]
 
 
 class EmbeddedSwitch(P4RuntimeSwitch):
@@ -158,9 +171,19 @@ class EmbeddedSwitch(P4RuntimeSwitch):
         return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
     def command(self) -> list[str]:
-        return [sys.executable, "-m", "dataplane", "switch", "--device-id",
-                str(self.device_id), "--grpc-addr", self.address, *self._interfaces(),
-                "--log-level", "warning"]
+        return [
+            sys.executable,
+            "-m",
+            "dataplane",
+            "switch",
+            "--device-id",
+            str(self.device_id),
+            "--grpc-addr",
+            self.address,
+            *self._interfaces(),
+            "--log-level",
+            "warning",
+        ]
 
 
 class Bmv2Switch(P4RuntimeSwitch):
@@ -177,8 +200,9 @@ class Bmv2Switch(P4RuntimeSwitch):
         super().start(controllers)
 
     def command(self) -> list[str]:
-        return bmv2_command(self.port_map(), self.address, device_id=self.device_id,
-                            thrift_port=self.thrift_port)
+        return bmv2_command(
+            self.port_map(), self.address, device_id=self.device_id, thrift_port=self.thrift_port
+        )
 
 
 class BareSwitch(Switch):
@@ -198,8 +222,7 @@ class BareSwitch(Switch):
         pass
 
 
-SWITCH_CLASSES: dict[str, type[P4RuntimeSwitch]] = {"embedded": EmbeddedSwitch,
-                                                    "bmv2": Bmv2Switch}
+SWITCH_CLASSES: dict[str, type[P4RuntimeSwitch]] = {"embedded": EmbeddedSwitch, "bmv2": Bmv2Switch}
 
 
 class InaTopo(Topo):
@@ -214,11 +237,17 @@ class InaTopo(Topo):
     switches for `ina controller --switches` as they start.
     """
 
-    def build(self, topology: str | Path | Network, scale_mbps: float = 2.0,
-              switch_cls: type[Switch] | None = None, bare: frozenset[str] = frozenset(),
-              grpc_base: int | None = None, log_dir: str | Path | None = None,
-              switches_file: str | Path | None = None,
-              nodes: frozenset[str] | None = None) -> None:
+    def build(
+        self,
+        topology: str | Path | Network,
+        scale_mbps: float = 2.0,
+        switch_cls: type[Switch] | None = None,
+        bare: frozenset[str] = frozenset(),
+        grpc_base: int | None = None,
+        log_dir: str | Path | None = None,
+        switches_file: str | Path | None = None,
+        nodes: frozenset[str] | None = None,
+    ) -> None:
         network = topology if isinstance(topology, Network) else load_topology(topology)
         wanted = nodes if nodes is not None else frozenset(network.graph.nodes)
         self.network, self.scale_mbps = network, scale_mbps
@@ -237,9 +266,14 @@ class InaTopo(Topo):
             cls = BareSwitch if switch in bare else switch_cls
             extra = {"cls": cls} if cls else {}
             self.mininet_name[switch] = self.addSwitch(
-                f"s{i + 1}", model=switch, device_id=i + 1, log_dir=log_dir,
+                f"s{i + 1}",
+                model=switch,
+                device_id=i + 1,
+                log_dir=log_dir,
                 grpc_port=grpc_base + i + 1 if grpc_base else None,
-                switches_file=switches_file, **extra)
+                switches_file=switches_file,
+                **extra,
+            )
         self.model_name = {v: k for k, v in self.mininet_name.items()}
         graph, done = network.graph, set()
         for u, v, data in graph.edges(data=True):
@@ -247,7 +281,12 @@ class InaTopo(Topo):
                 continue
             done.add((u, v))
             back = graph.edges[v, u]
-            self.addLink(self.mininet_name[u], self.mininet_name[v], cls=TCLink,
-                         port1=data["out_port"], port2=data["in_port"],
-                         params1={"bw": data["capacity_gbps"] * scale_mbps},
-                         params2={"bw": back["capacity_gbps"] * scale_mbps})
+            self.addLink(
+                self.mininet_name[u],
+                self.mininet_name[v],
+                cls=TCLink,
+                port1=data["out_port"],
+                port2=data["in_port"],
+                params1={"bw": data["capacity_gbps"] * scale_mbps},
+                params2={"bw": back["capacity_gbps"] * scale_mbps},
+            )

@@ -148,14 +148,24 @@ class RunResult:
 class Emulation:
     """The Mininet network plus its switch and controller processes; a context manager."""
 
-    def __init__(self, network: Network, plan: Plan, *, target: str = "embedded",
-                 scale_mbps: float | None = None, workdir: Path | None = None,
-                 plain_switches: str = "p4", switches: str = "all",
-                 agent_processes: int = DEFAULT_AGENT_PROCESSES,
-                 pace_mbps: float | None = None):
+    def __init__(
+        self,
+        network: Network,
+        plan: Plan,
+        *,
+        target: str = "embedded",
+        scale_mbps: float | None = None,
+        workdir: Path | None = None,
+        plain_switches: str = "p4",
+        switches: str = "all",
+        agent_processes: int = DEFAULT_AGENT_PROCESSES,
+        pace_mbps: float | None = None,
+    ):
         if target == "bmv2" and not switch_path():
-            raise RunnerError("target bmv2: simple_switch_grpc is not installed on this machine. "
-                              + HOW_TO_GET_BMV2)
+            raise RunnerError(
+                "target bmv2: simple_switch_grpc is not installed on this machine. "
+                + HOW_TO_GET_BMV2
+            )
         self.program_args = self._program_args(target)  # p4c first: fails before Mininet
         self.network, self.plan, self.target = network, plan, target
         self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]
@@ -192,8 +202,11 @@ class Emulation:
     def __enter__(self) -> Self:
         self._unwind_on_sigterm()
         try:
-            for step, action in (("mininet", self._build), ("switches", self._start_switches),
-                                 ("controller", self._start_controller)):
+            for step, action in (
+                ("mininet", self._build),
+                ("switches", self._start_switches),
+                ("controller", self._start_controller),
+            ):
                 started = time.monotonic()
                 action()
                 self.setup_seconds[step] = round(time.monotonic() - started, 3)
@@ -258,16 +271,27 @@ class Emulation:
         from controller.emulation.faults.impair import remove_leftover_tables
 
         if left := remove_leftover_tables():
-            print(f"removed link impairments an interrupted run left behind: {', '.join(left)}",
-                  file=sys.stderr)
+            print(
+                f"removed link impairments an interrupted run left behind: {', '.join(left)}",
+                file=sys.stderr,
+            )
 
-        bare = frozenset(s for s in self.network.switches
-                         if self.plain_switches == "ovs" and not self.network.is_ina(s))
-        topo = nodes.InaTopo(self.network, scale_mbps=self.scale,
-                             switch_cls=nodes.SWITCH_CLASSES[self.target],
-                       bare=bare, log_dir=self.workdir, nodes=self.nodes)
-        self.net = Mininet(topo=topo, controller=None, build=False, autoSetMacs=False,
-                           waitConnected=False)
+        bare = frozenset(
+            s
+            for s in self.network.switches
+            if self.plain_switches == "ovs" and not self.network.is_ina(s)
+        )
+        topo = nodes.InaTopo(
+            self.network,
+            scale_mbps=self.scale,
+            switch_cls=nodes.SWITCH_CLASSES[self.target],
+            bare=bare,
+            log_dir=self.workdir,
+            nodes=self.nodes,
+        )
+        self.net = Mininet(
+            topo=topo, controller=None, build=False, autoSetMacs=False, waitConnected=False
+        )
         self.net.build()
         self.node = {model: self.net.get(name) for model, name in topo.mininet_name.items()}
         for model, node in self.node.items():
@@ -290,8 +314,11 @@ class Emulation:
                 node.wait_started()
         except nodes.SwitchProcessError as exc:
             raise RunnerError(str(exc)) from None
-        self.addresses = {model: node.address for model, node in self.node.items()
-                          if isinstance(node, nodes.P4RuntimeSwitch)}
+        self.addresses = {
+            model: node.address
+            for model, node in self.node.items()
+            if isinstance(node, nodes.P4RuntimeSwitch)
+        }
         ovs = [s for s, node in self.node.items() if isinstance(node, nodes.BareSwitch)]
         if ovs:
             from controller.southbound.openflow import OpenFlowError, start_ovs_switches
@@ -300,8 +327,12 @@ class Emulation:
                 # The OpenFlow controller follows the daemon's plan versions; the daemon
                 # publishes a new one to the hosts once the bridges hold it.
                 self.ovs = start_ovs_switches(
-                    self.network, self.plan, {s: self.switch_ports[s] for s in ovs},
-                    self.workdir, follow_state=self.workdir / "state.json")
+                    self.network,
+                    self.plan,
+                    {s: self.switch_ports[s] for s in ovs},
+                    self.workdir,
+                    follow_state=self.workdir / "state.json",
+                )
             except OpenFlowError as exc:
                 raise RunnerError(f"plain switches (Open vSwitch): {exc}") from None
 
@@ -326,21 +357,40 @@ class Emulation:
     def _start_controller(self) -> None:
         plan_file = self.workdir / "plan.json"
         self.plan.save(plan_file)
-        switches = {s: {"address": a, "device_id": self.network.switches.index(s) + 1}
-                    for s, a in self.addresses.items()}
+        switches = {
+            s: {"address": a, "device_id": self.network.switches.index(s) + 1}
+            for s, a in self.addresses.items()
+        }
         (self.workdir / "switches.json").write_text(json.dumps(switches))
         self.state_file = self.workdir / "state.json"
         self.procs["controller"] = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "controller", self.network.source,
-             "--plan", str(plan_file), "--switches", str(self.workdir / "switches.json"),
-             "--state", str(self.state_file), "--log-level", "warning", *self.program_args,
-             *(["--openflow-state", str(self.ovs.state)] if self.ovs else [])],
-            stdout=self._log("controller.log"), stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "controller",
+                self.network.source,
+                "--plan",
+                str(plan_file),
+                "--switches",
+                str(self.workdir / "switches.json"),
+                "--state",
+                str(self.state_file),
+                "--log-level",
+                "warning",
+                *self.program_args,
+                *(["--openflow-state", str(self.ovs.state)] if self.ovs else []),
+            ],
+            stdout=self._log("controller.log"),
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 60
         while not self.state_file.exists():
             if self.procs["controller"].poll() is not None:
-                raise RunnerError("controller exited before programming the switches: "
-                                  + (self.workdir / "controller.log").read_text()[-800:])
+                raise RunnerError(
+                    "controller exited before programming the switches: "
+                    + (self.workdir / "controller.log").read_text()[-800:]
+                )
             if time.monotonic() > deadline:
                 raise RunnerError("controller did not program the switches within 60 s")
             time.sleep(0.1)
@@ -381,8 +431,7 @@ class Emulation:
         and mending restores the link's TCLink shaping.
         """
         if self.target != "bmv2":
-            self.net.configLinkStatus(self.node[u].name, self.node[v].name,
-                                      "up" if up else "down")
+            self.net.configLinkStatus(self.node[u].name, self.node[v].name, "up" if up else "down")
             return
         for link in self.net.linksBetween(self.node[u], self.node[v]):
             for intf in (link.intf1, link.intf2):
@@ -403,12 +452,20 @@ class Emulation:
         return json.loads(self.state_file.read_text())
 
     # -- running the job
-    def iterate(self, gradient_mb: float, iteration: int, timeout: float,
-                during: Callable[[], None] | None = None) -> list[IterationResult]:
+    def iterate(
+        self,
+        gradient_mb: float,
+        iteration: int,
+        timeout: float,
+        during: Callable[[], None] | None = None,
+    ) -> list[IterationResult]:
         """One iteration of every task (one result per task); `during` runs in a thread while
         the workers send."""
-        return [it for group in self._groups()
-                for it in self._iterate_group(group, gradient_mb, iteration, timeout, during)]
+        return [
+            it
+            for group in self._groups()
+            for it in self._iterate_group(group, gradient_mb, iteration, timeout, during)
+        ]
 
     def _groups(self) -> list[list[TaskPlan]]:
         """Tasks that run at once: all tasks of a sharded job (each worker sends every task's
@@ -419,49 +476,98 @@ class Emulation:
             groups.setdefault(key, []).append(tp)
         return list(groups.values())
 
-    def _iterate_group(self, tps: list[TaskPlan], gradient_mb: float, iteration: int,
-                       timeout: float, during: Callable[[], None] | None
-                       ) -> list[IterationResult]:
+    def _iterate_group(
+        self,
+        tps: list[TaskPlan],
+        gradient_mb: float,
+        iteration: int,
+        timeout: float,
+        during: Callable[[], None] | None,
+    ) -> list[IterationResult]:
         """Start a PS per task and each worker once (a sharded worker reads its shards from
         the state file), release them together, and check every worker's sum and every PS's
         own shard against the exact sum."""
-        rows = {tp.task: {row["worker"]: row for row in self.state()["workers"]
-                          if (row["job_id"], row["task_id"]) == self._ids(tp)} for tp in tps}
+        rows = {
+            tp.task: {
+                row["worker"]: row
+                for row in self.state()["workers"]
+                if (row["job_id"], row["task_id"]) == self._ids(tp)
+            }
+            for tp in tps
+        }
         ports = {tp.task: self._ps_port(tp) for tp in tps}
         before = {task: _tx_packets(port) for task, port in ports.items()}
         first = tps[0]
-        common = ["--job", str(self.ids.job_id(first.job)), "--workers", str(len(first.paths)),
-                  "--size-mb", str(gradient_mb), "--epoch", str(iteration),
-                  "--seed", str(iteration), "--state", str(self.state_file), "--wait-go"]
-        pss = {tp.task: self.node[tp.ps].popen(
-            [sys.executable, "-m", "controller.cli", "ps", "--iface", self.host_intf[tp.ps],
-             "--ip", self.ids.host_ip[tp.ps], *common,
-             "--task", str(self.ids.task_id(tp.job, tp.task)), "--verify",
-             "--result-flow-id", str(next(iter(rows[tp.task].values()))["result_flow_id"])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            for tp in tps}
+        common = [
+            "--job",
+            str(self.ids.job_id(first.job)),
+            "--workers",
+            str(len(first.paths)),
+            "--size-mb",
+            str(gradient_mb),
+            "--epoch",
+            str(iteration),
+            "--seed",
+            str(iteration),
+            "--state",
+            str(self.state_file),
+            "--wait-go",
+        ]
+        pss = {
+            tp.task: self.node[tp.ps].popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "controller.cli",
+                    "ps",
+                    "--iface",
+                    self.host_intf[tp.ps],
+                    "--ip",
+                    self.ids.host_ip[tp.ps],
+                    *common,
+                    "--task",
+                    str(self.ids.task_id(tp.job, tp.task)),
+                    "--verify",
+                    "--result-flow-id",
+                    str(next(iter(rows[tp.task].values()))["result_flow_id"]),
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+            for tp in tps
+        }
         workers, serves = self._start_workers(first, rows[first.task], common, iteration)
         ps_names = {task: f"PS {tp.ps}" for task, tp in zip(pss, tps, strict=True)}
         with _no_agent_outlives([*workers.values(), *pss.values()]):
             # Every agent imports for seconds on a loaded machine: release them together, the PSs
             # first, so the iteration times the network rather than process start-up.
-            _release_when_ready({ps_names[t]: proc for t, proc in pss.items()} | workers,
-                                time.monotonic() + AGENT_START_SECONDS)
+            _release_when_ready(
+                {ps_names[t]: proc for t, proc in pss.items()} | workers,
+                time.monotonic() + AGENT_START_SECONDS,
+            )
             started = time.monotonic()
             disturbance = threading.Thread(target=during) if during else None
             if disturbance:
                 disturbance.start()
             sampling = threading.Event()
             samples: dict[str, list[tuple[float, int]]] = {task: [] for task in pss}
-            samplers = [threading.Thread(target=_sample, args=(ports[t], before[t], started,
-                                                               samples[t], sampling))
-                        for t in pss]
+            samplers = [
+                threading.Thread(
+                    target=_sample, args=(ports[t], before[t], started, samples[t], sampling)
+                )
+                for t in pss
+            ]
             for sampler in samplers:
                 sampler.start()
             try:
-                reports = _collect(workers, serves,
-                                   {ps_names[t]: proc for t, proc in pss.items()},
-                                   started + timeout, iteration)
+                reports = _collect(
+                    workers,
+                    serves,
+                    {ps_names[t]: proc for t, proc in pss.items()},
+                    started + timeout,
+                    iteration,
+                )
             finally:
                 if disturbance:
                     disturbance.join()
@@ -472,56 +578,123 @@ class Emulation:
         exact = all(r.get("exact") for r in reports.values())
         goodput = {w: gradient_mb * 8 * 2**20 / 1e6 / r["seconds"] for w, r in reports.items()}
         seconds = max(r["seconds"] for r in reports.values())
-        resent = sum(r["resent_on_timeout"] + r["resent_on_control"] + r.get("resent_on_loss", 0)
-                     for r in reports.values())
+        resent = sum(
+            r["resent_on_timeout"] + r["resent_on_control"] + r.get("resent_on_loss", 0)
+            for r in reports.values()
+        )
         out = []
         for tp in tps:
             ps_report = _ps_report(pss[tp.task])
             packets = _tx_packets(ports[tp.task]) - before[tp.task]
             fragments = ps_report.get("fragments") or reports[next(iter(reports))]["fragments"]
-            out.append(IterationResult(
-                iteration, seconds, wall, exact and ps_report.get("exact") is not False, goodput,
-                packets, round(packets / max(1, fragments), 2),
-                ps_report.get("flows_per_fragment", 0.0), samples[tp.task],
-                task=f"{tp.job}/{tp.task}", ps=tp.ps, model_share=tp.model_share,
-                ps_exact=ps_report.get("exact"), retransmissions=resent, ps_report=ps_report,
-                worker_reports=reports))
+            out.append(
+                IterationResult(
+                    iteration,
+                    seconds,
+                    wall,
+                    exact and ps_report.get("exact") is not False,
+                    goodput,
+                    packets,
+                    round(packets / max(1, fragments), 2),
+                    ps_report.get("flows_per_fragment", 0.0),
+                    samples[tp.task],
+                    task=f"{tp.job}/{tp.task}",
+                    ps=tp.ps,
+                    model_share=tp.model_share,
+                    ps_exact=ps_report.get("exact"),
+                    retransmissions=resent,
+                    ps_report=ps_report,
+                    worker_reports=reports,
+                )
+            )
         return out
 
-    def _start_workers(self, first: TaskPlan, rows: dict[str, dict], common: list[str],
-                       iteration: int) -> tuple[dict[str, subprocess.Popen], dict[str, list[str]]]:
+    def _start_workers(
+        self, first: TaskPlan, rows: dict[str, dict], common: list[str], iteration: int
+    ) -> tuple[dict[str, subprocess.Popen], dict[str, list[str]]]:
         """Start the workers' agents: one `ina worker` per host in its namespace while there
         are at most `agent_processes` workers, else the workers split evenly over that many
         `python -m dataplane workers` processes (dataplane/multihost.py), each opening a socket
         in each of its hosts' namespaces. Returns the processes by name and the workers each
         serves."""
-        rate = ["--rate-gbps", f"{first.rate_gbps * self.pace / 1000 * PACING_HEADROOM:.9f}",
-                "--rate-scale", f"{self.pace / 1000 * PACING_HEADROOM:.12f}", "--verify",
-                "--task", str(self.ids.task_id(first.job, first.task))]
+        rate = [
+            "--rate-gbps",
+            f"{first.rate_gbps * self.pace / 1000 * PACING_HEADROOM:.9f}",
+            "--rate-scale",
+            f"{self.pace / 1000 * PACING_HEADROOM:.12f}",
+            "--verify",
+            "--task",
+            str(self.ids.task_id(first.job, first.task)),
+        ]
         names = list(first.paths)
         if len(names) <= self.agent_processes:
-            return {worker: self.node[worker].popen(
-                [sys.executable, "-m", "controller.cli", "worker", "--iface",
-                 self.host_intf[worker], "--ip", self.ids.host_ip[worker], *common, *rate,
-                 "--ps-ip", rows[worker]["ps_ip"], "--index", str(index),
-                 "--flow-id", str(rows[worker]["flow_id"]),
-                 "--next-node", str(rows[worker]["next_node"]), "--name", worker],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-                for index, worker in enumerate(names)}, {worker: [worker] for worker in names}
+            return {
+                worker: self.node[worker].popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "controller.cli",
+                        "worker",
+                        "--iface",
+                        self.host_intf[worker],
+                        "--ip",
+                        self.ids.host_ip[worker],
+                        *common,
+                        *rate,
+                        "--ps-ip",
+                        rows[worker]["ps_ip"],
+                        "--index",
+                        str(index),
+                        "--flow-id",
+                        str(rows[worker]["flow_id"]),
+                        "--next-node",
+                        str(rows[worker]["next_node"]),
+                        "--name",
+                        worker,
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                )
+                for index, worker in enumerate(names)
+            }, {worker: [worker] for worker in names}
         agents, serves = {}, {}
         for number, members in enumerate(_split(names, self.agent_processes), start=1):
             hosts_file = self.workdir / f"agent-{number}-iteration-{iteration}.json"
-            hosts_file.write_text(json.dumps([
-                {"name": w, "netns": f"/proc/{self.node[w].pid}/ns/net",
-                 "iface": self.host_intf[w], "ip": self.ids.host_ip[w],
-                 "index": names.index(w), "flow_id": rows[w]["flow_id"],
-                 "next_node": rows[w]["next_node"], "ps_ip": rows[w]["ps_ip"]}
-                for w in members]))
+            hosts_file.write_text(
+                json.dumps(
+                    [
+                        {
+                            "name": w,
+                            "netns": f"/proc/{self.node[w].pid}/ns/net",
+                            "iface": self.host_intf[w],
+                            "ip": self.ids.host_ip[w],
+                            "index": names.index(w),
+                            "flow_id": rows[w]["flow_id"],
+                            "next_node": rows[w]["next_node"],
+                            "ps_ip": rows[w]["ps_ip"],
+                        }
+                        for w in members
+                    ]
+                )
+            )
             name = f"agent {number} ({members[0]}..{members[-1]})"
             agents[name] = subprocess.Popen(
-                [sys.executable, "-m", "dataplane", "workers", "--hosts", str(hosts_file),
-                 *common, *rate], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, env=_child_env())
+                [
+                    sys.executable,
+                    "-m",
+                    "dataplane",
+                    "workers",
+                    "--hosts",
+                    str(hosts_file),
+                    *common,
+                    *rate,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=_child_env(),
+            )
             serves[name] = members
         return agents, serves
 
@@ -543,8 +716,9 @@ def _ps_report(ps: subprocess.Popen) -> dict:
     except subprocess.TimeoutExpired:
         ps.terminate()
         out, _ = ps.communicate(timeout=10)
-    return next((json.loads(ln) for ln in reversed(out.decode().splitlines())
-                 if ln.startswith('{"ps"')), {})
+    return next(
+        (json.loads(ln) for ln in reversed(out.decode().splitlines()) if ln.startswith('{"ps"')), {}
+    )
 
 
 def _split(names: list[str], parts: int) -> list[list[str]]:
@@ -560,9 +734,13 @@ def _child_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
-def _collect(agents: dict[str, subprocess.Popen], serves: dict[str, list[str]],
-             pss: dict[str, subprocess.Popen], deadline: float,
-             iteration: int) -> dict[str, dict]:
+def _collect(
+    agents: dict[str, subprocess.Popen],
+    serves: dict[str, list[str]],
+    pss: dict[str, subprocess.Popen],
+    deadline: float,
+    iteration: int,
+) -> dict[str, dict]:
     """Each worker's JSON report (an agent serving several prints one per worker, with its
     `name`); kills every agent and names the culprit on a hang."""
     reports = {}
@@ -570,8 +748,10 @@ def _collect(agents: dict[str, subprocess.Popen], serves: dict[str, list[str]],
         try:
             out, _ = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            raise RunnerError(f"worker {agent} did not finish iteration {iteration} in time "
-                              f"(hang); {_stop_and_report({**agents, **pss})}") from None
+            raise RunnerError(
+                f"worker {agent} did not finish iteration {iteration} in time "
+                f"(hang); {_stop_and_report({**agents, **pss})}"
+            ) from None
         lines = [json.loads(ln) for ln in out.decode().splitlines() if ln.startswith("{")]
         if serves[agent] == [agent]:
             lines = [{**line, "name": agent} for line in lines[-1:]]
@@ -659,17 +839,34 @@ def worker_rate_gbps(plan: Plan) -> float:
     return sum(tp.rate_gbps for tp in plan.tasks if tp.job == first.job)
 
 
-def run(network: Network, plan: Plan, *, iterations: int, gradient_mb: float,
-        target: str = "embedded", scale_mbps: float | None = None,
-        timeout: float = 120.0, on_iteration=None, plain_switches: str = "p4",
-        switches: str = "all", agent_processes: int = DEFAULT_AGENT_PROCESSES,
-        pace_mbps: float | None = None) -> RunResult:
+def run(
+    network: Network,
+    plan: Plan,
+    *,
+    iterations: int,
+    gradient_mb: float,
+    target: str = "embedded",
+    scale_mbps: float | None = None,
+    timeout: float = 120.0,
+    on_iteration=None,
+    plain_switches: str = "p4",
+    switches: str = "all",
+    agent_processes: int = DEFAULT_AGENT_PROCESSES,
+    pace_mbps: float | None = None,
+) -> RunResult:
     """Run the whole closed loop once; raises RunnerError naming the component that failed."""
     scale_mbps = scale_mbps or DEFAULT_SCALE_MBPS[target]
     result = RunResult(plan.scheme, worker_rate_gbps(plan), scale_mbps)
-    with Emulation(network, plan, target=target, scale_mbps=scale_mbps,
-                   plain_switches=plain_switches, switches=switches,
-                   agent_processes=agent_processes, pace_mbps=pace_mbps) as emu:
+    with Emulation(
+        network,
+        plan,
+        target=target,
+        scale_mbps=scale_mbps,
+        plain_switches=plain_switches,
+        switches=switches,
+        agent_processes=agent_processes,
+        pace_mbps=pace_mbps,
+    ) as emu:
         result.setup_seconds = dict(emu.setup_seconds)
         for k in range(1, iterations + 1):
             for it in emu.iterate(gradient_mb, k, timeout):

@@ -124,8 +124,13 @@ class Evaluation:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["link_loads"] = [
-            {"from": ll.src, "to": ll.dst, "flows": ll.flows, "load_gbps": ll.load_gbps,
-             "capacity_gbps": ll.capacity_gbps}
+            {
+                "from": ll.src,
+                "to": ll.dst,
+                "flows": ll.flows,
+                "load_gbps": ll.load_gbps,
+                "capacity_gbps": ll.capacity_gbps,
+            }
             for ll in self.link_loads
         ]
         return data
@@ -157,8 +162,10 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         visits: set[tuple[str, FlowId]] = {(worker, worker)}
         for u, v, after in zip(path, path[1:], [*path[2:], None], strict=False):
             if any((v, flow) in visits for flow, _ in pieces):
-                problems.append(f"{label}: path of {worker} brings the same flow back to {v} "
-                                f"(it bounces or loops): {path}")
+                problems.append(
+                    f"{label}: path of {worker} brings the same flow back to {v} "
+                    f"(it bounces or loops): {path}"
+                )
                 break
             visits.update((v, flow) for flow, _ in pieces)
             first = pieces[0][0]
@@ -172,8 +179,10 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
                 point = tp.point_at(v, pipe)
                 merging = point if point is not None and point.merges(worker) else None
                 merge = merging is not None
-                if (isinstance(flow, tuple)
-                        and merged_at.setdefault((flow, v, pipe), merge) != merge):
+                if (
+                    isinstance(flow, tuple)
+                    and merged_at.setdefault((flow, v, pipe), merge) != merge
+                ):
                     problems.append(
                         f"{label}: the flow aggregated at {flow[1]} pipeline {flow[2]} holds "
                         f"workers that {v} pipeline {pipe} merges and workers it does not"
@@ -184,12 +193,14 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
                 if taken:
                     assert merging is not None  # a share of 0 takes nothing
                     into_aggregator[(v, pipe)][flow] = _union(
-                        into_aggregator[(v, pipe)].get(flow, ()), taken)
+                        into_aggregator[(v, pipe)].get(flow, ()), taken
+                    )
                     moved.append((("agg", v, pipe), taken))
                     if after != merging.next_hop:
                         problems.append(
                             f"{label}: aggregation at {v} pipeline {pipe} declares next_hop "
-                            f"{merging.next_hop} but the path of {worker} leaves it toward {after}")
+                            f"{merging.next_hop} but the path of {worker} leaves it toward {after}"
+                        )
                 if rest:
                     moved.append((flow, rest))
             for flow, _ in moved:
@@ -218,8 +229,6 @@ def task_flows(network: Network, tp: TaskPlan) -> TaskFlows:
         inflow_ids={a: set(f) for a, f in into_aggregator.items()},
         arriving=dict(arriving),
     )
-
-
 
 
 def _split(cover: Coverage, share: float) -> tuple[Coverage, Coverage]:
@@ -276,14 +285,18 @@ def _path_is_valid(
         return False
     hosts = [n for n in path[1:-1] if n in network.graph and not network.is_switch(n)]
     if hosts:
-        problems.append(f"{label}: path of {worker} passes through host(s) {', '.join(hosts)}; "
-                        f"hosts do not forward")
+        problems.append(
+            f"{label}: path of {worker} passes through host(s) {', '.join(hosts)}; "
+            f"hosts do not forward"
+        )
         return False
     missing = [(u, v) for u, v in pairwise(path) if not network.graph.has_edge(u, v)]
     if missing:
         where = network.graph.graph.get("links", "the topology")
-        problems.append(f"{label}: path of {worker} uses link(s) absent from {where}: "
-                        f"{', '.join(f'{u}->{v}' for u, v in missing)}")
+        problems.append(
+            f"{label}: path of {worker} uses link(s) absent from {where}: "
+            f"{', '.join(f'{u}->{v}' for u, v in missing)}"
+        )
         return False
     return True
 
@@ -341,8 +354,11 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
         problems.extend(flows[label].problems)
 
     planned = {tp.key for tp in plan.tasks}
-    problems.extend(f"{t.job}/{t.name}: the plan does not route this task of the topology"
-                    for t in network.tasks if t.key not in planned)
+    problems.extend(
+        f"{t.job}/{t.name}: the plan does not route this task of the topology"
+        for t in network.tasks
+        if t.key not in planned
+    )
     problems.extend(sharding.problems(plan.tasks))
     problems.extend(_several_ps_problems(network, plan.tasks))
 
@@ -371,17 +387,22 @@ def evaluate(network: Network, plan: Plan, gradient_mb: float | None = None) -> 
         ],
         problems=problems,
         gradient_mb=gradient_mb,
-        job_communication_seconds=None if gradient_mb is None else sharding.job_seconds(
-            plan.tasks, {tp.key: rates[label] for label, tp in plans.items()}, gradient_mb),
+        job_communication_seconds=None
+        if gradient_mb is None
+        else sharding.job_seconds(
+            plan.tasks, {tp.key: rates[label] for label, tp in plans.items()}, gradient_mb
+        ),
     )
 
 
 def _beyond_data_plane(flows: dict[str, TaskFlows]) -> list[str]:
-    return [f"{label}: aggregation at {switch} pipeline {pipe} merges {merged} flows; the data "
-            f"plane merges at most {MAX_FAN_IN}"
-            for label, tf in flows.items()
-            for (switch, pipe), merged in sorted(tf.aggregator_inflows.items())
-            if merged > MAX_FAN_IN]
+    return [
+        f"{label}: aggregation at {switch} pipeline {pipe} merges {merged} flows; the data "
+        f"plane merges at most {MAX_FAN_IN}"
+        for label, tf in flows.items()
+        for (switch, pipe), merged in sorted(tf.aggregator_inflows.items())
+        if merged > MAX_FAN_IN
+    ]
 
 
 def _task_problems(task: Task, tp: TaskPlan) -> list[str]:
@@ -410,11 +431,14 @@ def _placement_problems(task: Task, tp: TaskPlan) -> list[str]:
     used = [tp.ps, *tp.paths]
     strangers = [h for h in used if h not in free]
     if strangers:
-        problems.append(f"{label}: placed on {', '.join(strangers)}, not free servers of the "
-                        f"task (role idle or listed by it)")
+        problems.append(
+            f"{label}: placed on {', '.join(strangers)}, not free servers of the "
+            f"task (role idle or listed by it)"
+        )
     if len(tp.paths) != len(task.workers):
-        problems.append(f"{label}: the plan places {len(tp.paths)} workers, the task needs "
-                        f"{len(task.workers)}")
+        problems.append(
+            f"{label}: the plan places {len(tp.paths)} workers, the task needs {len(task.workers)}"
+        )
     if tp.ps in tp.paths:
         problems.append(f"{label}: {tp.ps} is both the PS and a worker")
     return problems
@@ -438,12 +462,14 @@ def _several_ps_problems(network: Network, tasks: list[TaskPlan]) -> list[str]:
         if len(set(pss)) < len(pss):
             problems.append(f"job {job}: two of its tasks have the same PS")
         if set(pss) & workers:
-            problems.append(f"job {job}: {', '.join(sorted(set(pss) & workers))} is both a PS "
-                            "and a worker")
+            problems.append(
+                f"job {job}: {', '.join(sorted(set(pss) & workers))} is both a PS and a worker"
+            )
         sharded = any(tp.model_share is not None for tp in tps)
         if sharded and any(set(tp.paths) != set(tps[0].paths) for tp in tps):
-            problems.append(f"job {job}: its PSs hold shards of one model, so every task "
-                            "needs the same workers")
+            problems.append(
+                f"job {job}: its PSs hold shards of one model, so every task needs the same workers"
+            )
     return problems
 
 
@@ -485,7 +511,8 @@ def resources(
 
 
 def _overloaded(
-    demand: dict[str, dict[Resource, float]], capacity: dict[Resource, float],
+    demand: dict[str, dict[Resource, float]],
+    capacity: dict[Resource, float],
     rates: dict[str, float],
 ) -> list[str]:
     load: dict[Resource, float] = defaultdict(float)

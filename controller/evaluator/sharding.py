@@ -37,8 +37,9 @@ def problems(tasks: list[TaskPlan]) -> list[str]:
         elif any(not 0 <= s <= 1 for s in given):
             found.append(f"job {job}: every model_share must be within [0, 1]")
         elif abs(sum(given) - 1) > _TOLERANCE:
-            found.append(f"job {job}: the tasks' model_share values add up to {sum(given):.6g}, "
-                         "not 1")
+            found.append(
+                f"job {job}: the tasks' model_share values add up to {sum(given):.6g}, not 1"
+            )
     return found
 
 
@@ -49,8 +50,9 @@ def seconds(gradient_mb: float, fraction: float, rate_gbps: float) -> float:
     return gradient_mb * fraction * 8 / 1000 / rate_gbps if rate_gbps > 0 else inf
 
 
-def job_seconds(tasks: list[TaskPlan], rates: dict[tuple[str, str], float],
-                gradient_mb: float) -> dict[str, float]:
+def job_seconds(
+    tasks: list[TaskPlan], rates: dict[tuple[str, str], float], gradient_mb: float
+) -> dict[str, float]:
     """Per job, when its last shard (or, unsharded, its slowest task) arrives."""
     out: dict[str, float] = {}
     for tp in tasks:

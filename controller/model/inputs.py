@@ -76,11 +76,17 @@ def decode(raw: bytes, source: str, error: type[InputError] = InputError) -> str
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        hint = " (it starts with a UTF-16 byte-order mark)" if raw[:2] in (
-            b"\xff\xfe", b"\xfe\xff") else ""
-        raise error(source, f"line {line}",
-                    f"the file is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
-                    f"{exc.start} cannot be decoded{hint}; save it as UTF-8") from None
+        hint = (
+            " (it starts with a UTF-16 byte-order mark)"
+            if raw[:2] in (b"\xff\xfe", b"\xfe\xff")
+            else ""
+        )
+        raise error(
+            source,
+            f"line {line}",
+            f"the file is not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start} cannot be decoded{hint}; save it as UTF-8",
+        ) from None
 
 
 @contextmanager
@@ -131,8 +137,12 @@ class _UniqueKeys(SafeConstructor, Resolver):
         for key_node in own:
             key = self.construct_object(key_node, deep=True)
             if key in seen:
-                raise ConstructorError("while constructing a mapping", node.start_mark,
-                                       f"found duplicate key {key!r}", key_node.start_mark)
+                raise ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
             seen.add(key)
 
 
@@ -141,8 +151,7 @@ class _Refused(yaml.composer.ComposerError):
 
 
 def _too_deep(mark: Any) -> yaml.composer.ComposerError:
-    return _Refused(
-        None, None, f"the document is nested more than {MAX_DEPTH} levels deep", mark)
+    return _Refused(None, None, f"the document is nested more than {MAX_DEPTH} levels deep", mark)
 
 
 class _PythonLoader(Reader, Scanner, Parser, Composer, _UniqueKeys):  # type: ignore[misc]
@@ -216,8 +225,12 @@ def _check_shape(text: str) -> None:
 
 def _expands_too_much(mark: Any, written: int) -> yaml.composer.ComposerError:
     return _Refused(
-        None, None, f"aliases expand the document past {MAX_EXPANDED_NODES:,} nodes, more than "
-        f"{MAX_EXPANSION} times the {written:,} it writes out; repeat fewer aliased blocks", mark)
+        None,
+        None,
+        f"aliases expand the document past {MAX_EXPANDED_NODES:,} nodes, more than "
+        f"{MAX_EXPANSION} times the {written:,} it writes out; repeat fewer aliased blocks",
+        mark,
+    )
 
 
 def _next_event(parser: Any) -> Any:
@@ -246,8 +259,11 @@ def parse_yaml(text: str, source: str, error: type[InputError] = InputError) -> 
             loader = _loader(text)
             return loader.get_single_data()
     except yaml.reader.ReaderError as exc:
-        raise error(source, f"character {exc.position}",
-                    f"YAML syntax error: {exc.reason} (#x{exc.character:04x})") from None
+        raise error(
+            source,
+            f"character {exc.position}",
+            f"YAML syntax error: {exc.reason} (#x{exc.character:04x})",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -265,8 +281,9 @@ def parse_json(text: str, source: str, error: type[InputError] = InputError) -> 
         with _gc_paused():
             return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise error(source, f"line {exc.lineno}, column {exc.colno}",
-                    f"not JSON ({exc.msg})") from None
+        raise error(
+            source, f"line {exc.lineno}, column {exc.colno}", f"not JSON ({exc.msg})"
+        ) from None
     except _JsonProblem as exc:
         raise error(source, "", f"not valid JSON for us: {exc}") from None
     except RecursionError:

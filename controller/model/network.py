@@ -64,8 +64,9 @@ def _capacity_in_range(value: float) -> float:
 def _bounded_map(value: Any) -> Any:
     # A dict is validated entry by entry with every error kept: bound its size first.
     if isinstance(value, dict) and len(value) > MAX_PORTS:
-        raise ValueError(f"the map has {len(value)} entries; a switch has at most {MAX_PORTS} "
-                         "ports")
+        raise ValueError(
+            f"the map has {len(value)} entries; a switch has at most {MAX_PORTS} ports"
+        )
     return value
 
 
@@ -77,9 +78,11 @@ _SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring = 2, 3, 3, 20
 def _scalar(value: Any) -> Any:
     finite = not isinstance(value, float) or math.isfinite(value)
     if not isinstance(value, (bool, int, float, str)) or not finite:
-        raise ValueError(f"a scheme parameter is a finite number, a boolean or a text, "
-                         f"as `ina solve --param` gives it (got {type(value).__name__} "
-                         f"{_SHORT.repr(value)})")
+        raise ValueError(
+            f"a scheme parameter is a finite number, a boolean or a text, "
+            f"as `ina solve --param` gives it (got {type(value).__name__} "
+            f"{_SHORT.repr(value)})"
+        )
     return value
 
 
@@ -108,7 +111,8 @@ class SwitchSpec(_Strict):
     ports: Port | None = None
     # port → pipeline; defaults to contiguous blocks (see `default_pipeline_map`).
     pipeline_map: Annotated[
-        dict[Port, Annotated[int, Field(ge=0)]] | None, BeforeValidator(_bounded_map)] = None
+        dict[Port, Annotated[int, Field(ge=0)]] | None, BeforeValidator(_bounded_map)
+    ] = None
     aggregation_capacity_gbps: Capacity | None = None
     ingress_capacity_gbps: Capacity | None = None
     egress_capacity_gbps: Capacity | None = None
@@ -138,8 +142,10 @@ class LinkSpec(_Strict):
     @model_validator(mode="after")
     def _shared_is_one_capacity(self) -> LinkSpec:
         if self.shared_capacity and self.reverse_capacity_gbps is not None:
-            raise ValueError("a link with `shared_capacity: true` has one capacity for both "
-                             "directions; drop `reverse_capacity_gbps`")
+            raise ValueError(
+                "a link with `shared_capacity: true` has one capacity for both "
+                "directions; drop `reverse_capacity_gbps`"
+            )
         return self
 
 
@@ -174,13 +180,16 @@ class TopologySpec(_Strict):
     # Free-form parameters per scheme, e.g. {"aro": {"quantization": 100}}.
     # Values are scalars, as `ina solve --param KEY=VALUE` gives them.
     schemes: dict[str, dict[str, Annotated[Any, AfterValidator(_scalar)]]] = Field(
-        default_factory=dict)
+        default_factory=dict
+    )
 
     @model_validator(mode="after")
     def _names_unique(self) -> TopologySpec:
         seen: dict[str, str] = {}
-        for kind, names in (("hosts", [h.name for h in self.hosts]),
-                            ("switches", [s.name for s in self.switches])):
+        for kind, names in (
+            ("hosts", [h.name for h in self.hosts]),
+            ("switches", [s.name for s in self.switches]),
+        ):
             for i, name in enumerate(names):
                 if name in seen:
                     raise ValueError(
@@ -305,14 +314,16 @@ def hosts_do_not_forward(graph: nx.DiGraph, source: str) -> nx.DiGraph:
     """`graph` without the edges that leave a host other than `source`: a path from `source`
     in it never passes through a host (hosts are endpoints; they do not forward)."""
     return nx.subgraph_view(
-        graph, filter_edge=lambda u, _v: u == source or graph.nodes[u]["kind"] == "switch")
+        graph, filter_edge=lambda u, _v: u == source or graph.nodes[u]["kind"] == "switch"
+    )
 
 
 def hosts_do_not_forward_to(graph: nx.DiGraph, target: str) -> nx.DiGraph:
     """`graph` without the edges that enter a host other than `target`: a path to `target` in
     it never passes through a host (for searches toward one target from every node)."""
     return nx.subgraph_view(
-        graph, filter_edge=lambda _u, v: v == target or graph.nodes[v]["kind"] == "switch")
+        graph, filter_edge=lambda _u, v: v == target or graph.nodes[v]["kind"] == "switch"
+    )
 
 
 def load_topology(path: str | Path) -> Network:
@@ -324,14 +335,19 @@ def load_topology(path: str | Path) -> Network:
 
 # The long lists, validated item by item (see the module docstring).
 _ITEMS: dict[str, type[BaseModel]] = {
-    "hosts": HostSpec, "switches": SwitchSpec, "links": LinkSpec, "jobs": JobSpec}
+    "hosts": HostSpec,
+    "switches": SwitchSpec,
+    "links": LinkSpec,
+    "jobs": JobSpec,
+}
 
 
 def build_network(data: Any, source: str = "<memory>") -> Network:
     """Validate a parsed topology document and build its `Network`."""
     if not isinstance(data, dict):
-        raise TopologyError(source, "",
-                            "the document must be a mapping with hosts, switches, links")
+        raise TopologyError(
+            source, "", "the document must be a mapping with hosts, switches, links"
+        )
     problems: list[tuple[str, str]] = []
     count = 0
     checked = dict(data)
@@ -356,7 +372,7 @@ def build_network(data: Any, source: str = "<memory>") -> Network:
     except ValidationError as exc:
         errors = [e for e in exc.errors() if not (e["type"] == "missing" and e["loc"][0] in data)]
         count += len(errors)
-        problems += [_problem(e, (), data) for e in errors[:MAX_LISTED_PROBLEMS - len(problems)]]
+        problems += [_problem(e, (), data) for e in errors[: MAX_LISTED_PROBLEMS - len(problems)]]
     if problems:
         (where, first), rest = problems[0], problems[1:]
         text = "; ".join([first, *(f"{w}: {p}" for w, p in rest)])
@@ -433,7 +449,8 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
                 port = next_port[name]
             if port in used_ports[name]:
                 raise TopologyError(
-                    source, f"{where}.{end}_port",
+                    source,
+                    f"{where}.{end}_port",
                     f"port {port} of {name} is already used by the link to "
                     f"{used_ports[name][port]}",
                 )
@@ -442,10 +459,22 @@ def _check_semantics(spec: TopologySpec, source: str) -> Network:
         forward = link.capacity_gbps
         reverse = link.reverse_capacity_gbps if link.reverse_capacity_gbps is not None else forward
         shared = link.shared_capacity
-        graph.add_edge(link.a, link.b, capacity_gbps=forward, out_port=ports["a"],
-                       in_port=ports["b"], shared=shared)
-        graph.add_edge(link.b, link.a, capacity_gbps=reverse, out_port=ports["b"],
-                       in_port=ports["a"], shared=shared)
+        graph.add_edge(
+            link.a,
+            link.b,
+            capacity_gbps=forward,
+            out_port=ports["a"],
+            in_port=ports["b"],
+            shared=shared,
+        )
+        graph.add_edge(
+            link.b,
+            link.a,
+            capacity_gbps=reverse,
+            out_port=ports["b"],
+            in_port=ports["a"],
+            shared=shared,
+        )
 
     for name, count in host_links.items():
         if count == 0:
@@ -472,19 +501,23 @@ def _check_dcn_fields(sw: SwitchSpec, graph: nx.DiGraph, where: str, source: str
     other switches, which the evaluator charges: a field the links do not give is refused, so
     that every scheme and the evaluator read the same capacity."""
     for name, value, edges, way in (
-            ("ingress_capacity_gbps", sw.ingress_capacity_gbps, graph.out_edges(sw.name), "to"),
-            ("egress_capacity_gbps", sw.egress_capacity_gbps, graph.in_edges(sw.name), "from")):
-        links = [(u, v) for u, v in edges
-                 if graph.nodes[v if u == sw.name else u]["kind"] == "switch"]
+        ("ingress_capacity_gbps", sw.ingress_capacity_gbps, graph.out_edges(sw.name), "to"),
+        ("egress_capacity_gbps", sw.egress_capacity_gbps, graph.in_edges(sw.name), "from"),
+    ):
+        links = [
+            (u, v) for u, v in edges if graph.nodes[v if u == sw.name else u]["kind"] == "switch"
+        ]
         caps = [graph.edges[e]["capacity_gbps"] for e in links]
         if value is None or math.isclose(value, math.fsum(caps), rel_tol=1e-9, abs_tol=1e-12):
             continue
         given = ", ".join(f"{u}->{v} {c:g}" for (u, v), c in zip(links, caps, strict=True))
         raise TopologyError(
-            source, f"{where}.{name}",
+            source,
+            f"{where}.{name}",
             f"{value:g} Gbps, but the links {way} other switches give "
             f"{math.fsum(caps):g} Gbps ({given or 'it has none'}); the field restates them (the "
-            "evaluator charges the links), so make it their sum or leave it out")
+            "evaluator charges the links), so make it their sum or leave it out",
+        )
 
 
 def _pipeline_map(sw: SwitchSpec, used: dict[int, str], index: int, source: str) -> dict[int, int]:
@@ -493,12 +526,14 @@ def _pipeline_map(sw: SwitchSpec, used: dict[int, str], index: int, source: str)
     too_high = [p for p in used if p > port_count]
     if too_high:
         raise TopologyError(
-            source, f"{where}.ports",
+            source,
+            f"{where}.ports",
             f"the switch has {port_count} ports but links use port {max(too_high)}",
         )
     if sw.pipelines > port_count:
         raise TopologyError(
-            source, f"{where}.pipelines",
+            source,
+            f"{where}.pipelines",
             f"{sw.pipelines} pipelines cannot share {port_count} ports",
         )
     if sw.pipeline_map is None:
@@ -507,13 +542,15 @@ def _pipeline_map(sw: SwitchSpec, used: dict[int, str], index: int, source: str)
     if bad:
         port, pipe = next(iter(bad.items()))
         raise TopologyError(
-            source, f"{where}.pipeline_map.{port}",
+            source,
+            f"{where}.pipeline_map.{port}",
             f"pipeline {pipe} does not exist (the switch has pipelines 0..{sw.pipelines - 1})",
         )
     uncovered = sorted(p for p in used if p not in sw.pipeline_map)
     if uncovered:
         raise TopologyError(
-            source, f"{where}.pipeline_map",
+            source,
+            f"{where}.pipeline_map",
             f"the map does not cover port(s) {uncovered} used by links "
             f"(to {', '.join(used[p] for p in uncovered)})",
         )
@@ -538,11 +575,21 @@ def _tasks(spec: TopologySpec, graph: nx.DiGraph, source: str) -> list[Task]:
             for w, worker in enumerate(task.workers):
                 _check_host(graph, worker, "worker", f"{where}.workers[{w}]", source)
                 if worker not in feeders[task.ps]:
-                    raise TopologyError(source, f"{where}.workers[{w}]",
-                                        _why_unreachable(graph, worker, task.ps))
-            tasks.append(Task(job.name, task.name, task.ps, tuple(task.workers), job.beta,
-                              task.placement, task.rate_cap_gbps,
-                              task.ps_aggregation_capacity_gbps))
+                    raise TopologyError(
+                        source, f"{where}.workers[{w}]", _why_unreachable(graph, worker, task.ps)
+                    )
+            tasks.append(
+                Task(
+                    job.name,
+                    task.name,
+                    task.ps,
+                    tuple(task.workers),
+                    job.beta,
+                    task.placement,
+                    task.rate_cap_gbps,
+                    task.ps_aggregation_capacity_gbps,
+                )
+            )
     return [_with_free_hosts(spec, graph, t, source) for t in tasks]
 
 
@@ -555,18 +602,32 @@ def _with_free_hosts(spec: TopologySpec, graph: nx.DiGraph, task: Task, source: 
     where = f"jobs[{j}] ({task.job}).tasks.placement"
     siblings = spec.jobs[j].tasks
     if any(t.placement != "free" for t in siblings):
-        raise TopologyError(source, where, "a job with several tasks is placed as a whole: "
-                            "every task `placement: free` (one PS each, PARING Sec. IV-C.3) "
-                            "or none")
+        raise TopologyError(
+            source,
+            where,
+            "a job with several tasks is placed as a whole: "
+            "every task `placement: free` (one PS each, PARING Sec. IV-C.3) "
+            "or none",
+        )
     if len({len(t.workers) for t in siblings}) > 1:
-        raise TopologyError(source, where, "the tasks of a `placement: free` job share its "
-                            "workers (each PS holds a shard of the model): list as many "
-                            "workers in every task")
-    others = {h for job in spec.jobs for t in job.tasks if job.name != task.job
-              for h in (t.ps, *t.workers)}
+        raise TopologyError(
+            source,
+            where,
+            "the tasks of a `placement: free` job share its "
+            "workers (each PS holds a shard of the model): list as many "
+            "workers in every task",
+        )
+    others = {
+        h
+        for job in spec.jobs
+        for t in job.tasks
+        if job.name != task.job
+        for h in (t.ps, *t.workers)
+    }
     own = {h for t in siblings for h in (t.ps, *t.workers)}
-    free = tuple(h.name for h in spec.hosts
-                 if (h.role == "idle" or h.name in own) and h.name not in others)
+    free = tuple(
+        h.name for h in spec.hosts if (h.role == "idle" or h.name in own) and h.name not in others
+    )
     return replace(task, free_hosts=free)
 
 
@@ -592,9 +653,11 @@ def _why_unreachable(graph: nx.DiGraph, worker: str, ps: str) -> str:
         return f"worker {worker!r} has no path to its PS {ps!r}"
     hosts = {n for n, d in graph.nodes(data=True) if d["kind"] == "host"} - {worker, ps}
     if not nx.has_path(graph.subgraph(graph.nodes - hosts), worker, ps):
-        return (f"every path from worker {worker!r} to its PS {ps!r} passes through another "
-                f"host; hosts do not forward, connect the worker to a switch")
-    return (f"every path from worker {worker!r} to its PS {ps!r} crosses a link of capacity 0")
+        return (
+            f"every path from worker {worker!r} to its PS {ps!r} passes through another "
+            f"host; hosts do not forward, connect the worker to a switch"
+        )
+    return f"every path from worker {worker!r} to its PS {ps!r} crosses a link of capacity 0"
 
 
 def _check_host(graph: nx.DiGraph, name: str, role: str, where: str, source: str) -> None:

@@ -44,9 +44,11 @@ def chosen_topology(network: Network, plan: Plan) -> dict[str, Any]:
     tasks = [t for t in network.tasks if t.key in planned]
     hosts = {h for t in tasks for h in (*t.workers, t.ps)}
     switches = {c["a"] for c in plan.patch_panel} | {
-        c["b"] for c in plan.patch_panel if c["b"] not in hosts}
-    host_specs = [network.spec(h).model_dump(exclude_defaults=True)
-                  for h in network.hosts if h in hosts]
+        c["b"] for c in plan.patch_panel if c["b"] not in hosts
+    }
+    host_specs = [
+        network.spec(h).model_dump(exclude_defaults=True) for h in network.hosts if h in hosts
+    ]
     switch_specs = []
     for s in network.switches:
         if s in switches:
@@ -56,8 +58,13 @@ def chosen_topology(network: Network, plan: Plan) -> dict[str, Any]:
             switch_specs.append(doc)
     links = []
     for c in plan.patch_panel:
-        link = {"a": c["a"], "b": c["b"], "capacity_gbps": c["capacity_gbps"],
-                "a_port": c["a_port"], "shared_capacity": True}
+        link = {
+            "a": c["a"],
+            "b": c["b"],
+            "capacity_gbps": c["capacity_gbps"],
+            "a_port": c["a_port"],
+            "shared_capacity": True,
+        }
         if c["b_port"] is not None:
             link["b_port"] = c["b_port"]
         links.append(link)
@@ -68,9 +75,12 @@ def chosen_topology(network: Network, plan: Plan) -> dict[str, Any]:
     return {
         "name": chosen_name(network.name, plan.scheme),
         "description": f"the network {plan.scheme} built from the pool {network.source} "
-                       f"({len(links)} links of the patch panel)",
-        "hosts": host_specs, "switches": switch_specs, "links": links,
-        "jobs": list(jobs.values()), "schemes": dict(network.schemes),
+        f"({len(links)} links of the patch panel)",
+        "hosts": host_specs,
+        "switches": switch_specs,
+        "links": links,
+        "jobs": list(jobs.values()),
+        "schemes": dict(network.schemes),
     }
 
 
@@ -107,8 +117,9 @@ def _budget(spec: SwitchSpec) -> int | None:
     return spec.max_ports if spec.max_ports is not None else spec.ports
 
 
-def _connection_problems(network: Network, panel: list[dict[str, Any]]
-                         ) -> tuple[list[str], list[dict[str, Any]]]:
+def _connection_problems(
+    network: Network, panel: list[dict[str, Any]]
+) -> tuple[list[str], list[dict[str, Any]]]:
     g = network.graph
     task_hosts = {h for t in network.tasks for h in (t.ps, *t.workers, *t.free_hosts)}
     problems = [f"patch panel: {p}" for _j, p in panel_problems(panel)]
@@ -136,11 +147,13 @@ def _connection_problems(network: Network, panel: list[dict[str, Any]]
             budget = _budget(spec)
             if budget is not None and n > budget:
                 name = "max_ports" if spec.max_ports is not None else "ports"
-                problems.append(f"patch panel: {node} has {n} links, over its {name} {budget} "
-                                f"(ATRO (7))")
+                problems.append(
+                    f"patch panel: {node} has {n} links, over its {name} {budget} (ATRO (7))"
+                )
         elif n > 1:
-            problems.append(f"patch panel: host {node} has {n} links; a host has one port "
-                            f"(ATRO (8))")
+            problems.append(
+                f"patch panel: host {node} has {n} links; a host has one port (ATRO (8))"
+            )
     return problems, kept
 
 
@@ -159,8 +172,10 @@ def _connection_problem(network: Network, c: dict[str, Any], task_hosts: set[str
     if capacity <= 0:
         return "the candidate link has no capacity"
     if not math.isclose(c["capacity_gbps"], capacity, rel_tol=1e-9):
-        return (f"it records {c['capacity_gbps']:g} Gbps, the candidate link has "
-                f"{capacity:g} Gbps (the smaller of its directions, ATRO (14))")
+        return (
+            f"it records {c['capacity_gbps']:g} Gbps, the candidate link has "
+            f"{capacity:g} Gbps (the smaller of its directions, ATRO (14))"
+        )
     if network.is_switch(b) and c["b_port"] is None:
         return f"b_port is missing: {b} is a switch"
     if not network.is_switch(b) and c["b_port"] is not None:
@@ -196,8 +211,11 @@ def _built(network: Network, panel: list[dict[str, Any]]) -> Network:
     for s, ports in used.items():
         spec = network.switch_spec(s)
         count = _budget(spec) or max(ports, default=1)
-        graph.nodes[s]["pipeline_map"] = (dict(spec.pipeline_map) if spec.pipeline_map
-                                          else default_pipeline_map(count, spec.pipelines))
+        graph.nodes[s]["pipeline_map"] = (
+            dict(spec.pipeline_map)
+            if spec.pipeline_map
+            else default_pipeline_map(count, spec.pipelines)
+        )
     return replace(network, graph=graph)
 
 
@@ -208,15 +226,25 @@ def _every_candidate_problems(network: Network) -> list[str]:
         return []
     g = network.graph
     budgets = {s: network.switch_spec(s).max_ports for s in network.switches}
-    over = [f"{s} {g.out_degree(s)} links for its {n} ports" for s, n in budgets.items()
-            if n is not None and g.out_degree(s) > n]
-    over += [f"host {h} {g.out_degree(h)} links for its one port"
-             for h in network.hosts if g.out_degree(h) > 1]
+    over = [
+        f"{s} {g.out_degree(s)} links for its {n} ports"
+        for s, n in budgets.items()
+        if n is not None and g.out_degree(s) > n
+    ]
+    over += [
+        f"host {h} {g.out_degree(h)} links for its one port"
+        for h in network.hosts
+        if g.out_degree(h) > 1
+    ]
     if not over:
         return []
     more = f" (and {len(over) - 3} more)" if len(over) > 3 else ""
-    return [(f"the topology is a pool of candidate links (switches with max_ports): a plan "
-             f"without a patch_panel builds every candidate, which would give "
-             f"{', '.join(over[:3])}{more}; on a pool, let a topology-choosing scheme choose "
-             f"the links (`ina solve --scheme atro`), or route on the network it chose "
-             f"(`--topology-out`)")]
+    return [
+        (
+            f"the topology is a pool of candidate links (switches with max_ports): a plan "
+            f"without a patch_panel builds every candidate, which would give "
+            f"{', '.join(over[:3])}{more}; on a pool, let a topology-choosing scheme choose "
+            f"the links (`ina solve --scheme atro`), or route on the network it chose "
+            f"(`--topology-out`)"
+        )
+    ]

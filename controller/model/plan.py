@@ -133,8 +133,13 @@ class Plan:
                 if point["share"] == 1.0:
                     del point["share"]
         data["link_loads"] = [
-            {"from": ll.src, "to": ll.dst, "flows": ll.flows, "load_gbps": ll.load_gbps,
-             "capacity_gbps": ll.capacity_gbps}
+            {
+                "from": ll.src,
+                "to": ll.dst,
+                "flows": ll.flows,
+                "load_gbps": ll.load_gbps,
+                "capacity_gbps": ll.capacity_gbps,
+            }
             for ll in self.link_loads
         ]
         if self.patch_panel is None:
@@ -152,7 +157,10 @@ class Plan:
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         tasks = [
             TaskPlan(
-                job=t["job"], task=t["task"], ps=t["ps"], rate_gbps=float(t["rate_gbps"]),
+                job=t["job"],
+                task=t["task"],
+                ps=t["ps"],
+                rate_gbps=float(t["rate_gbps"]),
                 paths={w: list(p) for w, p in t["paths"].items()},
                 aggregation=[_point(a) for a in t.get("aggregation", [])],
                 model_share=None if t.get("model_share") is None else float(t["model_share"]),
@@ -164,10 +172,17 @@ class Plan:
             for ll in data.get("link_loads", [])
         ]
         return cls(
-            scheme=data["scheme"], status=data["status"], objective=data["objective"],
-            bound=data.get("bound"), solve_seconds=data["solve_seconds"], seed=data.get("seed"),
-            tasks=tasks, topology=data.get("topology", ""), link_loads=loads,
-            details=data.get("details", {}), patch_panel=data.get("patch_panel"),
+            scheme=data["scheme"],
+            status=data["status"],
+            objective=data["objective"],
+            bound=data.get("bound"),
+            solve_seconds=data["solve_seconds"],
+            seed=data.get("seed"),
+            tasks=tasks,
+            topology=data.get("topology", ""),
+            link_loads=loads,
+            details=data.get("details", {}),
+            patch_panel=data.get("patch_panel"),
         )
 
     @classmethod
@@ -179,8 +194,12 @@ class Plan:
 def _point(data: dict[str, Any]) -> AggregationPoint:
     workers = data.get("workers")
     return AggregationPoint(
-        data["switch"], int(data["pipeline"]), int(data["fan_in"]), data["next_hop"],
-        tuple(workers) if workers is not None else None, float(data.get("share", 1.0)),
+        data["switch"],
+        int(data["pipeline"]),
+        int(data["fan_in"]),
+        data["next_hop"],
+        tuple(workers) if workers is not None else None,
+        float(data.get("share", 1.0)),
     )
 
 
@@ -204,8 +223,9 @@ def parse_plan(data: Any, source: str = "<memory>") -> Plan:
         where = where.removeprefix(".")
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
         problem = plain_error(errors[0])
-        raise PlanFormatError(source, where or "top level",
-                              f"not a plan file: {problem}{more}") from None
+        raise PlanFormatError(
+            source, where or "top level", f"not a plan file: {problem}{more}"
+        ) from None
     seen: set[tuple[str, str]] = set()
     for i, task in enumerate(doc.tasks):
         where = f"tasks[{i}] ({task.job}/{task.task})"
@@ -215,8 +235,11 @@ def parse_plan(data: Any, source: str = "<memory>") -> Plan:
         points = [(a.switch, a.pipeline) for a in task.aggregation]
         for j, point in enumerate(points):
             if point in points[:j]:
-                raise PlanFormatError(source, f"{where}.aggregation[{j}]",
-                                      f"{point[0]} pipeline {point[1]} is listed twice")
+                raise PlanFormatError(
+                    source,
+                    f"{where}.aggregation[{j}]",
+                    f"{point[0]} pipeline {point[1]} is listed twice",
+                )
     plan = Plan.from_dict(doc.model_dump(by_alias=True))
     for j, problem in panel_problems(plan.patch_panel or []):
         raise PlanFormatError(source, f"patch_panel[{j}]", problem)
@@ -276,8 +299,7 @@ class _TaskFile(_Strict):
     task: Name
     ps: Name
     rate_gbps: float = Field(ge=0)
-    paths: Annotated[dict[Name, Annotated[list[Name], FailFast()]],
-                     BeforeValidator(_bounded_paths)]
+    paths: Annotated[dict[Name, Annotated[list[Name], FailFast()]], BeforeValidator(_bounded_paths)]
     aggregation: Annotated[list[_PointFile], FailFast()] = []
     model_share: float | None = Field(default=None, ge=0, le=1)
 
@@ -355,7 +377,9 @@ PLAN_JSON_SCHEMA: dict[str, Any] = {
                     "paths": {
                         "type": "object",
                         "additionalProperties": {
-                            "type": "array", "items": {"type": "string", "minLength": 1}},
+                            "type": "array",
+                            "items": {"type": "string", "minLength": 1},
+                        },
                     },
                     "aggregation": {"type": "array", "items": _AGGREGATION},
                     "model_share": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
@@ -376,7 +400,8 @@ PLAN_JSON_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["a", "a_port", "b", "b_port", "capacity_gbps"],
                 "properties": {
-                    "a": {"type": "string"}, "a_port": {"type": "integer", "minimum": 1},
+                    "a": {"type": "string"},
+                    "a_port": {"type": "integer", "minimum": 1},
                     "b": {"type": "string"},
                     "b_port": {"type": ["integer", "null"], "minimum": 1},
                     "capacity_gbps": {"type": "number", "exclusiveMinimum": 0},

@@ -27,8 +27,10 @@ def layout(network: Network) -> dict[str, tuple[float, float]]:
     for node in network.graph.nodes:
         rows.setdefault(level(network, node), []).append(node)
     if 0 in rows:
+
         def attach(host: str) -> int:
             return min((order[s] for s in network.graph.successors(host)), default=0)
+
         rows[0].sort(key=lambda h: (attach(h), order[h]))
     pos = {}
     for row, nodes in rows.items():

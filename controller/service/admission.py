@@ -83,11 +83,13 @@ def initial_layout(network: Network, slots: int) -> Layout:
 def new_layout(layout: Layout, slots: int, last_id: int) -> JobLayout:
     """The next free job id after `last_id` (round robin) and a free slot region of `slots`."""
     used = {own.job_id for own in layout.values()}
-    job_id = next((i for k in range(MAX_JOB_ID)
-                   if (i := (last_id + k) % MAX_JOB_ID + 1) not in used), None)
+    job_id = next(
+        (i for k in range(MAX_JOB_ID) if (i := (last_id + k) % MAX_JOB_ID + 1) not in used), None
+    )
     if job_id is None:
-        raise Refused("job ids", f"{MAX_JOB_ID} jobs run already, the most the data plane "
-                                 "tells apart")
+        raise Refused(
+            "job ids", f"{MAX_JOB_ID} jobs run already, the most the data plane tells apart"
+        )
     taken = sorted((own.slot_base, own.slot_base + own.slot_count) for own in layout.values())
     base, largest = 0, 0
     for start, end in [*taken, (SLOT_REGION, SLOT_REGION)]:
@@ -96,11 +98,12 @@ def new_layout(layout: Layout, slots: int, last_id: int) -> JobLayout:
         largest = max(largest, start - base)
         base = max(base, end)
     else:
-        raise Refused("no slot memory left",
-                      f"no slot memory left: the job asks {slots} slots per pipeline, the "
-                      f"largest free block is {largest} of {SLOT_REGION}")
-    return JobLayout(job_id, job_id * FLOW_BLOCK, FLOW_BLOCK, base, slots,
-                     job_id * GROUP_BLOCK)
+        raise Refused(
+            "no slot memory left",
+            f"no slot memory left: the job asks {slots} slots per pipeline, the "
+            f"largest free block is {largest} of {SLOT_REGION}",
+        )
+    return JobLayout(job_id, job_id * FLOW_BLOCK, FLOW_BLOCK, base, slots, job_id * GROUP_BLOCK)
 
 
 def residual(network: Network, plan: Plan) -> Network:
@@ -140,20 +143,33 @@ def requested_task(network: Network, plan: Plan, request: JobRequest, name: str)
         assert request.ps is not None and isinstance(request.workers, list)
         for role, host in (("PS", request.ps), *(("worker", w) for w in request.workers)):
             if host not in network.graph:
-                raise Refused("unknown host", f"unknown host {host!r} (as {role}); the "
-                                              f"topology's hosts: {_some(network.hosts)}", 422)
+                raise Refused(
+                    "unknown host",
+                    f"unknown host {host!r} (as {role}); the "
+                    f"topology's hosts: {_some(network.hosts)}",
+                    422,
+                )
             if host not in hosts:
-                raise Refused("unknown host", f"{host!r} (as {role}) is a switch, not a host",
-                              422)
+                raise Refused("unknown host", f"{host!r} (as {role}) is a switch, not a host", 422)
         return Task(name, TASK, request.ps, tuple(request.workers), request.priority)
     assert isinstance(request.workers, int)  # `placement: free`: a count
     count = request.workers
     free = [h for h in network.hosts if h not in busy_hosts(plan)]
     if len(free) < count + 1:
-        raise Refused("capacity", f"placement free needs {count + 1} free servers (a PS and "
-                                  f"{count} workers); {len(free)} are free")
-    return Task(name, TASK, free[0], tuple(free[1:count + 1]), request.priority, "free",
-                free_hosts=tuple(free))
+        raise Refused(
+            "capacity",
+            f"placement free needs {count + 1} free servers (a PS and "
+            f"{count} workers); {len(free)} are free",
+        )
+    return Task(
+        name,
+        TASK,
+        free[0],
+        tuple(free[1 : count + 1]),
+        request.priority,
+        "free",
+        free_hosts=tuple(free),
+    )
 
 
 def _some(names: list[str], shown: int = 8) -> str:
@@ -161,10 +177,22 @@ def _some(names: list[str], shown: int = 8) -> str:
     return ", ".join(names[:shown]) + more
 
 
-def admit(network: Network, plan: Plan, layout: Layout, request: JobRequest, *, scheme: str,
-          name: str, last_id: int, version: int, switches: Iterable[str], p4info: Path,
-          dead_links: Set[tuple[str, str]] = frozenset(), time_limit: float | None = None,
-          seed: int | None = 0) -> Admitted:
+def admit(
+    network: Network,
+    plan: Plan,
+    layout: Layout,
+    request: JobRequest,
+    *,
+    scheme: str,
+    name: str,
+    last_id: int,
+    version: int,
+    switches: Iterable[str],
+    p4info: Path,
+    dead_links: Set[tuple[str, str]] = frozenset(),
+    time_limit: float | None = None,
+    seed: int | None = 0,
+) -> Admitted:
     """Plan `request` as job `name` beside the running `plan` on `network`, around the links
     known dead (module docstring); raises Refused with the reason."""
     from controller.solvers import SchemeInputError, SolveOptions, UnknownScheme, solve
@@ -178,32 +206,48 @@ def admit(network: Network, plan: Plan, layout: Layout, request: JobRequest, *, 
     except UnknownScheme as exc:
         raise Refused("unknown scheme", str(exc), 422) from None
     except SchemeInputError as exc:
-        raise Refused("no plan", f"{scheme} finds no plan for the job in what the running "
-                                 f"jobs leave: {exc}") from None
+        raise Refused(
+            "no plan", f"{scheme} finds no plan for the job in what the running jobs leave: {exc}"
+        ) from None
     if mine.status == "infeasible" or not mine.tasks:
-        raise Refused("no plan", f"{scheme} finds no plan for the job in what the running jobs "
-                                 f"leave ({mine.status})")
+        raise Refused(
+            "no plan",
+            f"{scheme} finds no plan for the job in what the running jobs leave ({mine.status})",
+        )
     alone_eval = evaluate(alone, mine)
     if alone_eval.beyond_data_plane:
         raise Refused("fan-in", alone_eval.beyond_data_plane[0])
     rate = min(tp.rate_gbps for tp in mine.tasks)
     if rate <= _TINY or rate < request.min_rate_gbps * (1 - 1e-9):
-        raise Refused("capacity", f"what the running jobs leave carries {rate:.6g} Gbps for "
-                                  f"this job{_asked(request)}: {_bottleneck(alone, mine)}")
+        raise Refused(
+            "capacity",
+            f"what the running jobs leave carries {rate:.6g} Gbps for "
+            f"this job{_asked(request)}: {_bottleneck(alone, mine)}",
+        )
     placed = _as_placed(task, mine)
-    union_net = replace(network, tasks=[*network.tasks, placed],
-                        jobs_beta={**network.jobs_beta, name: request.priority})
+    union_net = replace(
+        network,
+        tasks=[*network.tasks, placed],
+        jobs_beta={**network.jobs_beta, name: request.priority},
+    )
     union = union_plan(plan, mine.tasks)
     judged = evaluate(union_net, union)
     if not judged.consistent:
-        raise Refused("capacity", f"the running plans and this job's do not fit together: "
-                                  f"{judged.problems[0]}")
+        raise Refused(
+            "capacity",
+            f"the running plans and this job's do not fit together: {judged.problems[0]}",
+        )
     full = {**layout, name: own}
     try:
         programs, assignments = compile_plan(union_net, union, version, full)
     except CompileError as exc:
-        kind = ("fan-in" if "fan-in" in str(exc) else
-                "flow ids" if "flow ids" in str(exc) else "table space")
+        kind = (
+            "fan-in"
+            if "fan-in" in str(exc)
+            else "flow ids"
+            if "flow ids" in str(exc)
+            else "table space"
+        )
         raise Refused(kind, str(exc)) from None
     too_big = [p for s in switches for p in check_fits(programs[s], p4info)]
     if too_big:
@@ -212,8 +256,7 @@ def admit(network: Network, plan: Plan, layout: Layout, request: JobRequest, *, 
 
 
 def _asked(request: JobRequest) -> str:
-    return (f" (it asks at least {request.min_rate_gbps:.6g})" if request.min_rate_gbps > 0
-            else "")
+    return f" (it asks at least {request.min_rate_gbps:.6g})" if request.min_rate_gbps > 0 else ""
 
 
 def _bottleneck(network: Network, plan: Plan) -> str:
@@ -240,14 +283,26 @@ def union_plan(plan: Plan, tasks: list) -> Plan:
     """The running plan with `tasks` added: each part holds its own claims, none is a proven
     optimum of the joint problem, so the union claims no status beyond `heuristic`."""
     every = [*plan.tasks, *tasks]
-    return Plan(plan.scheme, "heuristic", min((tp.rate_gbps for tp in every), default=0.0),
-                None, 0.0, plan.seed, every, plan.topology,
-                details={**plan.details, "objective": "the least task rate; jobs admitted one "
-                                                      "by one in what the running ones left"})
+    return Plan(
+        plan.scheme,
+        "heuristic",
+        min((tp.rate_gbps for tp in every), default=0.0),
+        None,
+        0.0,
+        plan.seed,
+        every,
+        plan.topology,
+        details={
+            **plan.details,
+            "objective": "the least task rate; jobs admitted one "
+            "by one in what the running ones left",
+        },
+    )
 
 
-def without_job(network: Network, plan: Plan, layout: Layout, job: str,
-                base: Plan | None = None) -> tuple[Network, Plan, Layout]:
+def without_job(
+    network: Network, plan: Plan, layout: Layout, job: str, base: Plan | None = None
+) -> tuple[Network, Plan, Layout]:
     """The running state without `job`: its tasks, its ids. When what is left is the plan the
     daemon started with (`base`), that plan, with its status and bound, is back in force."""
     tasks = [t for t in network.tasks if t.job != job]
@@ -258,5 +313,8 @@ def without_job(network: Network, plan: Plan, layout: Layout, job: str,
         rest = base
     elif kept:
         rest.objective = min(tp.rate_gbps for tp in kept)
-    return (replace(network, tasks=tasks, jobs_beta=betas), rest,
-            {k: v for k, v in layout.items() if k != job})
+    return (
+        replace(network, tasks=tasks, jobs_beta=betas),
+        rest,
+        {k: v for k, v in layout.items() if k != job},
+    )

@@ -86,8 +86,10 @@ class ApiTLS:
         try:
             context.load_cert_chain(self.cert, self.key)
         except ssl.SSLError as exc:
-            raise ApiConfigError(f"--api-cert {self.cert} and --api-key {self.key}: not a "
-                                 f"certificate and its key ({exc.reason or exc})") from None
+            raise ApiConfigError(
+                f"--api-cert {self.cert} and --api-key {self.key}: not a "
+                f"certificate and its key ({exc.reason or exc})"
+            ) from None
         return context
 
 
@@ -96,30 +98,42 @@ def api_tls(cert: Path | None, key: Path | None) -> ApiTLS | None:
     if cert is None and key is None:
         return None
     if cert is None or key is None:
-        raise ApiConfigError("--api-cert and --api-key go together (the API's certificate "
-                             "and its private key, PEM)")
+        raise ApiConfigError(
+            "--api-cert and --api-key go together (the API's certificate and its private key, PEM)"
+        )
     tls = ApiTLS(Path(cert), Path(key))
     tls.context()
     return tls
 
 
 def build_app(service: JobService, token: str | None) -> FastAPI:
-    app = FastAPI(title="INA controller", version="1",
-                  description="Submit and end training jobs; read the topology, health and "
-                              "the switches' counters.")
+    app = FastAPI(
+        title="INA controller",
+        version="1",
+        description="Submit and end training jobs; read the topology, health and "
+        "the switches' counters.",
+    )
     errors: dict[int | str, dict[str, Any]] = {
-        401: {"model": Problem}, 409: {"model": Refusal}, 413: {"model": Problem},
-        422: {"model": Refusal}, 503: {"model": Refusal}}
+        401: {"model": Problem},
+        409: {"model": Refusal},
+        413: {"model": Problem},
+        422: {"model": Refusal},
+        503: {"model": Refusal},
+    }
 
     def authorized(authorization: str | None = Header(default=None)) -> None:
         if token is None:
             return
         given = (authorization or "").removeprefix("Bearer ").strip().encode()
-        if not (authorization or "").startswith("Bearer ") or \
-                not hmac.compare_digest(given, token.encode()):
-            raise HTTPException(401, "this call needs the controller's bearer token "
-                                     "(Authorization: Bearer <token of --api-token-file>)",
-                                headers={"WWW-Authenticate": "Bearer"})
+        if not (authorization or "").startswith("Bearer ") or not hmac.compare_digest(
+            given, token.encode()
+        ):
+            raise HTTPException(
+                401,
+                "this call needs the controller's bearer token "
+                "(Authorization: Bearer <token of --api-token-file>)",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     def job_named(job_id: int) -> str:
         job = service.ids().get(job_id)
@@ -131,8 +145,13 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
     async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0]
         if err["type"] == "json_invalid":
-            return JSONResponse({"detail": f"the body is not valid JSON "
-                                           f"({err.get('ctx', {}).get('error', 'syntax')})"}, 400)
+            return JSONResponse(
+                {
+                    "detail": f"the body is not valid JSON "
+                    f"({err.get('ctx', {}).get('error', 'syntax')})"
+                },
+                400,
+            )
         where = ".".join(str(p) for p in err["loc"] if p != "body") or "the body"
         more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
         return JSONResponse({"detail": f"{where}: {plain_error(err)}{more}"}, 422)
@@ -147,8 +166,13 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
         first = str(exc).splitlines()[0] if str(exc) else ""
         return JSONResponse({"detail": f"internal error: {type(exc).__name__}: {first}"}, 500)
 
-    @app.post("/jobs", status_code=201, response_model=JobView, responses=errors,
-              dependencies=[Depends(authorized)])
+    @app.post(
+        "/jobs",
+        status_code=201,
+        response_model=JobView,
+        responses=errors,
+        dependencies=[Depends(authorized)],
+    )
     async def submit(request: JobRequest) -> JobView:
         """Admit a job in what the running jobs leave, install it, read it back."""
         return await service.submit(request)
@@ -162,18 +186,23 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
         return service.view(job_named(job_id))
 
     def rows(job_id: int, name: str) -> AgentRows:
-        return AgentRows(version=service.session.version, job_id=job_id, name=name,
-                         workers=[AgentIds(**asdict(a)) for a in service.session.assignments
-                                  if a.job_id == job_id])
+        return AgentRows(
+            version=service.session.version,
+            job_id=job_id,
+            name=name,
+            workers=[
+                AgentIds(**asdict(a)) for a in service.session.assignments if a.job_id == job_id
+            ],
+        )
 
-    @app.get("/jobs/{job_id}/agents", response_model=AgentRows,
-             responses={404: {"model": Problem}})
+    @app.get("/jobs/{job_id}/agents", response_model=AgentRows, responses={404: {"model": Problem}})
     async def agents(job_id: int) -> AgentRows:
         """The job's rows for its agents: 404 until the job is installed (agents wait)."""
         return rows(job_id, job_named(job_id))
 
-    @app.get("/jobs/by-name/{name}/agents", response_model=AgentRows,
-             responses={404: {"model": Problem}})
+    @app.get(
+        "/jobs/by-name/{name}/agents", response_model=AgentRows, responses={404: {"model": Problem}}
+    )
     async def agents_named(name: str) -> AgentRows:
         """The rows of the job submitted as `name`, whatever id it was given: a scheduler
         can start the agents before it submits the job."""
@@ -182,9 +211,12 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
             raise HTTPException(404, f"no job named {name!r} runs (GET /jobs lists the jobs)")
         return rows(ids[name], name)
 
-    @app.delete("/jobs/{job_id}", response_model=Removal,
-                responses={**errors, 404: {"model": Problem}},
-                dependencies=[Depends(authorized)])
+    @app.delete(
+        "/jobs/{job_id}",
+        response_model=Removal,
+        responses={**errors, 404: {"model": Problem}},
+        dependencies=[Depends(authorized)],
+    )
     async def end(job_id: int) -> Removal:
         """Delete the job's entries from every switch and read them back."""
         return await service.delete(job_named(job_id))
@@ -197,9 +229,14 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
     async def healthz() -> JSONResponse:
         switches = {n: d.programmed for n, d in service.session.drivers.items()}
         ok = all(switches.values())
-        return JSONResponse({"status": "ok" if ok else "degraded",
-                             "plan_version": service.session.version, "switches": switches},
-                            200 if ok else 503)
+        return JSONResponse(
+            {
+                "status": "ok" if ok else "degraded",
+                "plan_version": service.session.version,
+                "switches": switches,
+            },
+            200 if ok else 503,
+        )
 
     @app.get("/switches")
     async def switches() -> dict[str, Any]:
@@ -223,12 +260,20 @@ def topology_view(service: JobService) -> dict[str, Any]:
     return {
         "name": net.name,
         "hosts": [{"name": h, "role": net.role(h)} for h in net.hosts],
-        "switches": [{"name": s, "ina": net.is_ina(s), "pipelines": net.pipelines(s),
-                      "tier": net.switch_spec(s).tier,
-                      "aggregation_capacity_gbps": net.switch_spec(s).aggregation_capacity_gbps}
-                     for s in net.switches],
-        "links": [{"from": u, "to": v, "capacity_gbps": d["capacity_gbps"]}
-                  for u, v, d in net.graph.edges(data=True)],
+        "switches": [
+            {
+                "name": s,
+                "ina": net.is_ina(s),
+                "pipelines": net.pipelines(s),
+                "tier": net.switch_spec(s).tier,
+                "aggregation_capacity_gbps": net.switch_spec(s).aggregation_capacity_gbps,
+            }
+            for s in net.switches
+        ],
+        "links": [
+            {"from": u, "to": v, "capacity_gbps": d["capacity_gbps"]}
+            for u, v, d in net.graph.edges(data=True)
+        ],
         "dead_links": sorted(session.dead_links),
         "failed_switches": sorted(session.failed_switches),
         "positions": layout(net),  # node -> (x in 0..1, tier row): as `ina show` draws it
@@ -237,10 +282,14 @@ def topology_view(service: JobService) -> dict[str, Any]:
 
 def switches_view(service: JobService) -> dict[str, Any]:
     session = service.session
-    return {name: {"programmed": driver.programmed, "connected": driver.switch.is_up,
-                   "counters": {c: sum(session.counters.get(name, {}).get(c, []))
-                                for c in COUNTERS}}
-            for name, driver in sorted(session.drivers.items())}
+    return {
+        name: {
+            "programmed": driver.programmed,
+            "connected": driver.switch.is_up,
+            "counters": {c: sum(session.counters.get(name, {}).get(c, [])) for c in COUNTERS},
+        }
+        for name, driver in sorted(session.drivers.items())
+    }
 
 
 class BodyLimit:
@@ -263,9 +312,16 @@ class BodyLimit:
 
 async def _reply(send: Any, status: int, detail: str) -> None:
     body = JSONResponse({"detail": detail}).body
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -276,21 +332,25 @@ def listen(address: str, token: str | None) -> socket.socket:
     host, _, port = address.rpartition(":") if not address.isdigit() else ("127.0.0.1", "", address)
     host = host.strip("[]")
     if not host or not port.isdigit() or int(port) > 65535:
-        raise ApiConfigError(f"--api {address!r}: expected HOST:PORT or PORT (on 127.0.0.1), "
-                             "e.g. 127.0.0.1:8080")
+        raise ApiConfigError(
+            f"--api {address!r}: expected HOST:PORT or PORT (on 127.0.0.1), e.g. 127.0.0.1:8080"
+        )
     try:
         infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
     except OSError as exc:
         raise ApiConfigError(f"--api {address!r}: cannot resolve {host} ({exc})") from None
     family, _, _, _, where = infos[0]
     if not ipaddress.ip_address(where[0]).is_loopback and token is None:
-        raise ApiConfigError(f"--api {address}: a mutating call from the network needs a "
-                             "bearer token; give --api-token-file FILE, or bind to 127.0.0.1")
+        raise ApiConfigError(
+            f"--api {address}: a mutating call from the network needs a "
+            "bearer token; give --api-token-file FILE, or bind to 127.0.0.1"
+        )
     try:
         return socket.create_server(where[:2], family=family)
     except OSError as exc:
-        raise ApiConfigError(f"--api {address}: cannot listen there ({exc.strerror or exc})") \
-            from None
+        raise ApiConfigError(
+            f"--api {address}: cannot listen there ({exc.strerror or exc})"
+        ) from None
 
 
 def read_token(path: str) -> str:
@@ -299,8 +359,10 @@ def read_token(path: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         raise ApiConfigError(f"--api-token-file {path}: cannot read it ({exc})") from None
     if len(token) < 16 or any(c.isspace() for c in token):
-        raise ApiConfigError(f"--api-token-file {path}: the token must be one word of at "
-                             "least 16 characters (e.g. `openssl rand -hex 32 > FILE`)")
+        raise ApiConfigError(
+            f"--api-token-file {path}: the token must be one word of at "
+            "least 16 characters (e.g. `openssl rand -hex 32 > FILE`)"
+        )
     return token
 
 
@@ -323,10 +385,17 @@ class ApiServer:
         self.url = f"{'https' if tls else 'http'}://{self.address}"
 
     async def serve(self) -> None:
-        server = _Server(uvicorn.Config(
-            self.app, lifespan="off", log_config=None, access_log=False, log_level="warning",
-            ssl_certfile=str(self.tls.cert) if self.tls else None,
-            ssl_keyfile=str(self.tls.key) if self.tls else None))
+        server = _Server(
+            uvicorn.Config(
+                self.app,
+                lifespan="off",
+                log_config=None,
+                access_log=False,
+                log_level="warning",
+                ssl_certfile=str(self.tls.cert) if self.tls else None,
+                ssl_keyfile=str(self.tls.key) if self.tls else None,
+            )
+        )
         task = asyncio.create_task(server.serve(sockets=[self.sock]))
         try:
             await asyncio.shield(task)
@@ -335,21 +404,31 @@ class ApiServer:
             await task
 
 
-def prepare(address: str, token_file: str | None, network: Network,
-            slots: int) -> tuple[socket.socket, str | None, Layout]:
+def prepare(
+    address: str, token_file: str | None, network: Network, slots: int
+) -> tuple[socket.socket, str | None, Layout]:
     """Before the daemon starts: the token, the listening socket and the topology jobs' ids
     (each with `slots` slots); ApiConfigError if any cannot be had."""
     token = read_token(token_file) if token_file else None
     try:
         layout = initial_layout(network, slots)
     except Refused as exc:
-        raise ApiConfigError(f"--job-slots {slots}: the topology's jobs do not fit: {exc}") \
-            from None
+        raise ApiConfigError(
+            f"--job-slots {slots}: the topology's jobs do not fit: {exc}"
+        ) from None
     return listen(address, token), token, layout
 
 
-def attach(session: Session, sock: socket.socket, token: str | None, *, scheme: str,
-           time_limit: float | None, seed: int | None, tls: ApiTLS | None = None) -> None:
+def attach(
+    session: Session,
+    sock: socket.socket,
+    token: str | None,
+    *,
+    scheme: str,
+    time_limit: float | None,
+    seed: int | None,
+    tls: ApiTLS | None = None,
+) -> None:
     """Give the session its job service and the API (HTTPS with `tls`), served once the
     first plan is in."""
     from controller.service.jobs import JobService

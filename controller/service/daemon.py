@@ -134,9 +134,14 @@ class Session:
         if too_big:
             raise SouthboundError("the plan does not fit the switches: " + "; ".join(too_big))
         self.drivers = {
-            name: InaSwitchDriver(target, programs[name], on_programmed=self._republish,
-                                  election_id=self.election_id, p4info=p4info,
-                                  p4blob=self.p4blob or EMBEDDED_BLOB)
+            name: InaSwitchDriver(
+                target,
+                programs[name],
+                on_programmed=self._republish,
+                election_id=self.election_id,
+                p4info=p4info,
+                p4blob=self.p4blob or EMBEDDED_BLOB,
+            )
             for name, target in self.targets.items()
         }
         self.started = False
@@ -160,14 +165,22 @@ class Session:
             "replan_failures": self.replan_failures,
             "link_monitor": self.link_monitor,
             "staged": self.staged,
-            "controller": {"pid": os.getpid(), "running": self.stopped is None,
-                           **({"stopped": self.stopped} if self.stopped else {})},
+            "controller": {
+                "pid": os.getpid(),
+                "running": self.stopped is None,
+                **({"stopped": self.stopped} if self.stopped else {}),
+            },
             "topology_problem": self.topology_problem,
             "preemptions": self.preemptions,
             "switches": self.last_seen or self.switches(),
-            **({"jobs": self.jobs.summary(), "api": {"address": self.api_address,
-                                                            "url": self.api_url}}
-               if self.jobs is not None else {}),
+            **(
+                {
+                    "jobs": self.jobs.summary(),
+                    "api": {"address": self.api_address, "url": self.api_url},
+                }
+                if self.jobs is not None
+                else {}
+            ),
         }
 
     def switches(self) -> dict:
@@ -221,18 +234,27 @@ async def _replan(session: Session, dead: set[tuple[str, str]]) -> None:
     session.dead_links = set(dead)
     view = session.network.without_links(session.dead_links)
     try:
-        plan = solve(view, session.plan.scheme, SolveOptions(
-            warm_start=session.plan, params=session.plan.details.get("params", {})))
-        programs, assignments = compile_plan(view, plan, version=session.version + 1,
-                                             layout=session.layout)
+        plan = solve(
+            view,
+            session.plan.scheme,
+            SolveOptions(warm_start=session.plan, params=session.plan.details.get("params", {})),
+        )
+        programs, assignments = compile_plan(
+            view, plan, version=session.version + 1, layout=session.layout
+        )
     except Exception as exc:  # whatever the scheme raises, the daemon lives on
         # No plan for what is left (a PS cut off, say): keep the current one and keep watching;
         # the next change of the dead links, or a capacity edit, tries again.
-        session.replan_failures.append({"dead_links": sorted(session.dead_links),
-                                        "error": str(exc), "at": time.time()})
+        session.replan_failures.append(
+            {"dead_links": sorted(session.dead_links), "error": str(exc), "at": time.time()}
+        )
         session.publish()
-        LOG.error("cannot re-plan around dead links %s: %s; plan v%d stays in place",
-                  sorted(session.dead_links), exc, session.version)
+        LOG.error(
+            "cannot re-plan around dead links %s: %s; plan v%d stays in place",
+            sorted(session.dead_links),
+            exc,
+            session.version,
+        )
         return
     solved = time.perf_counter()
     for name, driver in session.drivers.items():
@@ -247,17 +269,25 @@ async def _replan(session: Session, dead: set[tuple[str, str]]) -> None:
     await asyncio.sleep(session.drain_seconds)
     for name, driver in session.drivers.items():
         await driver.retire_previous(write=name not in session.failed_switches)
-    session.replans.append({
-        "version": session.version, "dead_links": sorted(session.dead_links),
-        "solve_seconds": solved - started, "install_seconds": installed - solved,
-        "rate_gbps": [t.rate_gbps for t in plan.tasks],
-    })
+    session.replans.append(
+        {
+            "version": session.version,
+            "dead_links": sorted(session.dead_links),
+            "solve_seconds": solved - started,
+            "install_seconds": installed - solved,
+            "rate_gbps": [t.rate_gbps for t in plan.tasks],
+        }
+    )
     session.publish()
     # A CP-SAT solve leaves reference cycles (about 3 kB per solve, RELIABILITY.md section 6)
     # that only a full collection frees; CPython runs those rarely in a long-lived process.
     gc.collect()
-    LOG.info("re-planned around %s: plan v%d, %.3f s to solve and install",
-             sorted(session.dead_links), session.version, installed - started)
+    LOG.info(
+        "re-planned around %s: plan v%d, %.3f s to solve and install",
+        sorted(session.dead_links),
+        session.version,
+        installed - started,
+    )
 
 
 async def stage_for_plain_switches(session: Session, plan: Plan, version: int) -> None:
@@ -266,14 +296,20 @@ async def stage_for_plain_switches(session: Session, plan: Plan, version: int) -
     (controller/southbound/openflow/follow.py). Bounded: a dead app must not freeze the network."""
     if session.openflow_state is None:
         return
-    session.staged = {"version": version, "plan": plan.to_dict(),
-                      "dead_links": sorted(session.dead_links)}
+    session.staged = {
+        "version": version,
+        "plan": plan.to_dict(),
+        "dead_links": sorted(session.dead_links),
+    }
     session.publish()
     deadline = time.monotonic() + session.openflow_timeout
     while _openflow_version(session.openflow_state) != version:
         if time.monotonic() > deadline:
-            LOG.warning("plain switches did not confirm plan v%d within %g s: publishing it "
-                        "anyway", version, session.openflow_timeout)
+            LOG.warning(
+                "plain switches did not confirm plan v%d within %g s: publishing it anyway",
+                version,
+                session.openflow_timeout,
+            )
             break
         await asyncio.sleep(0.02)
     session.staged = None
@@ -286,8 +322,13 @@ def _openflow_version(path: Path) -> int:
         return 0
 
 
-async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = False,
-              probe_interval: float | None = 0.5) -> None:
+async def run(
+    session: Session,
+    *,
+    connect_timeout: float = 15.0,
+    once: bool = False,
+    probe_interval: float | None = 0.5,
+) -> None:
     """Program every switch, verify, publish; then keep them programmed, watch the links
     (probes every `probe_interval` s; None: no link monitoring) and re-plan around dead ones,
     until cancelled or stopped by SIGTERM or SIGINT, which return normally after the state
@@ -325,8 +366,9 @@ async def run(session: Session, *, connect_timeout: float = 15.0, once: bool = F
         session.publish()
 
 
-async def _serve(session: Session, connect_timeout: float, once: bool,
-                 probe_interval: float | None) -> None:
+async def _serve(
+    session: Session, connect_timeout: float, once: bool, probe_interval: float | None
+) -> None:
     async with Controller([d.switch for d in session.drivers.values()]):
         try:
             await _program_and_watch(session, connect_timeout, once, probe_interval)
@@ -334,8 +376,9 @@ async def _serve(session: Session, connect_timeout: float, once: bool,
             session.last_seen = session.switches()
 
 
-async def _program_and_watch(session: Session, connect_timeout: float, once: bool,
-                             probe_interval: float | None) -> None:
+async def _program_and_watch(
+    session: Session, connect_timeout: float, once: bool, probe_interval: float | None
+) -> None:
     await _wait_programmed(session, connect_timeout)
     mismatches = [p for d in session.drivers.values() for p in d.problems]
     if mismatches:
@@ -343,10 +386,12 @@ async def _program_and_watch(session: Session, connect_timeout: float, once: boo
     session.started = True
     session.publish()
     backups = sorted(n for n, d in session.drivers.items() if d.role == "backup")
-    LOG.info("plan v%d installed on %d switch(es)%s", session.version,
-             len(session.drivers) - len(backups),
-             f"; backup on {', '.join(backups)} (another controller is primary)" if backups
-             else "")
+    LOG.info(
+        "plan v%d installed on %d switch(es)%s",
+        session.version,
+        len(session.drivers) - len(backups),
+        f"; backup on {', '.join(backups)} (another controller is primary)" if backups else "",
+    )
     if once:
         return
     async with asyncio.TaskGroup() as group:
@@ -382,10 +427,19 @@ async def _watch_primary(session: Session) -> None:
         for driver in backups:
             await driver.preempt()
         if backups:
-            session.preemptions.append({"at": time.time(), "primary_silent_seconds": age,
-                                        "switches": sorted(d.target.name for d in backups)})
-            LOG.warning("the primary controller's state file is %.1f s old while it says "
-                        "running: taking over %s", age, ", ".join(d.target.name for d in backups))
+            session.preemptions.append(
+                {
+                    "at": time.time(),
+                    "primary_silent_seconds": age,
+                    "switches": sorted(d.target.name for d in backups),
+                }
+            )
+            LOG.warning(
+                "the primary controller's state file is %.1f s old while it says "
+                "running: taking over %s",
+                age,
+                ", ".join(d.target.name for d in backups),
+            )
             session.publish()
 
 
@@ -429,11 +483,14 @@ async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
             problem = f"{path}: cannot be loaded ({type(exc).__name__}: {exc})"
         else:
             if set(edited.graph.edges) != set(session.network.graph.edges):
-                problem = (f"{path}: the edit changes nodes or links, which needs a restart "
-                           "of the controller")
+                problem = (
+                    f"{path}: the edit changes nodes or links, which needs a restart "
+                    "of the controller"
+                )
         if problem is not None:
-            LOG.warning("ignoring the edited topology, plan v%d stays: %s",
-                        session.version, problem)
+            LOG.warning(
+                "ignoring the edited topology, plan v%d stays: %s", session.version, problem
+            )
             session.topology_problem = {"error": problem, "at": time.time()}
             session.publish()
             continue
@@ -451,8 +508,12 @@ async def _watch_capacities(session: Session, interval: float = 1.0) -> None:
 
 
 def _same_network(a: Network, b: Network) -> bool:
-    return (nx.utils.graphs_equal(a.graph, b.graph) and a.tasks == b.tasks
-            and a.schemes == b.schemes and a.jobs_beta == b.jobs_beta)
+    return (
+        nx.utils.graphs_equal(a.graph, b.graph)
+        and a.tasks == b.tasks
+        and a.schemes == b.schemes
+        and a.jobs_beta == b.jobs_beta
+    )
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -488,8 +549,9 @@ async def _publish_counters(session: Session) -> None:
         session.publish()
 
 
-async def _watch_links(session: Session, interval: float, dead_after: int = 2,
-                       revive_after: int = 4) -> None:
+async def _watch_links(
+    session: Session, interval: float, dead_after: int = 2, revive_after: int = 4
+) -> None:
     """Re-plan whenever the set of unusable links changes: links the monitor judged dead,
     and every link of a failed switch (`failed_switches`; a switch failure is one event:
     all its links at once).
@@ -499,9 +561,14 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 2,
     the plan it missed before the re-plan that uses it again. While a switch is away the
     monitor leaves its links undecided, so a restart does not show as a dead link either.
     """
-    monitor = LinkMonitor([d.switch for d in session.drivers.values()], session.network,
-                          interval=interval, dead_after=dead_after, revive_after=revive_after,
-                          on_heard=lambda name: session.drivers[name].heard())
+    monitor = LinkMonitor(
+        [d.switch for d in session.drivers.values()],
+        session.network,
+        interval=interval,
+        dead_after=dead_after,
+        revive_after=revive_after,
+        on_heard=lambda name: session.drivers[name].heard(),
+    )
     monitor_task = asyncio.create_task(monitor.run())
     down_since: dict[str, float] = {}
     try:
@@ -514,8 +581,12 @@ async def _watch_links(session: Session, interval: float, dead_after: int = 2,
             failed = failed_switches(session, down_since, time.monotonic())
             dead = unusable_links(session.network, monitor.dead_links(), failed)
             if failed != session.failed_switches:
-                LOG.warning("switches failed (P4Runtime channel down, or no answer, for more "
-                            "than %g s): %s", session.switch_grace, sorted(failed) or "none")
+                LOG.warning(
+                    "switches failed (P4Runtime channel down, or no answer, for more "
+                    "than %g s): %s",
+                    session.switch_grace,
+                    sorted(failed) or "none",
+                )
                 back = session.failed_switches - failed
                 session.failed_switches = failed
                 for name in sorted(back):
@@ -538,12 +609,16 @@ def failed_switches(session: Session, down_since: dict[str, float], now: float) 
             down_since.pop(name, None)
         else:
             down_since.setdefault(name, now)
-    return {name for name, driver in session.drivers.items()
-            if now - down_since.get(name, driver.answered_at) > session.switch_grace}
+    return {
+        name
+        for name, driver in session.drivers.items()
+        if now - down_since.get(name, driver.answered_at) > session.switch_grace
+    }
 
 
-def unusable_links(network: Network, dead: Iterable[tuple[str, str]],
-                   failed: set[str]) -> set[tuple[str, str]]:
+def unusable_links(
+    network: Network, dead: Iterable[tuple[str, str]], failed: set[str]
+) -> set[tuple[str, str]]:
     """Links (sorted pairs) to plan around: both directions of every dead directed link,
     and every link of a failed switch."""
     links = {_sorted_pair(*edge) for edge in dead}
@@ -565,9 +640,12 @@ async def _wait_programmed(session: Session, timeout: float) -> None:
         await _refuse_untrusted(pending, checked)
         refused = {n: d for n, d in pending.items() if d.definitive_failure}
         if refused or time.monotonic() > deadline:
-            raise SouthboundError("; ".join(
-                _why_not_programmed(name, driver, timeout)
-                for name, driver in (refused or pending).items())) from None
+            raise SouthboundError(
+                "; ".join(
+                    _why_not_programmed(name, driver, timeout)
+                    for name, driver in (refused or pending).items()
+                )
+            ) from None
         await asyncio.sleep(0.05)
 
 
@@ -579,29 +657,40 @@ async def _refuse_untrusted(pending: dict[str, InaSwitchDriver], checked: set[st
         if credentials is None or name in checked or time.monotonic() - driver.started < 1.0:
             continue
         checked.add(name)
-        problem = await asyncio.to_thread(certificate_problem, driver.target.address,
-                                          credentials)
+        problem = await asyncio.to_thread(certificate_problem, driver.target.address, credentials)
         if problem:
             raise SouthboundError(f"switch {name} at {driver.target.address} refused: {problem}")
 
 
 def _why_not_programmed(name: str, driver: InaSwitchDriver, timeout: float) -> str:
     address, device_id = driver.target.address, driver.target.device_id
-    if driver.failure_code is not None and driver.failure_code.name == "NOT_FOUND" \
-            and not driver.switch.is_up:
-        return (f"switch {name} at {address} has no P4Runtime device id {device_id} (it "
-                f"answered {driver.failure}); check its device_id in the switches file")
+    if (
+        driver.failure_code is not None
+        and driver.failure_code.name == "NOT_FOUND"
+        and not driver.switch.is_up
+    ):
+        return (
+            f"switch {name} at {address} has no P4Runtime device id {device_id} (it "
+            f"answered {driver.failure}); check its device_id in the switches file"
+        )
     if driver.failure is not None:
         refused = driver.failure_code is not None and driver.failure_code.name == "INVALID_ARGUMENT"
-        hint = "" if refused else (
-            f" (is device_id {device_id} in the switches file the switch's?)")
-        return (f"switch {name} at {address} accepts connections but did not take the "
-                f"pipeline: {driver.failure}{hint}")
+        hint = (
+            "" if refused else (f" (is device_id {device_id} in the switches file the switch's?)")
+        )
+        return (
+            f"switch {name} at {address} accepts connections but did not take the "
+            f"pipeline: {driver.failure}{hint}"
+        )
     if _reachable(address):
-        return (f"switch {name} at {address} accepts connections but did not take the "
-                f"pipeline within {timeout:g} s (see the switch's log)")
-    return f"switch {name} at {address} cannot be reached (nothing listens there; waited " \
-           f"{timeout:g} s)"
+        return (
+            f"switch {name} at {address} accepts connections but did not take the "
+            f"pipeline within {timeout:g} s (see the switch's log)"
+        )
+    return (
+        f"switch {name} at {address} cannot be reached (nothing listens there; waited "
+        f"{timeout:g} s)"
+    )
 
 
 def _reachable(address: str) -> bool:
@@ -621,13 +710,16 @@ def load_targets(path: str | Path) -> dict[str, SwitchTarget]:
     try:
         data = json.loads(Path(path).read_bytes())
     except OSError as exc:
-        raise SwitchesFileError(f"{path}: cannot read the switches file "
-                                f"({exc.strerror or exc})") from None
+        raise SwitchesFileError(
+            f"{path}: cannot read the switches file ({exc.strerror or exc})"
+        ) from None
     except (ValueError, RecursionError) as exc:  # JSON syntax, encoding
         raise SwitchesFileError(f"{path}: the switches file is not valid JSON ({exc})") from None
     if not isinstance(data, dict) or not data:
-        raise SwitchesFileError(f'{path}: the switches file must be a JSON object such as '
-                                '{"S1": {"address": "127.0.0.1:9559", "device_id": 1}}')
+        raise SwitchesFileError(
+            f"{path}: the switches file must be a JSON object such as "
+            '{"S1": {"address": "127.0.0.1:9559", "device_id": 1}}'
+        )
     return {name: _target(path, name, entry) for name, entry in data.items()}
 
 
@@ -637,16 +729,25 @@ def _target(path: str | Path, name: str, entry: object) -> SwitchTarget:
         raise SwitchesFileError(f"{where}: expected an object with address and device_id")
     unknown = sorted(set(entry) - {"address", "device_id"})
     if unknown:
-        raise SwitchesFileError(f"{where}: unknown field(s) {', '.join(unknown)} "
-                                "(expected address and device_id)")
+        raise SwitchesFileError(
+            f"{where}: unknown field(s) {', '.join(unknown)} (expected address and device_id)"
+        )
     address = entry.get("address")
     host, _, port = address.rpartition(":") if isinstance(address, str) else ("", "", "")
-    if not isinstance(address, str) or not host or not port.isdigit() or not 0 < int(port) < 65536 \
-            or any(c.isspace() for c in host):
-        raise SwitchesFileError(f"{where}: field address must be HOST:PORT with a port in "
-                                f"1..65535 (e.g. 127.0.0.1:9559), got {address!r}")
+    if (
+        not isinstance(address, str)
+        or not host
+        or not port.isdigit()
+        or not 0 < int(port) < 65536
+        or any(c.isspace() for c in host)
+    ):
+        raise SwitchesFileError(
+            f"{where}: field address must be HOST:PORT with a port in "
+            f"1..65535 (e.g. 127.0.0.1:9559), got {address!r}"
+        )
     device_id = entry.get("device_id", 1)
     if type(device_id) is not int or not 0 <= device_id < 2**64:
-        raise SwitchesFileError(f"{where}: field device_id must be an integer in 0..2^64-1, "
-                                f"got {device_id!r}")
+        raise SwitchesFileError(
+            f"{where}: field device_id must be an integer in 0..2^64-1, got {device_id!r}"
+        )
     return SwitchTarget(name, address, device_id)

@@ -28,43 +28,66 @@ class JobRequest(_Strict):
     """A training job of one aggregation task: its workers send their gradients to one PS."""
 
     name: str | None = Field(
-        default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-        description="a name unique among the running jobs (default: job<ID>)")
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="a name unique among the running jobs (default: job<ID>)",
+    )
     placement: Literal["fixed", "free"] = Field(
-        default="fixed", description="fixed: the hosts given; free: the controller (a placing "
-                                     "scheme such as paring) picks free servers")
+        default="fixed",
+        description="fixed: the hosts given; free: the controller (a placing "
+        "scheme such as paring) picks free servers",
+    )
     workers: list[HostName] | Annotated[int, Field(ge=1, le=4096)] = Field(
-        description="fixed: the worker hosts; free: how many workers")
+        description="fixed: the worker hosts; free: how many workers"
+    )
     ps: HostName | None = Field(default=None, description="the PS host (fixed placement)")
-    scheme: str | None = Field(default=None, max_length=64,
-                               description="routing scheme (default: the controller's)")
+    scheme: str | None = Field(
+        default=None, max_length=64, description="routing scheme (default: the controller's)"
+    )
     gradient_mb: float | None = Field(
-        default=None, gt=0, le=1e9,
-        description="gradient size per worker: the answer adds the communication time")
+        default=None,
+        gt=0,
+        le=1e9,
+        description="gradient size per worker: the answer adds the communication time",
+    )
     priority: float = Field(
-        default=1.0, ge=MIN_BETA, le=MAX_BETA,
+        default=1.0,
+        ge=MIN_BETA,
+        le=MAX_BETA,
         description="the job's weight beta when every job is re-planned jointly (dead links, "
-                    "capacity edits)")
+        "capacity edits)",
+    )
     min_rate_gbps: float = Field(
-        default=0.0, ge=0, le=1e6,
+        default=0.0,
+        ge=0,
+        le=1e6,
         description="refuse unless what the running jobs leave gives at least this rate "
-                    "(0: any positive rate)")
-    slots: int = Field(default=DEFAULT_JOB_SLOTS, ge=1, le=SLOT_REGION,
-                       description="aggregation slots per switch pipeline")
+        "(0: any positive rate)",
+    )
+    slots: int = Field(
+        default=DEFAULT_JOB_SLOTS,
+        ge=1,
+        le=SLOT_REGION,
+        description="aggregation slots per switch pipeline",
+    )
 
     @model_validator(mode="after")
     def _placement_fields(self) -> JobRequest:
         if self.placement == "fixed":
             if self.ps is None or not isinstance(self.workers, list):
-                raise ValueError("placement fixed needs `ps` (a host) and `workers` (a list "
-                                 "of hosts)")
+                raise ValueError(
+                    "placement fixed needs `ps` (a host) and `workers` (a list of hosts)"
+                )
             if len(set(self.workers)) != len(self.workers):
                 raise ValueError("a worker is listed twice")
             if self.ps in self.workers:
                 raise ValueError(f"{self.ps} is both the PS and a worker")
         elif self.ps is not None or not isinstance(self.workers, int):
-            raise ValueError("placement free takes `workers` as a count and no `ps` (the "
-                             "controller places them)")
+            raise ValueError(
+                "placement free takes `workers` as a count and no `ps` (the controller places them)"
+            )
         return self
 
 
@@ -135,31 +158,46 @@ class JobView(BaseModel):
     source: Literal["topology", "api"]
     scheme: str
     status: Literal["running"] = "running"
-    plan_status: str = Field(description="the scheme's status for the problem last solved "
-                                         "for the job: alone in what the running jobs left, "
-                                         "or every job jointly (a re-plan)")
+    plan_status: str = Field(
+        description="the scheme's status for the problem last solved "
+        "for the job: alone in what the running jobs left, "
+        "or every job jointly (a re-plan)"
+    )
     plan_bound: float | None = None
     submitted_at: float | None = None
     priority: float
     gradient_mb: float | None = None
     communication_seconds: float | None = Field(
-        default=None, description="per iteration at the planned rate (with gradient_mb)")
+        default=None, description="per iteration at the planned rate (with gradient_mb)"
+    )
     tasks: list[TaskView]
     slot_region: SlotRegion
     flow_ids: FlowIds
     entries: dict[str, int] = Field(description="table entries the job has on each switch")
     counters: dict[str, int] = Field(
         description="per-job counters of the switches: forged (packets naming the job that "
-                    "came from a host port not bound to it)")
+        "came from a host port not bound to it)"
+    )
 
 
 class Refusal(BaseModel):
     """A job the controller does not run, and why; nothing installed changed."""
 
     detail: str
-    reason: Literal["capacity", "fan-in", "unknown host", "no slot memory left", "job ids",
-                    "flow ids", "table space", "no plan", "name taken", "unknown scheme",
-                    "switch error", "topology job"]
+    reason: Literal[
+        "capacity",
+        "fan-in",
+        "unknown host",
+        "no slot memory left",
+        "job ids",
+        "flow ids",
+        "table space",
+        "no plan",
+        "name taken",
+        "unknown scheme",
+        "switch error",
+        "topology job",
+    ]
 
 
 class Problem(BaseModel):
@@ -174,5 +212,7 @@ class Removal(BaseModel):
     deleted_entries: int
     left_on_switches: dict[str, int]
     not_read: list[str] = Field(
-        default=[], description="switches down at the time: one that comes back is made to "
-                                "hold the plan in force, which no longer has the job")
+        default=[],
+        description="switches down at the time: one that comes back is made to "
+        "hold the plan in force, which no longer has the job",
+    )

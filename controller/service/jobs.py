@@ -78,9 +78,14 @@ class JobService:
         self.base = session.plan
         self.last_id = max((own.job_id for own in session.layout.values()), default=0)
         for job in session.layout:
-            self.records[job] = JobRecord(job, "topology", session.plan.scheme,
-                                          session.plan.status, session.plan.bound,
-                                          session.network.jobs_beta.get(job, 1.0))
+            self.records[job] = JobRecord(
+                job,
+                "topology",
+                session.plan.scheme,
+                session.plan.status,
+                session.plan.bound,
+                session.network.jobs_beta.get(job, 1.0),
+            )
 
     # *** reading
 
@@ -96,25 +101,50 @@ class JobService:
         agents = [a for a in session.assignments if a.job_id == own.job_id]
         seconds = None
         if record.gradient_mb is not None and tasks:
-            seconds = sharding.job_seconds(tasks, {tp.key: tp.rate_gbps for tp in tasks},
-                                           record.gradient_mb).get(job)
+            seconds = sharding.job_seconds(
+                tasks, {tp.key: tp.rate_gbps for tp in tasks}, record.gradient_mb
+            ).get(job)
         return JobView(
-            id=own.job_id, name=job, source=record.source, scheme=record.scheme,  # type: ignore[arg-type]
-            plan_status=record.plan_status, plan_bound=record.plan_bound,
-            submitted_at=record.submitted_at, priority=record.priority,
-            gradient_mb=record.gradient_mb, communication_seconds=seconds,
-            tasks=[TaskView(
-                task=tp.task, ps=tp.ps, rate_gbps=tp.rate_gbps, paths=tp.paths,
-                aggregation=[AggregationView(switch=a.switch, pipeline=a.pipeline,
-                                             fan_in=a.fan_in, next_hop=a.next_hop,
-                                             share=a.share) for a in tp.aggregation],
-                agents=[AgentIds(**{**a.__dict__, "segments": [s.__dict__ for s in a.segments]})
-                        for a in agents if a.ps == tp.ps and a.worker in tp.paths])
-                for tp in tasks],
+            id=own.job_id,
+            name=job,
+            source=record.source,  # type: ignore[arg-type]
+            scheme=record.scheme,
+            plan_status=record.plan_status,
+            plan_bound=record.plan_bound,
+            submitted_at=record.submitted_at,
+            priority=record.priority,
+            gradient_mb=record.gradient_mb,
+            communication_seconds=seconds,
+            tasks=[
+                TaskView(
+                    task=tp.task,
+                    ps=tp.ps,
+                    rate_gbps=tp.rate_gbps,
+                    paths=tp.paths,
+                    aggregation=[
+                        AggregationView(
+                            switch=a.switch,
+                            pipeline=a.pipeline,
+                            fan_in=a.fan_in,
+                            next_hop=a.next_hop,
+                            share=a.share,
+                        )
+                        for a in tp.aggregation
+                    ],
+                    agents=[
+                        AgentIds(**{**a.__dict__, "segments": [s.__dict__ for s in a.segments]})
+                        for a in agents
+                        if a.ps == tp.ps and a.worker in tp.paths
+                    ],
+                )
+                for tp in tasks
+            ],
             slot_region=SlotRegion(base=own.slot_base, count=own.slot_count),
             flow_ids=FlowIds(base=own.flow_base, count=own.flow_count),
-            entries={name: sum(_names_job(e, own.job_id) for e in d.program.table_entries)
-                     for name, d in session.drivers.items()},
+            entries={
+                name: sum(_names_job(e, own.job_id) for e in d.program.table_entries)
+                for name, d in session.drivers.items()
+            },
             counters={"forged": self.forged(own.job_id)},
         )
 
@@ -124,9 +154,12 @@ class JobService:
 
     def summary(self) -> list[dict]:
         """The jobs as the state file lists them."""
-        return [{"id": own.job_id, "name": job, "source": self.records[job].source}
-                for job, own in sorted((self.session.layout or {}).items(),
-                                       key=lambda item: item[1].job_id)]
+        return [
+            {"id": own.job_id, "name": job, "source": self.records[job].source}
+            for job, own in sorted(
+                (self.session.layout or {}).items(), key=lambda item: item[1].job_id
+            )
+        ]
 
     def replanned(self) -> None:
         """The daemon re-planned every job jointly: that plan is now what a deletion can come
@@ -137,11 +170,15 @@ class JobService:
 
     def merged(self, network: Network) -> Network:
         """A re-read topology with the jobs submitted at run time added back."""
-        extra = [t for t in self.session.network.tasks
-                 if self.records.get(t.job, None) and self.records[t.job].source == "api"]
+        extra = [
+            t
+            for t in self.session.network.tasks
+            if self.records.get(t.job, None) and self.records[t.job].source == "api"
+        ]
         betas = {t.job: self.records[t.job].priority for t in extra}
-        return replace(network, tasks=[*network.tasks, *extra],
-                       jobs_beta={**network.jobs_beta, **betas})
+        return replace(
+            network, tasks=[*network.tasks, *extra], jobs_beta={**network.jobs_beta, **betas}
+        )
 
     # *** changing
 
@@ -158,32 +195,64 @@ class JobService:
                 scheme = request.scheme or self.scheme
                 started = time.perf_counter()
                 admitted = await asyncio.to_thread(
-                    admission.admit, session.network, session.plan, session.layout, request,
-                    scheme=scheme, name=name, last_id=self.last_id, version=session.version,
-                    switches=list(session.drivers), p4info=session.p4info or P4INFO,
+                    admission.admit,
+                    session.network,
+                    session.plan,
+                    session.layout,
+                    request,
+                    scheme=scheme,
+                    name=name,
+                    last_id=self.last_id,
+                    version=session.version,
+                    switches=list(session.drivers),
+                    p4info=session.p4info or P4INFO,
                     dead_links=set(session.dead_links),
-                    time_limit=self.time_limit, seed=self.seed)
+                    time_limit=self.time_limit,
+                    seed=self.seed,
+                )
                 planned = time.perf_counter()
                 before = {switch: d.program for switch, d in session.drivers.items()}
                 writes = await self._install(admitted.programs)
                 problems = await self._read_back()
                 if problems:
                     await self._install(before)
-                    raise Refused("switch error", "the switches did not take the job's "
-                                                  f"entries (rolled back): {problems[0]}", 503)
+                    raise Refused(
+                        "switch error",
+                        f"the switches did not take the job's entries (rolled back): {problems[0]}",
+                        503,
+                    )
                 session.network, session.plan = admitted.network, admitted.union
                 session.layout = {**session.layout, name: admitted.layout}
                 session.assignments = admitted.assignments
                 self.last_id = admitted.layout.job_id
                 self.records[name] = JobRecord(
-                    name, "api", scheme, admitted.plan.status, admitted.plan.bound,
-                    request.priority, request.gradient_mb, time.time())
+                    name,
+                    "api",
+                    scheme,
+                    admitted.plan.status,
+                    admitted.plan.bound,
+                    request.priority,
+                    request.gradient_mb,
+                    time.time(),
+                )
                 session.publish()
                 done = time.perf_counter()
-                self.admissions.append({"job": name, "plan_seconds": planned - started,
-                                        "install_seconds": done - planned, "writes": writes})
-                LOG.info("admitted job %s (id %d): %.3f s to plan, %.3f s to install, %d writes",
-                         name, admitted.layout.job_id, planned - started, done - planned, writes)
+                self.admissions.append(
+                    {
+                        "job": name,
+                        "plan_seconds": planned - started,
+                        "install_seconds": done - planned,
+                        "writes": writes,
+                    }
+                )
+                LOG.info(
+                    "admitted job %s (id %d): %.3f s to plan, %.3f s to install, %d writes",
+                    name,
+                    admitted.layout.job_id,
+                    planned - started,
+                    done - planned,
+                    writes,
+                )
                 return self.view(name)
         except Refused as exc:
             self.refused[exc.reason] = self.refused.get(exc.reason, 0) + 1
@@ -195,29 +264,51 @@ class JobService:
         session = self.session
         record = self.records[job]
         if record.source != "api":
-            raise Refused("topology job", f"job {job} comes from the topology file; remove it "
-                                          "there and restart the controller", 409)
+            raise Refused(
+                "topology job",
+                f"job {job} comes from the topology file; remove it "
+                "there and restart the controller",
+                409,
+            )
         async with session.changing:
             assert session.layout is not None
             own = session.layout[job]
-            network, plan, layout = admission.without_job(session.network, session.plan,
-                                                          session.layout, job, self.base)
-            programs, assignments = await asyncio.to_thread(compile_plan, network, plan,
-                                                            session.version, layout)
-            before = sum(_names_job(e, own.job_id) for d in session.drivers.values()
-                         for e in d.program.table_entries)
+            network, plan, layout = admission.without_job(
+                session.network, session.plan, session.layout, job, self.base
+            )
+            programs, assignments = await asyncio.to_thread(
+                compile_plan, network, plan, session.version, layout
+            )
+            before = sum(
+                _names_job(e, own.job_id)
+                for d in session.drivers.values()
+                for e in d.program.table_entries
+            )
             await self._install(programs)
             session.network, session.plan, session.layout = network, plan, layout
             session.assignments = assignments
             del self.records[job]
             self.deletions += 1
             session.publish()
-            left = {name: await _held_of_job(d.switch, own)
-                    for name, d in session.drivers.items() if _readable(d)}
-        LOG.info("ended job %s (id %d): %d entries deleted, %d left", job, own.job_id, before,
-                 sum(left.values()))
-        return Removal(id=own.job_id, name=job, deleted_entries=before, left_on_switches=left,
-                       not_read=sorted(set(session.drivers) - set(left)))
+            left = {
+                name: await _held_of_job(d.switch, own)
+                for name, d in session.drivers.items()
+                if _readable(d)
+            }
+        LOG.info(
+            "ended job %s (id %d): %d entries deleted, %d left",
+            job,
+            own.job_id,
+            before,
+            sum(left.values()),
+        )
+        return Removal(
+            id=own.job_id,
+            name=job,
+            deleted_entries=before,
+            left_on_switches=left,
+            not_read=sorted(set(session.drivers) - set(left)),
+        )
 
     async def _install(self, programs: dict) -> int:
         """Every switch to its program in `programs`, make before break; the updates written."""
@@ -257,9 +348,13 @@ def _names_job(entry: P4TableEntry, job_id: int) -> bool:
 async def _held_of_job(switch, own: JobLayout) -> int:
     """Table entries naming the job and multicast groups in its block, read from `switch`."""
     held = sum([_names_job(e, own.job_id) async for e in switch.read(P4TableEntry())])
-    blocks = [(g * GROUPS_PER_GENERATION + own.group_base,
-               g * GROUPS_PER_GENERATION + own.group_base + admission.GROUP_BLOCK)
-              for g in range(GENERATIONS)]
+    blocks = [
+        (
+            g * GROUPS_PER_GENERATION + own.group_base,
+            g * GROUPS_PER_GENERATION + own.group_base + admission.GROUP_BLOCK,
+        )
+        for g in range(GENERATIONS)
+    ]
     async for group in switch.read(P4MulticastGroupEntry()):
         held += any(lo < group.multicast_group_id <= hi for lo, hi in blocks)
     return held

@@ -30,20 +30,30 @@ class SessionCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         session = self.service.session
         for name in COUNTERS:
-            family = CounterMetricFamily(f"ina_switch_{name}", f"packets counted in the INA "
-                                         f"counter {name}, all cells", labels=["switch"])
+            family = CounterMetricFamily(
+                f"ina_switch_{name}",
+                f"packets counted in the INA counter {name}, all cells",
+                labels=["switch"],
+            )
             for switch, counters in sorted(session.counters.items()):
                 family.add_metric([switch], sum(counters.get(name, [])))
             yield family
-        programmed = GaugeMetricFamily("ina_switch_programmed", "1 while the switch holds the "
-                                       "plan and answers", labels=["switch"])
+        programmed = GaugeMetricFamily(
+            "ina_switch_programmed",
+            "1 while the switch holds the plan and answers",
+            labels=["switch"],
+        )
         for switch, driver in sorted(session.drivers.items()):
             programmed.add_metric([switch], int(driver.programmed))
         yield programmed
-        rate = GaugeMetricFamily("ina_job_rate_gbps", "planned rate of the job's task",
-                                 labels=["job", "job_id", "task"])
-        forged = CounterMetricFamily("ina_job_forged", "packets naming the job from a host port "
-                                     "not bound to it (all switches)", labels=["job", "job_id"])
+        rate = GaugeMetricFamily(
+            "ina_job_rate_gbps", "planned rate of the job's task", labels=["job", "job_id", "task"]
+        )
+        forged = CounterMetricFamily(
+            "ina_job_forged",
+            "packets naming the job from a host port not bound to it (all switches)",
+            labels=["job", "job_id"],
+        )
         for job_id, job in sorted(self.service.ids().items()):
             for tp in session.plan.tasks:
                 if tp.job == job:
@@ -51,19 +61,22 @@ class SessionCollector(Collector):
             forged.add_metric([job, str(job_id)], self.service.forged(job_id))
         yield rate
         yield forged
-        yield GaugeMetricFamily("ina_jobs_running", "jobs running",
-                                value=len(self.service.records))
-        yield CounterMetricFamily("ina_jobs_admitted", "jobs admitted through the API",
-                                  value=len(self.service.admissions))
-        yield CounterMetricFamily("ina_jobs_ended", "jobs ended through the API",
-                                  value=self.service.deletions)
-        refused = CounterMetricFamily("ina_jobs_refused", "jobs refused, by reason",
-                                      labels=["reason"])
+        yield GaugeMetricFamily("ina_jobs_running", "jobs running", value=len(self.service.records))
+        yield CounterMetricFamily(
+            "ina_jobs_admitted", "jobs admitted through the API", value=len(self.service.admissions)
+        )
+        yield CounterMetricFamily(
+            "ina_jobs_ended", "jobs ended through the API", value=self.service.deletions
+        )
+        refused = CounterMetricFamily(
+            "ina_jobs_refused", "jobs refused, by reason", labels=["reason"]
+        )
         for reason, n in sorted(self.service.refused.items()):
             refused.add_metric([reason], n)
         yield refused
-        yield GaugeMetricFamily("ina_plan_version", "version of the plan in force",
-                                value=session.version)
+        yield GaugeMetricFamily(
+            "ina_plan_version", "version of the plan in force", value=session.version
+        )
 
 
 def exposition(service: JobService) -> bytes:

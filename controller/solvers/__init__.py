@@ -75,12 +75,15 @@ def check_params(name: str, params: Mapping[str, Any], section: str | None = Non
     unknown = sorted(set(params) - set(known))
     if unknown:
         reads = ", ".join(sorted(known)) or "no parameters"
-        raise SchemeInputError(f"{name}: unknown parameter(s) {', '.join(unknown)} {origin()}; "
-                               f"it reads: {reads} (`ina schemes {name}` describes them)")
+        raise SchemeInputError(
+            f"{name}: unknown parameter(s) {', '.join(unknown)} {origin()}; "
+            f"it reads: {reads} (`ina schemes {name}` describes them)"
+        )
     for key, value in params.items():
         if not known[key].accepts(value):
-            raise SchemeInputError(f"{name}: parameter {key}={value!r} {origin(key)}: must be "
-                                   f"{known[key].wanted()}")
+            raise SchemeInputError(
+                f"{name}: parameter {key}={value!r} {origin(key)}: must be {known[key].wanted()}"
+            )
 
 
 def _check_sections(network: Network, name: str, given: Mapping[str, Any]) -> None:
@@ -89,7 +92,8 @@ def _check_sections(network: Network, name: str, given: Mapping[str, Any]) -> No
         if section not in SCHEMES:
             raise SchemeInputError(
                 f"{network.source}: schemes.{section}: there is no scheme {section!r}; "
-                f"sections are named after schemes: {', '.join(scheme_names())}")
+                f"sections are named after schemes: {', '.join(scheme_names())}"
+            )
         check_params(section, params, f"{network.source}, schemes.{section}")
     check_params(name, given)
 
@@ -100,8 +104,9 @@ PER_DIRECTION_ONLY = ("grid", "grid-opt", "eina", "eina-iqcp", "eina-plus", "ein
 
 
 def _refuse_shared_capacity(network: Network, scheme: str) -> None:
-    shared = sorted({tuple(sorted(e)) for e in network.graph.edges
-                     if network.graph.edges[e].get("shared")})
+    shared = sorted(
+        {tuple(sorted(e)) for e in network.graph.edges if network.graph.edges[e].get("shared")}
+    )
     if scheme in PER_DIRECTION_ONLY and shared:
         (u, v), more = shared[0], len(shared) - 1
         raise SchemeInputError(
@@ -110,7 +115,8 @@ def _refuse_shared_capacity(network: Network, scheme: str) -> None:
             f"`shared_capacity: true` (one capacity for both directions, e.g. a network "
             f"`ina solve --scheme atro --topology-out` wrote); use a scheme that shares it "
             f"(shortest, aro, atro) or give the link per-direction capacities "
-            f"(`capacity_gbps`, `reverse_capacity_gbps`)")
+            f"(`capacity_gbps`, `reverse_capacity_gbps`)"
+        )
 
 
 def _refuse_unbuildable_pool(network: Network, scheme: str) -> None:
@@ -118,9 +124,11 @@ def _refuse_unbuildable_pool(network: Network, scheme: str) -> None:
     reconfigurable pool as built, and claim rates no buildable network carries."""
     if SCHEMES[scheme].builds_network:
         return
-    over = [(s, len(network.graph[s]), ports) for s in network.switches
-            if (ports := network.switch_spec(s).max_ports) is not None
-            and len(network.graph[s]) > ports]
+    over = [
+        (s, len(network.graph[s]), ports)
+        for s in network.switches
+        if (ports := network.switch_spec(s).max_ports) is not None and len(network.graph[s]) > ports
+    ]
     if over:
         s, links, ports = over[0]
         more = f" (and {len(over) - 1} more switches)" if len(over) > 1 else ""
@@ -130,7 +138,8 @@ def _refuse_unbuildable_pool(network: Network, scheme: str) -> None:
             f"its {ports} ports (max_ports){more}, so not every link can be built, and "
             f"{scheme} routes on the topology as it is; use a scheme that chooses the links "
             f"({builders}), or solve on the network it built (`ina solve POOL --scheme atro "
-            f"--topology-out FILE.yaml`)")
+            f"--topology-out FILE.yaml`)"
+        )
 
 
 def solve(network: Network, scheme: str, options: SolveOptions | None = None) -> Plan:
@@ -140,8 +149,9 @@ def solve(network: Network, scheme: str, options: SolveOptions | None = None) ->
     _refuse_unbuildable_pool(network, scheme)
     params = {**network.schemes.get(scheme, {}), **options.params}
     limit = options.time_limit if options.time_limit is not None else SCHEMES[scheme].time_limit
-    plan = get_solver(scheme)(network, SolveOptions(
-        limit, options.seed, options.warm_start, params))
+    plan = get_solver(scheme)(
+        network, SolveOptions(limit, options.seed, options.warm_start, params)
+    )
     if any(p.name == "max_fan_in" for p in SCHEMES[scheme].params):  # what the plan respects
         plan.details["max_fan_in"] = SchemeParams(scheme, params)["max_fan_in"]
     if options.params:  # a re-plan (controller.service.daemon) solves again with the same settings

@@ -29,8 +29,11 @@ def plan_with_evaluated_rates(
     """
     aggregation = aggregation or {}
     tasks = [
-        cap_fan_in(network, TaskPlan(t.job, t.name, t.ps, 0.0, paths[t.key],
-                                     aggregation.get(t.key, [])), max_fan_in)
+        cap_fan_in(
+            network,
+            TaskPlan(t.job, t.name, t.ps, 0.0, paths[t.key], aggregation.get(t.key, [])),
+            max_fan_in,
+        )
         for t in network.tasks
     ]
     plan = Plan(scheme, status, 0.0, None, 0.0, seed, tasks, topology=network.name)

@@ -35,18 +35,23 @@ def cap_fan_in(network: Network, tp: TaskPlan, limit: int) -> TaskPlan:
         depth = _depths(tf)
         point = min(over, key=lambda p: (depth.get(_at(p), 0), _at(p)))
         kept, capped_any = _kept_workers(tf, point, limit), True
-        points = [p if p is not point else replace(point, workers=kept) for p in points
-                  if p is not point or kept]
+        points = [
+            p if p is not point else replace(point, workers=kept)
+            for p in points
+            if p is not point or kept
+        ]
     tf = task_flows(network, replace(tp, aggregation=points))
     fan_in = {at: len(ids) for at, ids in tf.inflow_ids.items()}
-    capped = replace(tp, aggregation=[replace(p, fan_in=fan_in[_at(p)]) for p in points
-                                      if fan_in.get(_at(p))])
+    capped = replace(
+        tp, aggregation=[replace(p, fan_in=fan_in[_at(p)]) for p in points if fan_in.get(_at(p))]
+    )
     problems = task_flows(network, capped).problems if capped_any else []
     if problems:  # a path through a switch twice holds only while it merges there
         raise SchemeInputError(
             f"{tp.job}/{tp.task}: within the fan-in limit of {limit} a flow would cross a "
             f"point unmerged on a path that returns to it ({problems[0]}); the scheme's "
-            f"routes need that merge: --param max_fan_in=0 plans the paper's model")
+            f"routes need that merge: --param max_fan_in=0 plans the paper's model"
+        )
     return capped
 
 
@@ -61,8 +66,7 @@ def _depths(tf: TaskFlows) -> dict[Point, int]:
     def of(at: Point, trail: frozenset[Point]) -> int:
         if at not in depth:
             feeders = [(f[1], f[2]) for f in tf.inflow_ids.get(at, ()) if isinstance(f, tuple)]
-            depth[at] = max((of(f, trail | {at}) + 1 for f in feeders if f not in trail),
-                            default=0)
+            depth[at] = max((of(f, trail | {at}) + 1 for f in feeders if f not in trail), default=0)
         return depth[at]
 
     for at in tf.inflow_ids:

@@ -51,8 +51,11 @@ def best_effort(network: Network, plan: Plan, max_fan_in: int = 0) -> Plan:
     best.objective = sum(tp.rate_gbps for tp in best.tasks)
     best.link_loads = final.link_loads
     best.details["partial_aggregation"] = {
-        f"{a.switch}:{a.pipeline}": a.share for tp in best.tasks for a in tp.aggregation
-        if a.share < 1}
+        f"{a.switch}:{a.pipeline}": a.share
+        for tp in best.tasks
+        for a in tp.aggregation
+        if a.share < 1
+    }
     return best
 
 
@@ -64,8 +67,11 @@ def _with_shares(network: Network, plan: Plan, rate: float) -> Plan:
         for tp in tasks:
             for (sw, _pipe), flows in task_flows(network, tp).arriving.items():
                 reaching[sw] += [piece for cover in flows.values() for piece in cover]
-        share = {sw: _share(network.spec(sw).aggregation_capacity_gbps, pieces, rate)
-                 for sw, pieces in reaching.items() if sw not in whole}
+        share = {
+            sw: _share(network.spec(sw).aggregation_capacity_gbps, pieces, rate)
+            for sw, pieces in reaching.items()
+            if sw not in whole
+        }
         changed = False
         for tp in tasks:
             points = [replace(a, share=share.get(a.switch, a.share)) for a in tp.aggregation]
@@ -75,16 +81,28 @@ def _with_shares(network: Network, plan: Plan, rate: float) -> Plan:
             break
     for tp in tasks:  # raw remainders are merged downstream too: fan-ins grow
         inflows = task_flows(network, tp).inflow_ids
-        tp.aggregation = [replace(a, fan_in=len(inflows.get((a.switch, a.pipeline), ())))
-                          for a in tp.aggregation]
-    return Plan(plan.scheme, plan.status, 0.0, None, plan.solve_seconds, plan.seed,
-                [TaskPlan(tp.job, tp.task, tp.ps, 0.0, tp.paths, tp.aggregation,
-                          tp.model_share) for tp in tasks],
-                topology=plan.topology, details=dict(plan.details))
+        tp.aggregation = [
+            replace(a, fan_in=len(inflows.get((a.switch, a.pipeline), ()))) for a in tp.aggregation
+        ]
+    return Plan(
+        plan.scheme,
+        plan.status,
+        0.0,
+        None,
+        plan.solve_seconds,
+        plan.seed,
+        [
+            TaskPlan(tp.job, tp.task, tp.ps, 0.0, tp.paths, tp.aggregation, tp.model_share)
+            for tp in tasks
+        ],
+        topology=plan.topology,
+        details=dict(plan.details),
+    )
 
 
 def _share(capacity: float | None, pieces: list[tuple[float, float]], rate: float) -> float:
     """The largest s with rate · Σ |piece ∩ [0, s)| ≤ capacity (bisection; 1 when it fits)."""
+
     def merged(s: float) -> float:
         return rate * sum(max(0.0, min(hi, s) - lo) for lo, hi in pieces)
 
@@ -102,5 +120,9 @@ def _revisited(tp: TaskPlan) -> set[str]:
     node its path already crossed (a lateral tree edge such as E11 -> A10 -> E10 -> A10 ->
     core), and one flow cannot take two next hops at one node."""
     points = {a.switch for a in tp.aggregation}
-    return {v for path in tp.paths.values() for i, v in enumerate(path)
-            if v in points and set(path[i + 1:]) & set(path[:i])}
+    return {
+        v
+        for path in tp.paths.values()
+        for i, v in enumerate(path)
+        if v in points and set(path[i + 1 :]) & set(path[:i])
+    }

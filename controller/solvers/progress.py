@@ -26,8 +26,7 @@ def watching() -> bool:
     return _watching.is_set()
 
 
-def report(best: float | None = None, bound: float | None = None,
-           what: str = "rate") -> None:
+def report(best: float | None = None, bound: float | None = None, what: str = "rate") -> None:
     """The best value found so far and the proven bound (Gbps), either may be unknown."""
     if not _watching.is_set():
         return
@@ -51,8 +50,9 @@ def line(scheme: str, elapsed: float, limit: float | None) -> str:
 
 
 @contextmanager
-def watch(stream: TextIO, scheme: str, limit: float | None,
-          interval: float = 5.0) -> Iterator[None]:
+def watch(
+    stream: TextIO, scheme: str, limit: float | None, interval: float = 5.0
+) -> Iterator[None]:
     """Print a progress line on `stream` every `interval` seconds while the block runs."""
     with _lock:
         _latest.clear()

@@ -90,11 +90,16 @@ def probe_frame(switch: str, port: int, round_: int = 0, ttl: int = 120) -> byte
     (named in the system description TLV)."""
     source = bytes([0x02, 0, 0, 0]) + port.to_bytes(2, "big")  # locally administered
     sub = bytes([_LOCALLY_ASSIGNED])
-    return (LLDP_MULTICAST + source + ETHERTYPE_LLDP.to_bytes(2, "big")
-            + _tlv(_CHASSIS_ID, sub + switch.encode())
-            + _tlv(_PORT_ID, sub + str(port).encode())
-            + _tlv(_TTL, ttl.to_bytes(2, "big"))
-            + _tlv(_SYSTEM_DESCRIPTION, _ROUND_PREFIX + str(round_).encode()) + _tlv(0, b""))
+    return (
+        LLDP_MULTICAST
+        + source
+        + ETHERTYPE_LLDP.to_bytes(2, "big")
+        + _tlv(_CHASSIS_ID, sub + switch.encode())
+        + _tlv(_PORT_ID, sub + str(port).encode())
+        + _tlv(_TTL, ttl.to_bytes(2, "big"))
+        + _tlv(_SYSTEM_DESCRIPTION, _ROUND_PREFIX + str(round_).encode())
+        + _tlv(0, b"")
+    )
 
 
 def parse_probe(frame: bytes) -> tuple[str, int, int | None] | None:
@@ -109,15 +114,16 @@ def parse_probe(frame: bytes) -> tuple[str, int, int | None] | None:
         kind, length = head >> 9, head & 0x1FF
         if kind == 0:
             break
-        fields[kind] = frame[at + 2:at + 2 + length]
+        fields[kind] = frame[at + 2 : at + 2 + length]
         at += 2 + length
     chassis, port = fields.get(_CHASSIS_ID, b""), fields.get(_PORT_ID, b"")
     if chassis[:1] != bytes([_LOCALLY_ASSIGNED]) or port[:1] != bytes([_LOCALLY_ASSIGNED]):
         return None
     described = fields.get(_SYSTEM_DESCRIPTION, b"")
     try:
-        round_ = (int(described[len(_ROUND_PREFIX):])
-                  if described.startswith(_ROUND_PREFIX) else None)
+        round_ = (
+            int(described[len(_ROUND_PREFIX) :]) if described.startswith(_ROUND_PREFIX) else None
+        )
         return chassis[1:].decode(), int(port[1:].decode()), round_
     except (UnicodeDecodeError, ValueError):
         return None
@@ -142,8 +148,9 @@ class RoundEvidence:
 class LinkJudge:
     """The decision rule without I/O: each round's evidence in, dead directed links out."""
 
-    def __init__(self, far_end: dict[Edge, Port], *, dead_after: int = 2,
-                 revive_after: int = 1) -> None:
+    def __init__(
+        self, far_end: dict[Edge, Port], *, dead_after: int = 2, revive_after: int = 1
+    ) -> None:
         if dead_after < 1 or revive_after < 1:
             raise ValueError("dead_after and revive_after must be at least 1")
         self.far_end = far_end
@@ -178,8 +185,12 @@ class LinkJudge:
                 return "carried"
             if after < before:  # the receiver restarted and counts from 0: no comparison
                 return "undecided"
-        if sender in seen.senders_answered and receiver in seen.receivers_answered \
-                and self.caught_up(sender, edge, seen) and self.caught_up(receiver, edge, seen):
+        if (
+            sender in seen.senders_answered
+            and receiver in seen.receivers_answered
+            and self.caught_up(sender, edge, seen)
+            and self.caught_up(receiver, edge, seen)
+        ):
             return "missed"
         return "undecided"
 
@@ -203,8 +214,9 @@ class LinkJudge:
         if not self.through[switch].isdisjoint(seen.arrived):
             return False
         ports = [self.far_end[e] for e in self.through[switch] if e[1] == switch]
-        return all(seen.before.get(p) is not None and seen.after.get(p) == seen.before[p]
-                   for p in ports)
+        return all(
+            seen.before.get(p) is not None and seen.after.get(p) == seen.before[p] for p in ports
+        )
 
     def judge(self, seen: RoundEvidence) -> set[Edge]:
         """Take one round's evidence; the links whose state changed."""
@@ -222,8 +234,11 @@ class LinkJudge:
                     self.dead.add(edge)
                     changed.add(edge)
                 continue
-            if edge not in seen.arrived and edge[0] in seen.senders_answered \
-                    and edge[1] in seen.receivers_answered:
+            if (
+                edge not in seen.arrived
+                and edge[0] in seen.senders_answered
+                and edge[1] in seen.receivers_answered
+            ):
                 self.saved_by_traffic += 1
             self.missed[edge] = 0
             if edge in self.dead:
@@ -241,11 +256,19 @@ class LinkMonitor:
     whenever the set of dead links changes; the caller clears the event after reading
     `dead_links()`."""
 
-    def __init__(self, switches: Iterable[Switch], network: Network, *, interval: float = 0.5,
-                 dead_after: int = 2, revive_after: int = 1, probes_per_round: int = 3,
-                 settle: float = 0.05,
-                 on_change: Callable[[frozenset[Edge]], None] | None = None,
-                 on_heard: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        switches: Iterable[Switch],
+        network: Network,
+        *,
+        interval: float = 0.5,
+        dead_after: int = 2,
+        revive_after: int = 1,
+        probes_per_round: int = 3,
+        settle: float = 0.05,
+        on_change: Callable[[frozenset[Edge]], None] | None = None,
+        on_heard: Callable[[str], None] | None = None,
+    ) -> None:
         if interval <= 0:
             raise ValueError("interval must be > 0")
         self.switches = {sw.name: sw for sw in switches}
@@ -270,8 +293,11 @@ class LinkMonitor:
             for u, v, d in network.graph.edges(data=True)
             if u in self.switches and v in self.switches
         }
-        self.judge = LinkJudge({edge: (v, vp) for (_, _, v, vp), edge in self.expected.items()},
-                               dead_after=dead_after, revive_after=revive_after)
+        self.judge = LinkJudge(
+            {edge: (v, vp) for (_, _, v, vp), edge in self.expected.items()},
+            dead_after=dead_after,
+            revive_after=revive_after,
+        )
         self.ports: dict[str, list[int]] = {}  # switch -> its ports where monitored links end
         for switch, port in sorted(self.judge.far_end.values()):
             self.ports.setdefault(switch, []).append(port)
@@ -286,8 +312,11 @@ class LinkMonitor:
     def stats(self) -> dict:
         """For the state file: rounds judged, link-rounds kept alive by counters alone,
         link-rounds undecided (an end silent)."""
-        return {"rounds": self.judge.rounds, "saved_by_traffic": self.judge.saved_by_traffic,
-                "undecided": self.judge.undecided}
+        return {
+            "rounds": self.judge.rounds,
+            "saved_by_traffic": self.judge.saved_by_traffic,
+            "undecided": self.judge.undecided,
+        }
 
     def dead_links(self) -> frozenset[Edge]:
         return frozenset(self.judge.dead)
@@ -322,8 +351,9 @@ class LinkMonitor:
                 self._current.add(edge)
         elif key not in self._strays:  # a cable the topology does not describe
             self._strays.add(key)
-            LOG.warning("probe from %s port %d arrived at %s port %d: not a link of the "
-                        "topology", *key)
+            LOG.warning(
+                "probe from %s port %d arrived at %s port %d: not a link of the topology", *key
+            )
 
     async def _rounds(self) -> None:
         """Rounds until cancelled. A round that fails is no evidence and the next one
@@ -346,8 +376,17 @@ class LinkMonitor:
         answered = await self._read_all()
         if pending is not None:
             sent, senders, before, arrived, current = pending
-            self.decide(RoundEvidence(sent, senders, before, dict(self.known),
-                                      answered, frozenset(arrived), frozenset(current)))
+            self.decide(
+                RoundEvidence(
+                    sent,
+                    senders,
+                    before,
+                    dict(self.known),
+                    answered,
+                    frozenset(arrived),
+                    frozenset(current),
+                )
+            )
         before = dict(self.known)
         arrived = self._arrived = set()
         current = self._current = set()
@@ -365,9 +404,14 @@ class LinkMonitor:
         for edge in sorted(changed):
             port = self.judge.far_end[edge]
             if edge in self.judge.dead:
-                LOG.warning("link %s -> %s dead: %d rounds in a row without a probe or a new "
-                            "frame at %s port %d (%s), both ends answering", *edge,
-                            self.judge.missed[edge], *port, seen.after.get(port, "not counted"))
+                LOG.warning(
+                    "link %s -> %s dead: %d rounds in a row without a probe or a new "
+                    "frame at %s port %d (%s), both ends answering",
+                    *edge,
+                    self.judge.missed[edge],
+                    *port,
+                    seen.after.get(port, "not counted"),
+                )
             else:
                 LOG.warning("link %s -> %s alive again", *edge)
         dead = self.dead_links()
@@ -392,15 +436,22 @@ class LinkMonitor:
             async with asyncio.timeout(self.answer_within):
                 with call_cancelled_as_error():
                     # finsy types read() as a coroutine; it is an async generator
-                    async for entry in sw.read([  # type: ignore[attr-defined]
-                            P4CounterEntry(PORT_COUNTER, index=p) for p in self.ports[sw.name]]):
+                    async for entry in sw.read(
+                        [  # type: ignore[attr-defined]
+                            P4CounterEntry(PORT_COUNTER, index=p) for p in self.ports[sw.name]
+                        ]
+                    ):
                         counts[entry.index] = entry.data.packet_count if entry.data else 0
         except (TimeoutError, P4ClientError, CallCancelled):
             return False  # no answer now (a busy or restarting switch): no evidence
         except Exception as exc:  # no such counter: probes decide
             if sw.is_up:
-                LOG.warning("%s: counter %s cannot be read (%s): its links are judged by "
-                            "probes alone", sw.name, PORT_COUNTER, exc)
+                LOG.warning(
+                    "%s: counter %s cannot be read (%s): its links are judged by probes alone",
+                    sw.name,
+                    PORT_COUNTER,
+                    exc,
+                )
                 self.uncounted.add(sw.name)
                 for port in self.ports[sw.name]:
                     self.known.pop((sw.name, port), None)
@@ -418,7 +469,8 @@ class LinkMonitor:
         for sender, port, _, _ in self.expected:
             out.setdefault(sender, []).extend(
                 [P4PacketOut(probe_frame(sender, port, self._round), egress_port=port)]
-                * self.probes_per_round)
+                * self.probes_per_round
+            )
         writes = {}
         for name, probes in out.items():
             sw = self.switches[name]

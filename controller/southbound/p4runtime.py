@@ -59,15 +59,26 @@ P4INFO = P4SRC / "ina.p4info.txtpb"
 # target executes the program built into it and ignores the blob, so the P4 source is sent to
 # name the program version (finsy only pushes a pipeline when it has both parts).
 EMBEDDED_BLOB = P4SRC / "ina.p4"
-COUNTERS = ("aggregations_completed", "collisions", "duplicates", "malformed", "unknown_job",
-            "forged")
+COUNTERS = (
+    "aggregations_completed",
+    "collisions",
+    "duplicates",
+    "malformed",
+    "unknown_job",
+    "forged",
+)
 # Answers that may change on a retry (a switch still booting, a busy one); any other answer
 # given twice in a row, such as NOT_FOUND for a device id the switch does not have (the
 # embedded target at arbitration) or UNKNOWN "Error when trying to assign device" (bmv2 at
 # SetForwardingPipelineConfig), will not.
-TRANSIENT = (GRPCStatusCode.UNAVAILABLE, GRPCStatusCode.DEADLINE_EXCEEDED,
-             GRPCStatusCode.CANCELLED, GRPCStatusCode.ABORTED, GRPCStatusCode.RESOURCE_EXHAUSTED,
-             GRPCStatusCode.FAILED_PRECONDITION)
+TRANSIENT = (
+    GRPCStatusCode.UNAVAILABLE,
+    GRPCStatusCode.DEADLINE_EXCEEDED,
+    GRPCStatusCode.CANCELLED,
+    GRPCStatusCode.ABORTED,
+    GRPCStatusCode.RESOURCE_EXHAUSTED,
+    GRPCStatusCode.FAILED_PRECONDITION,
+)
 
 
 class SouthboundError(RuntimeError):
@@ -122,8 +133,11 @@ class InaSwitchDriver:
 
     def __post_init__(self) -> None:
         options = SwitchOptions(
-            p4info=self.p4info, p4blob=self.p4blob, device_id=self.target.device_id,
-            ready_handler=self._on_ready, channel_credentials=self.target.credentials,
+            p4info=self.p4info,
+            p4blob=self.p4blob,
+            device_id=self.target.device_id,
+            ready_handler=self._on_ready,
+            channel_credentials=self.target.credentials,
             initial_election_id=self.election_id,
         )
         self.switch = Switch(self.target.name, self.target.address, options)
@@ -139,8 +153,11 @@ class InaSwitchDriver:
     @property
     def definitive_failure(self) -> bool:
         """finsy's retries cannot help: the switch gave the same non-transient answer twice."""
-        return (self.failure_code is not None and self.failure_code not in TRANSIENT
-                and self.failure_repeats >= 2)
+        return (
+            self.failure_code is not None
+            and self.failure_code not in TRANSIENT
+            and self.failure_repeats >= 2
+        )
 
     def _on_up(self, _switch: Switch) -> None:
         self.answered_at = time.monotonic()
@@ -158,8 +175,10 @@ class InaSwitchDriver:
         if self._reading is not None:  # a read on the old channel: the next poll starts anew
             self._reading.cancel()
             self._reading = None
-        LOG.warning("%s: P4Runtime channel down; the switch is not programmed until it is back",
-                    self.target.name)
+        LOG.warning(
+            "%s: P4Runtime channel down; the switch is not programmed until it is back",
+            self.target.name,
+        )
         if self.on_programmed:
             self.on_programmed()
 
@@ -188,8 +207,11 @@ class InaSwitchDriver:
         counters = reading.result() if done and not reading.cancelled() else None
         if counters is None:
             if self.responsive:
-                LOG.warning("%s does not answer (%s): not programmed until it does",
-                            self.target.name, "an error" if done else "TimeoutError")
+                LOG.warning(
+                    "%s does not answer (%s): not programmed until it does",
+                    self.target.name,
+                    "an error" if done else "TimeoutError",
+                )
             self.responsive = False
             return None
         self.responsive = True
@@ -251,8 +273,9 @@ class InaSwitchDriver:
             with call_cancelled_as_error():
                 await write()
         except (P4ClientError, CallCancelled) as exc:
-            LOG.warning("%s: could not %s (%s); reconciling it with the plan", self.target.name,
-                        what, exc)
+            LOG.warning(
+                "%s: could not %s (%s); reconciling it with the plan", self.target.name, what, exc
+            )
             return True
         return False
 
@@ -288,8 +311,9 @@ class InaSwitchDriver:
             # this one primary, which runs this handler again.
             self.role, self.installed = "backup", False
             self.responsive = True
-            LOG.info("%s: backup (election id %d, primary's %d)", sw.name, sw.election_id,
-                     sw.primary_id)
+            LOG.info(
+                "%s: backup (election id %d, primary's %d)", sw.name, sw.election_id, sw.primary_id
+            )
             self.ready.set()
             if self.on_programmed:
                 self.on_programmed()
@@ -307,8 +331,11 @@ class InaSwitchDriver:
                 with call_cancelled_as_error():
                     self.writes.append(await reconcile(sw, self.program))
             except (P4ClientError, CallCancelled) as exc:
-                first = next(iter(exc.details.values()), None) if isinstance(
-                    exc, P4ClientError) else None
+                first = (
+                    next(iter(exc.details.values()), None)
+                    if isinstance(exc, P4ClientError)
+                    else None
+                )
                 reason = first.message if first else str(exc)
                 self.problems = [f"{sw.name} refused the plan's entries: {reason}"]
                 self.installed = False
@@ -321,9 +348,13 @@ class InaSwitchDriver:
         self.answered_at = time.monotonic()
         self.failure = self.failure_code = None
         self.failure_repeats = 0
-        LOG.info("%s programmed: %d entities in %.3f s%s", sw.name,
-                 len(self.program.entities()), self.pushes[-1],
-                 f", {len(self.problems)} mismatches" if self.problems else "")
+        LOG.info(
+            "%s programmed: %d entities in %.3f s%s",
+            sw.name,
+            len(self.program.entities()),
+            self.pushes[-1],
+            f", {len(self.problems)} mismatches" if self.problems else "",
+        )
         self.ready.set()
         if self.on_programmed:
             self.on_programmed()
@@ -351,13 +382,18 @@ class FailureReports(logging.Filter):
         if exc is None or named is None or "Switch task" not in str(record.msg):
             return True
         code = exc.code if isinstance(exc, P4ClientError) else None
-        reason = (f"{exc.code.name}: {exc.message}" if isinstance(exc, P4ClientError)
-                  else f"{type(exc).__name__}: {exc}")
+        reason = (
+            f"{exc.code.name}: {exc.message}"
+            if isinstance(exc, P4ClientError)
+            else f"{type(exc).__name__}: {exc}"
+        )
         driver = self.drivers.get(named.group(1))
         if driver is not None and not driver.failed(code, reason):
             return False
-        record.msg, record.args = "switch %s: connection failed (%s); retrying", (
-            named.group(1), reason)
+        record.msg, record.args = (
+            "switch %s: connection failed (%s); retrying",
+            (named.group(1), reason),
+        )
         record.exc_info = record.exc_text = None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
@@ -426,15 +462,23 @@ def _fingerprints(sw: Switch, entities: Iterable) -> dict[tuple, tuple[bytes, P4
         if message.WhichOneof("entity") == "table_entry":
             entry = message.table_entry
             entry.ClearField("counter_data")
-            key: tuple = ("table", entry.table_id, entry.priority, tuple(
-                m.SerializeToString(deterministic=True)
-                for m in sorted(entry.match, key=lambda m: m.field_id)))
+            key: tuple = (
+                "table",
+                entry.table_id,
+                entry.priority,
+                tuple(
+                    m.SerializeToString(deterministic=True)
+                    for m in sorted(entry.match, key=lambda m: m.field_id)
+                ),
+            )
         else:
             pre = message.packet_replication_engine_entry
             kind = pre.WhichOneof("type")
             inner = getattr(pre, kind)
-            key = (kind, inner.multicast_group_id if kind == "multicast_group_entry"
-                   else inner.session_id)
+            key = (
+                kind,
+                inner.multicast_group_id if kind == "multicast_group_entry" else inner.session_id,
+            )
         out[key] = (message.SerializeToString(deterministic=True), entity)
     return out
 

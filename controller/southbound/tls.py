@@ -21,8 +21,9 @@ from controller.southbound.p4runtime import SwitchTarget
 from dataplane.tls import TLSConfigError, is_loopback, plaintext_refusal, read_pem
 
 
-def secure_targets(targets: dict[str, SwitchTarget], tls: ClientTLS | None,
-                   insecure: bool) -> dict[str, SwitchTarget]:
+def secure_targets(
+    targets: dict[str, SwitchTarget], tls: ClientTLS | None, insecure: bool
+) -> dict[str, SwitchTarget]:
     """The switches with the controller's TLS credentials; without TLS, every switch must be
     on a loopback address unless `insecure`. Raises TLSConfigError naming the problem."""
     if tls is not None:
@@ -34,8 +35,9 @@ def secure_targets(targets: dict[str, SwitchTarget], tls: ClientTLS | None,
     return targets
 
 
-def certificate_problem(address: str, credentials: GRPCCredentialsTLS,
-                        timeout: float = 2.0) -> str | None:
+def certificate_problem(
+    address: str, credentials: GRPCCredentialsTLS, timeout: float = 2.0
+) -> str | None:
     """Why the switch at `address` fails the controller's check of its certificate (not
     signed by the CA, or not issued for the name dialled), or None when it passes or the
     switch cannot be asked. gRPC only retries such a switch silently, so the daemon asks
@@ -44,12 +46,16 @@ def certificate_problem(address: str, credentials: GRPCCredentialsTLS,
     context = ssl.create_default_context(cadata=_text(credentials.cacert))
     name = credentials.target_name_override or host.strip("[]")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw, \
-                context.wrap_socket(raw, server_hostname=name):
+        with (
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname=name),
+        ):
             return None
     except ssl.SSLCertVerificationError as exc:
-        return (f"its TLS certificate does not match: {exc.verify_message} (expected one "
-                f"signed by the --tls-ca CA and issued for {name!r})")
+        return (
+            f"its TLS certificate does not match: {exc.verify_message} (expected one "
+            f"signed by the --tls-ca CA and issued for {name!r})"
+        )
     except (OSError, ValueError):
         return None
 
@@ -75,9 +81,13 @@ class ClientTLS:
     def credentials(self) -> GRPCCredentialsTLS:
         """finsy's channel credentials; raises TLSConfigError naming a bad option."""
         if (self.cert is None) != (self.key is None):
-            raise TLSConfigError("--tls-cert and --tls-key go together (the controller's "
-                                 "certificate and its private key)")
-        return GRPCCredentialsTLS(cacert=read_pem(self.ca, "--tls-ca"),
-                                  cert=read_pem(self.cert, "--tls-cert"),
-                                  private_key=read_pem(self.key, "--tls-key"),
-                                  target_name_override=self.server_name)
+            raise TLSConfigError(
+                "--tls-cert and --tls-key go together (the controller's "
+                "certificate and its private key)"
+            )
+        return GRPCCredentialsTLS(
+            cacert=read_pem(self.ca, "--tls-ca"),
+            cert=read_pem(self.cert, "--tls-cert"),
+            private_key=read_pem(self.key, "--tls-key"),
+            target_name_override=self.server_name,
+        )

@@ -59,24 +59,43 @@ def draw(network: Network, plan: Plan | None, out: str | Path) -> None:
     width = max(8.0, 0.35 * len(network.hosts))
     fig, ax = plt.subplots(figsize=(min(width, 40.0), 6.0))
     kinds = link_kinds(network, plan)
-    for kind, colour, style in (("link", "#cccccc", "solid"), ("not built", "#dddddd", "dotted"),
-                                ("built", "#555555", "solid")):
+    for kind, colour, style in (
+        ("link", "#cccccc", "solid"),
+        ("not built", "#dddddd", "dotted"),
+        ("built", "#555555", "solid"),
+    ):
         edges = sorted(e for e, k in kinds.items() if k == kind)
         if edges:
-            nx.draw_networkx_edges(graph, pos, edgelist=edges, ax=ax, edge_color=colour,
-                                   width=1.0, style=style)
+            nx.draw_networkx_edges(
+                graph, pos, edgelist=edges, ax=ax, edge_color=colour, width=1.0, style=style
+            )
     roles = host_roles(network, plan)
     hosts = network.hosts
-    nx.draw_networkx_nodes(graph, pos, nodelist=hosts, ax=ax, node_shape="s", node_size=220,
-                           node_color=[ROLE_COLOUR[roles[h]] for h in hosts],
-                           edgecolors="#999999", linewidths=0.5)
+    nx.draw_networkx_nodes(
+        graph,
+        pos,
+        nodelist=hosts,
+        ax=ax,
+        node_shape="s",
+        node_size=220,
+        node_color=[ROLE_COLOUR[roles[h]] for h in hosts],
+        edgecolors="#999999",
+        linewidths=0.5,
+    )
     switches = network.switches
-    nx.draw_networkx_nodes(graph, pos, nodelist=switches, ax=ax, node_size=420,
-                           node_color=["#2e7d32" if network.is_ina(s) else "#ffffff"
-                                       for s in switches], edgecolors="#333333")
+    nx.draw_networkx_nodes(
+        graph,
+        pos,
+        nodelist=switches,
+        ax=ax,
+        node_size=420,
+        node_color=["#2e7d32" if network.is_ina(s) else "#ffffff" for s in switches],
+        edgecolors="#333333",
+    )
     labelled = list(pos) if len(pos) <= HOST_LABELS else switches
-    nx.draw_networkx_labels(graph, {n: pos[n] for n in labelled}, labels={n: n for n in labelled},
-                            ax=ax, font_size=7)
+    nx.draw_networkx_labels(
+        graph, {n: pos[n] for n in labelled}, labels={n: n for n in labelled}, ax=ax, font_size=7
+    )
     if plan is not None:
         _draw_plan(network, plan, pos, ax)
     legend = "filled: INA switch, square: host, orange: PS"
@@ -84,8 +103,7 @@ def draw(network: Network, plan: Plan | None, out: str | Path) -> None:
         legend += ", pale: unused by the plan"
     if plan is not None and plan.patch_panel is not None:
         legend += ", dotted: candidate not built"
-    ax.set_title(f"{network.name}" + (f" - {plan.scheme} plan" if plan else "")
-                 + f"   ({legend})")
+    ax.set_title(f"{network.name}" + (f" - {plan.scheme} plan" if plan else "") + f"   ({legend})")
     ax.axis("off")
     fig.tight_layout()
     with plt.rc_context({"svg.fonttype": "none"}):  # SVG labels stay text
@@ -98,14 +116,33 @@ def _draw_plan(network: Network, plan: Plan, pos: dict, ax) -> None:
     for i, tp in enumerate(plan.tasks):
         colour = colours(i % 10)
         edges = {(u, v) for path in tp.paths.values() for u, v in pairwise(path)}
-        nx.draw_networkx_edges(network.graph, pos, edgelist=sorted(edges), ax=ax, width=2.2,
-                               edge_color=[colour], arrows=True, arrowsize=10,
-                               connectionstyle=f"arc3,rad={0.04 * (i + 1)}")
-        ax.plot([], [], color=colour, linewidth=2.2,
-                label=f"{tp.job}/{tp.task}: {tp.rate_gbps:.3g} Gbps")
+        nx.draw_networkx_edges(
+            network.graph,
+            pos,
+            edgelist=sorted(edges),
+            ax=ax,
+            width=2.2,
+            edge_color=[colour],
+            arrows=True,
+            arrowsize=10,
+            connectionstyle=f"arc3,rad={0.04 * (i + 1)}",
+        )
+        ax.plot(
+            [],
+            [],
+            color=colour,
+            linewidth=2.2,
+            label=f"{tp.job}/{tp.task}: {tp.rate_gbps:.3g} Gbps",
+        )
         for point in tp.aggregation:
             x, y = pos[point.switch]
             ax.scatter([x], [y], s=900, facecolors="none", edgecolors=[colour], linewidths=2)
-            ax.annotate(f"p{point.pipeline}x{point.fan_in}", (x, y), xytext=(12, 10),
-                        textcoords="offset points", fontsize=7, color=colour)
+            ax.annotate(
+                f"p{point.pipeline}x{point.fan_in}",
+                (x, y),
+                xytext=(12, 10),
+                textcoords="offset points",
+                fontsize=7,
+                color=colour,
+            )
     ax.legend(loc="upper left", fontsize=7)

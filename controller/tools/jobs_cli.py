@@ -34,44 +34,74 @@ class ApiRefusal(Exception):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("job", help="submit, list, show and end jobs on a running controller "
-                                   "(`ina controller --api`)")
+    p = sub.add_parser(
+        "job",
+        help="submit, list, show and end jobs on a running controller (`ina controller --api`)",
+    )
     jobs = p.add_subparsers(dest="job_command", required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--api", metavar="[https://]HOST:PORT",
-                        help="the controller's API (default: the address in --state)")
-    common.add_argument("--ca", metavar="PEM",
-                        help="the CA that signed the API's certificate (HTTPS; default: the "
-                             "system's CAs)")
-    common.add_argument("--state", default=DEFAULT_STATE,
-                        help=f"the controller's state file (default {DEFAULT_STATE})")
-    common.add_argument("--token-file", metavar="FILE",
-                        help="the bearer token (the controller's --api-token-file)")
+    common.add_argument(
+        "--api",
+        metavar="[https://]HOST:PORT",
+        help="the controller's API (default: the address in --state)",
+    )
+    common.add_argument(
+        "--ca",
+        metavar="PEM",
+        help="the CA that signed the API's certificate (HTTPS; default: the system's CAs)",
+    )
+    common.add_argument(
+        "--state",
+        default=DEFAULT_STATE,
+        help=f"the controller's state file (default {DEFAULT_STATE})",
+    )
+    common.add_argument(
+        "--token-file", metavar="FILE", help="the bearer token (the controller's --api-token-file)"
+    )
     common.add_argument("--json", action="store_true", help="print the answer as JSON")
 
     s = jobs.add_parser("submit", parents=[common], help="admit a job, or hear why not")
-    s.add_argument("--workers", required=True, metavar="H1,H2,...|N",
-                   help="worker hosts (fixed placement) or, with --placement free, how many")
+    s.add_argument(
+        "--workers",
+        required=True,
+        metavar="H1,H2,...|N",
+        help="worker hosts (fixed placement) or, with --placement free, how many",
+    )
     s.add_argument("--ps", metavar="HOST", help="the PS host (fixed placement)")
-    s.add_argument("--placement", choices=["fixed", "free"], default="fixed",
-                   help="fixed: the hosts given (default); free: the controller places the "
-                        "PS and --workers N workers on free servers (scheme paring)")
+    s.add_argument(
+        "--placement",
+        choices=["fixed", "free"],
+        default="fixed",
+        help="fixed: the hosts given (default); free: the controller places the "
+        "PS and --workers N workers on free servers (scheme paring)",
+    )
     s.add_argument("--name", help="a name unique among running jobs (default job<ID>)")
     s.add_argument("--scheme", help="routing scheme (default: the controller's)")
-    s.add_argument("--gradient-mb", type=float, metavar="M",
-                   help="gradient size per worker: adds the communication time")
-    s.add_argument("--priority", type=float, metavar="BETA",
-                   help="weight in joint re-plans (default 1)")
-    s.add_argument("--min-rate", type=float, metavar="GBPS",
-                   help="refuse unless the job gets at least this rate")
+    s.add_argument(
+        "--gradient-mb",
+        type=float,
+        metavar="M",
+        help="gradient size per worker: adds the communication time",
+    )
+    s.add_argument(
+        "--priority", type=float, metavar="BETA", help="weight in joint re-plans (default 1)"
+    )
+    s.add_argument(
+        "--min-rate",
+        type=float,
+        metavar="GBPS",
+        help="refuse unless the job gets at least this rate",
+    )
     s.add_argument("--slots", type=int, metavar="N", help="aggregation slots per pipeline")
     s.set_defaults(func=cmd_submit)
 
     s = jobs.add_parser("list", parents=[common], help="the running jobs")
     s.set_defaults(func=cmd_list)
     ended = "end a job: its entries removed from every switch and read back"
-    for name, func, text in (("show", cmd_show, "one job: plan, ids, slots, counters"),
-                             ("delete", cmd_delete, ended)):
+    for name, func, text in (
+        ("show", cmd_show, "one job: plan, ids, slots, counters"),
+        ("delete", cmd_delete, ended),
+    ):
         s = jobs.add_parser(name, parents=[common], help=text)
         s.add_argument("id", type=int, help="the job's id (`ina job list`)")
         s.set_defaults(func=func)
@@ -86,9 +116,15 @@ def request_body(args: argparse.Namespace) -> dict[str, Any]:
         body["workers"] = int(args.workers)
     else:
         body["workers"] = [w.strip() for w in args.workers.split(",") if w.strip()]
-    for key, value in (("ps", args.ps), ("name", args.name), ("scheme", args.scheme),
-                       ("gradient_mb", args.gradient_mb), ("priority", args.priority),
-                       ("min_rate_gbps", args.min_rate), ("slots", args.slots)):
+    for key, value in (
+        ("ps", args.ps),
+        ("name", args.name),
+        ("scheme", args.scheme),
+        ("gradient_mb", args.gradient_mb),
+        ("priority", args.priority),
+        ("min_rate_gbps", args.min_rate),
+        ("slots", args.slots),
+    ):
         if value is not None:
             body[key] = value
     return body
@@ -110,8 +146,7 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
             raise UserError(f"--token-file {args.token_file}: cannot read it ({exc})") from None
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        context = ssl.create_default_context(cafile=args.ca) if url.startswith("https") \
-            else None
+        context = ssl.create_default_context(cafile=args.ca) if url.startswith("https") else None
     except (OSError, ssl.SSLError) as exc:
         raise UserError(f"--ca {args.ca}: not a readable CA certificate ({exc})") from None
     try:
@@ -126,11 +161,15 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, ssl.SSLCertVerificationError):
-            raise UserError(f"the API at {address} shows a certificate that does not verify "
-                            f"({reason.verify_message}); give --ca with the CA that signed "
-                            "it") from None
-        raise UserError(f"cannot reach the controller's API at {address} ({reason}); is "
-                        "`ina controller --api` running?") from None
+            raise UserError(
+                f"the API at {address} shows a certificate that does not verify "
+                f"({reason.verify_message}); give --ca with the CA that signed "
+                "it"
+            ) from None
+        raise UserError(
+            f"cannot reach the controller's API at {address} ({reason}); is "
+            "`ina controller --api` running?"
+        ) from None
 
 
 def _address_from_state(path: str) -> str:
@@ -138,11 +177,15 @@ def _address_from_state(path: str) -> str:
         state = json.loads(open(path, encoding="utf-8").read())  # noqa: SIM115
         address = state["api"].get("url") or state["api"]["address"]
     except OSError as exc:
-        raise UserError(f"{path}: cannot read the controller's state file ({exc.strerror}); "
-                        "give --api HOST:PORT or --state FILE") from None
+        raise UserError(
+            f"{path}: cannot read the controller's state file ({exc.strerror}); "
+            "give --api HOST:PORT or --state FILE"
+        ) from None
     except (ValueError, KeyError, TypeError):
-        raise UserError(f"{path}: the state file names no API address (was the controller "
-                        "started with --api?); give --api HOST:PORT") from None
+        raise UserError(
+            f"{path}: the state file names no API address (was the controller "
+            "started with --api?); give --api HOST:PORT"
+        ) from None
     if not isinstance(address, str):
         raise UserError(f"{path}: the state file names no API address; give --api HOST:PORT")
     return address
@@ -177,8 +220,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for job in jobs:
         rate = min((t["rate_gbps"] for t in job["tasks"]), default=0.0)
         region = job["slot_region"]
-        print(f"{job['id']:>3}  {job['name']:<16} {job['source']:<8} {job['scheme']:<10} "
-              f"{rate:>11.4g}  {region['base']}-{region['base'] + region['count'] - 1}")
+        print(
+            f"{job['id']:>3}  {job['name']:<16} {job['source']:<8} {job['scheme']:<10} "
+            f"{rate:>11.4g}  {region['base']}-{region['base'] + region['count'] - 1}"
+        )
     return 0
 
 
@@ -197,26 +242,38 @@ def cmd_delete(args: argparse.Namespace) -> int:
         print(json.dumps(removal, indent=2))
         return 0
     left = sum(removal["left_on_switches"].values())
-    print(f"job {removal['id']} ({removal['name']}) ended: {removal['deleted_entries']} "
-          f"entries deleted, {left} left on the switches (read back)")
+    print(
+        f"job {removal['id']} ({removal['name']}) ended: {removal['deleted_entries']} "
+        f"entries deleted, {left} left on the switches (read back)"
+    )
     return 0 if left == 0 else 1
 
 
 def _print_job(job: dict) -> None:
     region = job["slot_region"]
-    print(f"job {job['id']} {job['name']} ({job['source']}, {job['scheme']}, plan "
-          f"{job['plan_status']}), slots {region['base']}-{region['base'] + region['count'] - 1}"
-          f" of each generation's {region['region_size']}, flow ids from "
-          f"{job['flow_ids']['base']}")
+    print(
+        f"job {job['id']} {job['name']} ({job['source']}, {job['scheme']}, plan "
+        f"{job['plan_status']}), slots {region['base']}-{region['base'] + region['count'] - 1}"
+        f" of each generation's {region['region_size']}, flow ids from "
+        f"{job['flow_ids']['base']}"
+    )
     for task in job["tasks"]:
-        points = ", ".join(f"{a['switch']}:{a['pipeline']}x{a['fan_in']}"
-                           for a in task["aggregation"]) or "none"
-        print(f"  task {task['task']}: PS {task['ps']}, {len(task['paths'])} workers, rate "
-              f"{task['rate_gbps']:.4g} Gbps, aggregation {points}")
+        points = (
+            ", ".join(f"{a['switch']}:{a['pipeline']}x{a['fan_in']}" for a in task["aggregation"])
+            or "none"
+        )
+        print(
+            f"  task {task['task']}: PS {task['ps']}, {len(task['paths'])} workers, rate "
+            f"{task['rate_gbps']:.4g} Gbps, aggregation {points}"
+        )
         for agent in task["agents"]:
-            print(f"    {agent['worker']}: flow {agent['flow_id']} -> node "
-                  f"{agent['next_node']}, result flow {agent['result_flow_id']}")
+            print(
+                f"    {agent['worker']}: flow {agent['flow_id']} -> node "
+                f"{agent['next_node']}, result flow {agent['result_flow_id']}"
+            )
     if job.get("communication_seconds") is not None:
-        print(f"  communication {job['communication_seconds']:.4g} s per iteration "
-              f"({job['gradient_mb']:g} MB)")
+        print(
+            f"  communication {job['communication_seconds']:.4g} s per iteration "
+            f"({job['gradient_mb']:g} MB)"
+        )
     print(f"  forged packets: {job['counters']['forged']}")

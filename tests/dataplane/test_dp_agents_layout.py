@@ -18,8 +18,17 @@ HOME = {
     "ps": ["ParameterServer"],
     "recovery": ["InFlight", "CUT_FLOOR", "PEER_WAIT_CAP", "TLP_FLOOR", "CONTROL_RESEND_GAP"],
     "rto": ["RtoEstimator", "BACKOFF_CEILING"],
-    "gradients": ["fragments", "frag_id", "split_frag_id", "EPOCH_SHIFT", "FIXED_POINT_SCALE",
-                  "synthetic_gradient", "to_fixed_point", "shard_ranges", "segment_rows"],
+    "gradients": [
+        "fragments",
+        "frag_id",
+        "split_frag_id",
+        "EPOCH_SHIFT",
+        "FIXED_POINT_SCALE",
+        "synthetic_gradient",
+        "to_fixed_point",
+        "shard_ranges",
+        "segment_rows",
+    ],
     "state": ["PlanWatcher", "job_shares", "rows_shares"],
     "plan_api": ["ApiWatcher", "job_rows", "wait_for_job"],
     "agents": ["register", "cmd_worker", "cmd_ps"],
@@ -42,8 +51,9 @@ def _defines(module: str) -> set[str]:
 
 def _imports(module: str) -> set[str]:
     tree = ast.parse((DATAPLANE / f"{module}.py").read_text())
-    return ({a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-            | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module})
+    return {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
+        n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+    }
 
 
 @pytest.mark.parametrize("module", sorted(HOME))
@@ -60,8 +70,12 @@ def test_no_piece_is_defined_twice():
 
 def test_the_parameter_server_needs_nothing_of_the_worker():
     """The PS answers what arrives: no window, timer or loss recovery of its own."""
-    assert not _imports("ps") & {"dataplane.worker", "dataplane.recovery", "dataplane.rto",
-                                 "dataplane.agents"}
+    assert not _imports("ps") & {
+        "dataplane.worker",
+        "dataplane.recovery",
+        "dataplane.rto",
+        "dataplane.agents",
+    }
     assert not _imports("gradients") & {"socket", "dataplane.ports", "dataplane.worker"}
 
 

@@ -41,8 +41,11 @@ def _packed(vector: np.ndarray) -> int:
 def test_lane_sum_is_numpys_wrapping_int32_sum() -> None:
     rng = np.random.default_rng(0)
     extremes = np.array([INT32.min, INT32.max, -1, 0, 1] * K, dtype=np.int32)[:K]
-    vectors = [extremes, extremes[::-1].copy(),
-               *rng.integers(INT32.min, INT32.max, size=(40, K), endpoint=True, dtype=np.int32)]
+    vectors = [
+        extremes,
+        extremes[::-1].copy(),
+        *rng.integers(INT32.min, INT32.max, size=(40, K), endpoint=True, dtype=np.int32),
+    ]
     for a, b in itertools.pairwise(vectors):
         expected = (a.astype(np.int64) + b.astype(np.int64)).astype(np.int32)  # wraps mod 2^32
         assert lane_sum(_packed(a), _packed(b)) == _packed(expected)
@@ -53,16 +56,21 @@ def _aggregating(fan_in: int) -> Pipeline:
     fwd = pipeline.fwd
     fwd.job_slots[(JOB, 0)] = (0, 64)
     for i in range(fan_in):
-        fwd.aggregate[(JOB, TASK, 0, i + 1)] = Aggregate(1, 1 << i, (1 << fan_in) - 1,
-                                                         OUT_FLOW, NEXT_NODE)
+        fwd.aggregate[(JOB, TASK, 0, i + 1)] = Aggregate(
+            1, 1 << i, (1 << fan_in) - 1, OUT_FLOW, NEXT_NODE
+        )
     fwd.forward[(JOB, TASK, OUT_FLOW)] = OUT_PORT
     return pipeline
 
 
-def _frame(flow: int, frag: int, elements: np.ndarray, flags: int = DATA,
-           ecn: int = 0) -> bytes:
-    return build_frame(SRC, DST, InaHeader(JOB, TASK, flags, flow, 0, frag),
-                       elements.astype(">i4").tobytes(), ecn=ecn)
+def _frame(flow: int, frag: int, elements: np.ndarray, flags: int = DATA, ecn: int = 0) -> bytes:
+    return build_frame(
+        SRC,
+        DST,
+        InaHeader(JOB, TASK, flags, flow, 0, frag),
+        elements.astype(">i4").tobytes(),
+        ecn=ecn,
+    )
 
 
 @pytest.mark.parametrize("fan_in", [2, 3, 5])
@@ -70,10 +78,13 @@ def test_completed_fragment_carries_the_exact_sum_and_a_valid_checksum(fan_in: i
     rng = np.random.default_rng(fan_in)
     pipeline = _aggregating(fan_in)
     for frag in range(20):
-        contributions = rng.integers(INT32.min, INT32.max, size=(fan_in, K), endpoint=True,
-                                     dtype=np.int32)
-        outputs = [pipeline.process(i + 1, _frame(i + 1, frag, row, ecn=frag % 4))
-                   for i, row in enumerate(contributions)]
+        contributions = rng.integers(
+            INT32.min, INT32.max, size=(fan_in, K), endpoint=True, dtype=np.int32
+        )
+        outputs = [
+            pipeline.process(i + 1, _frame(i + 1, frag, row, ecn=frag % 4))
+            for i, row in enumerate(contributions)
+        ]
         assert outputs[:-1] == [[]] * (fan_in - 1), "partial sums are consumed"
         [(port, out)] = outputs[-1]
         assert port == OUT_PORT and len(out) == FRAME_LEN
@@ -81,7 +92,11 @@ def test_completed_fragment_carries_the_exact_sum_and_a_valid_checksum(fan_in: i
         assert (np.frombuffer(out, ">i4", K, OFF_ELEMS) == expected).all()
         header = InaHeader.unpack(out)
         assert (header.flow_id, header.next_node, header.count, header.frag_id) == (
-            OUT_FLOW, NEXT_NODE, fan_in, frag)
+            OUT_FLOW,
+            NEXT_NODE,
+            fan_in,
+            frag,
+        )
         ip = Ether(out)[IP]
         recomputed = ip.copy()
         del recomputed.chksum

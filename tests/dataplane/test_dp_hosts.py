@@ -49,15 +49,14 @@ def _results(sock: socket.socket) -> list[np.ndarray]:
             return out
         header = InaHeader.unpack(frame)
         assert (header.flags, header.flow_id) == (RESULT, RESULT_FLOW)
-        assert int.from_bytes(frame[OFF_UDP:OFF_UDP + 2], "big") == RESULT_FLOW
+        assert int.from_bytes(frame[OFF_UDP : OFF_UDP + 2], "big") == RESULT_FLOW
         out.append(np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32))
 
 
 def test_ps_counts_each_flow_once_and_mixes_partial_and_raw_fragments() -> None:
     ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=3, fragments=1,
-                         result_flow_id=RESULT_FLOW)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=3, fragments=1, result_flow_id=RESULT_FLOW)
     partial = np.full(K, 5, np.int32)  # flows 1+2 summed by a switch: count 2
     raw = np.arange(K, dtype=np.int32)
     ps.handle(_frame(100, 0, 2, partial))
@@ -76,8 +75,7 @@ def test_ps_counts_each_flow_once_and_mixes_partial_and_raw_fragments() -> None:
 def test_ps_ignores_a_probe_for_an_unfinished_fragment() -> None:
     ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=2, fragments=1,
-                         result_flow_id=RESULT_FLOW)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=2, fragments=1, result_flow_id=RESULT_FLOW)
     ps.handle(_frame(1, 0, 1, np.ones(K, np.int32)))
     ps.handle(_frame(1, 0, 0, np.zeros(K, np.int32), flags=PROBE))
     assert _results(observer) == []
@@ -106,8 +104,7 @@ def test_ps_serves_past_its_linger_until_its_launcher_says_stop() -> None:
     """A finished PS keeps serving (a PROBE may still come) while no line has come on its stop
     channel, however long its linger has passed; the line stops it at once."""
     ps_end, _worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=1, fragments=1,
-                         result_flow_id=RESULT_FLOW)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=1, fragments=1, result_flow_id=RESULT_FLOW)
     ps.handle(_frame(1, 0, 1, np.ones(K, np.int32)))
     assert ps.finished == 1
     read_end, write_end = os.pipe()
@@ -125,8 +122,7 @@ def test_ps_serves_past_its_linger_until_its_launcher_says_stop() -> None:
 
 def test_ps_without_a_stop_channel_leaves_after_its_linger() -> None:
     ps_end, _worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=1, fragments=1,
-                         result_flow_id=RESULT_FLOW)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=1, fragments=1, result_flow_id=RESULT_FLOW)
     ps.handle(_frame(1, 0, 1, np.ones(K, np.int32)))
     started = time.monotonic()
     ps.run(linger=0.05)

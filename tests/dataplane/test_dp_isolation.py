@@ -44,27 +44,44 @@ sw = test_dp_target.sw
 
 def _bind(sw: Client, jobs: dict[int, int]) -> None:
     """What the controller installs: every host port, and the job of the host behind it."""
-    sw.write(*(sw.table_entry("host_port", {"ingress_port": p}, "mark_host_port") for p in jobs),
-             *(sw.table_entry("host_job", {"ingress_port": p, "job": j}, "permit_job")
-               for p, j in jobs.items()))
+    sw.write(
+        *(sw.table_entry("host_port", {"ingress_port": p}, "mark_host_port") for p in jobs),
+        *(
+            sw.table_entry("host_job", {"ingress_port": p, "job": j}, "permit_job")
+            for p, j in jobs.items()
+        ),
+    )
 
 
 def _forged(flags: int, frag: int, flow: int, job: int = JOB_A, seed: int = 666) -> bytes:
     """A frame from the forger's host claiming `job`'s task, `flow` and fragment `frag`."""
     src, dst = HOSTS[FORGER], HOSTS[5]
-    packet = (Ether(src=src.mac, dst=dst.mac)
-              / IP(src=".".join(map(str, src.ip)), dst=".".join(map(str, dst.ip)))
-              / UDP(sport=flow, dport=INA_UDP_PORT, chksum=0)
-              / INA(job=job, task=TASK, flags=flags, flow_id=flow, next_node=77, frag_id=frag,
-                    count=1 if flags == DATA else 2,
-                    elements=[int(v) for v in _elements(seed)]))
+    packet = (
+        Ether(src=src.mac, dst=dst.mac)
+        / IP(src=".".join(map(str, src.ip)), dst=".".join(map(str, dst.ip)))
+        / UDP(sport=flow, dport=INA_UDP_PORT, chksum=0)
+        / INA(
+            job=job,
+            task=TASK,
+            flags=flags,
+            flow_id=flow,
+            next_node=77,
+            frag_id=frag,
+            count=1 if flags == DATA else 2,
+            elements=[int(v) for v in _elements(seed)],
+        )
+    )
     return bytes(packet)
 
 
 def _setup(sw: Client, *, bound: bool) -> None:
     _install_aggregation(sw, {1: 0, 2: 0})
-    sw.write(sw.group(GROUP, [1, 2]), sw.table_entry(
-        "result_multicast", {"job": JOB_A, "task": TASK}, "set_result_group", group=GROUP))
+    sw.write(
+        sw.group(GROUP, [1, 2]),
+        sw.table_entry(
+            "result_multicast", {"job": JOB_A, "task": TASK}, "set_result_group", group=GROUP
+        ),
+    )
     if bound:
         _bind(sw, {1: JOB_A, 2: JOB_A, FORGER: JOB_B, 4: JOB_A})
 
@@ -77,8 +94,12 @@ def _attack_then_aggregate(target: Target) -> tuple[list[bytes], list[bytes], in
     frag = 9
     target.sockets[1].send(_frame(1, frag, 1, _elements(1)))
     time.sleep(0.1)
-    forged = [_forged(DATA, frag, 2), _forged(ACK, frag, 1), _forged(PROBE, frag, 1),
-              _forged(RESULT, frag, OUT_FLOW)]
+    forged = [
+        _forged(DATA, frag, 2),
+        _forged(ACK, frag, 1),
+        _forged(PROBE, frag, 1),
+        _forged(RESULT, frag, OUT_FLOW),
+    ]
     for frame in forged:
         target.sockets[FORGER].send(frame)
     time.sleep(0.2)
@@ -91,8 +112,9 @@ def _attack_then_aggregate(target: Target) -> tuple[list[bytes], list[bytes], in
 def test_a_host_cannot_forge_another_jobs_packets(target: Target, sw: Client) -> None:
     _setup(sw, bound=True)
     at_ps, at_workers, sent = _attack_then_aggregate(target)
-    assert [InaHeader.unpack(f).flags for f in at_ps] == [DATA], \
+    assert [InaHeader.unpack(f).flags for f in at_ps] == [DATA], (
         "only A's completed sum may reach A's PS"
+    )
     np.testing.assert_array_equal(_values(at_ps[0]), _elements(1) + _elements(2))
     assert InaHeader.unpack(at_ps[0]).count == 2
     assert at_workers == [], "a forged RESULT reached job A's workers"
@@ -102,8 +124,9 @@ def test_a_host_cannot_forge_another_jobs_packets(target: Target, sw: Client) ->
     assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
 
 
-def test_without_the_binding_the_same_forgery_changes_the_result(target: Target,
-                                                                 sw: Client) -> None:
+def test_without_the_binding_the_same_forgery_changes_the_result(
+    target: Target, sw: Client
+) -> None:
     """The control experiment: the forged flow-2 contribution completes A's sum with the
     forger's elements and the fake RESULT reaches A's workers."""
     _setup(sw, bound=False)
@@ -115,7 +138,8 @@ def test_without_the_binding_the_same_forgery_changes_the_result(target: Target,
 
 
 def test_own_job_id_with_the_other_jobs_task_flow_and_fragment_reaches_nothing_of_it(
-        target: Target, sw: Client) -> None:
+    target: Target, sw: Client
+) -> None:
     """Keeping its own job id, the forger only reaches job B's entries (here: none, so the
     frames are `unknown_job`); job A's slot and result are untouched."""
     _setup(sw, bound=True)

@@ -48,8 +48,14 @@ def test_a_quiet_turn_costs_the_same_with_100_or_10000_fragments_in_flight():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["set", "pop", "expire"]), st.integers(0, 15),
-                          st.integers(0, 40)), max_size=60))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["set", "pop", "expire"]), st.integers(0, 15), st.integers(0, 40)
+        ),
+        max_size=60,
+    )
+)
 def test_in_flight_expires_what_a_scan_of_every_deadline_finds(steps):
     """Against a plain dict scanned in full, the reference the worker used to be."""
     fast, reference = InFlight(), {}
@@ -75,7 +81,6 @@ def test_frames_are_the_size_the_pacing_assumes_and_built_the_same_way_every_tim
     frame = build_frame(ME, BROADCAST, header, bytes(4 * K))
     assert len(frame) == FRAME_LEN
     assert build_frame(ME, BROADCAST, header, bytes(4 * K)) == frame
-
 
 
 @settings(max_examples=15, deadline=None)

@@ -29,8 +29,7 @@ GRADIENT_MB = 0.25  # 2048 fragments: every slot of the job's region holds two o
 @pytest.fixture(scope="module")
 def fig1():
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
-    plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0,
-                                              params={"num_workers": 1}))
+    plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
     return network, plan
 
 
@@ -57,21 +56,28 @@ def unimpaired(fig1) -> float:
 @pytest.fixture(scope="module")
 def leaf_spine_16():
     network = load_topology(ROOT / "topologies" / "reliability" / "leaf-spine-4x4-16w.yaml")
-    return network, solve(network, "aro", SolveOptions(time_limit=20, seed=0,
-                                                       params={"num_workers": 1}))
+    return network, solve(
+        network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1})
+    )
 
 
-@pytest.mark.parametrize(("impair", "bound"), [
-    (Impairments(loss=0.01), 6.0),
-    (Impairments(loss=0.05), 15.0),
-], ids=["loss 1 %", "loss 5 %"])
+@pytest.mark.parametrize(
+    ("impair", "bound"),
+    [
+        (Impairments(loss=0.01), 6.0),
+        (Impairments(loss=0.05), 15.0),
+    ],
+    ids=["loss 1 %", "loss 5 %"],
+)
 def test_loss_on_every_link_is_recovered_exactly_within_a_bounded_slowdown(
-        fig1, unimpaired, impair, bound):
+    fig1, unimpaired, impair, bound
+):
     (it,) = _run(fig1, impair, 1)
     _exactly_once(it)
     assert it.resent_on_loss > 0, "losses are found from later results, not only by timeouts"
     assert it.seconds <= bound * unimpaired, (
-        f"{it.seconds:.1f} virtual s against {unimpaired:.2f} s without loss")
+        f"{it.seconds:.1f} virtual s against {unimpaired:.2f} s without loss"
+    )
 
 
 def test_five_percent_loss_at_a_megabyte_costs_a_few_unimpaired_iterations_not_twenty(fig1):
@@ -81,21 +87,28 @@ def test_five_percent_loss_at_a_megabyte_costs_a_few_unimpaired_iterations_not_t
     their partial sums went stale: 146.5 virtual s against 6.6 s unimpaired (seed 0), fragments
     timed out up to 17 times. Halving at most every CUT_FLOOR: 25.8 s."""
     network, plan = fig1
-    clean, lossy = (Emulation(network, impair, seed=0, plan=plan).iteration(0, 1.0, timeout=300)
-                    for impair in (Impairments(), Impairments(loss=0.05)))
+    clean, lossy = (
+        Emulation(network, impair, seed=0, plan=plan).iteration(0, 1.0, timeout=300)
+        for impair in (Impairments(), Impairments(loss=0.05))
+    )
     _exactly_once(clean)
     _exactly_once(lossy)
     assert lossy.seconds <= 6 * clean.seconds, (
-        f"{lossy.seconds:.1f} virtual s against {clean.seconds:.2f} s without loss")
+        f"{lossy.seconds:.1f} virtual s against {clean.seconds:.2f} s without loss"
+    )
 
 
-@pytest.mark.parametrize("impair", [Impairments(duplicate=0.02), Impairments(reorder=0.1)],
-                         ids=["duplicate 2 %", "reorder 10 %"])
+@pytest.mark.parametrize(
+    "impair",
+    [Impairments(duplicate=0.02), Impairments(reorder=0.1)],
+    ids=["duplicate 2 %", "reorder 10 %"],
+)
 def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
     for it in _run(fig1, impair, 2):
         _exactly_once(it)
         assert it.seconds <= 1.5 * unimpaired, (
-            f"iteration {it.epoch}: {it.seconds:.1f} virtual s against {unimpaired:.2f} s")
+            f"iteration {it.epoch}: {it.seconds:.1f} virtual s against {unimpaired:.2f} s"
+        )
 
 
 # The congestion case (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
@@ -121,15 +134,18 @@ def test_two_packet_queues_at_a_third_of_the_pace_cost_little_before_a_cut(fig1)
         assert it.seconds <= 1.5 * _link_seconds(1), f"iteration {epoch}: {it.seconds:.1f} s"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a known limit, stricter than RELIABILITY.md asks (section 1, item 2's open "
-    "cell): after the re-plan two sums per fragment share "
-    "the 2-packet PS link, which the workers outpace 3.2 times: bursts overflow it while it "
-    "idles two thirds of the time, and all five workers resend each loss; 35-40 virtual s "
-    "against 4.2 s of link time (paced by hand at the link's rate: 10.2-11.2 s)"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "a known limit, stricter than RELIABILITY.md asks (section 1, item 2's open "
+        "cell): after the re-plan two sums per fragment share "
+        "the 2-packet PS link, which the workers outpace 3.2 times: bursts overflow it while it "
+        "idles two thirds of the time, and all five workers resend each loss; 35-40 virtual s "
+        "against 4.2 s of link time (paced by hand at the link's rate: 10.2-11.2 s)"
+    ),
+)
 @pytest.mark.parametrize("cut_after", [0.3, 0.6, 1.0], ids=lambda s: f"cut at {s} s")
-def test_two_packet_queues_and_a_cut_two_sums_into_the_ps_link_recover_promptly(
-        fig1, cut_after):
+def test_two_packet_queues_and_a_cut_two_sums_into_the_ps_link_recover_promptly(fig1, cut_after):
     network, plan = fig1
     emulation = Emulation(network, plan=plan, mbps_per_gbps=CONGESTED_MBPS_PER_GBPS, queue=2)
     for epoch in (1, 2):
@@ -139,7 +155,8 @@ def test_two_packet_queues_and_a_cut_two_sums_into_the_ps_link_recover_promptly(
     _exactly_once(it)
     assert emulation.version == 2
     assert it.seconds <= 2.5 * _link_seconds(2), (
-        f"{it.seconds:.1f} virtual s against {_link_seconds(2):.1f} s of PS-link time")
+        f"{it.seconds:.1f} virtual s against {_link_seconds(2):.1f} s of PS-link time"
+    )
 
 
 def test_what_reaches_the_ps_is_counted_as_the_link_delivered_it(fig1):
@@ -148,8 +165,11 @@ def test_what_reaches_the_ps_is_counted_as_the_link_delivered_it(fig1):
     cut: every kind of frame occurs, and the two counts must agree."""
     network, plan = fig1
     emulation = Emulation(network, plan=plan, mbps_per_gbps=CONGESTED_MBPS_PER_GBPS, queue=2)
-    into_ps = [link for (_, v), link in emulation.links.items()
-               if not network.is_switch(v) and network.role(v) == "ps"]
+    into_ps = [
+        link
+        for (_, v), link in emulation.links.items()
+        if not network.is_switch(v) and network.role(v) == "ps"
+    ]
     emulation.cut("L1", "S1", after=0.2)
     before = sum(link.counts["delivered"] for link in into_ps)
     it = emulation.iteration(1, 0.05, timeout=90)
@@ -164,8 +184,12 @@ def test_the_simulator_command_cuts_a_link_and_refuses_one_the_topology_lacks(ca
     assert main([*args, "--cut", "L1-S1", "--cut-after", "0.2"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert '"plan_version": 2' in last and '"exact": true' in last
-    for wrong in (["--cut", "L1-S9"], ["--loss", "5"], ["--queue", "0"],
-                  ["--topology", str(ROOT / "README.md")]):
+    for wrong in (
+        ["--cut", "L1-S9"],
+        ["--loss", "5"],
+        ["--queue", "0"],
+        ["--topology", str(ROOT / "README.md")],
+    ):
         with pytest.raises(SystemExit) as exit_:
             main([*args, *wrong])
         assert exit_.value.code == 2
@@ -189,8 +213,7 @@ def test_sixteen_workers_under_loss_finish_with_a_timeout_of_their_round_trip(le
     assert it.seconds <= 15, f"{it.seconds:.1f} virtual s"
 
 
-def test_sixteen_workers_at_five_percent_loss_take_no_stalled_peer_for_a_round_trip(
-        leaf_spine_16):
+def test_sixteen_workers_at_five_percent_loss_take_no_stalled_peer_for_a_round_trip(leaf_spine_16):
     """A quarter megabyte, 16 workers, 5 % loss on every link. A result that a peer's DATA
     completed waited for that peer to send it, seconds late when the peer's window had
     stalled. Sampled whole, those waits grew the RTOs to MAX_RTO, each recovery waited that
@@ -201,11 +224,11 @@ def test_sixteen_workers_at_five_percent_loss_take_no_stalled_peer_for_a_round_t
     network, plan = leaf_spine_16
     clean = Emulation(network, plan=plan).iteration(0, GRADIENT_MB, timeout=60)
     _exactly_once(clean)
-    it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, GRADIENT_MB,
-                                                                         timeout=60)
+    it = Emulation(network, Impairments(loss=0.05), plan=plan).iteration(0, GRADIENT_MB, timeout=60)
     _exactly_once(it)
     assert it.seconds <= 6 * clean.seconds, (
-        f"{it.seconds:.1f} virtual s against {clean.seconds:.1f} s without loss")
+        f"{it.seconds:.1f} virtual s against {clean.seconds:.1f} s without loss"
+    )
     assert max(it.rto) <= 2 * MIN_RTO, f"RTOs {sorted(it.rto)}"
 
 
@@ -223,8 +246,11 @@ def test_slow_switches_slow_the_workers_down_without_a_resend_storm(leaf_spine_1
     network, plan = leaf_spine_16
     it = Emulation(network, plan=plan, service=SLOW_SERVICE).iteration(0, 0.1, timeout=60)
     _exactly_once(it)
-    workers_on_l1 = sum(network.role(h) == "worker" for h in network.graph.predecessors("L1")
-                        if not network.is_switch(h))
+    workers_on_l1 = sum(
+        network.role(h) == "worker"
+        for h in network.graph.predecessors("L1")
+        if not network.is_switch(h)
+    )
     service_bound = 2 * workers_on_l1 * it.fragments * SLOW_SERVICE
     assert it.seconds <= 2 * service_bound, f"{it.seconds:.1f} virtual s"
     assert it.resent_on_timeout <= it.fragments, f"{it.resent_on_timeout} resends"

@@ -22,8 +22,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_hosts_file_without_a_field_is_refused_naming_it(tmp_path):
     hosts = tmp_path / "hosts.json"
-    hosts.write_text(json.dumps([{"name": "w0", "netns": "/proc/1/ns/net", "iface": "a",
-                                  "ip": "10.0.0.1", "index": 0, "flow_id": 1, "next_node": 0}]))
+    hosts.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "w0",
+                    "netns": "/proc/1/ns/net",
+                    "iface": "a",
+                    "ip": "10.0.0.1",
+                    "index": 0,
+                    "flow_id": 1,
+                    "next_node": 0,
+                }
+            ]
+        )
+    )
     with pytest.raises(HostsFileError, match="host 0 lacks ps_ip"):
         load_hosts(hosts)
     hosts.write_text("{}")
@@ -35,8 +48,10 @@ def test_watchers_sharing_a_state_cache_each_see_a_new_plan_version_once(tmp_pat
     state = tmp_path / "state.json"
     state.write_text(json.dumps(_state()))
     cache = StateCache(state)
-    watchers = [SharedPlanWatcher(state, lambda r, w=w: (r["worker"], r["task_id"]) == (w, 0),
-                                  cache=cache) for w in ("w0", "w1")]
+    watchers = [
+        SharedPlanWatcher(state, lambda r, w=w: (r["worker"], r["task_id"]) == (w, 0), cache=cache)
+        for w in ("w0", "w1")
+    ]
     assert [w.poll(0.0)["flow_id"] for w in watchers] == [1, 2]
     assert [w.poll(1.0) for w in watchers] == [None, None]  # no change: nothing new
     newer = _state()
@@ -64,26 +79,81 @@ def test_one_process_serves_every_worker_and_each_sum_is_exact(tmp_path):
             client = Client(address, 1, 10, program.p4info)
             client.set_pipeline(program.device_config)
             _program(client)
-            common = ["--workers", str(WORKERS), "--size-mb", str(SIZE_MB), "--job", str(JOB),
-                      "--state", str(state), "--seed", str(SEED)]
-            pss = [subprocess.Popen(
-                ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane", "ps",
-                 "--iface", net.host_if[port], "--ip", f"10.0.0.{port}", "--task", str(task),
-                 "--result-flow-id", str(101 + 10 * task), "--verify", *common],
-                cwd=ROOT, stdout=subprocess.PIPE, text=True)
-                for task, port in enumerate(PS_PORTS)]
+            common = [
+                "--workers",
+                str(WORKERS),
+                "--size-mb",
+                str(SIZE_MB),
+                "--job",
+                str(JOB),
+                "--state",
+                str(state),
+                "--seed",
+                str(SEED),
+            ]
+            pss = [
+                subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        net.ns,
+                        sys.executable,
+                        "-m",
+                        "dataplane",
+                        "ps",
+                        "--iface",
+                        net.host_if[port],
+                        "--ip",
+                        f"10.0.0.{port}",
+                        "--task",
+                        str(task),
+                        "--result-flow-id",
+                        str(101 + 10 * task),
+                        "--verify",
+                        *common,
+                    ],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for task, port in enumerate(PS_PORTS)
+            ]
             hosts = tmp_path / "hosts.json"
-            hosts.write_text(json.dumps([
-                {"name": f"w{i}", "netns": f"/var/run/netns/{net.ns}",
-                 "iface": net.host_if[i + 1], "ip": f"10.0.0.{i + 1}", "index": i,
-                 "flow_id": i + 1, "next_node": 0, "ps_ip": "10.0.0.4"}
-                for i in range(WORKERS)]))
+            hosts.write_text(
+                json.dumps(
+                    [
+                        {
+                            "name": f"w{i}",
+                            "netns": f"/var/run/netns/{net.ns}",
+                            "iface": net.host_if[i + 1],
+                            "ip": f"10.0.0.{i + 1}",
+                            "index": i,
+                            "flow_id": i + 1,
+                            "next_node": 0,
+                            "ps_ip": "10.0.0.4",
+                        }
+                        for i in range(WORKERS)
+                    ]
+                )
+            )
             agent = subprocess.Popen(
-                [sys.executable, "-m", "dataplane", "workers", "--hosts", str(hosts), "--verify",
-                 *common], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "dataplane",
+                    "workers",
+                    "--hosts",
+                    str(hosts),
+                    "--verify",
+                    *common,
+                ],
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             out = agent.communicate(timeout=300)[0]
-            ps_reports = [json.loads(p.communicate(timeout=60)[0].splitlines()[-1])
-                          for p in pss]
+            ps_reports = [json.loads(p.communicate(timeout=60)[0].splitlines()[-1]) for p in pss]
             client.close()
         finally:
             switch.terminate()
@@ -93,9 +163,10 @@ def test_one_process_serves_every_worker_and_each_sum_is_exact(tmp_path):
     assert [r["name"] for r in reports] == [f"w{i}" for i in range(WORKERS)]
     assert all(r["exact"] for r in reports), reports
     for r in reports:
-        assert [(s["task"], s["first_fragment"], s["fragments"]) for s in r["shards"]] == \
-            [(0, 0, 717), (1, 717, 307)]
+        assert [(s["task"], s["first_fragment"], s["fragments"]) for s in r["shards"]] == [
+            (0, 0, 717),
+            (1, 717, 307),
+        ]
     for task, (lo, hi) in enumerate(RANGES):
         assert ps_reports[task]["exact"], ps_reports[task]
-        assert (ps_reports[task]["first_fragment"], ps_reports[task]["fragments"]) == \
-            (lo, hi - lo)
+        assert (ps_reports[task]["first_fragment"], ps_reports[task]["fragments"]) == (lo, hi - lo)

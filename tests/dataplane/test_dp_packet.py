@@ -38,28 +38,47 @@ P4SRC = Path(__file__).resolve().parents[2] / "p4src"
 
 def test_scapy_layer_matches_the_struct_codec() -> None:
     elems = np.arange(-16, 16, dtype=np.int32)
-    header = InaHeader(job=3, task=1, flags=DATA, flow_id=7, next_node=9, frag_id=70000,
-                       count=2, aux=0)
+    header = InaHeader(
+        job=3, task=1, flags=DATA, flow_id=7, next_node=9, frag_id=70000, count=2, aux=0
+    )
     src = Endpoint(mac_bytes("02:00:00:00:00:01"), ip_bytes("10.0.0.1"))
     dst = Endpoint(mac_bytes("02:00:00:00:00:02"), ip_bytes("10.0.0.2"))
     raw = build_frame(src, dst, header, elems.astype(">i4").tobytes())
     assert len(raw) == FRAME_LEN
-    assert int.from_bytes(raw[OFF_UDP:OFF_UDP + 2], "big") == 7, "UDP source port = flow id"
+    assert int.from_bytes(raw[OFF_UDP : OFF_UDP + 2], "big") == 7, "UDP source port = flow id"
 
     pkt = Ether(raw)
     recomputed = pkt[IP].copy()
     del recomputed.chksum
     assert IP(bytes(recomputed)).chksum == pkt[IP].chksum
     ina = pkt[INA]
-    assert (ina.job, ina.task, ina.flags, ina.flow_id, ina.next_node, ina.frag_id, ina.count,
-            ina.k) == (3, 1, DATA, 7, 9, 70000, 2, K)
+    assert (
+        ina.job,
+        ina.task,
+        ina.flags,
+        ina.flow_id,
+        ina.next_node,
+        ina.frag_id,
+        ina.count,
+        ina.k,
+    ) == (3, 1, DATA, 7, 9, 70000, 2, K)
     assert ina.elements == elems.tolist()
 
-    built = (Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
-             / IP(src="10.0.0.1", dst="10.0.0.2", id=0, ttl=64)
-             / UDP(sport=7, dport=INA_UDP_PORT, chksum=0)
-             / INA(job=3, task=1, flags="data", flow_id=7, next_node=9, frag_id=70000, count=2,
-                   elements=elems.tolist()))
+    built = (
+        Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
+        / IP(src="10.0.0.1", dst="10.0.0.2", id=0, ttl=64)
+        / UDP(sport=7, dport=INA_UDP_PORT, chksum=0)
+        / INA(
+            job=3,
+            task=1,
+            flags="data",
+            flow_id=7,
+            next_node=9,
+            frag_id=70000,
+            count=2,
+            elements=elems.tolist(),
+        )
+    )
     assert bytes(built) == raw
 
 
@@ -133,7 +152,8 @@ def test_checked_in_p4info_is_what_p4c_writes_for_ina_p4(tmp_path: Path) -> None
     built = compile_for_bmv2(tmp_path, force=True)
     assert load_p4info(P4INFO_PATH) == load_p4info(built.p4info), (
         "p4src/ina.p4info.txtpb differs from p4c's output: copy p4src/build/ina.p4info.txtpb "
-        "over it after `make p4`")
+        "over it after `make p4`"
+    )
 
 
 # *** sizes: ina.p4 and the one Python module that holds them
@@ -162,16 +182,26 @@ def _p4_header_bits(name: str) -> list[int]:
 def test_every_size_in_ina_p4_is_the_wire_modules() -> None:
     """One value per size: what ina.p4 defines is what dataplane.frame says, name by name."""
     expected = {
-        "K": wire.K, "MAX_PIPES": wire.MAX_PIPES, "MAX_JOBS": wire.MAX_JOBS,
-        "SLOTS_PER_PIPE": wire.SLOTS_PER_PIPE, "CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE,
-        "VALUE_CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE * wire.K, "PORTS": wire.PORTS,
+        "K": wire.K,
+        "MAX_PIPES": wire.MAX_PIPES,
+        "MAX_JOBS": wire.MAX_JOBS,
+        "SLOTS_PER_PIPE": wire.SLOTS_PER_PIPE,
+        "CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE,
+        "VALUE_CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE * wire.K,
+        "PORTS": wire.PORTS,
         "STALE_AFTER_US": round(wire.STALE_AFTER_SECONDS * 1_000_000),
         "MAX_FAN_IN": wire.MAX_FAN_IN,
-        "ETHERTYPE_IPV4": wire.ETHERTYPE_IPV4, "ETHERTYPE_LLDP": wire.ETHERTYPE_LLDP,
-        "CPU_PORT": wire.CPU_PORT, "PROTO_UDP": wire.PROTO_UDP,
-        "INA_UDP_PORT": wire.INA_UDP_PORT, "INA_UDP_LEN": wire.INA_UDP_LEN,
-        "FLAG_DATA": wire.DATA, "FLAG_RESULT": wire.RESULT, "FLAG_CONTROL": wire.CONTROL,
-        "FLAG_ACK": wire.ACK, "FLAG_PROBE": wire.PROBE,
+        "ETHERTYPE_IPV4": wire.ETHERTYPE_IPV4,
+        "ETHERTYPE_LLDP": wire.ETHERTYPE_LLDP,
+        "CPU_PORT": wire.CPU_PORT,
+        "PROTO_UDP": wire.PROTO_UDP,
+        "INA_UDP_PORT": wire.INA_UDP_PORT,
+        "INA_UDP_LEN": wire.INA_UDP_LEN,
+        "FLAG_DATA": wire.DATA,
+        "FLAG_RESULT": wire.RESULT,
+        "FLAG_CONTROL": wire.CONTROL,
+        "FLAG_ACK": wire.ACK,
+        "FLAG_PROBE": wire.PROBE,
     }
     assert _p4_sizes() == expected
 
@@ -210,11 +240,28 @@ def test_the_p4info_widths_are_the_wire_modules() -> None:
 
 
 # Names of the wire module that no other module may set: each has one value, in dataplane.frame.
-WIRE_NAMES = frozenset({
-    "K", "MAX_PIPES", "MAX_JOBS", "SLOTS_PER_PIPE", "MAX_FAN_IN", "PORTS", "CPU_PORT",
-    "INA_UDP_PORT", "INA_UDP_LEN", "INA_HEADER_LEN", "FRAME_LEN", "STALE_AFTER_SECONDS",
-    "GENERATIONS", "FLOW_IDS_PER_GENERATION", "ETHERTYPE_IPV4", "ETHERTYPE_LLDP", "ECN_CE",
-    "PROTO_UDP"})
+WIRE_NAMES = frozenset(
+    {
+        "K",
+        "MAX_PIPES",
+        "MAX_JOBS",
+        "SLOTS_PER_PIPE",
+        "MAX_FAN_IN",
+        "PORTS",
+        "CPU_PORT",
+        "INA_UDP_PORT",
+        "INA_UDP_LEN",
+        "INA_HEADER_LEN",
+        "FRAME_LEN",
+        "STALE_AFTER_SECONDS",
+        "GENERATIONS",
+        "FLOW_IDS_PER_GENERATION",
+        "ETHERTYPE_IPV4",
+        "ETHERTYPE_LLDP",
+        "ECN_CE",
+        "PROTO_UDP",
+    }
+)
 # Same names, other meanings: RFC 6298's variance factor, the ports of a generated pool switch.
 NOT_WIRE = {("dataplane/rto.py", "K"), ("controller/tools/bench/atro.py", "PORTS")}
 
@@ -223,8 +270,13 @@ def _module_sets(path: Path) -> set[str]:
     """Names a module assigns at its top level."""
     names = set()
     for node in ast.parse(path.read_text()).body:
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         for target in targets:
             for name in ast.walk(target):
                 if isinstance(name, ast.Name):
@@ -240,8 +292,11 @@ def test_no_module_but_the_wire_module_sets_a_wire_size() -> None:
             if path == wire_path:
                 continue
             relative = path.relative_to(ROOT).as_posix()
-            offenders += [f"{relative}: {name}" for name in sorted(_module_sets(path) & WIRE_NAMES)
-                          if (relative, name) not in NOT_WIRE]
+            offenders += [
+                f"{relative}: {name}"
+                for name in sorted(_module_sets(path) & WIRE_NAMES)
+                if (relative, name) not in NOT_WIRE
+            ]
     assert offenders == [], "import these from dataplane.frame instead"
     assert vars(wire).keys() >= WIRE_NAMES
 
@@ -249,10 +304,16 @@ def test_no_module_but_the_wire_module_sets_a_wire_size() -> None:
 def test_the_wire_module_imports_nothing_of_ours() -> None:
     """The bottom layer: dataplane/ and controller/ both import it, it imports neither."""
     tree = ast.parse(Path(wire.__file__).read_text())
-    imported = ({alias.name.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.Import) for alias in node.names}
-                | {node.module.split(".")[0] for node in ast.walk(tree)
-                   if isinstance(node, ast.ImportFrom) and node.module})
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    } | {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert not imported & {"controller", "dataplane", "mininet", "tests"}
 
 
@@ -262,8 +323,16 @@ def test_the_data_plane_imports_nothing_of_the_controller():
     offenders = []
     for path in sorted((Path(__file__).resolve().parents[2] / "dataplane").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offenders += [f"{path.name}: {n}" for n in names
-                          if n == "controller" or n.startswith("controller.")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [
+                f"{path.name}: {n}"
+                for n in names
+                if n == "controller" or n.startswith("controller.")
+            ]
     assert not offenders, offenders

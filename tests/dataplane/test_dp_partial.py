@@ -51,8 +51,10 @@ ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
 
 def test_every_worker_cuts_its_fragments_at_the_same_rows():
     _, assignments = compile_plan(build_network(partial_doc()), partial_plan())
-    cuts = {tuple(r for r, _, _ in segment_rows(FRAGMENTS, [asdict(s) for s in a.segments]))
-            for a in assignments}
+    cuts = {
+        tuple(r for r, _, _ in segment_rows(FRAGMENTS, [asdict(s) for s in a.segments]))
+        for a in assignments
+    }
     assert cuts == {(0, 512, 768)}
 
 
@@ -60,21 +62,52 @@ def test_a_worker_sends_each_fragment_under_its_segments_flow(tmp_path):
     """Rows [0, 4) as flow 11, [4, 6) as 21, [6, 8) as 31 (eight rows cut at .5 and .75); a
     CONTROL is taken only under the flow its fragment went as."""
     state = tmp_path / "state.json"
-    segments = [{"start": lo, "end": hi, "flow_id": f, "next_node": n}
-                for lo, hi, f, n in ((0, .5, 11, 5), (.5, .75, 21, 6), (.75, 1, 31, 7))]
-    state.write_text(json.dumps({"version": 1, "workers": [
-        {"worker": "W1", "flow_id": 11, "next_node": 5, "rate_gbps": 0, "segments": segments}]}))
+    segments = [
+        {"start": lo, "end": hi, "flow_id": f, "next_node": n}
+        for lo, hi, f, n in ((0, 0.5, 11, 5), (0.5, 0.75, 21, 6), (0.75, 1, 31, 7))
+    ]
+    state.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "workers": [
+                    {
+                        "worker": "W1",
+                        "flow_id": 11,
+                        "next_node": 5,
+                        "rate_gbps": 0,
+                        "segments": segments,
+                    }
+                ],
+            }
+        )
+    )
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 0, np.zeros((8, K), dtype=">i4"),
-                    plan=PlanWatcher(state, lambda r: r["worker"] == "W1"))
+    worker = Worker(
+        sock,
+        ME,
+        ME,
+        Task(1, 0),
+        1,
+        0,
+        np.zeros((8, K), dtype=">i4"),
+        plan=PlanWatcher(state, lambda r: r["worker"] == "W1"),
+    )
     now = time.monotonic()
     worker.start(now)
     worker.pump(now)
     sent = [InaHeader.unpack(observer.recv(4096)) for _ in range(8)]
     assert [(h.frag_id, h.flow_id, h.next_node) for h in sent] == [
-        (0, 11, 5), (1, 11, 5), (2, 11, 5), (3, 11, 5), (4, 21, 6), (5, 21, 6), (6, 31, 7),
-        (7, 31, 7)]
+        (0, 11, 5),
+        (1, 11, 5),
+        (2, 11, 5),
+        (3, 11, 5),
+        (4, 21, 6),
+        (5, 21, 6),
+        (6, 31, 7),
+        (7, 31, 7),
+    ]
     control = build_frame(ME, ME, InaHeader(1, 0, CONTROL, 21, 6, 5, 1), bytes(4 * K))
     worker.receive(CONTROL, 11, 5, control, now)  # not the flow fragment 5 went as
     assert worker.stats.resent_on_control == 0
@@ -85,8 +118,15 @@ def test_a_worker_sends_each_fragment_under_its_segments_flow(tmp_path):
 
 def _received(sock) -> list[InaHeader]:
     frames: list[bytes] = []
-    drain(sock, lambda f: frames.append(f) if len(f) >= FRAME_LEN
-          and f[OFF_UDP + 2:OFF_UDP + 4] == (20033).to_bytes(2, "big") else None, limit=10**6)
+    drain(
+        sock,
+        lambda f: (
+            frames.append(f)
+            if len(f) >= FRAME_LEN and f[OFF_UDP + 2 : OFF_UDP + 4] == (20033).to_bytes(2, "big")
+            else None
+        ),
+        limit=10**6,
+    )
     return [InaHeader.unpack(f) for f in frames]
 
 
@@ -115,12 +155,16 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
                 ip("link", "set", end, "up")
             host_if = {h: net.switch_if[i + 1] for i, h in enumerate(HOSTS)}
             interfaces = {
-                "S1": {_port(network, "S1", "W1"): host_if["W1"],
-                       _port(network, "S1", "W2"): host_if["W2"],
-                       _port(network, "S1", "S2"): trunk[0]},
-                "S2": {_port(network, "S2", "W3"): host_if["W3"],
-                       _port(network, "S2", "PS"): host_if["PS"],
-                       _port(network, "S2", "S1"): trunk[1]},
+                "S1": {
+                    _port(network, "S1", "W1"): host_if["W1"],
+                    _port(network, "S1", "W2"): host_if["W2"],
+                    _port(network, "S1", "S2"): trunk[0],
+                },
+                "S2": {
+                    _port(network, "S2", "W3"): host_if["W3"],
+                    _port(network, "S2", "PS"): host_if["PS"],
+                    _port(network, "S2", "S1"): trunk[1],
+                },
             }
             for device, (name, ports) in enumerate(interfaces.items(), start=1):
                 address = f"127.0.0.1:{free_tcp_port()}"
@@ -132,26 +176,74 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
             run = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]
             # released together (--wait-go): a worker started early resends what waits for a
             # late peer, and resends of all of a point's inputs complete it once more
-            common = ["--workers", "3", "--size-mb", str(SIZE_MB), "--job", "1", "--task", "0",
-                      "--state", str(state), "--seed", str(SEED), "--wait-go"]
+            common = [
+                "--workers",
+                "3",
+                "--size-mb",
+                str(SIZE_MB),
+                "--job",
+                "1",
+                "--task",
+                "0",
+                "--state",
+                str(state),
+                "--seed",
+                str(SEED),
+                "--wait-go",
+            ]
             ps_ip = ids.host_ip["PS"]
             ps = subprocess.Popen(
-                [*run, "ps", "--iface", net.host_if[4], "--ip", ps_ip, "--verify", "--linger", "3",
-                 "--result-flow-id", str(assignments[0].result_flow_id), *common],
-                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            workers = [subprocess.Popen(
-                [*run, "worker", "--iface", net.host_if[i + 1], "--ip", ids.host_ip[w],
-                 "--ps-ip", ps_ip, "--index", str(i), "--name", w, "--verify", *common],
-                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                for i, w in enumerate(HOSTS[:3])]
+                [
+                    *run,
+                    "ps",
+                    "--iface",
+                    net.host_if[4],
+                    "--ip",
+                    ps_ip,
+                    "--verify",
+                    "--linger",
+                    "3",
+                    "--result-flow-id",
+                    str(assignments[0].result_flow_id),
+                    *common,
+                ],
+                cwd=ROOT,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            workers = [
+                subprocess.Popen(
+                    [
+                        *run,
+                        "worker",
+                        "--iface",
+                        net.host_if[i + 1],
+                        "--ip",
+                        ids.host_ip[w],
+                        "--ps-ip",
+                        ps_ip,
+                        "--index",
+                        str(i),
+                        "--name",
+                        w,
+                        "--verify",
+                        *common,
+                    ],
+                    cwd=ROOT,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for i, w in enumerate(HOSTS[:3])
+            ]
             agents += [ps, *workers]
             for agent in agents:
                 assert json.loads(agent.stdout.readline()) == {"ready": True}
             for agent in agents:
                 agent.stdin.write("go\n")
                 agent.stdin.flush()
-            reports = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1])
-                       for p in workers]
+            reports = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1]) for p in workers]
             ps_report = json.loads(ps.communicate(timeout=60)[0].splitlines()[-1])
             seen = _received(sniffer)
             completed = {n: c.counter("aggregations_completed")[0] for n, c in clients.items()}
@@ -182,11 +274,15 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
         if h.flags == DATA:
             per_fragment[h.frag_id & ((1 << EPOCH_SHIFT) - 1)].add((h.flow_id, h.count))
     assert sorted(per_fragment) == list(range(FRAGMENTS))
-    assert {f for f, got in per_fragment.items() if sorted(c for _, c in got) == [3]} == \
-        set(range(768))
-    assert {f for f, got in per_fragment.items() if sorted(c for _, c in got) == [1, 1, 1]} \
-        == set(range(768, FRAGMENTS))
+    assert {f for f, got in per_fragment.items() if sorted(c for _, c in got) == [3]} == set(
+        range(768)
+    )
+    assert {f for f, got in per_fragment.items() if sorted(c for _, c in got) == [1, 1, 1]} == set(
+        range(768, FRAGMENTS)
+    )
     assert ps_report["flows_per_fragment"] == 1.5
-    print(f"{target}: PS flows per fragment {ps_report['flows_per_fragment']}, "
-          f"aggregations completed {completed} ({resent} resent as lost), worker seconds "
-          f"{max(r['seconds'] for r in reports):.2f}")
+    print(
+        f"{target}: PS flows per fragment {ps_report['flows_per_fragment']}, "
+        f"aggregations completed {completed} ({resent} resent as lost), worker seconds "
+        f"{max(r['seconds'] for r in reports):.2f}"
+    )

@@ -77,8 +77,9 @@ def _result(worker: Worker, frag: int, now: float, aux: int = 0) -> None:
 def test_a_worker_resends_within_its_window_backs_off_and_samples_fragments_sent_once():
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((4, K), ">i4"), window=2.0,
-                    timeout=0.5)
+    worker = Worker(
+        sock, ME, ME, Task(1, 0), 1, 7, np.zeros((4, K), ">i4"), window=2.0, timeout=0.5
+    )
     worker.pump(100.0)
     assert _sent(observer) == [(DATA, 0), (DATA, 1)]
     assert worker.outstanding == pytest.approx({0: 100.5, 1: 100.5})  # the initial RTO
@@ -115,8 +116,9 @@ def test_a_fragment_that_timed_out_is_not_sampled_and_its_late_result_cancels_it
     recovery delays the result): Karn's rule counts it as ambiguous from its timeout on."""
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=1.0,
-                    timeout=0.5)
+    worker = Worker(
+        sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=1.0, timeout=0.5
+    )
     worker.pump(10.0)
     worker.on_timeouts(10.5)
     _result(worker, 0, 10.8)
@@ -132,8 +134,9 @@ def test_a_lost_fragment_behind_a_full_window_is_resent_before_its_partial_sums_
     BACKOFF_CEILING after its last send, window or not."""
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((3, K), ">i4"), window=3.0,
-                    timeout=0.8)
+    worker = Worker(
+        sock, ME, ME, Task(1, 0), 1, 7, np.zeros((3, K), ">i4"), window=3.0, timeout=0.8
+    )
     worker.pump(0.0)
     worker.on_timeouts(0.8)  # all three lost, window 1.5: one resend
     worker.pump(0.8)
@@ -144,8 +147,7 @@ def test_a_lost_fragment_behind_a_full_window_is_resent_before_its_partial_sums_
     assert worker.stats.resent_on_timeout == 3 and not worker.lost
 
 
-def test_after_a_re_plan_what_was_in_flight_is_resent_under_the_new_ids_within_the_window(
-        tmp_path):
+def test_after_a_re_plan_what_was_in_flight_is_resent_under_the_new_ids_within_the_window(tmp_path):
     """Not a timeout: no backoff, no PROBE, not counted as a timeout resend; sent under the new
     flow id, at most a window at a time (a burst of them is what collapsed congested links)."""
     state = tmp_path / "state.json"
@@ -158,8 +160,17 @@ def test_after_a_re_plan_what_was_in_flight_is_resent_under_the_new_ids_within_t
     publish(1, 1)
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((5, K), ">i4"), window=3.0,
-                    plan=PlanWatcher(state, lambda r: r["worker"] == "w"))
+    worker = Worker(
+        sock,
+        ME,
+        ME,
+        Task(1, 0),
+        1,
+        7,
+        np.zeros((5, K), ">i4"),
+        window=3.0,
+        plan=PlanWatcher(state, lambda r: r["worker"] == "w"),
+    )
     worker.start(100.0)
     for ms in range(3):  # paced: one fragment per call
         worker.pump(100.0 + ms / 1000)
@@ -177,7 +188,9 @@ def test_after_a_re_plan_what_was_in_flight_is_resent_under_the_new_ids_within_t
     # no ACK for fragment 0: it did not time out (what the old plan left in its slots is
     # abandoned there, and an ACK under the new ids would not reach it)
     assert [(h.flags, h.frag_id, h.flow_id) for h in _headers(observer)] == [
-        (DATA, 1, 16385), (DATA, 2, 16385)]
+        (DATA, 1, 16385),
+        (DATA, 2, 16385),
+    ]
     assert worker.stats.resent_on_timeout == 0 and worker.stats.probes == 0
 
 
@@ -189,13 +202,17 @@ def test_a_retransmission_is_marked_and_so_is_the_result_it_completes():
     marked as a recovery and names no one."""
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=2.0,
-                    contributor=3)
+    worker = Worker(
+        sock, ME, ME, Task(1, 0), 1, 7, np.zeros((2, K), ">i4"), window=2.0, contributor=3
+    )
     worker.pump(0.0)
     worker.on_timeouts(0.5)  # both time out, the halved window resends fragment 0
     worker.pump(0.5)
     assert [(h.flags, h.frag_id, h.aux) for h in _headers(observer)] == [
-        (DATA, 0, 6), (DATA, 1, 6), (DATA, 0, 7)]
+        (DATA, 0, 6),
+        (DATA, 1, 6),
+        (DATA, 0, 7),
+    ]
 
     ps_sock, ps_observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     ps_observer.setblocking(False)
@@ -211,7 +228,10 @@ def test_a_retransmission_is_marked_and_so_is_the_result_it_completes():
     ps.handle(contribution(2, 1, 4 | RETRANSMITTED))
     ps.handle(contribution(1, 0, 0, flags=PROBE))  # a worker lost fragment 0's result
     assert [(h.flags, h.frag_id, h.aux) for h in _headers(ps_observer)] == [
-        (RESULT, 0, 4), (RESULT, 1, 5), (RESULT, 0, RETRANSMITTED)]
+        (RESULT, 0, 4),
+        (RESULT, 1, 5),
+        (RESULT, 0, RETRANSMITTED),
+    ]
 
 
 def test_a_result_a_peer_completed_counts_as_at_most_twice_the_workers_own_round_trip():
@@ -221,8 +241,18 @@ def test_a_result_a_peer_completed_counts_as_at_most_twice_the_workers_own_round
     DATA, sent late by a stalled window: sampled as PEER_WAIT_CAP x 0.1 s."""
     sock, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    worker = Worker(sock, ME, ME, Task(1, 0), 1, 7, np.zeros((3, K), ">i4"), window=3.0,
-                    timeout=3.0, contributor=3)
+    worker = Worker(
+        sock,
+        ME,
+        ME,
+        Task(1, 0),
+        1,
+        7,
+        np.zeros((3, K), ">i4"),
+        window=3.0,
+        timeout=3.0,
+        contributor=3,
+    )
     worker.pump(0.0)
     _result(worker, 2, 0.1, aux=3 << 1)  # SRTT 0.1, RTTVAR 0.05
     _result(worker, 1, 2.5, aux=5 << 1 | RETRANSMITTED)

@@ -43,15 +43,18 @@ ROOT = Path(__file__).resolve().parents[2]
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
 
 
-@pytest.mark.parametrize(("total", "shares", "expected"), [
-    # 1024 x 0.7 = 716.8 and 1024 x 0.3 = 307.2: floors 716 + 307 leave one fragment, which
-    # goes to the larger remainder (0.8)
-    (1024, [0.7, 0.3], [(0, 717), (717, 1024)]),
-    (10, [0.5559, 0.4441], [(0, 6), (6, 10)]),  # 5.559 / 4.441 -> 5 + 4, the .559 gets one
-    (3, [1 / 3, 1 / 3, 1 / 3], [(0, 1), (1, 2), (2, 3)]),  # equal remainders: task order
-    (5, [0.2, 0.0, 0.8], [(0, 1), (1, 1), (1, 5)]),  # a zero share holds no fragment
-    (7, [1.0], [(0, 7)]),  # one PS: the whole gradient
-])
+@pytest.mark.parametrize(
+    ("total", "shares", "expected"),
+    [
+        # 1024 x 0.7 = 716.8 and 1024 x 0.3 = 307.2: floors 716 + 307 leave one fragment, which
+        # goes to the larger remainder (0.8)
+        (1024, [0.7, 0.3], [(0, 717), (717, 1024)]),
+        (10, [0.5559, 0.4441], [(0, 6), (6, 10)]),  # 5.559 / 4.441 -> 5 + 4, the .559 gets one
+        (3, [1 / 3, 1 / 3, 1 / 3], [(0, 1), (1, 2), (2, 3)]),  # equal remainders: task order
+        (5, [0.2, 0.0, 0.8], [(0, 1), (1, 1), (1, 5)]),  # a zero share holds no fragment
+        (7, [1.0], [(0, 7)]),  # one PS: the whole gradient
+    ],
+)
 def test_shard_ranges_are_contiguous_and_sized_by_the_shares(total, shares, expected):
     assert shard_ranges(total, shares) == expected
 
@@ -59,12 +62,14 @@ def test_shard_ranges_are_contiguous_and_sized_by_the_shares(total, shares, expe
 def test_a_ps_takes_only_its_shard_and_answers_with_the_fragments_place_in_the_model():
     ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
-    ps = ParameterServer(ps_end, ME, Task(1, 1), workers=1, fragments=2, result_flow_id=9,
-                         offset=5)
+    ps = ParameterServer(ps_end, ME, Task(1, 1), workers=1, fragments=2, result_flow_id=9, offset=5)
     values = np.arange(K, dtype=np.int32)
     for wire in (4, 7, 6):  # 4 and 7 lie outside [5, 7): another PS's fragments
-        ps.handle(build_frame(ME, ME, InaHeader(1, 1, DATA, 1, 0, wire, 1),
-                              values.astype(">i4").tobytes()))
+        ps.handle(
+            build_frame(
+                ME, ME, InaHeader(1, 1, DATA, 1, 0, wire, 1), values.astype(">i4").tobytes()
+            )
+        )
     assert ps.finished == 1 and ps.done.tolist() == [False, True]
     result = observer.recv(4096)
     header = InaHeader.unpack(result)
@@ -79,8 +84,20 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 
 def _agent_args(kind: str, state: Path, *extra: str) -> argparse.Namespace:
-    common = ["--iface", "x", "--ip", "10.0.0.1", "--workers", str(WORKERS), "--size-mb",
-              str(SIZE_MB), "--job", str(JOB), "--state", str(state)]
+    common = [
+        "--iface",
+        "x",
+        "--ip",
+        "10.0.0.1",
+        "--workers",
+        str(WORKERS),
+        "--size-mb",
+        str(SIZE_MB),
+        "--job",
+        str(JOB),
+        "--state",
+        str(state),
+    ]
     if kind == "worker":
         return _parse("worker", *common, "--ps-ip", "10.0.0.4", "--index", "0", *extra)
     return _parse("ps", *common, "--result-flow-id", "101", *extra)
@@ -92,10 +109,14 @@ def test_a_worker_takes_its_shards_from_the_state_file(tmp_path):
     rows = fragments(synthetic_gradient(0, 0, FRAGMENTS * K))
     shards = _worker_shards(_agent_args("worker", state, "--name", "w1"), None, ME, rows)
     assert [(w.task.task, w.offset, len(w.rows), w.flow_id, w.ps.ip) for w in shards] == [
-        (0, 0, 717, 2, bytes([10, 0, 0, 4])), (1, 717, 307, 12, bytes([10, 0, 0, 5]))]
+        (0, 0, 717, 2, bytes([10, 0, 0, 4])),
+        (1, 717, 307, 12, bytes([10, 0, 0, 5])),
+    ]
     np.testing.assert_array_equal(np.concatenate([w.rows for w in shards]), rows)
-    assert [_ps_shard(_agent_args("ps", state, "--task", t), FRAGMENTS) for t in "01"] == \
-        [(0, 717), (717, 307)]
+    assert [_ps_shard(_agent_args("ps", state, "--task", t), FRAGMENTS) for t in "01"] == [
+        (0, 717),
+        (717, 307),
+    ]
 
 
 def test_without_shares_a_worker_sends_its_whole_gradient_to_its_task(tmp_path):
@@ -105,8 +126,9 @@ def test_without_shares_a_worker_sends_its_whole_gradient_to_its_task(tmp_path):
         row["model_share"] = None
     state.write_text(json.dumps(unsharded))
     rows = fragments(synthetic_gradient(0, 0, FRAGMENTS * K))
-    (worker,) = _worker_shards(_agent_args("worker", state, "--name", "w1", "--task", "1"),
-                               None, ME, rows)
+    (worker,) = _worker_shards(
+        _agent_args("worker", state, "--name", "w1", "--task", "1"), None, ME, rows
+    )
     assert (worker.task.task, worker.offset, len(worker.rows)) == (1, 0, FRAGMENTS)
     assert _ps_shard(_agent_args("ps", state, "--task", "1"), FRAGMENTS) == (0, FRAGMENTS)
 
@@ -114,8 +136,7 @@ def test_without_shares_a_worker_sends_its_whole_gradient_to_its_task(tmp_path):
 def test_a_worker_missing_from_a_shards_task_is_refused(tmp_path):
     state = tmp_path / "state.json"
     partial = _state()
-    partial["workers"] = [r for r in partial["workers"]
-                          if (r["worker"], r["task_id"]) != ("w2", 1)]
+    partial["workers"] = [r for r in partial["workers"] if (r["worker"], r["task_id"]) != ("w2", 1)]
     state.write_text(json.dumps(partial))
     with pytest.raises(BadShards, match="worker w2: job 1 shards its model over tasks"):
         _worker_shards(_agent_args("worker", state, "--name", "w2"), None, ME, np.zeros((4, K)))
@@ -124,8 +145,10 @@ def test_a_worker_missing_from_a_shards_task_is_refused(tmp_path):
 def _two_shards(sock: socket.socket, timeout: float) -> tuple[Worker, Worker]:
     """Fragments 0-5 go to task 0's PS, 6-9 to task 1's (flows 1 and 11)."""
     rows = np.zeros((10, K), dtype=">i4")
-    return (Worker(sock, ME, ME, Task(1, 0), 1, 7, rows[:6], timeout=timeout),
-            Worker(sock, ME, ME, Task(1, 1), 11, 7, rows[6:], timeout=timeout, offset=6))
+    return (
+        Worker(sock, ME, ME, Task(1, 0), 1, 7, rows[:6], timeout=timeout),
+        Worker(sock, ME, ME, Task(1, 1), 11, 7, rows[6:], timeout=timeout, offset=6),
+    )
 
 
 def _sent(observer: socket.socket) -> list[InaHeader]:
@@ -170,8 +193,7 @@ def test_a_shards_partial_sum_blocking_another_shard_is_freed_a_timeout_later():
     assert _sent(observer) == []
     # the worker's retransmission timeout later (the initial 0.1 s, clamped)
     owner.unblock(frag_id(0, 7), now + owner.rto, other_shard=True)
-    assert [(h.flags, h.task, h.flow_id, h.frag_id) for h in _sent(observer)] == \
-        [(ACK, 1, 11, 7)]
+    assert [(h.flags, h.task, h.flow_id, h.frag_id) for h in _sent(observer)] == [(ACK, 1, 11, 7)]
     assert owner.stats.freed_across_shards == 1
 
 
@@ -192,43 +214,82 @@ def _program(client: Client) -> None:
     port PS_PORTS[t]; its results multicast back to the three workers."""
     workers = list(range(1, WORKERS + 1))
     entities = [client.clone_session(p, p) for p in [*workers, *PS_PORTS]]
-    entities.append(client.table_entry("job_slots", {"job": JOB, "generation": 0},
-                                       "set_job_slots", base=0, count=4096))
+    entities.append(
+        client.table_entry(
+            "job_slots", {"job": JOB, "generation": 0}, "set_job_slots", base=0, count=4096
+        )
+    )
     for task, ps_port in enumerate(PS_PORTS):
         out_flow = 100 + 10 * task
         entities += [
-            client.table_entry("ina_forward", {"job": JOB, "task": task, "flow_id": out_flow},
-                               "forward", port=ps_port),
+            client.table_entry(
+                "ina_forward",
+                {"job": JOB, "task": task, "flow_id": out_flow},
+                "forward",
+                port=ps_port,
+            ),
             client.group(task + 1, workers),
-            client.table_entry("result_multicast", {"job": JOB, "task": task},
-                               "set_result_group", group=task + 1),
+            client.table_entry(
+                "result_multicast", {"job": JOB, "task": task}, "set_result_group", group=task + 1
+            ),
         ]
         for i in range(WORKERS):
-            entities.append(client.table_entry(
-                "ina_aggregate", {"job": JOB, "task": task, "pipe": 0, "flow_id": _flow(task, i)},
-                "aggregate", tag=task + 1, member=1 << i, full=(1 << WORKERS) - 1,
-                out_flow=out_flow, next_node=200 + task))
+            entities.append(
+                client.table_entry(
+                    "ina_aggregate",
+                    {"job": JOB, "task": task, "pipe": 0, "flow_id": _flow(task, i)},
+                    "aggregate",
+                    tag=task + 1,
+                    member=1 << i,
+                    full=(1 << WORKERS) - 1,
+                    out_flow=out_flow,
+                    next_node=200 + task,
+                )
+            )
     for port in [*workers, *PS_PORTS]:
-        entities.append(client.table_entry("ipv4_lpm", {"dst_addr": (0x0A000000 + port, 32)},
-                                           "forward", port=port))
+        entities.append(
+            client.table_entry(
+                "ipv4_lpm", {"dst_addr": (0x0A000000 + port, 32)}, "forward", port=port
+            )
+        )
     client.write(*entities)
 
 
 def _state() -> dict:
     """The controller's state file as `ina controller` writes it for a 2-task sharded job."""
-    rows = [{"worker": f"w{i}", "job_id": JOB, "task_id": task, "flow_id": _flow(task, i),
-             "next_node": 1, "ps": f"ps{task}", "ps_ip": f"10.0.0.{PS_PORTS[task]}",
-             "rate_gbps": 1.0, "workers_in_task": WORKERS, "result_flow_id": 101 + 10 * task,
-             "version": 1, "model_share": SHARES[task]}
-            for task in range(len(PS_PORTS)) for i in range(WORKERS)]
+    rows = [
+        {
+            "worker": f"w{i}",
+            "job_id": JOB,
+            "task_id": task,
+            "flow_id": _flow(task, i),
+            "next_node": 1,
+            "ps": f"ps{task}",
+            "ps_ip": f"10.0.0.{PS_PORTS[task]}",
+            "rate_gbps": 1.0,
+            "workers_in_task": WORKERS,
+            "result_flow_id": 101 + 10 * task,
+            "version": 1,
+            "model_share": SHARES[task],
+        }
+        for task in range(len(PS_PORTS))
+        for i in range(WORKERS)
+    ]
     return {"version": 1, "workers": rows}
 
 
 def _received(sock: socket.socket) -> list[InaHeader]:
     """INA frames that reached a PS's interface."""
     frames: list[bytes] = []
-    drain(sock, lambda f: frames.append(f) if len(f) >= FRAME_LEN
-          and f[OFF_UDP + 2:OFF_UDP + 4] == (20033).to_bytes(2, "big") else None, limit=10**6)
+    drain(
+        sock,
+        lambda f: (
+            frames.append(f)
+            if len(f) >= FRAME_LEN and f[OFF_UDP + 2 : OFF_UDP + 4] == (20033).to_bytes(2, "big")
+            else None
+        ),
+        limit=10**6,
+    )
     return [InaHeader.unpack(f) for f in frames]
 
 
@@ -249,23 +310,67 @@ def test_two_ps_shards_sum_exactly_and_each_ps_gets_only_its_shard(target, tmp_p
             client.set_pipeline(program.device_config)
             _program(client)
             sniffers = [net.host_socket(p) for p in PS_PORTS]
-            common = ["--workers", str(WORKERS), "--size-mb", str(SIZE_MB), "--job", str(JOB),
-                      "--state", str(state), "--seed", str(SEED)]
+            common = [
+                "--workers",
+                str(WORKERS),
+                "--size-mb",
+                str(SIZE_MB),
+                "--job",
+                str(JOB),
+                "--state",
+                str(state),
+                "--seed",
+                str(SEED),
+            ]
             run = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]
-            pss = [subprocess.Popen(
-                [*run, "ps", "--iface", net.host_if[port], "--ip", f"10.0.0.{port}",
-                 "--task", str(task), "--result-flow-id", str(101 + 10 * task), "--verify",
-                 *common], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-                for task, port in enumerate(PS_PORTS)]
-            workers = [subprocess.Popen(
-                [*run, "worker", "--iface", net.host_if[i + 1], "--ip", f"10.0.0.{i + 1}",
-                 "--ps-ip", "10.0.0.4", "--index", str(i), "--name", f"w{i}", "--verify",
-                 *common], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-                for i in range(WORKERS)]
-            reports = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1])
-                       for p in workers]
-            ps_reports = [json.loads(p.communicate(timeout=60)[0].splitlines()[-1])
-                          for p in pss]
+            pss = [
+                subprocess.Popen(
+                    [
+                        *run,
+                        "ps",
+                        "--iface",
+                        net.host_if[port],
+                        "--ip",
+                        f"10.0.0.{port}",
+                        "--task",
+                        str(task),
+                        "--result-flow-id",
+                        str(101 + 10 * task),
+                        "--verify",
+                        *common,
+                    ],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for task, port in enumerate(PS_PORTS)
+            ]
+            workers = [
+                subprocess.Popen(
+                    [
+                        *run,
+                        "worker",
+                        "--iface",
+                        net.host_if[i + 1],
+                        "--ip",
+                        f"10.0.0.{i + 1}",
+                        "--ps-ip",
+                        "10.0.0.4",
+                        "--index",
+                        str(i),
+                        "--name",
+                        f"w{i}",
+                        "--verify",
+                        *common,
+                    ],
+                    cwd=ROOT,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for i in range(WORKERS)
+            ]
+            reports = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1]) for p in workers]
+            ps_reports = [json.loads(p.communicate(timeout=60)[0].splitlines()[-1]) for p in pss]
             seen = [_received(s) for s in sniffers]
             client.close()
         finally:
@@ -273,12 +378,13 @@ def test_two_ps_shards_sum_exactly_and_each_ps_gets_only_its_shard(target, tmp_p
             switch.wait(timeout=10)
     assert all(r["exact"] for r in reports), reports
     for r in reports:
-        assert [(s["task"], s["first_fragment"], s["fragments"]) for s in r["shards"]] == \
-            [(0, 0, 717), (1, 717, 307)]
+        assert [(s["task"], s["first_fragment"], s["fragments"]) for s in r["shards"]] == [
+            (0, 0, 717),
+            (1, 717, 307),
+        ]
     for task, (lo, hi) in enumerate(RANGES):
         assert ps_reports[task]["exact"], ps_reports[task]
-        assert (ps_reports[task]["first_fragment"], ps_reports[task]["fragments"]) == \
-            (lo, hi - lo)
+        assert (ps_reports[task]["first_fragment"], ps_reports[task]["fragments"]) == (lo, hi - lo)
         data = [h for h in seen[task] if h.flags == DATA]
         indices = {h.frag_id & ((1 << EPOCH_SHIFT) - 1) for h in data}
         assert indices == set(range(lo, hi)), f"PS {task} got fragments outside its shard"

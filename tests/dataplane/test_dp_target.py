@@ -89,8 +89,9 @@ def target(request) -> Iterator[Target]:
         raise
     try:
         sockets = {p: net.host_socket(p) for p in net.host_if}
-        yield Target(request.param, address, net, program.p4info, program.device_config,
-                     sockets, proc)
+        yield Target(
+            request.param, address, net, program.p4info, program.device_config, sockets, proc
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -112,12 +113,22 @@ def sw(target: Target) -> Iterator[Client]:
 
 # *** packet helpers
 
+
 def _elements(seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(-(10**6), 10**6, K, dtype=np.int32)
 
 
-def _frame(host: int, frag: int, flow: int, elems: np.ndarray, *, job: int = JOB,
-           flags: int = DATA, count: int = 1, aux: int = 0) -> bytes:
+def _frame(
+    host: int,
+    frag: int,
+    flow: int,
+    elems: np.ndarray,
+    *,
+    job: int = JOB,
+    flags: int = DATA,
+    count: int = 1,
+    aux: int = 0,
+) -> bytes:
     header = InaHeader(job, TASK, flags, flow, NEXT_NODE, frag, count, aux=aux)
     return build_frame(HOSTS[host], PS, header, elems.astype(">i4").tobytes())
 
@@ -131,14 +142,17 @@ def _receive(sock: socket.socket, wait: float = 0.5, expect: int | None = None) 
         if not select.select([sock], [], [], timeout)[0]:
             break
         frame, address = sock.recvfrom(65535)
-        if address[2] != 4 and len(frame) > OFF_UDP + 4 \
-                and int.from_bytes(frame[OFF_UDP + 2:OFF_UDP + 4], "big") == INA_UDP_PORT:
+        if (
+            address[2] != 4
+            and len(frame) > OFF_UDP + 4
+            and int.from_bytes(frame[OFF_UDP + 2 : OFF_UDP + 4], "big") == INA_UDP_PORT
+        ):
             frames.append(frame)
     return frames
 
 
 def _udp_src(frame: bytes) -> int:
-    return int.from_bytes(frame[OFF_UDP:OFF_UDP + 2], "big")
+    return int.from_bytes(frame[OFF_UDP : OFF_UDP + 2], "big")
 
 
 def _values(frame: bytes) -> np.ndarray:
@@ -151,26 +165,41 @@ def _wait_for(condition, timeout: float = 2.0) -> None:
         time.sleep(0.02)
 
 
-def _install_aggregation(sw: Client, flows: dict[int, int], *, slots: int = 64,
-                         pipes: dict[int, int] | None = None) -> None:
+def _install_aggregation(
+    sw: Client, flows: dict[int, int], *, slots: int = 64, pipes: dict[int, int] | None = None
+) -> None:
     """Flows `flows` (flow id -> pipe) are summed at this switch and leave through port 4."""
     full = sum(1 << (f - 1) for f in flows)
-    entities = [sw.table_entry("job_slots", {"job": JOB, "generation": 0}, "set_job_slots",
-                               base=0, count=slots),
-                sw.table_entry("ina_forward", {"job": JOB, "task": TASK, "flow_id": OUT_FLOW},
-                               "forward", port=4)]
+    entities = [
+        sw.table_entry(
+            "job_slots", {"job": JOB, "generation": 0}, "set_job_slots", base=0, count=slots
+        ),
+        sw.table_entry(
+            "ina_forward", {"job": JOB, "task": TASK, "flow_id": OUT_FLOW}, "forward", port=4
+        ),
+    ]
     for flow, pipe in flows.items():
-        entities.append(sw.table_entry(
-            "ina_aggregate", {"job": JOB, "task": TASK, "pipe": pipe, "flow_id": flow},
-            "aggregate", tag=TAG, member=1 << (flow - 1), full=full, out_flow=OUT_FLOW,
-            next_node=NEXT_NODE + 1))
+        entities.append(
+            sw.table_entry(
+                "ina_aggregate",
+                {"job": JOB, "task": TASK, "pipe": pipe, "flow_id": flow},
+                "aggregate",
+                tag=TAG,
+                member=1 << (flow - 1),
+                full=full,
+                out_flow=OUT_FLOW,
+                next_node=NEXT_NODE + 1,
+            )
+        )
     for port, pipe in (pipes or {}).items():
-        entities.append(sw.table_entry("port_pipeline", {"ingress_port": port}, "set_pipeline",
-                                       pipe=pipe))
+        entities.append(
+            sw.table_entry("port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe)
+        )
     sw.write(*entities)
 
 
 # *** aggregation
+
 
 @pytest.mark.parametrize("fan_in", [2, 3])
 def test_contributions_are_summed_exactly(target: Target, sw: Client, fan_in: int) -> None:
@@ -189,7 +218,8 @@ def test_contributions_are_summed_exactly(target: Target, sw: Client, fan_in: in
 
 
 def test_max_fan_in_flows_merge_into_one_exact_sum_and_one_more_has_no_member_bit(
-        target: Target, sw: Client) -> None:
+    target: Target, sw: Client
+) -> None:
     """README 4.2: one aggregation point merges up to MAX_FAN_IN flows, one `member` bit each;
     a further flow has no bit: an entry naming one does not fit the parameters and is refused
     (OUT_OF_RANGE as P4Runtime's "Bytestrings" asks; bmv2's server says INVALID_ARGUMENT), so
@@ -197,11 +227,19 @@ def test_max_fan_in_flows_merge_into_one_exact_sum_and_one_more_has_no_member_bi
     flows = range(1, MAX_FAN_IN + 1)
     _install_aggregation(sw, dict.fromkeys(flows, 0))
     extra = MAX_FAN_IN + 1
-    refused = [sw.table_entry("ina_aggregate", {"job": JOB, "task": TASK, "pipe": 0,
-                                                "flow_id": extra}, "aggregate", tag=TAG,
-                              member=1 << (extra - 1), full=full, out_flow=OUT_FLOW,
-                              next_node=NEXT_NODE + 1)
-               for full in ((1 << MAX_FAN_IN) - 1, (1 << extra) - 1)]
+    refused = [
+        sw.table_entry(
+            "ina_aggregate",
+            {"job": JOB, "task": TASK, "pipe": 0, "flow_id": extra},
+            "aggregate",
+            tag=TAG,
+            member=1 << (extra - 1),
+            full=full,
+            out_flow=OUT_FLOW,
+            next_node=NEXT_NODE + 1,
+        )
+        for full in ((1 << MAX_FAN_IN) - 1, (1 << extra) - 1)
+    ]
     for entry in refused:
         with pytest.raises(WriteFailed) as failure:
             sw.write(entry)
@@ -226,13 +264,16 @@ def test_max_fan_in_flows_merge_into_one_exact_sum_and_one_more_has_no_member_bi
 
 
 def test_a_completion_carries_the_aux_of_the_contribution_that_completed_it(
-        target: Target, sw: Client) -> None:
+    target: Target, sw: Client
+) -> None:
     """README, `aux`: a switch never changes it on DATA, so the PS learns which worker sent
     the last piece of a fragment (the bits above bit 0) and whether it was a retransmission
     (RETRANSMITTED), whichever member sent it."""
     _install_aggregation(sw, {1: 0, 2: 0})
-    for frag, first, last in ((20, 4 << 1, 9 << 1 | RETRANSMITTED),
-                              (21, 4 << 1 | RETRANSMITTED, 2**31 - 2)):
+    for frag, first, last in (
+        (20, 4 << 1, 9 << 1 | RETRANSMITTED),
+        (21, 4 << 1 | RETRANSMITTED, 2**31 - 2),
+    ):
         target.sockets[1].send(_frame(1, frag, 1, _elements(1), aux=first))
         assert _receive(target.sockets[4], wait=0.2) == []
         target.sockets[2].send(_frame(2, frag, 2, _elements(2), aux=last))
@@ -246,15 +287,15 @@ def test_completion_goes_only_toward_the_planned_next_hop(target: Target, sw: Cl
     _install_aggregation(sw, {1: 0, 2: 0, 3: 0})
     for f in (1, 2):
         target.sockets[f].send(_frame(f, 4, f, _elements(f)))
-    assert all(_receive(target.sockets[p], wait=0.3) == [] for p in range(1, 5)), \
+    assert all(_receive(target.sockets[p], wait=0.3) == [] for p in range(1, 5)), (
         "a partial aggregate must not leave the switch"
+    )
     target.sockets[3].send(_frame(3, 4, 3, _elements(3)))
     assert len(_receive(target.sockets[4], expect=2)) == 1
     assert all(_receive(target.sockets[p], wait=0.1) == [] for p in (1, 2, 3))
 
 
-def test_every_received_frame_is_counted_on_its_ingress_port(target: Target,
-                                                             sw: Client) -> None:
+def test_every_received_frame_is_counted_on_its_ingress_port(target: Target, sw: Client) -> None:
     """README step 0: `port_packets` counts frames per ingress port, dropped ones included
     (these hit no entry): the link monitor's evidence that a link carries traffic."""
     before = sw.counter("port_packets")
@@ -283,8 +324,7 @@ def test_duplicate_contribution_is_not_double_counted(target: Target, sw: Client
     assert sw.counter("duplicates") == [1, 0, 0, 0]
 
 
-def test_collision_sends_control_to_the_sender_and_drops_data(target: Target,
-                                                                sw: Client) -> None:
+def test_collision_sends_control_to_the_sender_and_drops_data(target: Target, sw: Client) -> None:
     _install_aggregation(sw, {1: 0, 2: 0}, slots=1)  # one slot: every fragment collides
     target.sockets[1].send(_frame(1, 10, 1, _elements(1)))
     target.sockets[2].send(_frame(2, 11, 2, _elements(2)))
@@ -293,7 +333,7 @@ def test_collision_sends_control_to_the_sender_and_drops_data(target: Target,
     header = InaHeader.unpack(control[0])
     assert (header.flags, header.frag_id, header.aux, header.flow_id) == (CONTROL, 11, 10, 2)
     assert control[0][OFF_IP + 1] & 0x3 == ECN_CE
-    assert control[0][OFF_IP + 16:OFF_IP + 20] == HOSTS[2].ip and control[0][0:6] == HOSTS[2].mac
+    assert control[0][OFF_IP + 16 : OFF_IP + 20] == HOSTS[2].ip and control[0][0:6] == HOSTS[2].mac
     assert _receive(target.sockets[4], wait=0.2) == [] and _receive(target.sockets[1], wait=0) == []
     assert sw.counter("collisions") == [1, 0, 0, 0]
     # The slot still belongs to fragment 10, whose aggregation completes normally.
@@ -302,8 +342,9 @@ def test_collision_sends_control_to_the_sender_and_drops_data(target: Target,
     np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
 
 
-def test_the_slot_is_zlib_crc32_of_the_fragment_id_mod_the_region(target: Target,
-                                                                  sw: Client) -> None:
+def test_the_slot_is_zlib_crc32_of_the_fragment_id_mod_the_region(
+    target: Target, sw: Client
+) -> None:
     """README 4.1 on the wire: fragments share a slot exactly when zlib's CRC-32 of their
     big-endian ids agrees mod `count` (computed here independently of both targets)."""
     count = 13
@@ -318,7 +359,8 @@ def test_the_slot_is_zlib_crc32_of_the_fragment_id_mod_the_region(target: Target
         target.sockets[1].send(_frame(1, frag, 1, _elements(1)))
     control = _receive(target.sockets[1], wait=0.5)
     assert {(InaHeader.unpack(c).frag_id, InaHeader.unpack(c).aux) for c in control} == {
-        (frag, first) for frag in same}
+        (frag, first) for frag in same
+    }
     assert sw.counter("collisions") == [len(same), 0, 0, 0]
 
 
@@ -335,8 +377,9 @@ def _stop(pid: int) -> None:
     raise AssertionError(f"process {pid} did not stop")
 
 
-def test_ports_are_served_in_turn_so_one_sender_never_runs_ahead(target: Target,
-                                                                  sw: Client) -> None:
+def test_ports_are_served_in_turn_so_one_sender_never_runs_ahead(
+    target: Target, sw: Client
+) -> None:
     """Both senders queue fragments 0..7 while the switch is stopped; one slot serves them all.
     A switch takes one frame per port in turn, so each fragment completes before the next
     arrives: 8 sums and no collision. Draining port 1 first would make fragments 1..7 of flow 1
@@ -373,8 +416,9 @@ def test_ack_frees_a_stale_slot(target: Target, sw: Client) -> None:
     assert sw.counter("collisions") == [0, 0, 0, 0]
 
 
-def test_probe_passes_an_aggregation_point_and_leaves_its_slot_alone(target: Target,
-                                                                     sw: Client) -> None:
+def test_probe_passes_an_aggregation_point_and_leaves_its_slot_alone(
+    target: Target, sw: Client
+) -> None:
     _install_aggregation(sw, {1: 0, 2: 0})
     target.sockets[1].send(_frame(1, 30, 1, _elements(1)))
     target.sockets[1].send(_frame(1, 30, 1, np.zeros(K, np.int32), flags=PROBE, count=0))
@@ -388,24 +432,29 @@ def test_probe_passes_an_aggregation_point_and_leaves_its_slot_alone(target: Tar
     np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
 
 
-def test_worker_whose_result_was_lost_gets_it_again_through_a_probe(target: Target,
-                                                                    sw: Client) -> None:
+def test_worker_whose_result_was_lost_gets_it_again_through_a_probe(
+    target: Target, sw: Client
+) -> None:
     """The peer (flow 2) already has the result and never sends again; the worker's
     retransmission waits in the slot for good, so only its PROBE reaches the PS (port 4)."""
     _install_aggregation(sw, {1: 0, 2: 0})
-    sw.write(sw.group(8, [1]), sw.table_entry("result_multicast", {"job": JOB, "task": TASK},
-                                              "set_result_group", group=8))
+    sw.write(
+        sw.group(8, [1]),
+        sw.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group", group=8),
+    )
     rows = fragments(_elements(1))
-    worker = Worker(target.sockets[1], HOSTS[1], PS, Task(JOB, TASK), 1, NEXT_NODE, rows,
-                    timeout=0.1)
+    worker = Worker(
+        target.sockets[1], HOSTS[1], PS, Task(JOB, TASK), 1, NEXT_NODE, rows, timeout=0.1
+    )
     summed = {}
     thread = threading.Thread(target=lambda: summed.update(values=worker.run()), daemon=True)
     thread.start()
     deadline = time.monotonic() + 5
     probes = []
     while not probes and time.monotonic() < deadline:
-        probes = [f for f in _receive(target.sockets[4], wait=0.2)
-                  if InaHeader.unpack(f).flags == PROBE]
+        probes = [
+            f for f in _receive(target.sockets[4], wait=0.2) if InaHeader.unpack(f).flags == PROBE
+        ]
     assert probes, "no PROBE reached the PS"
     target.sockets[4].send(_frame(4, 0, OUT_FLOW, _elements(7), flags=RESULT, count=2))
     thread.join(timeout=5)
@@ -420,32 +469,34 @@ def test_worker_whose_result_was_lost_gets_it_again_through_a_probe(target: Targ
     np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
 
 
-def test_a_partial_sum_left_by_an_earlier_iteration_is_freed_not_merged(target: Target,
-                                                                        sw: Client) -> None:
+def test_a_partial_sum_left_by_an_earlier_iteration_is_freed_not_merged(
+    target: Target, sw: Client
+) -> None:
     """Iteration 0 left flow 1's contribution to fragment 0 in the slot (its ACK was lost).
     Iteration 1's fragment 0 has another fragment id, so it collides instead of merging; the
     worker frees the leftover with an ACK and the sum holds this iteration's values only."""
     _install_aggregation(sw, {1: 0, 2: 0}, slots=1)
-    sw.write(sw.group(8, [1]), sw.table_entry("result_multicast", {"job": JOB, "task": TASK},
-                                              "set_result_group", group=8))
+    sw.write(
+        sw.group(8, [1]),
+        sw.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group", group=8),
+    )
     target.sockets[1].send(_frame(1, frag_id(0, 0), 1, _elements(100)))  # the leftover
     rows = fragments(_elements(1))
-    worker = Worker(target.sockets[1], HOSTS[1], PS, Task(JOB, TASK), 1, NEXT_NODE, rows,
-                    timeout=0.1, epoch=1)
+    worker = Worker(
+        target.sockets[1], HOSTS[1], PS, Task(JOB, TASK), 1, NEXT_NODE, rows, timeout=0.1, epoch=1
+    )
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     time.sleep(0.5)  # collision, CONTROL, ACK of the leftover, the worker's resend stored
     target.sockets[2].send(_frame(2, frag_id(1, 0), 2, _elements(2)))
-    sums = [f for f in _receive(target.sockets[4], wait=1.0)
-            if InaHeader.unpack(f).flags == DATA]
+    sums = [f for f in _receive(target.sockets[4], wait=1.0) if InaHeader.unpack(f).flags == DATA]
     assert sums, "no sum of this iteration's fragment 0 left the switch"
     for out in sums:  # the worker's resends after completion get the same sum again
         assert InaHeader.unpack(out).frag_id == frag_id(1, 0)
         assert InaHeader.unpack(out).count == 2
         np.testing.assert_array_equal(_values(out), _elements(1) + _elements(2))
     assert sw.counter("collisions")[0] >= 1
-    target.sockets[4].send(_frame(4, frag_id(1, 0), OUT_FLOW, _elements(7), flags=RESULT,
-                                  count=2))
+    target.sockets[4].send(_frame(4, frag_id(1, 0), OUT_FLOW, _elements(7), flags=RESULT, count=2))
     thread.join(timeout=5)
     assert not thread.is_alive() and worker.stats.acks >= 1
 
@@ -466,8 +517,9 @@ def test_an_abandoned_partial_sum_is_replaced_not_merged(target: Target, sw: Cli
     assert sw.counter("duplicates") == [0, 0, 0, 0]
 
 
-def test_a_partial_sum_kept_alive_by_retransmissions_is_not_replaced(target: Target,
-                                                                     sw: Client) -> None:
+def test_a_partial_sum_kept_alive_by_retransmissions_is_not_replaced(
+    target: Target, sw: Client
+) -> None:
     _install_aggregation(sw, {1: 0, 2: 0})
     deadline, sent = time.monotonic() + STALE_AFTER_SECONDS + 0.5, 0
     while time.monotonic() < deadline:  # flow 1 keeps retransmitting, as a waiting worker does
@@ -480,8 +532,7 @@ def test_a_partial_sum_kept_alive_by_retransmissions_is_not_replaced(target: Tar
     assert sw.counter("duplicates")[0] == sent - 1  # every resend renewed it: none took over
 
 
-def test_a_copy_reaching_a_completed_slot_gets_the_sum_again(target: Target,
-                                                             sw: Client) -> None:
+def test_a_copy_reaching_a_completed_slot_gets_the_sum_again(target: Target, sw: Client) -> None:
     """README 4.2, completed: flow 1's resend arrives after the sum it was part of left (its
     result was lost, or the sum was lost further on). It must not open a new partial sum that
     flow 2 (done) never completes: the stored sum leaves again, counted as a duplicate. The
@@ -496,8 +547,12 @@ def test_a_copy_reaching_a_completed_slot_gets_the_sum_again(target: Target,
         again = _receive(target.sockets[4], expect=1)
         assert len(again) == 1
         header = InaHeader.unpack(again[0])
-        assert (header.flags, header.frag_id, header.flow_id, header.count) == \
-            (DATA, 50, OUT_FLOW, 2)
+        assert (header.flags, header.frag_id, header.flow_id, header.count) == (
+            DATA,
+            50,
+            OUT_FLOW,
+            2,
+        )
         np.testing.assert_array_equal(_values(again[0]), a + b)
     assert sw.counter("duplicates") == [3, 0, 0, 0]
     assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
@@ -509,8 +564,9 @@ def test_a_copy_reaching_a_completed_slot_gets_the_sum_again(target: Target,
     assert _receive(target.sockets[4], wait=0.3) == []
 
 
-def test_a_partial_sum_freed_by_an_ack_is_not_taken_for_a_completed_one(target: Target,
-                                                                        sw: Client) -> None:
+def test_a_partial_sum_freed_by_an_ack_is_not_taken_for_a_completed_one(
+    target: Target, sw: Client
+) -> None:
     """An ACK frees flow 1's partial sum of fragment 60; a later copy of flow 1's
     contribution must start a new partial sum, not leave as if the freed one were a sum."""
     _install_aggregation(sw, {1: 0, 2: 0})
@@ -543,9 +599,18 @@ def test_a_completed_slot_is_forgotten_after_stale_after(target: Target, sw: Cli
 def test_two_pipelines_never_mix(target: Target, sw: Client) -> None:
     # Ports 1 and 2 are pipe 0, port 3 is pipe 1. Flows 1 (pipe 0) and 3 (pipe 1) would complete
     # one aggregation if the pipes shared memory; flow 2 completes pipe 0's without flow 3.
-    sw.write(sw.table_entry("ina_aggregate", {"job": JOB, "task": TASK, "pipe": 1, "flow_id": 3},
-                            "aggregate", tag=TAG, member=2, full=3, out_flow=OUT_FLOW,
-                            next_node=NEXT_NODE + 1))
+    sw.write(
+        sw.table_entry(
+            "ina_aggregate",
+            {"job": JOB, "task": TASK, "pipe": 1, "flow_id": 3},
+            "aggregate",
+            tag=TAG,
+            member=2,
+            full=3,
+            out_flow=OUT_FLOW,
+            next_node=NEXT_NODE + 1,
+        )
+    )
     _install_aggregation(sw, {1: 0, 2: 0}, pipes={1: 0, 2: 0, 3: 1})
     a, b, c = _elements(1), _elements(2), _elements(3)
     target.sockets[1].send(_frame(1, 5, 1, a))
@@ -560,20 +625,25 @@ def test_two_pipelines_never_mix(target: Target, sw: Client) -> None:
 
 
 def test_result_is_multicast_down_the_tree(target: Target, sw: Client) -> None:
-    sw.write(sw.group(8, [1, 2, 3]),
-             sw.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group",
-                            group=8))
-    target.sockets[4].send(_frame(4, 2, OUT_FLOW, _elements(9), flags=RESULT, count=3,
-                                  aux=RETRANSMITTED))
+    sw.write(
+        sw.group(8, [1, 2, 3]),
+        sw.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group", group=8),
+    )
+    target.sockets[4].send(
+        _frame(4, 2, OUT_FLOW, _elements(9), flags=RESULT, count=3, aux=RETRANSMITTED)
+    )
     for port in (1, 2, 3):
         out = _receive(target.sockets[port], expect=1)
         assert len(out) == 1
-        assert (InaHeader.unpack(out[0]).flags, InaHeader.unpack(out[0]).aux) == \
-            (RESULT, RETRANSMITTED), "a result keeps its aux"
+        assert (InaHeader.unpack(out[0]).flags, InaHeader.unpack(out[0]).aux) == (
+            RESULT,
+            RETRANSMITTED,
+        ), "a result keeps its aux"
         np.testing.assert_array_equal(_values(out[0]), _elements(9))
 
 
 # *** drops
+
 
 def test_unknown_job_is_dropped_and_counted(target: Target, sw: Client) -> None:
     _install_aggregation(sw, {1: 0, 2: 0})
@@ -586,18 +656,20 @@ def _malformed_frames() -> list[bytes]:
     good = _frame(1, 1, 1, _elements(1))
     truncated = good[: OFF_ELEMS + 10]
     bad_k = bytearray(good)
-    bad_k[OFF_ELEMS - 6:OFF_ELEMS - 4] = (K - 1).to_bytes(2, "big")
+    bad_k[OFF_ELEMS - 6 : OFF_ELEMS - 4] = (K - 1).to_bytes(2, "big")
     bad_udp_len = bytearray(good)
-    bad_udp_len[OFF_UDP + 4:OFF_UDP + 6] = (200).to_bytes(2, "big")
+    bad_udp_len[OFF_UDP + 4 : OFF_UDP + 6] = (200).to_bytes(2, "big")
     garbage = bytearray(good)
-    garbage[OFF_UDP + 8:] = np.random.default_rng(0).integers(0, 256, len(good) - OFF_UDP - 8,
-                                                              dtype=np.uint8).tobytes()
+    garbage[OFF_UDP + 8 :] = (
+        np.random.default_rng(0).integers(0, 256, len(good) - OFF_UDP - 8, dtype=np.uint8).tobytes()
+    )
     garbage[OFF_UDP + 8 + 3] = 0x03  # two flags at once
     return [truncated, bytes(bad_k), bytes(bad_udp_len), bytes(garbage)]
 
 
-def test_malformed_is_dropped_and_counted_and_the_target_keeps_serving(target: Target,
-                                                                        sw: Client) -> None:
+def test_malformed_is_dropped_and_counted_and_the_target_keeps_serving(
+    target: Target, sw: Client
+) -> None:
     _install_aggregation(sw, {1: 0, 2: 0})
     bad = _malformed_frames()
     for frame in bad:
@@ -620,17 +692,15 @@ def _default_entry(sw: Client, table: str, action: str, **params: int) -> p4r.En
     return entity
 
 
-def test_a_default_action_acts_where_the_program_applies_it(target: Target,
-                                                            sw: Client) -> None:
-    """"Default Entry" (P4Runtime): a table's default entry can be modified; its action runs
+def test_a_default_action_acts_where_the_program_applies_it(target: Target, sw: Client) -> None:
+    """ "Default Entry" (P4Runtime): a table's default entry can be modified; its action runs
     when no entry matches. `ina_forward` acts only on a hit, so its default forwards nothing;
     `port_pipeline` applies its default to every port without an entry."""
     sw.write(_default_entry(sw, "ina_forward", "forward", port=4), kind=p4r.Update.MODIFY)
     target.sockets[1].send(_frame(1, 1, 1, _elements(1)))  # no entry for the job anywhere
     assert _receive(target.sockets[4], wait=0.3) == []
     assert sw.counter("unknown_job") == [1, 0, 0, 0]
-    sw.write(_default_entry(sw, "port_pipeline", "set_pipeline", pipe=2),
-             kind=p4r.Update.MODIFY)
+    sw.write(_default_entry(sw, "port_pipeline", "set_pipeline", pipe=2), kind=p4r.Update.MODIFY)
     target.sockets[3].send(_malformed_frames()[0])
     deadline = time.monotonic() + 2
     while sw.counter("malformed") == [0, 0, 0, 0] and time.monotonic() < deadline:
@@ -640,14 +710,18 @@ def test_a_default_action_acts_where_the_program_applies_it(target: Target,
 
 # *** P4Runtime behaviour
 
+
 def test_non_primary_write_is_rejected(target: Target, sw: Client) -> None:
     assert sw.arbitration.status.code == grpc.StatusCode.OK.value[0]
     backup = Client(target.address, DEVICE_ID, 5, target.p4info)
     try:
         assert backup.arbitration.status.code == grpc.StatusCode.ALREADY_EXISTS.value[0]
         with pytest.raises(grpc.RpcError) as failure:
-            backup.write(backup.table_entry("job_slots", {"job": 1, "generation": 0},
-                                            "set_job_slots", base=0, count=1))
+            backup.write(
+                backup.table_entry(
+                    "job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0, count=1
+                )
+            )
         assert failure.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert sw.read(_wildcard_table(sw, "job_slots")) == []
     finally:
@@ -655,8 +729,9 @@ def test_non_primary_write_is_rejected(target: Target, sw: Client) -> None:
 
 
 def _wildcard_table(sw: Client, name: str):
-    entity = sw.table_entry("job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0,
-                            count=1)
+    entity = sw.table_entry(
+        "job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0, count=1
+    )
     entity.table_entry.ClearField("match")
     entity.table_entry.ClearField("action")
     entity.table_entry.table_id = sw._table(name).preamble.id
@@ -664,34 +739,40 @@ def _wildcard_table(sw: Client, name: str):
 
 
 def test_write_errors_are_reported_per_update_and_reads_are_symmetric(sw: Client) -> None:
-    first = sw.table_entry("job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0,
-                           count=8)
+    first = sw.table_entry(
+        "job_slots", {"job": 1, "generation": 0}, "set_job_slots", base=0, count=8
+    )
     sw.write(first)
     route = sw.table_entry("ipv4_lpm", {"dst_addr": (0x0A000000, 8)}, "forward", port=2)
     sw.write(route)
     bad_prefix = sw.table_entry("ipv4_lpm", {"dst_addr": (0x0A000001, 8)}, "forward", port=2)
-    missing = sw.table_entry("job_slots", {"job": 2, "generation": 0}, "set_job_slots", base=0,
-                             count=8)
-    second = sw.table_entry("job_slots", {"job": 3, "generation": 0}, "set_job_slots", base=8,
-                            count=8)
+    missing = sw.table_entry(
+        "job_slots", {"job": 2, "generation": 0}, "set_job_slots", base=0, count=8
+    )
+    second = sw.table_entry(
+        "job_slots", {"job": 3, "generation": 0}, "set_job_slots", base=8, count=8
+    )
     with pytest.raises(WriteFailed) as failure:
         sw.write(first, bad_prefix, second)
-    assert failure.value.codes == [grpc.StatusCode.ALREADY_EXISTS,
-                                   grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.OK]
+    assert failure.value.codes == [
+        grpc.StatusCode.ALREADY_EXISTS,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.OK,
+    ]
     with pytest.raises(WriteFailed) as failure:
         sw.write(missing, kind=3)  # DELETE
     assert failure.value.codes == [grpc.StatusCode.NOT_FOUND]
     read = sw.read(_wildcard_table(sw, "job_slots"))
     assert sorted(e.SerializeToString() for e in read) == sorted(
-        e.SerializeToString() for e in (first, second))
+        e.SerializeToString() for e in (first, second)
+    )
     assert [e.table_entry for e in sw.read(_wildcard_table(sw, "ipv4_lpm"))] == [route.table_entry]
-
 
 
 # *** packet-in / packet-out (link discovery)
 
-LLDP_FRAME = bytes.fromhex("0180c200000e" "020000000001" "88cc") + b"probe".ljust(46, b"\0")
-OTHER_FRAME = bytes.fromhex("020000000009" "020000000001" "88b5") + b"out".ljust(46, b"\0")
+LLDP_FRAME = bytes.fromhex("0180c200000e02000000000188cc") + b"probe".ljust(46, b"\0")
+OTHER_FRAME = bytes.fromhex("02000000000902000000000188b5") + b"out".ljust(46, b"\0")
 
 
 def _raw(sock: socket.socket, wait: float) -> list[bytes]:
@@ -745,16 +826,19 @@ def _lldp_reaches_the_controller(target: Target, sw: Client, port: int) -> bool:
     return message is not None and message.WhichOneof("update") == "packet"
 
 
-def test_a_port_set_down_does_not_stop_the_other_ports(request, target: Target,
-                                                       sw: Client) -> None:
+def test_a_port_set_down_does_not_stop_the_other_ports(request, target: Target, sw: Client) -> None:
     """A port going down must not silence the switch's other ports (the link monitor then
     sees every link of the switch die). bmv2 1.15.5 fails this: its one receive thread blocks
     in the down port's libpcap read until a frame arrives there after the port is up again,
     which is why the Mininet runner cuts links on bmv2 by dropping frames instead
     (`Emulation.set_link`, tested below)."""
     if target.kind == "bmv2":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "bmv2 1.15.5: an interface set down blocks reception on every port")))
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason=("bmv2 1.15.5: an interface set down blocks reception on every port"),
+            )
+        )
     down = target.net.switch_if[1]
     subprocess.run(["ip", "link", "set", down, "down"], check=True)
     try:
@@ -767,13 +851,15 @@ def test_a_port_set_down_does_not_stop_the_other_ports(request, target: Target,
         time.sleep(0.3)
 
 
-def test_a_port_that_drops_what_it_sends_leaves_the_others_working(target: Target,
-                                                                    sw: Client) -> None:
+def test_a_port_that_drops_what_it_sends_leaves_the_others_working(
+    target: Target, sw: Client
+) -> None:
     """The link cut the Mininet runner makes on bmv2: the port's root qdisc is `pfifo limit
     0`, so nothing leaves by it, and every other port keeps receiving and sending."""
     cut = target.net.switch_if[1]
-    subprocess.run(["tc", "qdisc", "replace", "dev", cut, "root", "pfifo", "limit", "0"],
-                   check=True)
+    subprocess.run(
+        ["tc", "qdisc", "replace", "dev", cut, "root", "pfifo", "limit", "0"], check=True
+    )
     try:
         sw.packet_out(OTHER_FRAME, egress_port=1)
         assert _raw(target.sockets[1], 0.5) == []

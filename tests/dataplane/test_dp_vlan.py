@@ -52,9 +52,21 @@ def switch() -> Iterator[tuple[str, dict[int, socket.socket]]]:
     net.create()
     address = f"127.0.0.1:{_free_port()}"
     ifaces = [arg for p, name in net.switch_if.items() for arg in ("-i", f"{p}@{name}")]
-    proc = subprocess.Popen([sys.executable, "-m", "dataplane", "switch", "--device-id",
-                             str(DEVICE_ID), "--grpc-addr", address, *ifaces,
-                             "--log-level", "warning"])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dataplane",
+            "switch",
+            "--device-id",
+            str(DEVICE_ID),
+            "--grpc-addr",
+            address,
+            *ifaces,
+            "--log-level",
+            "warning",
+        ]
+    )
     try:
         yield address, {p: net.host_socket(p) for p in net.host_if}
     finally:
@@ -71,14 +83,26 @@ def sw(switch) -> Iterator[Client]:
     client.set_pipeline()
     full = 0b111
     client.write(
-        client.table_entry("job_slots", {"job": JOB, "generation": 0}, "set_job_slots",
-                           base=0, count=64),
-        client.table_entry("ina_forward", {"job": JOB, "task": TASK, "flow_id": OUT_FLOW},
-                           "forward", port=4),
-        *(client.table_entry("ina_aggregate", {"job": JOB, "task": TASK, "pipe": 0,
-                                               "flow_id": f},
-                             "aggregate", tag=TAG, member=1 << (f - 1), full=full,
-                             out_flow=OUT_FLOW, next_node=9) for f in (1, 2, 3)))
+        client.table_entry(
+            "job_slots", {"job": JOB, "generation": 0}, "set_job_slots", base=0, count=64
+        ),
+        client.table_entry(
+            "ina_forward", {"job": JOB, "task": TASK, "flow_id": OUT_FLOW}, "forward", port=4
+        ),
+        *(
+            client.table_entry(
+                "ina_aggregate",
+                {"job": JOB, "task": TASK, "pipe": 0, "flow_id": f},
+                "aggregate",
+                tag=TAG,
+                member=1 << (f - 1),
+                full=full,
+                out_flow=OUT_FLOW,
+                next_node=9,
+            )
+            for f in (1, 2, 3)
+        ),
+    )
     for sock in sockets.values():
         _receive(sock, wait=0)
     yield client
@@ -87,8 +111,9 @@ def sw(switch) -> Iterator[Client]:
 
 def _contribution(port: int, frag: int) -> bytes:
     elements = np.full(K, port, dtype=">i4").tobytes()
-    return build_frame(HOSTS[port], HOSTS[4], InaHeader(JOB, TASK, DATA, port, 9, frag, 1),
-                       elements)
+    return build_frame(
+        HOSTS[port], HOSTS[4], InaHeader(JOB, TASK, DATA, port, 9, frag, 1), elements
+    )
 
 
 def _tagged(frame: bytes, kind: str) -> bytes:
@@ -96,10 +121,13 @@ def _tagged(frame: bytes, kind: str) -> bytes:
     plain = Ether(frame)
     outer = Ether(dst=plain.dst, src=plain.src)
     ipv4 = 0x0800  # explicit: scapy leaves the inner type 0 over a re-parsed payload
-    tags = {"vlan 7": Dot1Q(vlan=7, type=ipv4), "priority tag": Dot1Q(vlan=0, prio=5, type=ipv4),
-            "802.1ad": Dot1AD(vlan=30) / Dot1Q(vlan=7, type=ipv4)}[kind]
+    tags = {
+        "vlan 7": Dot1Q(vlan=7, type=ipv4),
+        "priority tag": Dot1Q(vlan=0, prio=5, type=ipv4),
+        "802.1ad": Dot1AD(vlan=30) / Dot1Q(vlan=7, type=ipv4),
+    }[kind]
     tagged = bytes(outer / tags / plain.payload)
-    assert tagged[-len(frame) + 12:] == frame[12:], "the tag sits between the MACs and type"
+    assert tagged[-len(frame) + 12 :] == frame[12:], "the tag sits between the MACs and type"
     return tagged
 
 
@@ -107,8 +135,11 @@ def _receive(sock: socket.socket, wait: float = 0.5) -> list[bytes]:
     frames, deadline = [], time.monotonic() + wait
     while select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
         frame, address = sock.recvfrom(65535)
-        if address[2] != socket.PACKET_OUTGOING and len(frame) > OFF_UDP + 4 \
-                and int.from_bytes(frame[OFF_UDP + 2:OFF_UDP + 4], "big") == INA_UDP_PORT:
+        if (
+            address[2] != socket.PACKET_OUTGOING
+            and len(frame) > OFF_UDP + 4
+            and int.from_bytes(frame[OFF_UDP + 2 : OFF_UDP + 4], "big") == INA_UDP_PORT
+        ):
             frames.append(frame)
     return frames
 

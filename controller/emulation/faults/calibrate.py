@@ -71,8 +71,7 @@ def receive(interface: str) -> dict[str, int]:
         if seq < highest:
             reordered += 1
         highest = max(highest, seq)
-    return {"received": received, "distinct": len(seen), "copies": copies,
-            "reordered": reordered}
+    return {"received": received, "distinct": len(seen), "copies": copies, "reordered": reordered}
 
 
 def calibrate(impairment, frames: int = 3000, gap: float = 0.0005) -> dict:
@@ -88,26 +87,51 @@ def calibrate(impairment, frames: int = 3000, gap: float = 0.0005) -> dict:
     try:
         for host in (h1, h2):
             host.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1")
-        emu = SimpleNamespace(node={"cal1": h1, "cal2": h2}, net=net,
-                              workdir=Path(tempfile.mkdtemp(prefix="ina-calibrate-")))
+        emu = SimpleNamespace(
+            node={"cal1": h1, "cal2": h2},
+            net=net,
+            workdir=Path(tempfile.mkdtemp(prefix="ina-calibrate-")),
+        )
         env = {"PYTHONPATH": str(Path(__file__).resolve().parents[3])}
         with LinkImpairments(emu, impairment) as faults:
-            receiver = h2.popen([sys.executable, "-m", "controller.emulation.faults.calibrate",
-                                 "receive", h2.defaultIntf().name],
-                                stdout=subprocess.PIPE, env=env)
+            receiver = h2.popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "controller.emulation.faults.calibrate",
+                    "receive",
+                    h2.defaultIntf().name,
+                ],
+                stdout=subprocess.PIPE,
+                env=env,
+            )
             receiver.stdout.readline()
-            h1.popen([sys.executable, "-m", "controller.emulation.faults.calibrate", "send",
-                      h1.defaultIntf().name, str(frames), str(gap)], env=env).wait()
+            h1.popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "controller.emulation.faults.calibrate",
+                    "send",
+                    h1.defaultIntf().name,
+                    str(frames),
+                    str(gap),
+                ],
+                env=env,
+            ).wait()
             time.sleep(1.0)  # frames held by a delay line are still on their way
             receiver.terminate()
             counts = json.loads(receiver.communicate(timeout=60)[0].decode().splitlines()[-1])
             chain = faults.counters()[h1.defaultIntf().name]
-        return {"impairment": impairment.label(), "sent": frames, **counts,
-                "lost": frames - counts["distinct"],
-                "lost_percent": round(100 * (frames - counts["distinct"]) / frames, 2),
-                "copies_percent": round(100 * counts["copies"] / frames, 2),
-                "reordered_percent": round(100 * counts["reordered"] / frames, 2),
-                "rule_hit_percent": round(100 * chain["hit"] / max(1, chain["seen"]), 2)}
+        return {
+            "impairment": impairment.label(),
+            "sent": frames,
+            **counts,
+            "lost": frames - counts["distinct"],
+            "lost_percent": round(100 * (frames - counts["distinct"]) / frames, 2),
+            "copies_percent": round(100 * counts["copies"] / frames, 2),
+            "reordered_percent": round(100 * counts["reordered"] / frames, 2),
+            "rule_hit_percent": round(100 * chain["hit"] / max(1, chain["seen"]), 2),
+        }
     finally:
         net.stop()
 

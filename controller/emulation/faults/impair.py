@@ -57,8 +57,9 @@ class Impairment:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"impairment kind must be one of {', '.join(KINDS)}, got "
-                             f"{self.kind!r}")
+            raise ValueError(
+                f"impairment kind must be one of {', '.join(KINDS)}, got {self.kind!r}"
+            )
         if not 0 <= self.percent <= 100:
             raise ValueError(f"impairment percent must be in 0..100, got {self.percent}")
 
@@ -135,21 +136,32 @@ class LinkImpairments:
             chains.append(
                 f'chain {_chain(interface)} {{ type filter hook egress device "{interface}" '
                 f"priority 0; meta mark {{ {PASS_MARK}, {DUP_MARK} }} accept; counter; "
-                f"numgen random mod 10000 < {threshold} {action}; }}")
+                f"numgen random mod 10000 < {threshold} {action}; }}"
+            )
         rules = Path(self.emu.workdir) / f"{self.table}-{index}.nft"
         rules.write_text(f"table netdev {self.table} {{\n" + "\n".join(chains) + "\n}\n")
         _cmd(site.node, f"nft -f {rules}")
         if site.diverts:
             pairs = [f"{divert}b:{link}" for link, divert in site.diverts.items()]
             delayline = site.delayline = site.node.popen(
-                [sys.executable, "-m", "controller.emulation.faults.delayline",
-                 "--delay-ms", str(imp.delay_ms), *pairs],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+                [
+                    sys.executable,
+                    "-m",
+                    "controller.emulation.faults.delayline",
+                    "--delay-ms",
+                    str(imp.delay_ms),
+                    *pairs,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])},
+            )
             line = delayline.stdout.readline()
             if not line.startswith(b'{"ready"'):
-                raise ImpairError(f"delay line did not start: {line.decode()}"
-                                  f"{delayline.stdout.read().decode()[-400:]}")
+                raise ImpairError(
+                    f"delay line did not start: {line.decode()}"
+                    f"{delayline.stdout.read().decode()[-400:]}"
+                )
 
     def counters(self) -> dict[str, dict[str, int]]:
         """Per link interface: frames the egress chain saw (`seen`) and acted on (`hit`)."""
@@ -199,15 +211,21 @@ def interface_packets(emu) -> dict[str, tuple[int, int]]:
         for intf in node.intfList():
             if intf.name == "lo" or intf.link is None:
                 continue
-            text = node.cmd(f"cat /sys/class/net/{intf.name}/statistics/tx_packets "
-                            f"/sys/class/net/{intf.name}/statistics/rx_packets")
+            text = node.cmd(
+                f"cat /sys/class/net/{intf.name}/statistics/tx_packets "
+                f"/sys/class/net/{intf.name}/statistics/rx_packets"
+            )
             tx, rx = (int(v) for v in text.split()[:2])
             out[intf.name] = (tx, rx)
     return out
 
 
-def measured(emu, chains: dict[str, dict[str, int]], before: dict[str, tuple[int, int]],
-             after: dict[str, tuple[int, int]]) -> dict[str, float]:
+def measured(
+    emu,
+    chains: dict[str, dict[str, int]],
+    before: dict[str, tuple[int, int]],
+    after: dict[str, tuple[int, int]],
+) -> dict[str, float]:
     """The rate that really happened, from counters only: frames the egress chains saw against
     what the far ends received (interface rx), and the chains' own hit ratio."""
     peer = {}
@@ -222,10 +240,13 @@ def measured(emu, chains: dict[str, dict[str, int]], before: dict[str, tuple[int
 def frame_rates(offered: int, hit: int, received: int) -> dict[str, float]:
     """The counts and the rates they make: the share of offered frames the rules hit, and
     of those the far ends received (also for counts summed over several emulations)."""
-    return {"frames_offered": offered, "frames_hit": hit,
-            "hit_percent": round(100 * hit / max(1, offered), 3),
-            "frames_received_by_far_ends": received,
-            "received_per_offered": round(received / max(1, offered), 4)}
+    return {
+        "frames_offered": offered,
+        "frames_hit": hit,
+        "hit_percent": round(100 * hit / max(1, offered), 3),
+        "frames_received_by_far_ends": received,
+        "received_per_offered": round(received / max(1, offered), 4),
+    }
 
 
 def _delete_root_table(table: str) -> None:
@@ -238,14 +259,18 @@ def remove_leftover_tables() -> list[str]:
     none of them belongs to a live run."""
     if not _nft_available():
         return []
-    listing = subprocess.run(["nft", "-j", "list", "tables", "netdev"], capture_output=True,
-                             text=True, check=False)
+    listing = subprocess.run(
+        ["nft", "-j", "list", "tables", "netdev"], capture_output=True, text=True, check=False
+    )
     try:
         entries = json.loads(listing.stdout)["nftables"]
     except (ValueError, KeyError):
         return []
-    names = [e["table"]["name"] for e in entries
-             if "table" in e and e["table"]["name"].startswith(TABLE_PREFIX)]
+    names = [
+        e["table"]["name"]
+        for e in entries
+        if "table" in e and e["table"]["name"].startswith(TABLE_PREFIX)
+    ]
     for name in names:
         _delete_root_table(name)
     return names
@@ -263,7 +288,6 @@ def _cmd(node, command: str) -> None:
         raise ImpairError(f"`{command.splitlines()[0]}` failed: {body.strip()[-400:]}")
 
 
-
 def congest(emu, fraction: float, queue_packets: int | None = None) -> None:
     """Shape every link interface of `emu` to `fraction` of its rate; with `queue_packets`,
     a FIFO of that many packets under the shaper. Mininet's `max_queue_size` would do that
@@ -273,5 +297,8 @@ def congest(emu, fraction: float, queue_packets: int | None = None) -> None:
         for intf in (link.intf1, link.intf2):
             intf.config(bw=intf.params["bw"] * fraction)  # htb root 5:0, class 5:1 (TCIntf)
             if queue_packets is not None:
-                _cmd(intf.node, f"tc qdisc add dev {intf.name} parent 5:1 handle 10: pfifo "
-                                f"limit {queue_packets}")
+                _cmd(
+                    intf.node,
+                    f"tc qdisc add dev {intf.name} parent 5:1 handle 10: pfifo "
+                    f"limit {queue_packets}",
+                )

@@ -77,8 +77,9 @@ class AgentPeaks:
         me = os.getpid()
         while not self._stop.wait(AGENT_POLL_SECONDS):
             try:
-                children = [int(p) for p in (Path(f"/proc/{me}/task/{me}/children")
-                                             .read_text().split())]
+                children = [
+                    int(p) for p in (Path(f"/proc/{me}/task/{me}/children").read_text().split())
+                ]
             except OSError:
                 continue
             for pid in children:
@@ -110,8 +111,9 @@ def schedule(iterations: int, every: int) -> dict[int, str]:
     """Iteration -> fault: in every `every` iterations one switch restart (at `every`/2, then
     each `every` after) and one link cut (at each multiple of `every`); every >= 2."""
     if every < 2:
-        raise ValueError("every must be at least 2: a restart and a cut in every `every` "
-                         "iterations")
+        raise ValueError(
+            "every must be at least 2: a restart and a cut in every `every` iterations"
+        )
     faults = {}
     for k in range(1, iterations + 1):
         if k % every == 0:
@@ -121,17 +123,30 @@ def schedule(iterations: int, every: int) -> dict[int, str]:
     return faults
 
 
-def long_run(emu, *, iterations: int, every: int, gradient_mb: float, timeout: float,
-             cut: tuple[str, str], restart: str,
-             progress: Callable[[int, dict], None] | None = None) -> dict:
+def long_run(
+    emu,
+    *,
+    iterations: int,
+    every: int,
+    gradient_mb: float,
+    timeout: float,
+    cut: tuple[str, str],
+    restart: str,
+    progress: Callable[[int, dict], None] | None = None,
+) -> dict:
     """Iterations 1..`iterations` of `emu`'s job with the faults of `schedule`, each injected
     mid-transfer: `restart` killed and started again empty, or the link `cut` cut (mended once
     that iteration is over, so the plan can move back). An iteration that fails (a hang) is
     recorded as not exact and the run goes on, so memory is still followed to the end."""
     faults = schedule(iterations, every)
     host_by_ip = {ip: host for host, ip in emu.ids.host_ip.items()}
-    record: dict = {"every": every, "events": [], "iterations": [],
-                    "rss_kb_per_iteration": {}, "agent_peak_rss_kb_per_iteration": {}}
+    record: dict = {
+        "every": every,
+        "events": [],
+        "iterations": [],
+        "rss_kb_per_iteration": {},
+        "agent_peak_rss_kb_per_iteration": {},
+    }
     start = {name: rss_kb(pid) for name, pid in long_lived(emu).items()}
     started = time.monotonic()
     with AgentPeaks(host_by_ip) as agents:
@@ -139,12 +154,19 @@ def long_run(emu, *, iterations: int, every: int, gradient_mb: float, timeout: f
             event = {"iteration": k, "event": faults[k]} if k in faults else None
             version = emu.state()["version"]
             try:
-                (it,) = emu.iterate(gradient_mb, k, timeout,
-                                    during=_injector(emu, event, cut, restart, version))
-                row = {"k": k, "seconds": it.seconds, "exact": it.exact,
-                       "retransmissions": it.retransmissions,
-                       **{key: it.ps_report.get(key) for key in
-                          ("fragments", "finished", "miscounted", "duplicates_ignored")}}
+                (it,) = emu.iterate(
+                    gradient_mb, k, timeout, during=_injector(emu, event, cut, restart, version)
+                )
+                row = {
+                    "k": k,
+                    "seconds": it.seconds,
+                    "exact": it.exact,
+                    "retransmissions": it.retransmissions,
+                    **{
+                        key: it.ps_report.get(key)
+                        for key in ("fragments", "finished", "miscounted", "duplicates_ignored")
+                    },
+                }
             except RunnerError as exc:
                 row = {"k": k, "seconds": None, "exact": False, "error": str(exc)[:2000]}
             finally:
@@ -166,7 +188,8 @@ def long_run(emu, *, iterations: int, every: int, gradient_mb: float, timeout: f
     record["rss_kb"] = {name: {"start": start.get(name), "end": end[name]} for name in end}
     record["agent_peak_rss_kb"] = {
         name: {"first": series[0][1], "last": series[-1][1], "max": max(kb for _, kb in series)}
-        for name, series in sorted(record["agent_peak_rss_kb_per_iteration"].items())}
+        for name, series in sorted(record["agent_peak_rss_kb_per_iteration"].items())
+    }
     record["exact"] = all(i["exact"] for i in record["iterations"])
     record["exact_count"] = sum(i["exact"] for i in record["iterations"])
     record["plan_versions"] = state["version"]
@@ -174,8 +197,9 @@ def long_run(emu, *, iterations: int, every: int, gradient_mb: float, timeout: f
     return record
 
 
-def _injector(emu, event: dict | None, cut: tuple[str, str], restart: str,
-              version: int) -> Callable[[], None] | None:
+def _injector(
+    emu, event: dict | None, cut: tuple[str, str], restart: str, version: int
+) -> Callable[[], None] | None:
     """What runs beside the workers for `event` (filled in with its timings): once the
     transfer is under way, restart the switch or cut the link and time the new plan."""
     if event is None:
@@ -186,8 +210,7 @@ def _injector(emu, event: dict | None, cut: tuple[str, str], restart: str,
             emu.wait_for_traffic(packets=100)
             if event["event"] == "restart":
                 timing = emu.restart_switch(restart)
-                event.update(boot_seconds=timing.boot_seconds,
-                             repush_seconds=timing.repush_seconds)
+                event.update(boot_seconds=timing.boot_seconds, repush_seconds=timing.repush_seconds)
                 return
             emu.set_link(*cut, up=False)
             at = time.monotonic()
@@ -202,8 +225,13 @@ def _injector(emu, event: dict | None, cut: tuple[str, str], restart: str,
     return inject
 
 
-def replan_memory(network, scheme: str, cut: tuple[str, str], replans: int,
-                  progress: Callable[[int], None] | None = None) -> dict:
+def replan_memory(
+    network,
+    scheme: str,
+    cut: tuple[str, str],
+    replans: int,
+    progress: Callable[[int], None] | None = None,
+) -> dict:
     """This process's RSS around the daemon's re-plan step (controller/service/daemon.py `replan`:
     a solve warm-started from the current plan, then the compile), `replans` times, around
     the cut of `cut` and back in turn: the solver's one-time load (imports, first solve) told
@@ -224,12 +252,22 @@ def replan_memory(network, scheme: str, cut: tuple[str, str], replans: int,
         after.append(rss_kb(me))
         if progress:
             progress(k)
-    return {"scheme": scheme, "cut": list(cut), "rss_kb_before_first_solve": before,
-            "rss_kb_after_first_solve": first, "rss_kb_after_replan": after}
+    return {
+        "scheme": scheme,
+        "cut": list(cut),
+        "rss_kb_before_first_solve": before,
+        "rss_kb_after_first_solve": first,
+        "rss_kb_after_replan": after,
+    }
 
 
-def idle_memory(network, plan, seconds: float, every: float = 30.0,
-                progress: Callable[[float], None] | None = None) -> dict:
+def idle_memory(
+    network,
+    plan,
+    seconds: float,
+    every: float = 30.0,
+    progress: Callable[[float], None] | None = None,
+) -> dict:
     """The controller daemon (controller/service/daemon.py `run`) in this process for `seconds`,
     driving one embedded switch process without ports per switch of `network`: every link
     is then dead (one failed re-plan), and what is left is what an idle controller does all
@@ -248,10 +286,24 @@ def idle_memory(network, plan, seconds: float, every: float = 30.0,
     targets, switches = {}, []
     for device, name in enumerate(network.switches, start=1):
         address = f"127.0.0.1:{free_tcp_port()}"
-        switches.append(subprocess.Popen(
-            [sys.executable, "-m", "dataplane", "switch", "--device-id", str(device),
-             "--grpc-addr", address, "--log-level", "warning"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        switches.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "dataplane",
+                    "switch",
+                    "--device-id",
+                    str(device),
+                    "--grpc-addr",
+                    address,
+                    "--log-level",
+                    "warning",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
         targets[name] = SwitchTarget(name, address, device)
     samples: list[dict] = []
 
@@ -264,8 +316,13 @@ def idle_memory(network, plan, seconds: float, every: float = 30.0,
                 elapsed = time.monotonic() - started
                 if controller.done():
                     raise RunnerError(f"the controller stopped: {controller.exception()}")
-                samples.append({"seconds": round(elapsed, 1), "rss_kb": rss_kb(os.getpid()),
-                                "python_blocks": sys.getallocatedblocks()})
+                samples.append(
+                    {
+                        "seconds": round(elapsed, 1),
+                        "rss_kb": rss_kb(os.getpid()),
+                        "python_blocks": sys.getallocatedblocks(),
+                    }
+                )
                 if progress:
                     progress(elapsed)
                 if elapsed >= seconds:

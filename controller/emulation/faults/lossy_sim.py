@@ -115,8 +115,11 @@ class Link:
     up: bool = True
     _fifo: deque = field(default_factory=deque)
     _busy: bool = False
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("offered", "lost", "copies", "held", "tail_drops", "delivered"), 0))
+    counts: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(
+            ("offered", "lost", "copies", "held", "tail_drops", "delivered"), 0
+        )
+    )
 
     def send(self, frame: bytes, hook: bool = True) -> None:
         self.counts["offered"] += 1
@@ -130,8 +133,9 @@ class Link:
                 self._enqueue(frame)
             if self.rng.random() < self.impair.reorder:
                 self.counts["held"] += 1
-                self.clock.at(self.clock.now + self.impair.reorder_delay,
-                              lambda: self.send(frame, hook=False))
+                self.clock.at(
+                    self.clock.now + self.impair.reorder_delay, lambda: self.send(frame, hook=False)
+                )
                 return
         self._enqueue(frame)
 
@@ -213,7 +217,7 @@ class SimWorker:
         self.step()
 
     def receive(self, frame: bytes) -> None:
-        if frame[OFF_UDP + 2:OFF_UDP + 4] != _INA_PORT or self.worker.finished:
+        if frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT or self.worker.finished:
             return
         w = self.worker
         dispatch([w], {(w.task.job, w.task.task): w}, frame, self.clock.now)
@@ -270,9 +274,13 @@ class SimPlan:
             return None
         self.version = self.emulation.version
         a = next(a for a in self.emulation.assignments if a.worker == self.worker)
-        return {"flow_id": a.flow_id, "next_node": a.next_node, "rate_gbps": a.rate_gbps,
-                "segments": [s.__dict__ for s in a.segments],
-                "result_flow_id": a.result_flow_id}
+        return {
+            "flow_id": a.flow_id,
+            "next_node": a.next_node,
+            "rate_gbps": a.rate_gbps,
+            "segments": [s.__dict__ for s in a.segments],
+            "result_flow_id": a.result_flow_id,
+        }
 
 
 class Emulation:
@@ -281,15 +289,24 @@ class Emulation:
     frames, workers pace at the plan's rate × MBPS_PER_GBPS × PACING_HEADROOM (so a lower
     `mbps_per_gbps` congests the links, as `controller.emulation.faults.impair.congest` does)."""
 
-    def __init__(self, network: Network, impair: Impairments = Impairments(), seed: int = 0,
-                 scheme: str = "aro", mbps_per_gbps: float = MBPS_PER_GBPS,
-                 queue: int = 1000, service: float = 30e-6, plan: Plan | None = None) -> None:
+    def __init__(
+        self,
+        network: Network,
+        impair: Impairments = Impairments(),
+        seed: int = 0,
+        scheme: str = "aro",
+        mbps_per_gbps: float = MBPS_PER_GBPS,
+        queue: int = 1000,
+        service: float = 30e-6,
+        plan: Plan | None = None,
+    ) -> None:
         self.network = network
         self.clock = Clock()
         self.rng = random.Random(seed)
         self.impair = impair
-        self.plan = plan or solve(network, scheme, SolveOptions(
-            time_limit=20, seed=0, params={"num_workers": 1}))
+        self.plan = plan or solve(
+            network, scheme, SolveOptions(time_limit=20, seed=0, params={"num_workers": 1})
+        )
         self.scheme, self.version = scheme, 1
         self.programs, self.assignments = compile_plan(network, self.plan)
         programs = self.programs
@@ -311,8 +328,9 @@ class Emulation:
         self.links: dict[tuple[str, str], Link] = {}
         for u, v, data in network.graph.edges(data=True):
             rate = data["capacity_gbps"] * mbps_per_gbps * 1e6
-            link = Link(self.clock, self.rng, rate, self._deliverer(v, data["in_port"]),
-                        impair, queue)
+            link = Link(
+                self.clock, self.rng, rate, self._deliverer(v, data["in_port"]), impair, queue
+            )
             self.links[u, v] = link
             if network.is_switch(u):
                 self.switches[u].ports[data["out_port"]] = link
@@ -320,8 +338,7 @@ class Emulation:
                 self.sockets[u].link = link
         self.ips = Numbering(network).host_ip
 
-    def cut(self, u: str, v: str, after: float, detect: float = 1.5,
-            drain: float = 3.0) -> None:
+    def cut(self, u: str, v: str, after: float, detect: float = 1.5, drain: float = 3.0) -> None:
         """`after` virtual seconds from now the link u-v goes down; `detect` later the
         controller re-plans without it as `controller.service.daemon` does: the new version's
         entries beside the old (make-before-break), the agents switch to the new ids, the old
@@ -334,8 +351,9 @@ class Emulation:
         def replan() -> None:
             self.version += 1
             network = self.network.without_links({(u, v)})
-            plan = solve(network, self.scheme, SolveOptions(
-                time_limit=20, seed=0, params={"num_workers": 1}))
+            plan = solve(
+                network, self.scheme, SolveOptions(time_limit=20, seed=0, params={"num_workers": 1})
+            )
             programs, self.assignments = compile_plan(network, plan, self.version)
             stale = {}
             for name, entities in self.entities.items():
@@ -355,8 +373,9 @@ class Emulation:
     def _delete(self, stale: dict[str, list]) -> None:
         for name, deletes in stale.items():
             for entity in reversed(deletes):  # table entries before the groups they use
-                self.entities[name].write(p4r.Update(type=DELETE,
-                                                     entity=entity.encode(self._finsy)))
+                self.entities[name].write(
+                    p4r.Update(type=DELETE, entity=entity.encode(self._finsy))
+                )
 
     def _deliverer(self, node: str, port: int | None) -> Callable[[bytes], None]:
         if self.network.is_switch(node):
@@ -369,9 +388,15 @@ class Emulation:
         index = self.network.hosts.index(host) + 1
         return Endpoint(bytes([2, 0, 0, 0, 0, index]), ip_bytes(self.ips[host]))
 
-    def iteration(self, epoch: int, gradient_mb: float, timeout: float = 600.0,
-                  window: float = 16.0, rto: float = 0.5,
-                  pacing_headroom: float = PACING_HEADROOM) -> Iteration:
+    def iteration(
+        self,
+        epoch: int,
+        gradient_mb: float,
+        timeout: float = 600.0,
+        window: float = 16.0,
+        rto: float = 0.5,
+        pacing_headroom: float = PACING_HEADROOM,
+    ) -> Iteration:
         """One iteration as the Mininet runner starts it: PS and workers released together,
         synthetic gradients of seed `epoch`; runs until done or `timeout` virtual seconds.
         Workers pace at `pacing_headroom` of their planned rate (the runner's by default)."""
@@ -383,9 +408,15 @@ class Emulation:
         count = -(-elements // K)
         first = rows[0]
         # The simulated sockets and plan stand in for the real ones (duck-typed).
-        ps = ParameterServer(self.sockets[first.ps],  # type: ignore[arg-type]
-                             self.endpoint(first.ps), Task(job, task),
-                             len(rows), count, first.result_flow_id, epoch=epoch)
+        ps = ParameterServer(
+            self.sockets[first.ps],  # type: ignore[arg-type]
+            self.endpoint(first.ps),
+            Task(job, task),
+            len(rows),
+            count,
+            first.result_flow_id,
+            epoch=epoch,
+        )
         intake = PsIntake(ps)
         self.receivers[first.ps] = intake.receive
         into_ps = [link for (_, v), link in self.links.items() if v == first.ps]
@@ -396,12 +427,21 @@ class Emulation:
             grad = synthetic_gradient(epoch, index, elements)
             watcher = SimPlan(self, a.worker)
             self.watchers.append(watcher)
-            w = Worker(self.sockets[a.worker], self.endpoint(a.worker),  # type: ignore[arg-type]
-                       Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)), Task(job, task),
-                       a.flow_id, a.next_node, fragments(grad), window=window, timeout=rto,
-                       plan=watcher,  # type: ignore[arg-type]
-                       rate_scale=MBPS_PER_GBPS / 1000 * pacing_headroom,
-                       epoch=epoch, contributor=index)
+            w = Worker(
+                self.sockets[a.worker],  # type: ignore[arg-type]
+                self.endpoint(a.worker),
+                Endpoint(BROADCAST.mac, ip_bytes(a.ps_ip)),
+                Task(job, task),
+                a.flow_id,
+                a.next_node,
+                fragments(grad),
+                window=window,
+                timeout=rto,
+                plan=watcher,  # type: ignore[arg-type]
+                rate_scale=MBPS_PER_GBPS / 1000 * pacing_headroom,
+                epoch=epoch,
+                contributor=index,
+            )
             sim = SimWorker(self.clock, w)
             self.receivers[a.worker] = sim.receive
             workers.append((a.worker, sim))
@@ -410,21 +450,35 @@ class Emulation:
             sim.start()
         self.clock.run_until(start + timeout, lambda: all(s.worker.finished for _, s in workers))
         done = all(s.worker.finished for _, s in workers)
-        expected = sum(synthetic_gradient(epoch, i, elements).astype(np.int64)
-                       for i in range(len(rows)))
-        exact = [bool(np.array_equal(s.worker.result.reshape(-1)[:elements].astype(np.int64),
-                                     expected)) for _, s in workers]
-        waiting: dict[str, object] = {} if done else {
-            **{name: s.worker.waiting_for() for name, s in workers},
-            "PS": ps.waiting_for()}
-        return Iteration(epoch, self.clock.now - start if done else None, exact, ps.finished,
-                         count, ps.miscounted, ps.duplicates_ignored,
-                         sum(s.worker.stats.resent_on_timeout for _, s in workers),
-                         sum(s.worker.stats.resent_on_control for _, s in workers),
-                         sum(s.worker.stats.resent_on_loss for _, s in workers),
-                         sum(s.worker.stats.spurious for _, s in workers), waiting,
-                         [s.worker.rto for _, s in workers], intake.counts,
-                         sum(link.counts["tail_drops"] for link in into_ps) - drops_before)
+        expected = sum(
+            synthetic_gradient(epoch, i, elements).astype(np.int64) for i in range(len(rows))
+        )
+        exact = [
+            bool(np.array_equal(s.worker.result.reshape(-1)[:elements].astype(np.int64), expected))
+            for _, s in workers
+        ]
+        waiting: dict[str, object] = (
+            {}
+            if done
+            else {**{name: s.worker.waiting_for() for name, s in workers}, "PS": ps.waiting_for()}
+        )
+        return Iteration(
+            epoch,
+            self.clock.now - start if done else None,
+            exact,
+            ps.finished,
+            count,
+            ps.miscounted,
+            ps.duplicates_ignored,
+            sum(s.worker.stats.resent_on_timeout for _, s in workers),
+            sum(s.worker.stats.resent_on_control for _, s in workers),
+            sum(s.worker.stats.resent_on_loss for _, s in workers),
+            sum(s.worker.stats.spurious for _, s in workers),
+            waiting,
+            [s.worker.rto for _, s in workers],
+            intake.counts,
+            sum(link.counts["tail_drops"] for link in into_ps) - drops_before,
+        )
 
 
 class PsIntake:
@@ -439,17 +493,25 @@ class PsIntake:
         self.counts = dict.fromkeys(self.KINDS, 0)
 
     def receive(self, frame: bytes) -> None:
-        if frame[OFF_UDP + 2:OFF_UDP + 4] != _INA_PORT or len(frame) < FRAME_LEN:
+        if frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT or len(frame) < FRAME_LEN:
             return
         job, task, flags, flow, _, raw, *_ = INA_HEADER.unpack_from(frame, OFF_INA)
         epoch, wire = split_frag_id(raw)
         ps, frag = self.ps, wire - self.ps.offset
-        if ((job, task) == (ps.task.job, ps.task.task) and epoch == ps.epoch
-                and 0 <= frag < ps.fragments):
+        if (
+            (job, task) == (ps.task.job, ps.task.task)
+            and epoch == ps.epoch
+            and 0 <= frag < ps.fragments
+        ):
             kind = {ACK: "acks", PROBE: "probes"}.get(flags)
             if flags == DATA:
-                kind = ("sums_of_finished" if ps.done[frag] else
-                        "repeated_sums" if (flow, frag) in ps.seen else "new_sums")
+                kind = (
+                    "sums_of_finished"
+                    if ps.done[frag]
+                    else "repeated_sums"
+                    if (flow, frag) in ps.seen
+                    else "new_sums"
+                )
             if kind:
                 self.counts[kind] += 1
         ps.handle(frame)
@@ -472,6 +534,7 @@ def _positive(kind: type) -> Callable[[str], float]:
         if value <= 0:
             raise argparse.ArgumentTypeError(f"{text} is not above 0")
         return value
+
     return parse
 
 
@@ -481,8 +544,9 @@ def main(argv: list[str] | None = None) -> int:
     topology, optionally every link slowed and its queue shortened (as
     `controller.emulation.faults.impair.congest` does on Mininet) and one link cut during the last
     iteration."""
-    parser = argparse.ArgumentParser(prog="python -m controller.emulation.faults.lossy_sim",
-                                     description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m controller.emulation.faults.lossy_sim", description=main.__doc__
+    )
     parser.add_argument("--topology", default="topologies/examples/aro-fig1.yaml")
     parser.add_argument("--loss", type=_fraction, default=0.0, help="per frame and link (0..1)")
     parser.add_argument("--duplicate", type=_fraction, default=0.0)
@@ -490,41 +554,69 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iterations", type=_positive(int), default=3)
     parser.add_argument("--gradient-mb", type=_positive(float), default=0.25)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--service", type=_positive(float), default=30e-6,
-                        help="seconds a switch takes per frame (slow Python switches: 0.0005)")
-    parser.add_argument("--link-scale", type=_positive(float), default=1.0,
-                        help="every link's rate as a fraction of what the workers pace at "
-                             "(0.3: the congestion case of RELIABILITY.md section 2)")
-    parser.add_argument("--queue", type=_positive(int), default=1000,
-                        help="frames a link's queue holds")
-    parser.add_argument("--pacing-headroom", type=_positive(float), default=PACING_HEADROOM,
-                        help="workers pace at this fraction of their planned rate")
-    parser.add_argument("--cut", metavar="U-V",
-                        help="cut link U-V during the last iteration; the plan is recomputed "
-                             "without it 1.5 virtual s later, as the controller does")
-    parser.add_argument("--cut-after", type=_positive(float), default=0.5,
-                        help="virtual seconds into the last iteration the cut happens")
+    parser.add_argument(
+        "--service",
+        type=_positive(float),
+        default=30e-6,
+        help="seconds a switch takes per frame (slow Python switches: 0.0005)",
+    )
+    parser.add_argument(
+        "--link-scale",
+        type=_positive(float),
+        default=1.0,
+        help="every link's rate as a fraction of what the workers pace at "
+        "(0.3: the congestion case of RELIABILITY.md section 2)",
+    )
+    parser.add_argument(
+        "--queue", type=_positive(int), default=1000, help="frames a link's queue holds"
+    )
+    parser.add_argument(
+        "--pacing-headroom",
+        type=_positive(float),
+        default=PACING_HEADROOM,
+        help="workers pace at this fraction of their planned rate",
+    )
+    parser.add_argument(
+        "--cut",
+        metavar="U-V",
+        help="cut link U-V during the last iteration; the plan is recomputed "
+        "without it 1.5 virtual s later, as the controller does",
+    )
+    parser.add_argument(
+        "--cut-after",
+        type=_positive(float),
+        default=0.5,
+        help="virtual seconds into the last iteration the cut happens",
+    )
     args = parser.parse_args(argv)
     try:
         network = load_topology(args.topology)
     except (OSError, InputError) as error:
         parser.error(str(error))
-    emulation = Emulation(network, seed=args.seed, service=args.service,
-                          impair=Impairments(args.loss, args.duplicate, args.reorder),
-                          mbps_per_gbps=args.link_scale * MBPS_PER_GBPS, queue=args.queue)
+    emulation = Emulation(
+        network,
+        seed=args.seed,
+        service=args.service,
+        impair=Impairments(args.loss, args.duplicate, args.reorder),
+        mbps_per_gbps=args.link_scale * MBPS_PER_GBPS,
+        queue=args.queue,
+    )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:
         parser.error(f"--cut {args.cut}: the topology has no link {cut[0]}-{cut[1]}")
     for epoch in range(args.iterations):
         if cut and epoch == args.iterations - 1:
             emulation.cut(cut[0], cut[1], after=args.cut_after)
-        it = emulation.iteration(epoch, args.gradient_mb, timeout=600,
-                                 pacing_headroom=args.pacing_headroom)
+        it = emulation.iteration(
+            epoch, args.gradient_mb, timeout=600, pacing_headroom=args.pacing_headroom
+        )
         row = {k: v for k, v in it.__dict__.items() if k != "waiting"}
         row["exact"] = all(it.exact)
         row["plan_version"] = emulation.version
-        print(json.dumps(row if it.seconds is not None else {**row, "waiting": it.waiting}),
-              flush=True)
+        print(
+            json.dumps(row if it.seconds is not None else {**row, "waiting": it.waiting}),
+            flush=True,
+        )
         if it.seconds is None:
             return 1
     return 0

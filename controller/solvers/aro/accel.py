@@ -34,7 +34,8 @@ from controller.solvers.aro.unfold import Edge, Node, TaskGraph, build_task_grap
 def access_switches(network: Network) -> set[str]:
     """Switches with a host attached (leaves / edge switches)."""
     return {
-        s for s in network.switches
+        s
+        for s in network.switches
         if any(not network.is_switch(n) for n in network.graph.successors(s))
     }
 
@@ -57,7 +58,7 @@ def aa_groups(tg: TaskGraph, candidates: set[str]) -> list[list[str]]:
     """INA switches of the task's graph that are interchangeable (same DAG neighbours)."""
     pred: dict[str, set[str]] = defaultdict(set)
     succ: dict[str, set[str]] = defaultdict(set)
-    for (a, b) in tg.physical.values():
+    for a, b in tg.physical.values():
         succ[a].add(b)
         pred[b].add(a)
     groups: dict[tuple[frozenset[str], frozenset[str]], list[str]] = defaultdict(list)
@@ -96,12 +97,16 @@ def app_select(network: Network, alpha: float, ina: list[str]) -> dict[int, set[
 
 def sro_excluded(network: Network) -> set[str]:
     """Stage 1 of SRO: the INA-agnostic switches above the access layer."""
-    return set(network.switches) - access_switches(network) - {
-        s for s in network.switches if network.is_ina(s)}
+    return (
+        set(network.switches)
+        - access_switches(network)
+        - {s for s in network.switches if network.is_ina(s)}
+    )
 
 
 def idle_inp_links(
-    graphs: list[TaskGraph], flows: dict[tuple[int, Edge], int],
+    graphs: list[TaskGraph],
+    flows: dict[tuple[int, Edge], int],
 ) -> dict[int, set[Edge]]:
     """Per task, the links into INPs that stage 1 offered but its routes did not use."""
     dropped: dict[int, set[Edge]] = {}

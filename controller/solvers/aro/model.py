@@ -80,7 +80,8 @@ def build(
             if z[0] in ("op", "cs") and tg.pred.get(z) and tg.succ.get(z):
                 m.model.add(  # (9)
                     sum(m.y[i, (u, z)] for u in tg.pred[z])
-                    == sum(m.y[i, (z, v)] for v in tg.succ[z]))
+                    == sum(m.y[i, (z, v)] for v in tg.succ[z])
+                )
     if levels is not None:
         _fixed_capacity(m, resources, levels)
     else:
@@ -149,8 +150,12 @@ def _load(m: AroModel, ys: list[cp_model.IntVar]) -> tuple[cp_model.IntVar, int]
 
 
 def _single_product(
-    m: AroModel, load: cp_model.IntVar, most: int, r: cp_model.IntVar,
-    bounds: tuple[int, int], cap: int,
+    m: AroModel,
+    load: cp_model.IntVar,
+    most: int,
+    r: cp_model.IntVar,
+    bounds: tuple[int, int],
+    cap: int,
 ) -> None:
     """load·r ≤ cap: [load ≥ k] ⇒ r ≤ floor(cap/k), one literal per distinct floor value."""
     lo, hi = bounds
@@ -171,8 +176,13 @@ def _single_product(
 
 
 def _shared_product(
-    m: AroModel, load: cp_model.IntVar, most: int, r: cp_model.IntVar,
-    bounds: tuple[int, int], cap: int, z: cp_model.IntVar,
+    m: AroModel,
+    load: cp_model.IntVar,
+    most: int,
+    r: cp_model.IntVar,
+    bounds: tuple[int, int],
+    cap: int,
+    z: cp_model.IntVar,
 ) -> None:
     """z ≥ load·r: [load ≥ k] ⇒ z ≥ k·r, with the literals chained by implication."""
     lo, _hi = bounds

@@ -68,10 +68,10 @@ def rate_ceiling(graphs: list[TaskGraph], network: Network) -> float:
 def task_ceiling(tg: TaskGraph, network: Network) -> float:
     """An upper bound on r[i] valid for every routing (see `rate_ceiling`); a PS that
     aggregates receives at least one flow, and a task's rate cap R caps r[i] itself."""
-    ps_in = max((network.capacity(*ab) for (u, v), ab in tg.physical.items() if v == tg.ps),
-                default=0.0)
-    workers = [max(network.capacity(*tg.physical[(w, v)]) for v in tg.succ[w])
-               for w in tg.workers]
+    ps_in = max(
+        (network.capacity(*ab) for (u, v), ab in tg.physical.items() if v == tg.ps), default=0.0
+    )
+    workers = [max(network.capacity(*tg.physical[(w, v)]) for v in tg.succ[w]) for w in tg.workers]
     caps = [network.ps_capacity(tg.task, tg.task.ps), tg.task.rate_cap_gbps]
     return min([ps_in, *workers, *(c for c in caps if c is not None)])
 
@@ -115,13 +115,13 @@ def resources(
             directions = [(a, b), (b, a)] if bidirectional else [(a, b)]
             for u, v in directions:
                 key = network.link_key(u, v)  # a shared link: both directions, one capacity
-                res = links.setdefault(
-                    key, Resource(("link", *key), network.capacity(u, v), {}))
+                res = links.setdefault(key, Resource(("link", *key), network.capacity(u, v), {}))
                 res.terms.setdefault(tg.index, []).append(edge)
             inp = edge[1]
             # merged flows; at `aggregates: all` also those crossing its copy (`unfold`)
             charged = inp[0] == "inp" or (
-                edge in tg.bypass and network.switch_spec(inp[1]).aggregates == "all")
+                edge in tg.bypass and network.switch_spec(inp[1]).aggregates == "all"
+            )
             limit = network.spec(inp[1]).aggregation_capacity_gbps if charged else None
             if limit is not None:
                 res = aggs.setdefault(inp[1], Resource(("aggregator", inp[1]), limit, {}))

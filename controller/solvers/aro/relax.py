@@ -42,10 +42,13 @@ def relax(
     merged = []
     for tg in graphs:
         new = TaskGraph(tg.index, tg.task, tg.ps, list(tg.workers))
-        for (u, v) in tg.edges:
+        for u, v in tg.edges:
             ab = tg.physical.get((u, v))
-            new.add_edge(node(u), node(v), None if ab is None else (rep.get(ab[0], ab[0]),
-                                                                     rep.get(ab[1], ab[1])))
+            new.add_edge(
+                node(u),
+                node(v),
+                None if ab is None else (rep.get(ab[0], ab[0]), rep.get(ab[1], ab[1])),
+            )
         merged.append(new)
     by_key: dict[tuple[str, ...], Resource] = {}
     for r in resources:

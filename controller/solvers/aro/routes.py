@@ -87,7 +87,9 @@ def greedy_flows(graphs: list[TaskGraph]) -> dict[tuple[int, Edge], int]:
 
 
 def _greedy_task(
-    tg: TaskGraph, load: dict[tuple[str, str], int], closed: set[Node],
+    tg: TaskGraph,
+    load: dict[tuple[str, str], int],
+    closed: set[Node],
 ) -> tuple[Flows, Node | None]:
     """One task's greedy walks, never merging at a `closed` INP; or the INP that blocked."""
     flows: Flows = defaultdict(int)
@@ -100,10 +102,15 @@ def _greedy_task(
         walked: list[Node] = []
         while u not in onward:
             walked.append(u)
-            ways = [v for v in tg.succ[u] if v not in unmerged and not (
-                (u, v) in tg.bypass and tg.bypass[(u, v)] in onward and v[1] not in tg.mixed)
-                and not (v in full and sum(flows.get((p, v), 0) for p in tg.pred[v])
-                         >= tg.fan_in)]
+            ways = [
+                v
+                for v in tg.succ[u]
+                if v not in unmerged
+                and not (
+                    (u, v) in tg.bypass and tg.bypass[(u, v)] in onward and v[1] not in tg.mixed
+                )
+                and not (v in full and sum(flows.get((p, v), 0) for p in tg.pred[v]) >= tg.fan_in)
+            ]
             if not ways:
                 return flows, next(tg.bypass[(u, v)] for v in tg.succ[u] if (u, v) in tg.bypass)
             merging = [v for v in ways if (u, v) not in tg.bypass] or ways

@@ -81,9 +81,14 @@ class Search:
     """
 
     def __init__(
-        self, graphs: list[TaskGraph], resources: list[Resource], scale: Scale,
-        jobs: dict[int, tuple[str, float]], settings: SolverSettings,
-        ceiling: dict[int, float], grid_only: bool = False,
+        self,
+        graphs: list[TaskGraph],
+        resources: list[Resource],
+        scale: Scale,
+        jobs: dict[int, tuple[str, float]],
+        settings: SolverSettings,
+        ceiling: dict[int, float],
+        grid_only: bool = False,
     ):
         self.graphs, self.resources, self.scale, self.settings = graphs, resources, scale, settings
         self.jobs = jobs  # task index → (job name, beta)
@@ -100,8 +105,8 @@ class Search:
         self.build_seconds = 0.0  # last time taken to build the joint fixed-rate model
         most = {tg.index: tg.max_flows() for tg in graphs}
         self.most_load = {
-            id(r): sum(most[i][e[0]] for i, es in r.terms.items() for e in es)
-            for r in resources}
+            id(r): sum(most[i][e[0]] for i, es in r.terms.items() for e in es) for r in resources
+        }
         self._exact: list[float] | None = None
 
     # --- objective ----------------------------------------------------------------------
@@ -133,15 +138,15 @@ class Search:
         if self.common:
             return dict.fromkeys(self.weight, c)
         w_min = min(self.weight.values())
-        return {i: self.scale.gbps(math.ceil(c * w_min / w - 1e-9))
-                for i, w in self.weight.items()}
+        return {i: self.scale.gbps(math.ceil(c * w_min / w - 1e-9)) for i, w in self.weight.items()}
 
     def candidates(self) -> list[float]:
         if self.common and not self.grid_only:
             return self.exact()
         if self.common:
             values = {
-                r.cap // k for r in self.resources for k in range(1, self.most_load[id(r)] + 1)}
+                r.cap // k for r in self.resources for k in range(1, self.most_load[id(r)] + 1)
+            }
             return [self.scale.gbps(v) for v in sorted(values) if v >= 1]
         # Thresholds up to where some task would pass its ceiling (no solution beyond).
         w_min = min(self.weight.values())
@@ -161,8 +166,12 @@ class Search:
         flows can reach it than an INP merges, and no INP merges more than that (`unfold`)."""
         for tg in self.graphs:
             for edge, inp in tg.bypass.items():
-                if flows.get((tg.index, edge)) and inp in tg.succ and flows.get(
-                        (tg.index, (inp, tg.succ[inp][0]))) and edge[1][1] not in tg.mixed:
+                if (
+                    flows.get((tg.index, edge))
+                    and inp in tg.succ
+                    and flows.get((tg.index, (inp, tg.succ[inp][0])))
+                    and edge[1][1] not in tg.mixed
+                ):
                     return False
             for inp in tg.inps if tg.fan_in > 0 else ():
                 if sum(flows.get((tg.index, (u, inp)), 0) for u in tg.pred[inp]) > tg.fan_in:
@@ -181,7 +190,9 @@ class Search:
         return lo
 
     def _probe(
-        self, resources: list[Resource], rates: Rates,
+        self,
+        resources: list[Resource],
+        rates: Rates,
     ) -> tuple[list[Resource], dict[int, int]]:
         """Resources and integer levels whose fixed-level model is exactly `rates`.
 
@@ -191,8 +202,13 @@ class Search:
         if len(set(rates.values())) == 1:
             t = next(iter(rates.values()))
             if t > 0:
-                return ([Resource(r.key, r.capacity_gbps, r.terms, admits(r.capacity_gbps, t))
-                         for r in resources], dict.fromkeys(rates, 1))
+                return (
+                    [
+                        Resource(r.key, r.capacity_gbps, r.terms, admits(r.capacity_gbps, t))
+                        for r in resources
+                    ],
+                    dict.fromkeys(rates, 1),
+                )
         levels = {i: round(v / self.scale.gbps(1)) for i, v in rates.items()}
         assert all(_same(self.scale.gbps(levels[i]), v) for i, v in rates.items()), rates
         return resources, levels
@@ -206,7 +222,10 @@ class Search:
         return solver
 
     def feasible(
-        self, rates: Rates, hint: Hint | None, budget: float | None = None,
+        self,
+        rates: Rates,
+        hint: Hint | None,
+        budget: float | None = None,
     ) -> tuple[str, Hint | None]:
         """Pure feasibility ILP at fixed rates: 'feasible', 'infeasible' or 'unknown'."""
         if self.settings.left() <= 0.01:
@@ -237,8 +256,15 @@ class Search:
     # --- phase 0: per-task relaxations --------------------------------------------------
     def alone(self, tg: TaskGraph, resources: list[Resource], settings: SolverSettings) -> Search:
         """The same search for task `tg` alone on `resources`."""
-        return Search([tg], resources, self.scale, {tg.index: self.jobs[tg.index]}, settings,
-                      {tg.index: self.ceiling[tg.index]}, self.grid_only)
+        return Search(
+            [tg],
+            resources,
+            self.scale,
+            {tg.index: self.jobs[tg.index]},
+            settings,
+            {tg.index: self.ceiling[tg.index]},
+            self.grid_only,
+        )
 
     def solo_optima(self, incumbents: list[Hint], share: float) -> Hint:
         """Each task's own optimum on the network without the other tasks.
@@ -252,8 +278,11 @@ class Search:
         end = time.perf_counter() + share
         union: Hint = {}
         for k, tg in enumerate(self.graphs):
-            own = [Resource(r.key, r.capacity_gbps, {tg.index: r.terms[tg.index]}, r.cap)
-                   for r in self.resources if tg.index in r.terms]
+            own = [
+                Resource(r.key, r.capacity_gbps, {tg.index: r.terms[tg.index]}, r.cap)
+                for r in self.resources
+                if tg.index in r.terms
+            ]
             slot = (end - time.perf_counter()) / (len(self.graphs) - k)
             alone = self.alone(tg, own, self.settings.until(time.perf_counter() + slot))
             mine = [{key: n for key, n in f.items() if key[0] == tg.index} for f in incumbents]
@@ -266,7 +295,8 @@ class Search:
             self.log.append(
                 f"solo {self.jobs[tg.index][0]}/{tg.task.name}: {reached[tg.index]:g}"
                 f"{'' if finished and _same(cap, reached[tg.index]) else f' (≤ {cap:g})'}"
-                f" {time.perf_counter() - started:.3f}s")
+                f" {time.perf_counter() - started:.3f}s"
+            )
         return union
 
     def at_caps(self, union: Hint, budget: float) -> Result | None:
@@ -297,7 +327,12 @@ class Search:
         return Result(union, caps, value, value, finished=True)
 
     def _join(
-        self, tg: TaskGraph, own: Hint, placed: Hint, caps: Rates, budget: float,
+        self,
+        tg: TaskGraph,
+        own: Hint,
+        placed: Hint,
+        caps: Rates,
+        budget: float,
     ) -> Hint | None:
         """Routes of task `tg` at its cap on the capacity that the `placed` routes leave."""
         residual = []
@@ -309,21 +344,26 @@ class Search:
             if left < -REL * r.capacity_gbps - 1e-12:
                 return None
             left = max(0.0, left)
-            residual.append(Resource(r.key, left, {tg.index: r.terms[tg.index]},
-                                     self.scale.cap(left)))
+            residual.append(
+                Resource(r.key, left, {tg.index: r.terms[tg.index]}, self.scale.cap(left))
+            )
         alone = self.alone(tg, residual, self.settings.until(time.perf_counter() + budget))
         rate = {tg.index: caps[tg.index]}
         if alone.fits(own, rate):
             return own
         started = time.perf_counter()
         verdict, flows = alone.feasible(rate, own)
-        self.log.append(f"join {self.jobs[tg.index][0]}/{tg.task.name} at {caps[tg.index]:g}: "
-                        f"{verdict} {time.perf_counter() - started:.3f}s")
+        self.log.append(
+            f"join {self.jobs[tg.index][0]}/{tg.task.name} at {caps[tg.index]:g}: "
+            f"{verdict} {time.perf_counter() - started:.3f}s"
+        )
         return flows
 
     # --- phase 1: bisection -------------------------------------------------------------
     def threshold(
-        self, incumbents: list[Hint], quick: float = 0.0,
+        self,
+        incumbents: list[Hint],
+        quick: float = 0.0,
     ) -> tuple[Hint, Rates, Rates, bool, list[str]]:
         """Largest feasible threshold by bisection over the candidates.
 
@@ -343,8 +383,14 @@ class Search:
                 best, lo = incumbent, idx
         hi, timed_out, log = len(cands), False, []
         caps = {i: min(self.solo.get(i, math.inf), self.ceiling[i]) for i in self.weight}
-        hi = next((k for k, c in enumerate(cands) if any(
-            v > caps[i] * (1 + REL) for i, v in self.rates_for(c).items())), len(cands))
+        hi = next(
+            (
+                k
+                for k, c in enumerate(cands)
+                if any(v > caps[i] * (1 + REL) for i, v in self.rates_for(c).items())
+            ),
+            len(cands),
+        )
         while quick and hi - lo > 1:
             verdict, flows = self.feasible(self.rates_for(cands[hi - 1]), None, quick)
             log.append(f"t={cands[hi - 1]:g} {verdict} (quick)")
@@ -366,8 +412,9 @@ class Search:
             else:
                 timed_out = True
                 break
-            progress.report(cands[lo] if lo >= 0 else None, cands[hi - 1] if hi else None,
-                            "common rate")
+            progress.report(
+                cands[lo] if lo >= 0 else None, cands[hi - 1] if hi else None, "common rate"
+            )
         zero = dict.fromkeys(self.weight, 0.0)
         rates = self.rates_for(cands[lo]) if lo >= 0 else zero
         return best, rates, self._top(cands, hi), not timed_out, log
@@ -392,8 +439,9 @@ class Search:
     def bisect(self, incumbents: list[Hint]) -> Result:
         """The max-min part by `threshold`, with the bound of `upper`."""
         best, rates, top, finished, log = self.threshold(incumbents)
-        return Result(best, rates, self.objective(rates), self.upper(top),
-                      finished=finished, log=log)
+        return Result(
+            best, rates, self.objective(rates), self.upper(top), finished=finished, log=log
+        )
 
     def upper(self, maxmin: Rates | None) -> float:
         """A valid bound on Eq. (1)-(3) for the real problem.
@@ -443,12 +491,17 @@ class Search:
                 if r.key[0] == "link" and any(e[1][0] == "ps" for e in edges):
                     ps_caps[i] += r.cap
         start = {i: level(first.rates[i]) for i in self.weight}
-        top = {i: min(ps_caps[i], level(min(self.solo.get(i, math.inf), self.ceiling[i])))
-               for i in self.weight}
+        top = {
+            i: min(ps_caps[i], level(min(self.solo.get(i, math.inf), self.ceiling[i])))
+            for i in self.weight
+        }
         bounds = {
-            i: (max(start[i] if lexi else 0, min(level(floor.get(i, 0.0)), start[i])),
-                max(top[i], start[i]))
-            for i in self.weight}
+            i: (
+                max(start[i] if lexi else 0, min(level(floor.get(i, 0.0)), start[i])),
+                max(top[i], start[i]),
+            )
+            for i in self.weight
+        }
         # CP-SAT's bound is the grid model's only without lower bounds and with the exact
         # integer weights of `_objective`.
         restricted = any(lo > 0 for lo, _hi in bounds.values()) or not self._integral_weights()
@@ -460,21 +513,29 @@ class Search:
         log = [*first.log, f"refine {solver.status_name(status)} {solver.wall_time:.3f}s"]
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             # No solution, so CP-SAT's bound is meaningless: keep the bisection's.
-            return Result(first.flows, first.rates, first.objective, first.bound,
-                          finished=False, log=log)
+            return Result(
+                first.flows, first.rates, first.objective, first.bound, finished=False, log=log
+            )
         bound = first.bound if first.bound is not None else math.inf
         if not restricted:
             grid_bound = self.scale.gbps(solver.best_objective_bound / scale_back)
             bound = min(bound, grid_bound + self.slack())
         rates = {i: self.scale.gbps(solver.value(v)) for i, v in am.r.items()}
-        return Result(am.flows(solver), rates, self.objective(rates),
-                      None if math.isinf(bound) else bound,
-                      finished=status == cp_model.OPTIMAL, log=log)
+        return Result(
+            am.flows(solver),
+            rates,
+            self.objective(rates),
+            None if math.isinf(bound) else bound,
+            finished=status == cp_model.OPTIMAL,
+            log=log,
+        )
 
     def _integral_weights(self) -> bool:
         scaled = [self.jobs[idx[0]][1] * 1000 for idx in self.tasks_of.values()]
-        return (all(abs(b - round(b)) < 1e-9 for b in scaled)
-                and abs(1 / self.settings.mu - round(1 / self.settings.mu)) < 1e-9)
+        return (
+            all(abs(b - round(b)) < 1e-9 for b in scaled)
+            and abs(1 / self.settings.mu - round(1 / self.settings.mu)) < 1e-9
+        )
 
     def _objective(self, am: aro_model.AroModel) -> float:
         """Set Eq. (2) or (3) as integer objective; returns the divisor back to level units."""
@@ -483,13 +544,17 @@ class Search:
             return 1.0
         scale_beta, mu_inv = 1000, round(1 / self.settings.mu)
         beta = {job: round(self.jobs[idx[0]][1] * scale_beta) for job, idx in self.tasks_of.items()}
-        top = sum(b * sum(list(am.r[i].proto.domain)[-1] for i in self.tasks_of[j])
-                  for j, b in beta.items())
+        top = sum(
+            b * sum(list(am.r[i].proto.domain)[-1] for i in self.tasks_of[j])
+            for j, b in beta.items()
+        )
         m = am.model.new_int_var(0, top, "min_job")
         for job, idx in self.tasks_of.items():
             am.model.add(m <= beta[job] * sum(am.r[i] for i in idx))
-        am.model.maximize(mu_inv * m + sum(
-            beta[j] * sum(am.r[i] for i in idx) for j, idx in self.tasks_of.items()))
+        am.model.maximize(
+            mu_inv * m
+            + sum(beta[j] * sum(am.r[i] for i in idx) for j, idx in self.tasks_of.items())
+        )
         return float(scale_beta * mu_inv)
 
 

@@ -118,8 +118,18 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
             details["stages"].append("sro stage 1 skipped: workers need INA-agnostic switches")
         else:
             first = settings.until(started + search_limit / 2)
-            stage1 = _search(network, graphs, levels, variant, bidirectional, first, [], options,
-                             details, refine=False)[-1]
+            stage1 = _search(
+                network,
+                graphs,
+                levels,
+                variant,
+                bidirectional,
+                first,
+                [],
+                options,
+                details,
+                refine=False,
+            )[-1]
             # INPs idle in the stage-1 plan and in every task's own stage-1 routes.
             dropped = accel.idle_inp_links(graphs, {**stage1.solo_flows, **stage1.flows})
             details["stages"].append(_stage_summary("sro stage 1", stage1, started))
@@ -129,20 +139,33 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     if missing:
         raise AroInputError(f"workers without a shortest path to their PS: {missing}")
     extra = [f for f in (stage1.flows, stage1.solo_flows) if f] if stage1 is not None else []
-    results = _search(network, graphs, levels, variant, bidirectional, settings, extra, options,
-                      details, floor=stage1.rates if stage1 is not None else None)
+    results = _search(
+        network,
+        graphs,
+        levels,
+        variant,
+        bidirectional,
+        settings,
+        extra,
+        options,
+        details,
+        floor=stage1.rates if stage1 is not None else None,
+    )
     details["stages"].append(_stage_summary("final", results[-1], started))
     # The routes' exact (filled) rates can rank the bisection's solution above the refined one.
-    plans = [_plan(network, scheme, graphs, r, bidirectional, settings, dict(details), options,
-                   started) for r in results]
+    plans = [
+        _plan(network, scheme, graphs, r, bidirectional, settings, dict(details), options, started)
+        for r in results
+    ]
     best = max(plans, key=lambda p: p.objective)
     bounds = [r.bound for r in results if r.bound is not None]
     bound = min(bounds) if bounds else None
     if separate_bound and _restricted(network, graphs, full, fan_in):
         # The smaller model's bound says nothing about the full problem.
         rest = SolverSettings(bound_deadline, settings.num_workers, settings.seed, settings.mu)
-        bound = _full_bound(network, best, levels, variant, bidirectional, rest, best.details,
-                            fan_in)
+        bound = _full_bound(
+            network, best, levels, variant, bidirectional, rest, best.details, fan_in
+        )
     best.bound = None if bound is None else max(bound, best.objective)
     best.status = _status(best, results[-1].finished)
     best.solve_seconds = time.perf_counter() - started
@@ -156,24 +179,32 @@ def _status(plan: Plan, finished: bool) -> Status:
     return "feasible" if finished else "timeout"
 
 
-def _restricted(network: Network, graphs: list[TaskGraph], full: dict[int, set[str]],
-                fan_in: int) -> bool:
+def _restricted(
+    network: Network, graphs: list[TaskGraph], full: dict[int, set[str]], fan_in: int
+) -> bool:
     """Whether SRO/APP left out a route or an aggregator of the full model."""
     whole = _graphs(network, full, fan_in)
     return any(set(a.edges) != set(b.edges) for a, b in zip(graphs, whole, strict=True))
 
 
 def _full_bound(
-    network: Network, plan: Plan, levels: int, variant: Variant, bidirectional: bool,
-    settings: SolverSettings, details: dict, fan_in: int,
+    network: Network,
+    plan: Plan,
+    levels: int,
+    variant: Variant,
+    bidirectional: bool,
+    settings: SolverSettings,
+    details: dict,
+    fan_in: int,
 ) -> float:
     """A bound on the full problem: each task's own optimum on the full graphs caps its rate.
 
     The plan's routes (replayed on the full graphs) and the greedy ones start each task's
     search; a task whose search runs out of time keeps its unrefuted rate as its cap.
     """
-    graphs = _graphs(network, {i: set(ina_switches(network)) for i in range(len(network.tasks))},
-                     fan_in)
+    graphs = _graphs(
+        network, {i: set(ina_switches(network)) for i in range(len(network.tasks))}, fan_in
+    )
     search = _new_search(network, graphs, levels, variant, bidirectional, settings)
     replayed: dict[tuple[int, Edge], int] = {}
     for tg, tp in zip(graphs, plan.tasks, strict=True):
@@ -182,14 +213,21 @@ def _full_bound(
     started = time.perf_counter()
     search.solo_optima([greedy_flows(graphs), replayed], max(0.0, settings.left()))
     bound = search.upper(None)
-    details["full_bound"] = {"bound_gbps": bound, "seconds": time.perf_counter() - started,
-                             "log": search.log}
+    details["full_bound"] = {
+        "bound_gbps": bound,
+        "seconds": time.perf_counter() - started,
+        "log": search.log,
+    }
     return bound
 
 
 def _new_search(
-    network: Network, graphs: list[TaskGraph], levels: int, variant: Variant,
-    bidirectional: bool, settings: SolverSettings,
+    network: Network,
+    graphs: list[TaskGraph],
+    levels: int,
+    variant: Variant,
+    bidirectional: bool,
+    settings: SolverSettings,
 ) -> Search:
     res = resources(network, graphs, bidirectional)
     top = bbar(graphs, network) if variant.qsr else rate_ceiling(graphs, network)
@@ -202,20 +240,30 @@ def _new_search(
 
 
 def _graphs(
-    network: Network, keep: dict[int, set[str]], fan_in: int, excluded: set[str] | None = None,
+    network: Network,
+    keep: dict[int, set[str]],
+    fan_in: int,
+    excluded: set[str] | None = None,
     dropped: dict[int, set[Edge]] | None = None,
 ) -> list[TaskGraph]:
     return [
-        build_task_graph(network, i, t, keep[i], excluded or (), (dropped or {}).get(i, ()),
-                         fan_in)
+        build_task_graph(network, i, t, keep[i], excluded or (), (dropped or {}).get(i, ()), fan_in)
         for i, t in enumerate(network.tasks)
     ]
 
 
 def _search(
-    network: Network, graphs: list[TaskGraph], levels: int, variant: Variant,
-    bidirectional: bool, settings: SolverSettings, extra: list, options: SolveOptions,
-    details: dict, floor: dict[int, float] | None = None, refine: bool = True,
+    network: Network,
+    graphs: list[TaskGraph],
+    levels: int,
+    variant: Variant,
+    bidirectional: bool,
+    settings: SolverSettings,
+    extra: list,
+    options: SolveOptions,
+    details: dict,
+    floor: dict[int, float] | None = None,
+    refine: bool = True,
 ) -> list[Result]:
     """The bisection's result, then (several tasks) the refined one with the better bound.
 
@@ -228,9 +276,11 @@ def _search(
     details["rate_grid"] = (
         f"quantized as in the paper (QSR, Eq. 11): every rate is a multiple of "
         f"{search.scale.gbps(1):g} Gbps ({search.scale.describe()}); status and bound refer "
-        f"to the unquantized problem" if variant.qsr else
-        f"exact common rates (capacity / flow count); several tasks' rates on a grid of "
-        f"{search.scale.describe()}, its loss counted in the bound")
+        f"to the unquantized problem"
+        if variant.qsr
+        else f"exact common rates (capacity / flow count); several tasks' rates on a grid of "
+        f"{search.scale.describe()}, its loss counted in the bound"
+    )
     incumbents = [greedy_flows(graphs), *extra, *_warm(graphs, options)]
     if len(graphs) == 1:
         results = [search.bisect(incumbents)]
@@ -245,7 +295,9 @@ def _search(
             results = [first] if settled or not refine else [first, search.refine(first, floor)]
         results[-1].solo_flows = union
     results[-1].log[:0] = [
-        f"{search.scale.describe()} cands={len(search.candidates())}", *search.log]
+        f"{search.scale.describe()} cands={len(search.candidates())}",
+        *search.log,
+    ]
     return results
 
 
@@ -268,24 +320,44 @@ def _warm(graphs: list[TaskGraph], options: SolveOptions) -> list[dict[tuple[int
 
 def _stage_summary(name: str, result: Result, started: float) -> dict:
     return {
-        "stage": name, "objective_gbps": result.objective, "bound_gbps": result.bound,
-        "finished": result.finished, "at_seconds": round(time.perf_counter() - started, 3),
+        "stage": name,
+        "objective_gbps": result.objective,
+        "bound_gbps": result.bound,
+        "finished": result.finished,
+        "at_seconds": round(time.perf_counter() - started, 3),
         "log": result.log,
     }
 
 
 def _plan(
-    network: Network, scheme: str, graphs: list[TaskGraph], result: Result, bidirectional: bool,
-    settings: SolverSettings, details: dict, options: SolveOptions, started: float,
+    network: Network,
+    scheme: str,
+    graphs: list[TaskGraph],
+    result: Result,
+    bidirectional: bool,
+    settings: SolverSettings,
+    details: dict,
+    options: SolveOptions,
+    started: float,
 ) -> Plan:
     tasks = []
     for tg in graphs:
         flows = {e: n for (i, e), n in result.flows.items() if i == tg.index}
         paths, points = generate(tg, flows)
-        tasks.append(TaskPlan(tg.task.job, tg.task.name, tg.task.ps, result.rates[tg.index],
-                              paths, points))
-    plan = Plan(scheme, "feasible", 0.0, None, 0.0, options.seed, tasks, topology=network.name,
-                details=details)
+        tasks.append(
+            TaskPlan(tg.task.job, tg.task.name, tg.task.ps, result.rates[tg.index], paths, points)
+        )
+    plan = Plan(
+        scheme,
+        "feasible",
+        0.0,
+        None,
+        0.0,
+        options.seed,
+        tasks,
+        topology=network.name,
+        details=details,
+    )
     _fill_rates(network, plan, bidirectional)
     plan.objective = weighted_objective(network, plan, settings.mu)
     details["model_objective_gbps"] = result.objective
@@ -312,14 +384,18 @@ def _fill_rates(network: Network, plan: Plan, bidirectional: bool) -> None:
                 demand[label][key] = demand[label].get(key, 0) + n
                 capacity[key] = network.capacity(v, u)
     claimed = {label: tp.rate_gbps for label, tp in plans.items()}
-    rates = max_min_fair(demand, capacity, start=claimed if _fits(demand, capacity, claimed)
-                         else None)
+    rates = max_min_fair(
+        demand, capacity, start=claimed if _fits(demand, capacity, claimed) else None
+    )
     for label, tp in plans.items():
         tp.rate_gbps = rates[label]
 
 
-def _fits(demand: dict[str, dict[EvalResource, float]], capacity: dict[EvalResource, float],
-          rates: dict[str, float]) -> bool:
+def _fits(
+    demand: dict[str, dict[EvalResource, float]],
+    capacity: dict[EvalResource, float],
+    rates: dict[str, float],
+) -> bool:
     load: dict[EvalResource, float] = {}
     for label, uses in demand.items():
         for key, n in uses.items():

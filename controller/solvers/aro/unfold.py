@@ -38,10 +38,19 @@ from controller.model.network import Network, Task
 Node = tuple[str, str, str, int]
 Edge = tuple[Node, Node]
 
-LINK_TYPES = frozenset({
-    ("w", "cs"), ("w", "inp"), ("cs", "cs"), ("cs", "inp"), ("cs", "ps"),
-    ("inp", "op"), ("op", "inp"), ("op", "cs"), ("op", "ps"),
-})
+LINK_TYPES = frozenset(
+    {
+        ("w", "cs"),
+        ("w", "inp"),
+        ("cs", "cs"),
+        ("cs", "inp"),
+        ("cs", "ps"),
+        ("inp", "op"),
+        ("op", "inp"),
+        ("op", "cs"),
+        ("op", "ps"),
+    }
+)
 
 
 @dataclass
@@ -138,8 +147,10 @@ def shortest_dag(
     while stack:
         u = stack.pop()
         succ[u] = [
-            v for v in graph.successors(u)
-            if dist.get(v) == dist[u] - 1 and v not in excluded
+            v
+            for v in graph.successors(u)
+            if dist.get(v) == dist[u] - 1
+            and v not in excluded
             and (v == task.ps or network.is_switch(v))
         ]
         for v in succ[u]:
@@ -194,12 +205,18 @@ def build_task_graph(
         # `aggregates: all` (EINA's edge aggregators) charges a crossing flow as if merged, so
         # crossing unmerged never pays there: no CS copy.
         spec = network.switch_spec(u) if u in aggregators else None
-        return (spec is not None and spec.aggregation_capacity_gbps is not None
-                and spec.aggregates != "all")
+        return (
+            spec is not None
+            and spec.aggregation_capacity_gbps is not None
+            and spec.aggregates != "all"
+        )
 
     reach = _reaching(phys, task.workers)
-    mixed = {u for u in aggregators
-             if max_fan_in > 0 and u in phys and network.is_switch(u) and reach[u] > max_fan_in}
+    mixed = {
+        u
+        for u in aggregators
+        if max_fan_in > 0 and u in phys and network.is_switch(u) and reach[u] > max_fan_in
+    }
 
     def crossable(u: str) -> bool:
         return capped(u) or u in mixed
@@ -264,7 +281,8 @@ def _drop_dead_ends(tg: TaskGraph) -> None:
     while True:
         nodes = set(tg.succ) | set(tg.pred)
         dead = {
-            n for n in nodes
+            n
+            for n in nodes
             if n[0] not in ("w", "ps") and (not tg.succ.get(n) or not tg.pred.get(n))
         }
         if not dead:
@@ -283,6 +301,7 @@ def _drop_dead_ends(tg: TaskGraph) -> None:
 def ina_switches(network: Network) -> list[str]:
     """INA-capable switches that may aggregate (an aggregation capacity of 0 forbids it)."""
     return [
-        s for s in network.switches
+        s
+        for s in network.switches
         if network.is_ina(s) and network.spec(s).aggregation_capacity_gbps != 0
     ]

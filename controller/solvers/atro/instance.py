@@ -62,7 +62,8 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
     if len(jobs) > 1 and (len(jobs) != len(tasks) or len({t.beta for t in tasks}) > 1):
         raise SchemeInputError(
             f"atro: several jobs need one task each and the same beta (max-min of the tasks' "
-            f"rates, then their sum); {src} has {len(tasks)} tasks in {len(jobs)} jobs")
+            f"rates, then their sum); {src} has {len(tasks)} tasks in {len(jobs)} jobs"
+        )
     switches = network.switches
     ports: dict[str, int] = {}
     aggs, common, agg_capacity = [], [], {}
@@ -70,14 +71,20 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
         spec = network.switch_spec(s)
         budget = spec.max_ports if spec.max_ports is not None else spec.ports
         if budget is None:
-            raise TopologyError(src, f"switches[{i}] ({s}).max_ports",
-                                "ATRO needs every pool switch's port budget η_u (max_ports)")
+            raise TopologyError(
+                src,
+                f"switches[{i}] ({s}).max_ports",
+                "ATRO needs every pool switch's port budget η_u (max_ports)",
+            )
         ports[s] = budget
         if network.is_ina(s) and spec.aggregation_capacity_gbps != 0:
             if spec.pipelines != 1:
-                raise TopologyError(src, f"switches[{i}] ({s}).pipelines",
-                                    "ATRO's aggregator merges every flow entering it (9)-(10), "
-                                    "so its INA switches need one pipeline")
+                raise TopologyError(
+                    src,
+                    f"switches[{i}] ({s}).pipelines",
+                    "ATRO's aggregator merges every flow entering it (9)-(10), "
+                    "so its INA switches need one pipeline",
+                )
             aggs.append(s)
             if spec.aggregation_capacity_gbps is not None:
                 agg_capacity[s] = spec.aggregation_capacity_gbps
@@ -97,14 +104,25 @@ def read(network: Network, params: dict[str, Any]) -> Instance:
             links[pair] = b
     layers = given["layers"] or min(DEFAULT_LAYERS, len(switches))
     if layers > len(switches):
-        raise SchemeInputError(f"atro: parameter layers={layers} (from --param or the "
-                               f"topology's schemes.atro): must be at most the pool's "
-                               f"{len(switches)} switches")
+        raise SchemeInputError(
+            f"atro: parameter layers={layers} (from --param or the "
+            f"topology's schemes.atro): must be at most the pool's "
+            f"{len(switches)} switches"
+        )
     fan_in = given["max_fan_in"]
-    return Instance(tasks, switches, common, aggs, ports, links, agg_capacity, layers,
-                    fan_in or None, ps_limits=_ps_limits(network),
-                    rate_caps={i: t.rate_cap_gbps for i, t in enumerate(tasks)
-                               if t.rate_cap_gbps is not None})
+    return Instance(
+        tasks,
+        switches,
+        common,
+        aggs,
+        ports,
+        links,
+        agg_capacity,
+        layers,
+        fan_in or None,
+        ps_limits=_ps_limits(network),
+        rate_caps={i: t.rate_cap_gbps for i, t in enumerate(tasks) if t.rate_cap_gbps is not None},
+    )
 
 
 def _ps_limits(network: Network) -> dict[tuple[int, ...], float]:

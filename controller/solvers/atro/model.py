@@ -95,8 +95,9 @@ class AtroModel:
             self.model.add_hint(v, sol.layers.get(k, 1))
 
 
-def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
-          classes: bool = False) -> AtroModel:
+def build(
+    inst: Instance, rates: dict[int, Fraction], symmetry: str = "none", classes: bool = False
+) -> AtroModel:
     """Constraints (2)-(21) with task i at rate `rates[i]` (Gbps); infeasible iff no network
     carries them. Tasks missing from `rates` are left out (a task alone, for its own optimum).
     `classes`: the workers as counts per switch (`worker_classes`), the same feasible rates."""
@@ -111,8 +112,11 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
     sends = {h: sum(unit[i] for i, t in tasks.items() if h in t.workers) for h in inst.hosts()}
     ps_of = {i: t.ps for i, t in tasks.items()}
     hosts = [h for h in inst.hosts() if sends[h] or h in ps_of.values()]
-    m.groups = worker_classes(inst, [h for h in hosts if h not in ps_of.values()], sends, cap,
-                              tasks) if classes else []
+    m.groups = (
+        worker_classes(inst, [h for h in hosts if h not in ps_of.values()], sends, cap, tasks)
+        if classes
+        else []
+    )
     counted = {w for g in m.groups for w in g}
     hosts = [h for h in hosts if h not in counted]
     # (2), (6): one x per unordered pair; a link that carries nothing at these rates is not built.
@@ -123,16 +127,19 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
         elif b < min(unit.values()):  # no task's flow fits
             continue
         most = inst.multiplicity.get((u, v), 1)
-        m.x[u, v] = md.new_int_var(0, most, f"x_{u}_{v}") if most > 1 else \
-            md.new_bool_var(f"x_{u}_{v}")
+        m.x[u, v] = (
+            md.new_int_var(0, most, f"x_{u}_{v}") if most > 1 else md.new_bool_var(f"x_{u}_{v}")
+        )
     incident: dict[str, list[cp_model.IntVar]] = {u: [] for u in [*inst.switches, *hosts]}
     for (u, v), x in m.x.items():
         incident[u].append(x)
         incident[v].append(x)
     into: dict[tuple[int, str], list[cp_model.IntVar]] = {
-        (i, s): [] for i in tasks for s in inst.switches}
+        (i, s): [] for i in tasks for s in inst.switches
+    }
     out: dict[tuple[int, str], list[cp_model.IntVar]] = {
-        (i, s): [] for i in tasks for s in inst.switches}
+        (i, s): [] for i in tasks for s in inst.switches
+    }
     for c, members in enumerate(m.groups):  # (7)-(8) for a class: each member on one link
         w = members[0]
         for s in inst.switches:
@@ -188,8 +195,10 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
             md.add(sum(out[i, s]) <= sum(into[i, s]))  # (10), left
             md.add(sum(into[i, s]) <= big_m * sum(out[i, s]))  # (10), right
         if s in inst.agg_capacity and len(tasks) > 1:  # every task's merged flows together
-            md.add(sum(unit[i] * sum(into[i, s]) for i in tasks)
-                   <= math.floor(exact(inst.agg_capacity[s]) * scale))
+            md.add(
+                sum(unit[i] * sum(into[i, s]) for i in tasks)
+                <= math.floor(exact(inst.agg_capacity[s]) * scale)
+            )
     for s in inst.common:
         for i in tasks:
             md.add(sum(into[i, s]) == sum(out[i, s]))  # (13)
@@ -203,13 +212,16 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
     for group, limit in inst.ps_limits.items():  # beyond the paper: a PS that aggregates
         inside = [i for i in group if i in received_by]
         if inside:
-            md.add(sum(unit[i] * y for i in inside for y in received_by[i])
-                   <= math.floor(exact(limit) * scale))
+            md.add(
+                sum(unit[i] * y for i in inside for y in received_by[i])
+                <= math.floor(exact(limit) * scale)
+            )
     for (i, u, v), a in m.a.items():
         if inst.merged in (u, v):  # what (19)-(21) say through any one common switch
             if v != ps_of[i]:
-                md.add(m.l[i, v] <= L - 1 if u == inst.merged else m.l[i, u] >= 2
-                       ).only_enforce_if(a)
+                md.add(m.l[i, v] <= L - 1 if u == inst.merged else m.l[i, u] >= 2).only_enforce_if(
+                    a
+                )
         elif v == ps_of[i]:
             md.add(m.l[i, u] <= 1).only_enforce_if(a)  # (19) l_u ≤ 1 + L(1 − a_u^v)
         else:
@@ -219,8 +231,9 @@ def build(inst: Instance, rates: dict[int, Fraction], symmetry: str = "none",
     return m
 
 
-def worker_classes(inst: Instance, senders: list[str], sends: dict[str, int],
-                   cap: dict[Pair, int], tasks: dict) -> list[list[str]]:
+def worker_classes(
+    inst: Instance, senders: list[str], sends: dict[str, int], cap: dict[Pair, int], tasks: dict
+) -> list[list[str]]:
     """Workers that swap without changing the instance: the same tasks, the same candidate
     switches at the same capacities. Any network maps to one where only the number of a
     class's members at each switch matters, so counting them (n_c^s, x summed over the class)
@@ -228,14 +241,14 @@ def worker_classes(inst: Instance, senders: list[str], sends: dict[str, int],
     key: dict[tuple, list[str]] = {}
     for w in senders:
         roles = tuple(w in t.workers for t in tasks.values())
-        links = tuple(cap.get((w, s)) if cap.get((w, s), -1) >= sends[w] else None
-                      for s in inst.switches)
+        links = tuple(
+            cap.get((w, s)) if cap.get((w, s), -1) >= sends[w] else None for s in inst.switches
+        )
         key.setdefault((roles, links), []).append(w)
     return list(key.values())
 
 
-def _big_m(inst: Instance, s: str, i: int, rate: Fraction, cap: dict[Pair, int],
-           unit: int) -> int:
+def _big_m(inst: Instance, s: str, i: int, rate: Fraction, cap: dict[Pair, int], unit: int) -> int:
     """The smallest M valid in (10): the most flows of task i aggregator s can receive."""
     workers, ps = set(inst.tasks[i].workers), inst.tasks[i].ps
     hosts = set(inst.hosts()) - {ps}
@@ -243,9 +256,11 @@ def _big_m(inst: Instance, s: str, i: int, rate: Fraction, cap: dict[Pair, int],
     def flows(p: Pair, c: int) -> int:  # task i's flows the link can carry
         return (1 if p[0] in workers else 0) if p[0] in hosts else c // unit
 
-    per_link = sorted((flows(p, c) for p, c in cap.items() if s in p
-                       for _ in range(inst.multiplicity.get(p, 1))), reverse=True)
-    by_ports = sum(per_link[:inst.ports[s]]) - 1  # one port's flow slot carries its output
+    per_link = sorted(
+        (flows(p, c) for p, c in cap.items() if s in p for _ in range(inst.multiplicity.get(p, 1))),
+        reverse=True,
+    )
+    by_ports = sum(per_link[: inst.ports[s]]) - 1  # one port's flow slot carries its output
     bounds = [len(workers) + len(inst.aggregators), by_ports]
     if inst.max_fan_in is not None:
         bounds.append(inst.max_fan_in)
@@ -262,10 +277,10 @@ def _break_symmetry(m: AtroModel, incident: dict[str, list], workers: bool) -> N
     if not workers:
         return
     index = {s: i for i, s in enumerate(inst.switches)}
-    position = {
-        w: sum(index[s] * x for (h, s), x in m.x.items() if h == w) for w in inst.senders()}
-    for group in interchangeable(inst, sorted(inst.senders(), key=inst.hosts().index),
-                                 switches=False):
+    position = {w: sum(index[s] * x for (h, s), x in m.x.items() if h == w) for w in inst.senders()}
+    for group in interchangeable(
+        inst, sorted(inst.senders(), key=inst.hosts().index), switches=False
+    ):
         for w, v in pairwise(group):
             m.model.add(position[w] <= position[v])
 
@@ -274,6 +289,7 @@ def interchangeable(inst: Instance, nodes: list[str], switches: bool) -> list[li
     """Classes of nodes whose swap maps the pool onto itself (same kind, η and capacities to
     every other node). Swaps that are automorphisms compose, so comparing with a class's
     first member suffices."""
+
     def cap(u: str, v: str) -> float:
         return inst.links.get((u, v), inst.links.get((v, u), 0.0))
 
@@ -283,9 +299,11 @@ def interchangeable(inst: Instance, nodes: list[str], switches: bool) -> list[li
         roles = [(s in t_.workers, s == t_.ps) for t_ in inst.tasks]
         if not switches and roles != [(t in t_.workers, t == t_.ps) for t_ in inst.tasks]:
             return False
-        if switches and (inst.ports[s] != inst.ports[t]
-                         or (s in inst.aggregators) != (t in inst.aggregators)
-                         or inst.agg_capacity.get(s) != inst.agg_capacity.get(t)):
+        if switches and (
+            inst.ports[s] != inst.ports[t]
+            or (s in inst.aggregators) != (t in inst.aggregators)
+            or inst.agg_capacity.get(s) != inst.agg_capacity.get(t)
+        ):
             return False
         return all(cap(s, v) == cap(t, v) for v in others if v not in (s, t))
 

@@ -54,9 +54,15 @@ def relax(inst: Instance) -> Instance | None:
             parallel[u, v] = parallel.get((u, v), 0) + 1
     ports = {s: inst.ports[s] for s in inst.aggregators}
     ports[MERGED] = sum(inst.ports[c] for c in inst.common)
-    return replace(inst, switches=[*inst.aggregators, MERGED], common=[MERGED], ports=ports,
-                   links=links, multiplicity={p: k for p, k in parallel.items() if k > 1},
-                   merged=MERGED)
+    return replace(
+        inst,
+        switches=[*inst.aggregators, MERGED],
+        common=[MERGED],
+        ports=ports,
+        links=links,
+        multiplicity={p: k for p, k in parallel.items() if k > 1},
+        merged=MERGED,
+    )
 
 
 def follow(exact: AtroModel, merged: AtroModel, solver: cp_model.CpSolver) -> None:
@@ -70,8 +76,14 @@ def follow(exact: AtroModel, merged: AtroModel, solver: cp_model.CpSolver) -> No
     home = {w: k for k, group in enumerate(merged.groups) for w in group}
     for (k, s), n in merged.count.items():  # workers at an aggregator (C: the rest)
         if s != star:
-            md.add(sum(v for (c, t), v in exact.count.items()
-                       if t == s and home[exact.groups[c][0]] == k) == value(n))
+            md.add(
+                sum(
+                    v
+                    for (c, t), v in exact.count.items()
+                    if t == s and home[exact.groups[c][0]] == k
+                )
+                == value(n)
+            )
 
     def side(end: str) -> list[str]:
         return sorted(common) if end == star else [end]
@@ -80,5 +92,7 @@ def follow(exact: AtroModel, merged: AtroModel, solver: cp_model.CpSolver) -> No
         ends = {frozenset((p, q)) for p in side(u) for q in side(v)}
         md.add(sum(z for pair, z in exact.x.items() if frozenset(pair) in ends) == value(x))
     for (i, u, v), y in merged.y.items():
-        md.add(sum(exact.y[i, p, q] for p in side(u) for q in side(v) if (i, p, q) in exact.y)
-               == value(y))
+        md.add(
+            sum(exact.y[i, p, q] for p in side(u) for q in side(v) if (i, p, q) in exact.y)
+            == value(y)
+        )

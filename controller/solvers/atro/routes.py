@@ -47,14 +47,21 @@ def patch_panel(inst: Instance, sol: Solution) -> list[dict]:
     out = []
     for u, v in links:
         a, b = (v, u) if u in hosts else (u, v)  # the switch end first
-        out.append({"a": a, "a_port": ports[a][b], "b": b,
-                    "b_port": None if b in hosts else ports[b][a],
-                    "capacity_gbps": inst.links[u, v]})
+        out.append(
+            {
+                "a": a,
+                "a_port": ports[a][b],
+                "b": b,
+                "b_port": None if b in hosts else ports[b][a],
+                "capacity_gbps": inst.links[u, v],
+            }
+        )
     return out
 
 
-def paths(inst: Instance, sol: Solution,
-          i: int) -> tuple[dict[str, list[str]], list[AggregationPoint]]:
+def paths(
+    inst: Instance, sol: Solution, i: int
+) -> tuple[dict[str, list[str]], list[AggregationPoint]]:
     """Task i's worker paths and aggregation points."""
     task = inst.tasks[i]
     path = {w: [w, sol.attach[w]] for w in task.workers}
@@ -69,7 +76,7 @@ def paths(inst: Instance, sol: Solution,
             continue
         outs = [(v, n) for (j, u, v), n in sol.flows.items() if j == i and u == s]
         if s in aggregators and len(flows) > 1:
-            (nxt, _one), = outs  # (9)-(10): one flow out
+            ((nxt, _one),) = outs  # (9)-(10): one flow out
             points.append(AggregationPoint(s, 0, len(flows), nxt))
             flows = [_Flow([w for f in flows for w in f.members])]
         queue = list(flows)

@@ -54,6 +54,7 @@ def ceiling(inst: Instance, i: int) -> Fraction:
 
     def best(h: str) -> Fraction:
         return max((exact(b) for (u, _v), b in inst.links.items() if u == h), default=Fraction(0))
+
     limits = [exact(c) for group, c in inst.ps_limits.items() if i in group]
     if i in inst.rate_caps:
         limits.append(exact(inst.rate_caps[i]))
@@ -64,8 +65,16 @@ def candidates(inst: Instance, tasks: list[int]) -> list[Fraction]:
     """Common rates of `tasks` where feasibility can change: capacity / flow count."""
     top = min(ceiling(inst, i) for i in tasks)
     most = sum(len(inst.tasks[i].workers) + len(inst.aggregators) for i in tasks)
-    caps = {exact(c) for c in (*inst.links.values(), *inst.agg_capacity.values(),
-                               *inst.ps_limits.values(), *inst.rate_caps.values()) if c > 0}
+    caps = {
+        exact(c)
+        for c in (
+            *inst.links.values(),
+            *inst.agg_capacity.values(),
+            *inst.ps_limits.values(),
+            *inst.rate_caps.values(),
+        )
+        if c > 0
+    }
     return sorted({c / k for c in caps for k in range(1, most + 1) if c / k <= top})
 
 
@@ -87,8 +96,11 @@ def carried(inst: Instance, sol: Solution, tasks: list[int]) -> Fraction:
         if inflow:
             rate = min(rate, exact(c) / inflow)
     for group, c in inst.ps_limits.items():
-        inflow = sum(n for (i, _u, v), n in sol.flows.items()
-                     if i in group and i in tasks and v == inst.tasks[i].ps)
+        inflow = sum(
+            n
+            for (i, _u, v), n in sol.flows.items()
+            if i in group and i in tasks and v == inst.tasks[i].ps
+        )
         if inflow:
             rate = min(rate, exact(c) / inflow)
     for i in tasks:
@@ -97,11 +109,20 @@ def carried(inst: Instance, sol: Solution, tasks: list[int]) -> Fraction:
     return rate
 
 
-def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int = 2,
-             seed: int = 0, symmetry: str = "none", formulation: str = "workers",
-             fixed: dict[int, Fraction] | None = None,
-             above: Fraction = Fraction(0), hint: Solution | None = None,
-             top: Fraction | None = None) -> Outcome:
+def maximise(
+    inst: Instance,
+    tasks: list[int],
+    deadline: float,
+    *,
+    workers: int = 2,
+    seed: int = 0,
+    symmetry: str = "none",
+    formulation: str = "workers",
+    fixed: dict[int, Fraction] | None = None,
+    above: Fraction = Fraction(0),
+    hint: Solution | None = None,
+    top: Fraction | None = None,
+) -> Outcome:
     """Bisection on one common rate of `tasks` (the others in `fixed` keep theirs), over the
     candidates in (above, top]; stops with what is proven when `deadline` (perf_counter)
     passes."""
@@ -113,8 +134,7 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
     if formulation == "aggregated" and (merged := relax(inst)) is not None:
         # The exact model starts at the highest rate the merged model carries (its network
         # to route), which is the optimum when the merged model decided every rate above.
-        hi, merged_lo = _ceiling(merged, cands, fixed, tasks, deadline, workers, seed,
-                                 log)
+        hi, merged_lo = _ceiling(merged, cands, fixed, tasks, deadline, workers, seed, log)
         first = [merged_lo if merged_lo >= 0 else hi - 1]
     limit = hi  # probes go below it: hi, unless a first probe ran out of its share of time
     while limit - lo > 1:
@@ -139,16 +159,26 @@ def maximise(inst: Instance, tasks: list[int], deadline: float, *, workers: int 
             limit = mid
         else:
             break
-        progress.report(float(cands[lo]) if lo >= 0 else None,
-                        float(cands[hi - 1]) if hi else None, "common rate")
+        progress.report(
+            float(cands[lo]) if lo >= 0 else None,
+            float(cands[hi - 1]) if hi else None,
+            "common rate",
+        )
     rate = cands[lo] if lo >= 0 else above
     bound = cands[hi - 1] if hi >= 1 else above
     return Outcome(best if lo >= 0 else None, rate, bound, hi - lo <= 1, log)
 
 
-def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: int, seed: int,
-          symmetry: str, hint: Solution | None = None,
-          formulation: str = "workers") -> tuple[str, Solution | None]:
+def probe(
+    inst: Instance,
+    rates: dict[int, Fraction],
+    deadline: float,
+    workers: int,
+    seed: int,
+    symmetry: str,
+    hint: Solution | None = None,
+    formulation: str = "workers",
+) -> tuple[str, Solution | None]:
     """'feasible' (with a network), 'infeasible' ('infeasible (merged)': refuted by the
     aggregated relaxation), or 'unknown' (out of time). `formulation`: workers (one x per
     worker, the paper's), classes (interchangeable workers counted), aggregated (classes,
@@ -156,8 +186,12 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
     merged = relax(inst) if formulation == "aggregated" else None
     if merged is not None:
         left = deadline - time.perf_counter()
-        status, rm, rsolver = _solve(build(merged, rates, "none", classes=True),
-                                     min(RELAXATION_SHARE * left, RELAXATION_MOST), workers, seed)
+        status, rm, rsolver = _solve(
+            build(merged, rates, "none", classes=True),
+            min(RELAXATION_SHARE * left, RELAXATION_MOST),
+            workers,
+            seed,
+        )
         if status == cp_model.INFEASIBLE:
             return "infeasible (merged)", None
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):  # route its network exactly
@@ -185,9 +219,16 @@ def probe(inst: Instance, rates: dict[int, Fraction], deadline: float, workers: 
     return "unknown", None
 
 
-def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction],
-             tasks: list[int], deadline: float, workers: int, seed: int,
-             log: list[str]) -> tuple[int, int]:
+def _ceiling(
+    merged: Instance,
+    cands: list[Fraction],
+    fixed: dict[int, Fraction],
+    tasks: list[int],
+    deadline: float,
+    workers: int,
+    seed: int,
+    log: list[str],
+) -> tuple[int, int]:
     """Bisection on the merged relaxation alone: the index of its lowest refuted candidate
     (len(cands) when none is), a bound for the real problem as every refutation is one, and
     of its highest feasible one (-1: none)."""
@@ -197,13 +238,20 @@ def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction]
         started = time.perf_counter()
         left = deadline - time.perf_counter()
         rates = {**fixed, **dict.fromkeys(tasks, cands[mid])}
-        status, _am, _solver = _solve(build(merged, rates, "none", classes=True),
-                                      min(RELAXATION_SHARE * left, RELAXATION_MOST), workers,
-                                      seed)
-        verdict = {cp_model.INFEASIBLE: "infeasible", cp_model.OPTIMAL: "feasible",
-                   cp_model.FEASIBLE: "feasible"}.get(status, "unknown")
-        log.append(f"merged r={float(cands[mid]):.6g} {verdict} "
-                   f"{time.perf_counter() - started:.3f}s")
+        status, _am, _solver = _solve(
+            build(merged, rates, "none", classes=True),
+            min(RELAXATION_SHARE * left, RELAXATION_MOST),
+            workers,
+            seed,
+        )
+        verdict = {
+            cp_model.INFEASIBLE: "infeasible",
+            cp_model.OPTIMAL: "feasible",
+            cp_model.FEASIBLE: "feasible",
+        }.get(status, "unknown")
+        log.append(
+            f"merged r={float(cands[mid]):.6g} {verdict} {time.perf_counter() - started:.3f}s"
+        )
         if verdict == "feasible":
             lo = mid
         elif verdict == "infeasible":
@@ -213,8 +261,9 @@ def _ceiling(merged: Instance, cands: list[Fraction], fixed: dict[int, Fraction]
     return hi, lo
 
 
-def _solve(am: AtroModel, seconds: float, workers: int,
-           seed: int) -> tuple[cp_model.CpSolverStatus, AtroModel, cp_model.CpSolver]:
+def _solve(
+    am: AtroModel, seconds: float, workers: int, seed: int
+) -> tuple[cp_model.CpSolverStatus, AtroModel, cp_model.CpSolver]:
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(seconds, 0.01)
     solver.parameters.num_workers = workers

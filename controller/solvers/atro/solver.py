@@ -42,13 +42,20 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     inst = read(network, options.params)
     params = SchemeParams("atro", options.params)
-    settings = {"workers": params["num_workers"], "seed": options.seed or 0,
-                "symmetry": params["symmetry"], "formulation": params["formulation"]}
+    settings = {
+        "workers": params["num_workers"],
+        "seed": options.seed or 0,
+        "symmetry": params["symmetry"],
+        "formulation": params["formulation"],
+    }
     limit = options.limit()
     deadline = started + limit
-    details: dict = {"layers": inst.layers, "max_fan_in": inst.max_fan_in,
-                     "symmetry": settings["symmetry"],
-                     "formulation": settings["formulation"]}
+    details: dict = {
+        "layers": inst.layers,
+        "max_fan_in": inst.max_fan_in,
+        "symmetry": settings["symmetry"],
+        "formulation": settings["formulation"],
+    }
     every = list(range(len(inst.tasks)))
     solo: dict[int, Fraction] = {}
     if len(every) > 1:
@@ -58,7 +65,9 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
             alone = search.maximise(inst, [i], time.perf_counter() + share, **settings)
             solo[i] = alone.bound
             details.setdefault("solo", {})[f"{inst.tasks[i].job}/{inst.tasks[i].name}"] = {
-                "rate_gbps": float(alone.rate), "bound_gbps": float(alone.bound)}
+                "rate_gbps": float(alone.rate),
+                "bound_gbps": float(alone.bound),
+            }
         maxmin_end = time.perf_counter() + MAXMIN_SHARE * (deadline - time.perf_counter())
     else:
         maxmin_end = deadline
@@ -66,20 +75,28 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
     if out.solution is None and not out.finished and maxmin_end < deadline:
         # No network yet: the rest of the time too, below the bound proven so far.
         more = search.maximise(inst, every, deadline, **settings, top=out.bound)
-        out = search.Outcome(more.solution, more.rate, min(out.bound, more.bound), more.finished,
-                             out.log + more.log)
+        out = search.Outcome(
+            more.solution, more.rate, min(out.bound, more.bound), more.finished, out.log + more.log
+        )
     details["probes"] = out.log
     if out.solution is None:
         if out.finished:
             raise SchemeInputError(_why_infeasible(inst, network))
-        return Plan("atro", "timeout", 0.0, _bound(network, inst, out.bound, solo),
-                    time.perf_counter() - started,
-                    options.seed, [], topology=network.name, details=details)
+        return Plan(
+            "atro",
+            "timeout",
+            0.0,
+            _bound(network, inst, out.bound, solo),
+            time.perf_counter() - started,
+            options.seed,
+            [],
+            topology=network.name,
+            details=details,
+        )
     rates = dict.fromkeys(every, out.rate)
     sol, finished = out.solution, out.finished
     if len(every) > 1:
-        sol, finished = _raise_each(inst, rates, sol, solo, deadline, settings, details,
-                                    finished)
+        sol, finished = _raise_each(inst, rates, sol, solo, deadline, settings, details, finished)
     plan = _plan(network, inst, sol, rates, details, options)
     _fill_rates(network, plan)
     plan.bound = max(_bound(network, inst, out.bound, solo), plan.objective)
@@ -89,35 +106,72 @@ def solve_atro(network: Network, options: SolveOptions) -> Plan:
     return plan
 
 
-def _raise_each(inst: Instance, rates: dict[int, Fraction], sol, solo: dict[int, Fraction],
-                deadline: float, settings: dict, details: dict, finished: bool):
+def _raise_each(
+    inst: Instance,
+    rates: dict[int, Fraction],
+    sol,
+    solo: dict[int, Fraction],
+    deadline: float,
+    settings: dict,
+    details: dict,
+    finished: bool,
+):
     """The sum part: each task in turn at the highest rate that fits with the others kept."""
     for k, j in enumerate(rates):
         share = (deadline - time.perf_counter()) / (len(rates) - k)
         others = {i: r for i, r in rates.items() if i != j}
-        up = search.maximise(inst, [j], time.perf_counter() + share, **settings, fixed=others,
-                             above=rates[j], hint=sol, top=solo[j])
+        up = search.maximise(
+            inst,
+            [j],
+            time.perf_counter() + share,
+            **settings,
+            fixed=others,
+            above=rates[j],
+            hint=sol,
+            top=solo[j],
+        )
         details.setdefault("raised", []).append(
-            {"task": f"{inst.tasks[j].job}/{inst.tasks[j].name}", "rate_gbps": float(up.rate),
-             "probes": up.log})
+            {
+                "task": f"{inst.tasks[j].job}/{inst.tasks[j].name}",
+                "rate_gbps": float(up.rate),
+                "probes": up.log,
+            }
+        )
         finished = finished and up.finished
         if up.solution is not None:
             rates[j], sol = up.rate, up.solution
     return sol, finished
 
 
-def _plan(network: Network, inst: Instance, sol, rates: dict[int, Fraction], details: dict,
-          options: SolveOptions) -> Plan:
+def _plan(
+    network: Network,
+    inst: Instance,
+    sol,
+    rates: dict[int, Fraction],
+    details: dict,
+    options: SolveOptions,
+) -> Plan:
     tasks = []
     for i, t in enumerate(inst.tasks):
         paths, points = routes.paths(inst, sol, i)
         tasks.append(TaskPlan(t.job, t.name, t.ps, float(rates[i]), paths, points))
     panel = routes.patch_panel(inst, sol)
-    plan = Plan("atro", "feasible", 0.0, None, 0.0, options.seed, tasks, topology=network.name,
-                details=details, patch_panel=panel)
+    plan = Plan(
+        "atro",
+        "feasible",
+        0.0,
+        None,
+        0.0,
+        options.seed,
+        tasks,
+        topology=network.name,
+        details=details,
+        patch_panel=panel,
+    )
     plan.objective = weighted_objective(network, plan, MU)
-    details["switches_used"] = sorted({c["a"] for c in panel}
-                                      | {c["b"] for c in panel if c["b_port"]})
+    details["switches_used"] = sorted(
+        {c["a"] for c in panel} | {c["b"] for c in panel if c["b_port"]}
+    )
     return plan
 
 
@@ -133,8 +187,7 @@ def _fill_rates(network: Network, plan: Plan) -> None:
     plan.objective = weighted_objective(network, plan, MU)
 
 
-def _bound(network: Network, inst: Instance, maxmin: Fraction,
-           solo: dict[int, Fraction]) -> float:
+def _bound(network: Network, inst: Instance, maxmin: Fraction, solo: dict[int, Fraction]) -> float:
     """Eq. (1)-(3)'s bound: `maxmin` bounds the slowest task's rate (one task: its rate),
     `solo` each task's own rate. The sum takes both: some task runs at most `maxmin`, the
     others at most their own optima, so Σ r ≤ maxmin + Σ solo − min solo."""
@@ -150,12 +203,16 @@ def _bound(network: Network, inst: Instance, maxmin: Fraction,
 def _why_infeasible(inst: Instance, network: Network) -> str:
     zero = [inst.tasks[i].name for i in range(len(inst.tasks)) if search.ceiling(inst, i) == 0]
     if zero:
-        return (f"atro: in {network.source}, task(s) {', '.join(zero)} can send nothing: a "
-                f"zero rate cap, PS aggregation capacity or link leaves every rate 0, and "
-                f"ATRO builds a network only for a positive rate")
-    return (f"atro: no network of the pool {network.source} connects all "
-            f"{len(inst.senders())} workers to their PS at any rate; check the switches' "
-            f"max_ports (Σ η_u = {sum(inst.ports.values())} for {len(inst.hosts())} hosts), the "
-            f"candidate links, the layer limit (layers={inst.layers}, --param layers=N up to "
-            f"{len(inst.switches)}) and the fan-in limit (max_fan_in={inst.max_fan_in or 0}, "
-            f"0 = unlimited)")
+        return (
+            f"atro: in {network.source}, task(s) {', '.join(zero)} can send nothing: a "
+            f"zero rate cap, PS aggregation capacity or link leaves every rate 0, and "
+            f"ATRO builds a network only for a positive rate"
+        )
+    return (
+        f"atro: no network of the pool {network.source} connects all "
+        f"{len(inst.senders())} workers to their PS at any rate; check the switches' "
+        f"max_ports (Σ η_u = {sum(inst.ports.values())} for {len(inst.hosts())} hosts), the "
+        f"candidate links, the layer limit (layers={inst.layers}, --param layers=N up to "
+        f"{len(inst.switches)}) and the fan-in limit (max_fan_in={inst.max_fan_in or 0}, "
+        f"0 = unlimited)"
+    )

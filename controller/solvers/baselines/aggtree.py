@@ -29,8 +29,9 @@ from controller.solvers.baselines.inatree import (
 
 
 def solve(network: Network, options: SolveOptions) -> Plan:
-    return solve_trees(network, "aggtree", options.seed, _route,
-                       max_fan_in=fan_in_limit("aggtree", options))
+    return solve_trees(
+        network, "aggtree", options.seed, _route, max_fan_in=fan_in_limit("aggtree", options)
+    )
 
 
 def _route(tree: AggregationTree, rng: random.Random) -> None:
@@ -39,8 +40,10 @@ def _route(tree: AggregationTree, rng: random.Random) -> None:
     links: dict[tuple[str, str], int] = {}
     merging: dict[str, int] = {}
     for w in sorted(task.workers):
-        offers = [(_offer(network, tree, p, links, merging), p)
-                  for p in shortest_paths(network, w, task.ps)]
+        offers = [
+            (_offer(network, tree, p, links, merging), p)
+            for p in shortest_paths(network, w, task.ps)
+        ]
         best = max(o for o, _ in offers)
         path = rng.choice([p for o, p in offers if o >= best - 1e-12])
         before = set(tree.points)
@@ -62,8 +65,13 @@ def _new_part(network: Network, tree: AggregationTree, path: list[str]):
             yield ("agg", v, v)
 
 
-def _offer(network: Network, tree: AggregationTree, path: list[str],
-           links: dict[tuple[str, str], int], merging: dict[str, int]) -> float:
+def _offer(
+    network: Network,
+    tree: AggregationTree,
+    path: list[str],
+    links: dict[tuple[str, str], int],
+    merging: dict[str, int],
+) -> float:
     worst = float("inf")
     for kind, u, v in _new_part(network, tree, path):
         if kind == "link":
@@ -75,8 +83,14 @@ def _offer(network: Network, tree: AggregationTree, path: list[str],
     return worst
 
 
-def _commit(network: Network, tree: AggregationTree, route: list[str], before: set,
-            links: dict[tuple[str, str], int], merging: dict[str, int]) -> None:
+def _commit(
+    network: Network,
+    tree: AggregationTree,
+    route: list[str],
+    before: set,
+    links: dict[tuple[str, str], int],
+    merging: dict[str, int],
+) -> None:
     """Count the flows the route added: up to the first point that existed before it."""
     for u, v in pairwise(route):
         links[(u, v)] = links.get((u, v), 0) + 1

@@ -66,30 +66,43 @@ def solve_atp(network: Network, options: SolveOptions) -> Plan:
         plan = atp_plan(network, options, "atp", ps_side)
     if params["partial"]:  # ATP's best effort per fragment (solvers/partial.py)
         from controller.solvers.partial import best_effort
+
         return best_effort(network, plan, params["max_fan_in"])
     return plan
 
 
 def _every_ina_plan(network: Network, options: SolveOptions) -> Plan:
     """ECMP paths, every INA switch on the way merging every flow of the task entering it."""
+
     def route(tree: AggregationTree, rng: random.Random) -> None:
         for w in tree.task.workers:
-            tree.add(w, ecmp_path(network, w, tree.task.ps, rng),
-                     lambda v, *_: can_aggregate(network, v))
+            tree.add(
+                w, ecmp_path(network, w, tree.task.ps, rng), lambda v, *_: can_aggregate(network, v)
+            )
+
     return solve_trees(network, "atp", options.seed, route, max_fan_in=fan_in_limit("atp", options))
 
 
 def atp_plan(network: Network, options: SolveOptions, scheme: str, ps_side: bool) -> Plan:
     """ECMP paths, aggregation at each flow's first INA switch (and the PS-side one)."""
+
     def route(tree: AggregationTree, rng: random.Random) -> None:
         ps = tree.task.ps
 
         def first_ina(v: str, _p: int, merged: bool, nxt: str) -> bool:
             return can_aggregate(network, v) and (not merged or (ps_side and nxt == ps))
+
         for w in tree.task.workers:
             tree.add(w, ecmp_path(network, w, ps, rng), first_ina)
-    return solve_trees(network, scheme, options.seed, route, addressed=True,
-                       max_fan_in=fan_in_limit(scheme, options))
+
+    return solve_trees(
+        network,
+        scheme,
+        options.seed,
+        route,
+        addressed=True,
+        max_fan_in=fan_in_limit(scheme, options),
+    )
 
 
 def solve_random(network: Network, options: SolveOptions) -> Plan:
@@ -103,8 +116,10 @@ def solve_random(network: Network, options: SolveOptions) -> Plan:
                 apex = rng.choice(apexes)
                 paths = [p for p in paths if apex in p]
             tree.add(w, rng.choice(paths), lambda v, *_: can_aggregate(network, v))
-    return solve_trees(network, "random", options.seed, route,
-                       max_fan_in=fan_in_limit("random", options))
+
+    return solve_trees(
+        network, "random", options.seed, route, max_fan_in=fan_in_limit("random", options)
+    )
 
 
 def _top_ina(network: Network) -> set[str]:
@@ -123,5 +138,12 @@ def solve_switchml(network: Network, options: SolveOptions) -> Plan:
                 return v == tor and can_aggregate(network, v)
 
             tree.add(w, ecmp_path(network, w, tree.task.ps, rng), at_tor)
-    return solve_trees(network, "switchml", options.seed, route, addressed=True,
-                       max_fan_in=fan_in_limit("switchml", options))
+
+    return solve_trees(
+        network,
+        "switchml",
+        options.seed,
+        route,
+        addressed=True,
+        max_fan_in=fan_in_limit("switchml", options),
+    )

@@ -34,9 +34,11 @@ def solve(network: Network, options: SolveOptions) -> Plan:
             candidates = _near_shortest(network, w, task.ps, slack)
 
             def score(path: list[str]) -> tuple[float, int]:
-                worst = max((load.get(e, 0.0) + 1) / max(network.capacity(*e), 1e-9)
-                            for e in pairwise(path))
+                worst = max(
+                    (load.get(e, 0.0) + 1) / max(network.capacity(*e), 1e-9) for e in pairwise(path)
+                )
                 return (round(worst, 9), len(path))
+
             best = min(score(p) for p in candidates)
             chosen[w] = rng.choice([p for p in candidates if score(p) == best])
             add_load(load, chosen[w])
@@ -44,8 +46,9 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     return plan_with_evaluated_rates(network, "geryon", paths, started=started, seed=options.seed)
 
 
-def _near_shortest(network: Network, src: str, dst: str, slack: int,
-                   cap: int = 64) -> list[list[str]]:
+def _near_shortest(
+    network: Network, src: str, dst: str, slack: int, cap: int = 64
+) -> list[list[str]]:
     """Simple paths at most `slack` hops longer than the shortest (at most `cap` of them)."""
     found = []
     shortest = None

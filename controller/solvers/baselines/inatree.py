@@ -106,9 +106,17 @@ class AggregationTree:
         """Final routes (re-walked through every point opened since) and the points they feed."""
         paths = {w: self._walk(p, never) for w, p in self.intended.items()}
         workers = {p: self._workers(p) if self.addressed else None for p in self.points}
-        probe = TaskPlan(self.task.job, self.task.name, self.task.ps, 0.0, paths,
-                         [AggregationPoint(s, p, 1, onward[1], workers[(s, p)])
-                          for (s, p), onward in self.points.items()])
+        probe = TaskPlan(
+            self.task.job,
+            self.task.name,
+            self.task.ps,
+            0.0,
+            paths,
+            [
+                AggregationPoint(s, p, 1, onward[1], workers[(s, p)])
+                for (s, p), onward in self.points.items()
+            ],
+        )
         inflows = task_flows(self.network, probe).aggregator_inflows
         probe.aggregation = [
             # whole flows (no point takes a share): a whole count
@@ -159,7 +167,8 @@ class PathCache:
         if dst not in self._dist:
             reverse = self.network.graph.reverse(copy=False)
             self._dist[dst] = nx.single_source_shortest_path_length(
-                hosts_do_not_forward(reverse, dst), dst)
+                hosts_do_not_forward(reverse, dst), dst
+            )
             self._suffixes[dst] = {}
         return self._dist[dst]
 
@@ -195,12 +204,17 @@ class PathCache:
         return memo[node]
 
 
-def least_loaded(paths: Iterable[list[str]], network: Network,
-                 load: dict[tuple[str, str], float], rng: random.Random) -> list[str]:
+def least_loaded(
+    paths: Iterable[list[str]],
+    network: Network,
+    load: dict[tuple[str, str], float],
+    rng: random.Random,
+) -> list[str]:
     """The path whose busiest link would be least utilised; ties broken with the seeded rng."""
+
     def util(path: list[str]) -> float:
-        return max((load.get(e, 0.0) + 1) / max(network.capacity(*e), 1e-9)
-                   for e in pairwise(path))
+        return max((load.get(e, 0.0) + 1) / max(network.capacity(*e), 1e-9) for e in pairwise(path))
+
     scored = [(util(p), p) for p in paths]
     best = min(s for s, _ in scored)
     return rng.choice([p for s, p in scored if s <= best + 1e-12])
@@ -220,8 +234,15 @@ def rng_for(seed: int | None) -> random.Random:
     return random.Random(0 if seed is None else seed)
 
 
-def solve_trees(network: Network, scheme: str, seed: int | None, route: Route, *,
-                addressed: bool = False, max_fan_in: int = 0) -> Plan:
+def solve_trees(
+    network: Network,
+    scheme: str,
+    seed: int | None,
+    route: Route,
+    *,
+    addressed: bool = False,
+    max_fan_in: int = 0,
+) -> Plan:
     """The skeleton every tree baseline shares, so they differ only in `route`: one seeded rng
     for the whole solve, one tree per task in task order, rates from the evaluator, points
     within `max_fan_in` (`common.plan_with_evaluated_rates`)."""
@@ -233,9 +254,14 @@ def solve_trees(network: Network, scheme: str, seed: int | None, route: Route, *
         route(tree, rng)
         plans.append(tree.task_plan())
     return plan_with_evaluated_rates(
-        network, scheme, {tp.key: tp.paths for tp in plans},
-        {tp.key: tp.aggregation for tp in plans}, started=started, seed=seed,
-        max_fan_in=max_fan_in)
+        network,
+        scheme,
+        {tp.key: tp.paths for tp in plans},
+        {tp.key: tp.aggregation for tp in plans},
+        started=started,
+        seed=seed,
+        max_fan_in=max_fan_in,
+    )
 
 
 def fan_in_limit(scheme: str, options: SolveOptions) -> int:
@@ -252,8 +278,10 @@ def ecmp_path(network: Network, src: str, dst: str, rng: random.Random) -> list[
 def ecmp_routes(network: Network, seed: int | None) -> dict[tuple[str, str], dict[str, list[str]]]:
     """Every task's workers on ECMP-drawn shortest paths (tasks in order, workers by name)."""
     rng = rng_for(seed)
-    return {t.key: {w: ecmp_path(network, w, t.ps, rng) for w in sorted(t.workers)}
-            for t in network.tasks}
+    return {
+        t.key: {w: ecmp_path(network, w, t.ps, rng) for w in sorted(t.workers)}
+        for t in network.tasks
+    }
 
 
 def follow(start: str, parent: dict[str, str]) -> list[str]:

@@ -66,10 +66,11 @@ from controller.solvers.params import SchemeParams
 
 def solve_deepsys(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
-    paths = {t.key: {w: follow(w, deepsys_tree(network, t)) for w in sorted(t.workers)}
-             for t in network.tasks}
-    return plan_with_evaluated_rates(network, "deepsys", paths, started=started,
-                                     seed=options.seed)
+    paths = {
+        t.key: {w: follow(w, deepsys_tree(network, t)) for w in sorted(t.workers)}
+        for t in network.tasks
+    }
+    return plan_with_evaluated_rates(network, "deepsys", paths, started=started, seed=options.seed)
 
 
 def solve_deepsys_atp(network: Network, options: SolveOptions) -> Plan:
@@ -80,16 +81,20 @@ def solve_deepsys_atp(network: Network, options: SolveOptions) -> Plan:
         nxt = deepsys_tree(network, tree.task)
         for w in sorted(tree.task.workers):
             tree.add(w, follow(w, nxt), first_programmable)
-    return solve_trees(network, "deepsys-atp", options.seed, route,
-                       max_fan_in=fan_in_limit("deepsys-atp", options))
+
+    return solve_trees(
+        network, "deepsys-atp", options.seed, route, max_fan_in=fan_in_limit("deepsys-atp", options)
+    )
 
 
-def deepsys_tree(network: Network, task: Task,
-                 rng: random.Random | None = None) -> dict[str, str]:
+def deepsys_tree(network: Network, task: Task, rng: random.Random | None = None) -> dict[str, str]:
     """Next hop toward the PS of every node on the workers' shortest paths: the first switch
     of the next layer (declaration order), or with `rng` one drawn as ECMP would."""
-    dist = dict(nx.single_target_shortest_path_length(
-        hosts_do_not_forward_to(network.graph, task.ps), task.ps))
+    dist = dict(
+        nx.single_target_shortest_path_length(
+            hosts_do_not_forward_to(network.graph, task.ps), task.ps
+        )
+    )
     order = {n: i for i, n in enumerate(network.graph.nodes)}
     nxt: dict[str, str] = {}
     frontier = sorted(task.workers)
@@ -97,9 +102,14 @@ def deepsys_tree(network: Network, task: Task,
         v = frontier.pop()
         if v == task.ps or v in nxt:
             continue
-        closer = sorted((u for u in network.graph.successors(v)
-                         if dist.get(u, -1) == dist[v] - 1
-                         and (u == task.ps or network.is_switch(u))), key=order.__getitem__)
+        closer = sorted(
+            (
+                u
+                for u in network.graph.successors(v)
+                if dist.get(u, -1) == dist[v] - 1 and (u == task.ps or network.is_switch(u))
+            ),
+            key=order.__getitem__,
+        )
         nxt[v] = rng.choice(closer) if rng else closer[0]
         frontier.append(nxt[v])
     return nxt
@@ -120,8 +130,14 @@ def solve_deepsys_soar(network: Network, options: SolveOptions) -> Plan:
         chosen["/".join(task.key)] = sorted(selected)
         for w in sorted(task.workers):
             tree.add(w, follow(w, nxt), lambda v, *_: v in selected)
-    plan = solve_trees(network, "deepsys-soar", options.seed, route,
-                       max_fan_in=fan_in_limit("deepsys-soar", options))
+
+    plan = solve_trees(
+        network,
+        "deepsys-soar",
+        options.seed,
+        route,
+        max_fan_in=fan_in_limit("deepsys-soar", options),
+    )
     plan.details["soar_switches"] = chosen
     return plan
 
@@ -235,10 +251,11 @@ def _marina_graph(network: Network, task: Task, weight_ina: float) -> nx.Graph:
 def _marina_plan(network: Network, parents: dict, options: SolveOptions) -> Plan:
     def route(tree: AggregationTree, _rng: random.Random) -> None:
         for w in sorted(tree.task.workers):
-            tree.add(w, follow(w, parents[tree.task.key]),
-                     lambda v, *_: can_aggregate(network, v))
-    return solve_trees(network, "marina", options.seed, route,
-                       max_fan_in=fan_in_limit("marina", options))
+            tree.add(w, follow(w, parents[tree.task.key]), lambda v, *_: can_aggregate(network, v))
+
+    return solve_trees(
+        network, "marina", options.seed, route, max_fan_in=fan_in_limit("marina", options)
+    )
 
 
 def _reshape(network: Network, parents: dict, plan: Plan, options: SolveOptions) -> Plan | None:
@@ -246,15 +263,24 @@ def _reshape(network: Network, parents: dict, plan: Plan, options: SolveOptions)
     loads = evaluate(network, plan).aggregator_loads
     if not loads:
         return None
-    hot = max(loads, key=lambda a: a.load_gbps / max(
-        network.spec(a.switch).aggregation_capacity_gbps or float("inf"), 1e-9))
+    hot = max(
+        loads,
+        key=lambda a: (
+            a.load_gbps
+            / max(network.spec(a.switch).aggregation_capacity_gbps or float("inf"), 1e-9)
+        ),
+    )
     task = next(t for t in network.tasks if "/".join(t.key) == hot.task)
     parent = parents[task.key]
     for child in sorted(c for c, p in parent.items() if p == hot.switch):
         below = _subtree(parent, child)
         for alt in sorted(network.graph.successors(child)):
-            if (alt == hot.switch or alt in below or (alt not in parent and alt != task.ps)
-                    or not (alt == task.ps or network.is_switch(alt))):  # hosts do not forward
+            if (
+                alt == hot.switch
+                or alt in below
+                or (alt not in parent and alt != task.ps)
+                or not (alt == task.ps or network.is_switch(alt))
+            ):  # hosts do not forward
                 continue
             trial = {**parents, task.key: {**parent, child: alt}}
             candidate = _marina_plan(network, trial, options)
@@ -280,8 +306,10 @@ def _subtree(parent: dict[str, str], root: str) -> set[str]:
 
 
 def solve_panama(network: Network, options: SolveOptions) -> Plan:
-    apexes = sorted(_top_ina(network) | {s for s in network.switches
-                                         if network.switch_spec(s).tier in ("spine", "core")})
+    apexes = sorted(
+        _top_ina(network)
+        | {s for s in network.switches if network.switch_spec(s).tier in ("spine", "core")}
+    )
 
     def route(tree: AggregationTree, rng: random.Random) -> None:
         for i, w in enumerate(sorted(tree.task.workers)):
@@ -290,5 +318,7 @@ def solve_panama(network: Network, options: SolveOptions) -> Plan:
                 via = [p for p in paths if apexes[i % len(apexes)] in p]
                 paths = via or paths
             tree.add(w, rng.choice(paths), lambda v, *_: can_aggregate(network, v))
-    return solve_trees(network, "panama", options.seed, route,
-                       max_fan_in=fan_in_limit("panama", options))
+
+    return solve_trees(
+        network, "panama", options.seed, route, max_fan_in=fan_in_limit("panama", options)
+    )

@@ -44,12 +44,13 @@ def solve(network: Network, options: SolveOptions) -> Plan:
             for a, b in pairwise(stops):
                 path += rng.choice(paths(a, b))[1:] if a != b else []  # ECMP's draw
             tree.add(w, path, lambda v, *_: v in aggregators)
-    return solve_trees(network, "rr", options.seed, route,
-                       max_fan_in=fan_in_limit("rr", options))
+
+    return solve_trees(network, "rr", options.seed, route, max_fan_in=fan_in_limit("rr", options))
 
 
-def _random_tree(network: Network, task: Task, aggregators: set[str],
-                 rng: random.Random) -> dict[str, str]:
+def _random_tree(
+    network: Network, task: Task, aggregators: set[str], rng: random.Random
+) -> dict[str, str]:
     """Parent of each aggregator that carries the task's traffic; the PS's switch is the root."""
     root = access_switch(network, task.ps)
     parent: dict[str, str] = {}

@@ -23,10 +23,9 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     paths = {}
     for task in network.tasks:
         paths[task.key] = {
-            w: rng.choice(sorted(nx.all_shortest_paths(
-                hosts_do_not_forward(network.graph, w), w, task.ps)))
+            w: rng.choice(
+                sorted(nx.all_shortest_paths(hosts_do_not_forward(network.graph, w), w, task.ps))
+            )
             for w in task.workers
         }
-    return plan_with_evaluated_rates(
-        network, "shortest", paths, started=started, seed=options.seed
-    )
+    return plan_with_evaluated_rates(network, "shortest", paths, started=started, seed=options.seed)

@@ -32,15 +32,18 @@ from controller.solvers.params import SchemeParams
 def solve(network: Network, options: SolveOptions) -> Plan:
     started = time.perf_counter()
     routes = ecmp_routes(network, options.seed)
-    tors = sorted({access_switch(network, h) for h in network.hosts}
-                  & {s for s in network.switches if can_aggregate(network, s)})
+    tors = sorted(
+        {access_switch(network, h) for h in network.hosts}
+        & {s for s in network.switches if can_aggregate(network, s)}
+    )
     budget = SchemeParams("spar", options.params)["aggregators"]
     budget = len(tors) if budget is None else budget
     placed: set[str] = set()
     plan = _plan(network, routes, placed, options)
     while len(placed) < budget:
-        trials = [(_plan(network, routes, placed | {s}, options), s)
-                  for s in tors if s not in placed]
+        trials = [
+            (_plan(network, routes, placed | {s}, options), s) for s in tors if s not in placed
+        ]
         if not trials:
             break
         best, where = max(trials, key=lambda ps: (ps[0].objective, -tors.index(ps[1])))
@@ -54,8 +57,11 @@ def solve(network: Network, options: SolveOptions) -> Plan:
 
 def _plan(network: Network, routes: dict, placed: set[str], options: SolveOptions) -> Plan:
     """The routes drawn up front, aggregated at `placed`."""
+
     def route(tree: AggregationTree, _rng: random.Random) -> None:
         for w, path in routes[tree.task.key].items():
             tree.add(w, path, lambda v, *_: v in placed)
-    return solve_trees(network, "spar", options.seed, route,
-                       max_fan_in=fan_in_limit("spar", options))
+
+    return solve_trees(
+        network, "spar", options.seed, route, max_fan_in=fan_in_limit("spar", options)
+    )

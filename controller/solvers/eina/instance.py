@@ -77,37 +77,53 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
     aggs = [s for s in network.switches if network.is_ina(s)]
     plain = [s for s in network.switches if not network.is_ina(s)]
     if not aggs or len(plain) != 1:
-        raise TopologyError(src, "switches", "EINA needs INA edge aggregators joined by exactly "
-                            f"one plain DCN switch (as `ina topo gen edge` writes); found "
-                            f"{len(aggs)} INA switch(es) and {len(plain)} plain one(s)")
+        raise TopologyError(
+            src,
+            "switches",
+            "EINA needs INA edge aggregators joined by exactly "
+            f"one plain DCN switch (as `ina topo gen edge` writes); found "
+            f"{len(aggs)} INA switch(es) and {len(plain)} plain one(s)",
+        )
     if len({t.job for t in network.tasks}) != 1:
-        raise TopologyError(src, "jobs", "EINA routes one training job (its tasks are the "
-                            "model's shards, one per PS)")
+        raise TopologyError(
+            src,
+            "jobs",
+            "EINA routes one training job (its tasks are the model's shards, one per PS)",
+        )
     fabric = plain[0]
     g = network.graph
     for a in aggs:
         if not (g.has_edge(a, fabric) and g.has_edge(fabric, a)):
-            raise TopologyError(src, f"switches ({a})",
-                                f"aggregator {a!r} has no link to {fabric!r}")
+            raise TopologyError(
+                src, f"switches ({a})", f"aggregator {a!r} has no link to {fabric!r}"
+            )
         if network.pipelines(a) != 1:
-            raise TopologyError(src, f"switches ({a}).pipelines",
-                                "EINA merges every flow entering an aggregator, so it needs one "
-                                "pipeline per aggregator")
+            raise TopologyError(
+                src,
+                f"switches ({a}).pipelines",
+                "EINA merges every flow entering an aggregator, so it needs one "
+                "pipeline per aggregator",
+            )
     home: dict[str, str] = {}
     for h in network.hosts:
         ends = list(g.successors(h))
         if len(ends) != 1 or ends[0] not in aggs:
-            raise TopologyError(src, f"hosts ({h})",
-                                f"in EINA every host links to exactly one aggregator; {h!r} "
-                                f"links to {ends}")
+            raise TopologyError(
+                src,
+                f"hosts ({h})",
+                f"in EINA every host links to exactly one aggregator; {h!r} links to {ends}",
+            )
         home[h] = ends[0]
 
     c, b_in, b_out = {}, {}, {}
     for a in aggs:
         spec = network.switch_spec(a)
         if spec.aggregation_capacity_gbps is None:
-            raise TopologyError(src, f"switches ({a}).aggregation_capacity_gbps",
-                                "EINA needs every aggregator's aggregation capacity c_j")
+            raise TopologyError(
+                src,
+                f"switches ({a}).aggregation_capacity_gbps",
+                "EINA needs every aggregator's aggregation capacity c_j",
+            )
         c[a] = exact(spec.aggregation_capacity_gbps)
         # b^I / b^E are the link's (a switch field, when set, sums the switch's links to
         # other switches, checked at load; the tighter of the two is the fabric link's).
@@ -118,15 +134,21 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
     ps = [t.ps for t in tasks]
     shared = sorted({h for h in ps if ps.count(h) > 1})
     if shared:
-        raise TopologyError(src, "jobs", "EINA gives every task (model shard) its own PS, whose "
-                            f"link it charges to that task alone; {', '.join(shared)} is the PS "
-                            "of several tasks")
+        raise TopologyError(
+            src,
+            "jobs",
+            "EINA gives every task (model shard) its own PS, whose "
+            f"link it charges to that task alone; {', '.join(shared)} is the PS "
+            "of several tasks",
+        )
     local = [dict.fromkeys(aggs, 0) for _ in tasks]
     for p, t in enumerate(tasks):
         for w in t.workers:
             local[p][home[w]] += 1
-    host_cap = {w: exact(network.capacity(w, home[w]))
-                for w in dict.fromkeys(w for t in tasks for w in t.workers)}
+    host_cap = {
+        w: exact(network.capacity(w, home[w]))
+        for w in dict.fromkeys(w for t in tasks for w in t.workers)
+    }
     r_low = exact(params["r_min"])
     r_max = None if params["r_max"] is None else exact(params["r_max"])
     ps_cap = [ps_limit(network, t, home[t.ps]) for t in tasks]
@@ -136,13 +158,31 @@ def read(network: Network, given: Mapping[str, Any]) -> Instance:
         raise SchemeInputError(
             f"{src}: task {capped[0].name} has a rate cap (rate_cap_gbps), which bounds the "
             f"sum of a sharded job's rates; EINA's model of several PSs has no such bound: "
-            f"drop the cap or use a scheme that reads it (paring, shortest, atp)")
-    r_high = [high if t.rate_cap_gbps is None else min(high, exact(t.rate_cap_gbps))
-              for t, high in zip(tasks, r_high, strict=True)]  # R caps the one task's rate
+            f"drop the cap or use a scheme that reads it (paring, shortest, atp)"
+        )
+    r_high = [
+        high if t.rate_cap_gbps is None else min(high, exact(t.rate_cap_gbps))
+        for t, high in zip(tasks, r_high, strict=True)
+    ]  # R caps the one task's rate
     depth = params["depth_limit"] or len(aggs)
-    return Instance(aggs, fabric, ps, [t.key for t in tasks], [t.workers for t in tasks], home,
-                    local, c, b_in, b_out, r_low, r_high, host_cap, depth, ps_cap,
-                    params["max_fan_in"])
+    return Instance(
+        aggs,
+        fabric,
+        ps,
+        [t.key for t in tasks],
+        [t.workers for t in tasks],
+        home,
+        local,
+        c,
+        b_in,
+        b_out,
+        r_low,
+        r_high,
+        host_cap,
+        depth,
+        ps_cap,
+        params["max_fan_in"],
+    )
 
 
 def ps_limit(network: Network, task: Task, root: str) -> Fraction:
@@ -168,7 +208,8 @@ def refuse_unmergeable(inst: Instance, network: Network, scheme: str) -> None:
             f"{'switch' if one else 'switches'} {names} {'holds' if one else 'hold'} workers or "
             f"a PS and {'has' if one else 'have'} aggregation_capacity_gbps 0, so no EINA tree "
             "exists. Give them aggregation capacity, or use eina-plus, which may pass flows "
-            "through an aggregator unmerged")
+            "through an aggregator unmerged"
+        )
 
 
 def refuse_over_fan_in(inst: Instance, network: Network, scheme: str) -> None:
@@ -181,17 +222,22 @@ def refuse_over_fan_in(inst: Instance, network: Network, scheme: str) -> None:
         root = inst.home[inst.ps[p]]
         racks = [j for j in inst.aggregators if inst.local[p][j]]
         full = [j for j in racks if inst.local[p][j] > inst.fan_in]
-        why = (f"aggregator {full[0]} holds {inst.local[p][full[0]]} of its workers" if full else
-               f"the PS's aggregator {root} holds {inst.local[p][root]} of its workers and "
-               f"must also merge the other racks' flows" if inst.local[p][root] >= inst.fan_in
-               and set(racks) - {root} else "")
+        why = (
+            f"aggregator {full[0]} holds {inst.local[p][full[0]]} of its workers"
+            if full
+            else f"the PS's aggregator {root} holds {inst.local[p][root]} of its workers and "
+            f"must also merge the other racks' flows"
+            if inst.local[p][root] >= inst.fan_in and set(racks) - {root}
+            else ""
+        )
         if why:
             raise SchemeInputError(
                 f"{network.source}: {scheme} merges every worker's flow at its own aggregator "
                 f"(EINA's constraint (10)), but for task {job}/{task} {why}, more than the "
                 f"{inst.fan_in} flows an aggregation point may merge (max_fan_in; the data plane "
                 f"merges at most {MAX_FAN_IN}). Use eina-plus, which may pass workers' flows "
-                "through an aggregator unmerged, or max_fan_in=0 for the paper's unlimited model")
+                "through an aggregator unmerged, or max_fan_in=0 for the paper's unlimited model"
+            )
 
 
 def _tighter(link: float, field: float | None) -> Fraction:

@@ -23,7 +23,8 @@ def task_plans(inst: Instance, parents: Parents, rates: list[float]) -> list[Tas
         paths = {w: _path(inst, tree, w, ps) for w in inst.workers[p]}
         points = [
             AggregationPoint(j, 0, entering[p][j], inst.fabric if j in tree else ps)
-            for j in inst.aggregators if entering[p][j] > 0
+            for j in inst.aggregators
+            if entering[p][j] > 0
         ]
         share = rates[p] / sum(rates) if sum(rates) > 0 else 1 / len(rates)
         plans.append(TaskPlan(job, name, ps, rates[p], paths, points, model_share=share))

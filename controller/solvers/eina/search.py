@@ -23,8 +23,7 @@ class Outcome:
     bound: int | None  # CP-SAT's proven bound on Σ r_p in steps (None: nothing proven)
 
 
-def solve(inst: Instance, step: Fraction, deadline: float, seed: int,
-          workers: int) -> Outcome:
+def solve(inst: Instance, step: Fraction, deadline: float, seed: int, workers: int) -> Outcome:
     """CP-SAT until `deadline` (a time.perf_counter() value), the model build included."""
     m = build(inst, step)
     _hint_star(inst, m)
@@ -54,8 +53,9 @@ class _Reporter(cp_model.CpSolverSolutionCallback):
         self.step = float(step)
 
     def on_solution_callback(self) -> None:
-        progress.report(self.objective_value * self.step,
-                        self.best_objective_bound * self.step, "total rate")
+        progress.report(
+            self.objective_value * self.step, self.best_objective_bound * self.step, "total rate"
+        )
 
 
 def _hint_star(inst: Instance, m: EinaModel) -> None:

@@ -61,29 +61,52 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
     refuse_over_fan_in(inst, network, scheme)
     step = exact(params["step"])
     if max(inst.r_high) / step > MAX_STEPS:
-        raise TopologyError(network.source, "schemes.eina.step (or --param step)",
-                            f"a {float(step):g} Gbps step makes r_p up to "
-                            f"{float(max(inst.r_high)):g} Gbps "
-                            f"more than {MAX_STEPS:,} steps; use a coarser step or set r_max")
+        raise TopologyError(
+            network.source,
+            "schemes.eina.step (or --param step)",
+            f"a {float(step):g} Gbps step makes r_p up to "
+            f"{float(max(inst.r_high)):g} Gbps "
+            f"more than {MAX_STEPS:,} steps; use a coarser step or set r_max",
+        )
     if inst.r_low % step:
-        raise TopologyError(network.source, "schemes.eina.r_min (or --param r_min)",
-                            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) "
-                            "for the bound to hold for real rates")
+        raise TopologyError(
+            network.source,
+            "schemes.eina.r_min (or --param r_min)",
+            f"r_p^L must be a whole number of rate steps ({float(step):g} Gbps) "
+            "for the bound to hold for real rates",
+        )
     limit = options.limit()
-    details = {"step_gbps": float(step), "depth_limit": inst.depth_limit, "d_hat": inst.d_hat,
-               "r_min_gbps": float(inst.r_low), "r_max_gbps": [float(v) for v in inst.r_high]}
-    plan = Plan(scheme, "infeasible", 0.0, None, 0.0, options.seed, [], topology=network.name,
-                details=details)
+    details = {
+        "step_gbps": float(step),
+        "depth_limit": inst.depth_limit,
+        "d_hat": inst.d_hat,
+        "r_min_gbps": float(inst.r_low),
+        "r_max_gbps": [float(v) for v in inst.r_high],
+    }
+    plan = Plan(
+        scheme,
+        "infeasible",
+        0.0,
+        None,
+        0.0,
+        options.seed,
+        [],
+        topology=network.name,
+        details=details,
+    )
     if any(inst.r_low > high for high in inst.r_high):
         details["cp_sat_status"] = "not run: r_p^L above r_p^U"
         plan.bound = 0.0
     else:
         # Keep a little of the limit for the LP re-rating and the plan.
         deadline = started + limit - min(PLAN_RESERVE, 0.05 * limit)
-        out = search.solve(inst, step, deadline, options.seed or 0,
-                           params["num_workers"])
-        if out.parents is None and out.cp_status != "INFEASIBLE" and inst.d_hat >= 1 and (
-                _star_fits(inst)):
+        out = search.solve(inst, step, deadline, options.seed or 0, params["num_workers"])
+        if (
+            out.parents is None
+            and out.cp_status != "INFEASIBLE"
+            and inst.d_hat >= 1
+            and (_star_fits(inst))
+        ):
             out = _star(inst)  # CP-SAT found nothing in time: the star is a plan
         details["cp_sat_status"] = out.cp_status
         if out.parents is None:
@@ -97,8 +120,10 @@ def run(network: Network, options: SolveOptions, scheme: str) -> Plan:
 def _star(inst) -> search.Outcome:
     """Every worker rack straight to π[p]: what the plan falls back to when CP-SAT found no
     solution in time (it is a feasible tree whenever d̂ ≥ 1); no quantized bound."""
-    parents = [{i: inst.home[ps] for i in inst.aggregators
-                if i != inst.home[ps] and inst.local[p][i] > 0} for p, ps in enumerate(inst.ps)]
+    parents = [
+        {i: inst.home[ps] for i in inst.aggregators if i != inst.home[ps] and inst.local[p][i] > 0}
+        for p, ps in enumerate(inst.ps)
+    ]
     return search.Outcome("UNKNOWN (star fallback)", parents, [], 0, None)
 
 
@@ -106,7 +131,9 @@ def _star_fits(inst) -> bool:
     """The star within the fan-in limit: π[p] merges every worker rack and its own workers."""
     return not inst.fan_in or all(
         sum(1 for j, n in local.items() if n and j != inst.home[ps]) + local[inst.home[ps]]
-        <= inst.fan_in for ps, local in zip(inst.ps, inst.local, strict=True))
+        <= inst.fan_in
+        for ps, local in zip(inst.ps, inst.local, strict=True)
+    )
 
 
 def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fraction) -> None:
@@ -123,8 +150,10 @@ def _fill(network: Network, plan: Plan, inst, out: search.Outcome, step: Fractio
     plan.bound = max(float(bound), plan.objective)
     proven = plan.objective >= float(bound) * (1 - 1e-9)
     plan.status = "optimal" if proven else "feasible" if out.cp_status == "OPTIMAL" else "timeout"
-    plan.details.update({
-        "model_objective_gbps": float(out.objective * step),
-        "model_bound_gbps": None if out.bound is None else float(out.bound * step),
-        "trees": [dict(t) for t in parents],
-    })
+    plan.details.update(
+        {
+            "model_objective_gbps": float(out.objective * step),
+            "model_bound_gbps": None if out.bound is None else float(out.bound * step),
+            "trees": [dict(t) for t in parents],
+        }
+    )

@@ -23,11 +23,15 @@ _EPS = 1e-9
 def trees(inst: Instance, rates: list[float]) -> list[dict[str, str]] | None:
     """A parent map per PS meeting every capacity at `rates`, or None if the greedy fails."""
     A, P = inst.aggregators, range(len(inst.ps))
-    if any(r < float(inst.r_low) - _EPS or r > float(inst.r_high[p]) + _EPS
-           for p, r in enumerate(rates)):
+    if any(
+        r < float(inst.r_low) - _EPS or r > float(inst.r_high[p]) + _EPS
+        for p, r in enumerate(rates)
+    ):
         return None
-    if any(sum(rates[p] for p in inst.tasks_of[w]) > float(cap) + _EPS
-           for w, cap in inst.host_cap.items()):
+    if any(
+        sum(rates[p] for p in inst.tasks_of[w]) > float(cap) + _EPS
+        for w, cap in inst.host_cap.items()
+    ):
         return None
     cap = {j: float(inst.c[j]) - sum(inst.local[p][j] * rates[p] for p in P) for j in A}
     egress = {j: float(inst.b_out[j]) for j in A}
@@ -49,8 +53,9 @@ def trees(inst: Instance, rates: list[float]) -> list[dict[str, str]] | None:
     return parents
 
 
-def _grow(inst: Instance, p: int, r: float, cap: dict, egress: dict,
-          ingress: dict) -> dict[str, str] | None:
+def _grow(
+    inst: Instance, p: int, r: float, cap: dict, egress: dict, ingress: dict
+) -> dict[str, str] | None:
     root = inst.home[inst.ps[p]]
     star = {i: root for i in inst.aggregators if i != root and inst.local[p][i]}
     if r <= _EPS and (not inst.fan_in or len(star) + inst.local[p][root] <= inst.fan_in):
@@ -66,10 +71,18 @@ def _grow(inst: Instance, p: int, r: float, cap: dict, egress: dict,
         return max(0, free)
 
     d_hat = inst.d_hat
-    pending = sorted((i for i in inst.aggregators if i != root and inst.local[p][i]),
-                     key=room, reverse=True)
-    relays = sorted((i for i in inst.aggregators if i != root and not inst.local[p][i]
-                     and ingress[i] + _EPS >= r and room(i) >= 2), key=room, reverse=True)
+    pending = sorted(
+        (i for i in inst.aggregators if i != root and inst.local[p][i]), key=room, reverse=True
+    )
+    relays = sorted(
+        (
+            i
+            for i in inst.aggregators
+            if i != root and not inst.local[p][i] and ingress[i] + _EPS >= r and room(i) >= 2
+        ),
+        key=room,
+        reverse=True,
+    )
     parent: dict[str, str] = {}
     depth = {root: 0}
     heap = [(-room(root), root)] if d_hat >= 1 else []
@@ -83,8 +96,7 @@ def _grow(inst: Instance, p: int, r: float, cap: dict, egress: dict,
         if not heap:
             return None
         _, v = heap[0]
-        if free < len(pending) - nxt and relays and room(relays[0]) >= 2 \
-                and depth[v] + 1 < d_hat:
+        if free < len(pending) - nxt and relays and room(relays[0]) >= 2 and depth[v] + 1 < d_hat:
             child = relays.pop(0)
             ingress[child] -= r
         else:

@@ -52,8 +52,17 @@ def solve_fast(network: Network, options: SolveOptions) -> Plan:
             break
         weights = [r / total for r in rates]
     details = {"bound_source": "tree-free rack bound", "rounds": rounds}
-    plan = Plan(SCHEME, "infeasible", 0.0, float(bound), 0.0, options.seed, [],
-                topology=network.name, details=details)
+    plan = Plan(
+        SCHEME,
+        "infeasible",
+        0.0,
+        float(bound),
+        0.0,
+        options.seed,
+        [],
+        topology=network.name,
+        details=details,
+    )
     if best is None:  # not even rate r^L fits the greedy: it proves nothing
         plan.status = "heuristic"
         plan.bound = None

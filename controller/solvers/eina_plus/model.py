@@ -81,8 +81,13 @@ def counts(inst: Instance, p: int, choice: Choice, merges_all: dict[str, bool]) 
     return c
 
 
-def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
-          ps_link: list[Fraction], realizable: bool = False) -> PlusModel:
+def build(
+    inst: Instance,
+    step: Fraction,
+    merges_all: dict[str, bool],
+    ps_link: list[Fraction],
+    realizable: bool = False,
+) -> PlusModel:
     """The model; `realizable` adds the data plane's per-worker merge rule (`routes.py`): a
     worker bypasses its rack only towards an aggregator no deeper than the rack, and π[p]'s
     own workers stay at π[p]. Without it the model is a relaxation, which is what the bound
@@ -100,8 +105,11 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
         into: dict[str, list[Any]] = {j: [] for j in A}  # terms of flows into / out of j
         out: dict[str, list[Any]] = {j: [] for j in A}
         for i in A:
-            v["d", p, i] = mdl.new_constant(0) if i == root else \
-                mdl.new_int_var(1, max(1, len(A) - 1), f"d{p}_{i}")
+            v["d", p, i] = (
+                mdl.new_constant(0)
+                if i == root
+                else mdl.new_int_var(1, max(1, len(A) - 1), f"d{p}_{i}")
+            )
         for i in A:
             if i != root:
                 v["m", p, i] = mdl.new_bool_var(f"m{p}_{i}")
@@ -176,14 +184,21 @@ def build(inst: Instance, step: Fraction, merges_all: dict[str, bool],
     for w, cap in inst.host_cap.items():  # a worker's own link: one flow per PS
         mdl.add(sum(pm.r[p] for p in inst.tasks_of[w]) <= units(cap, step))
     # Implied (`solver.merge_budget`), stated so CP-SAT's bound sees it.
-    mdl.add(sum(total[p] * pm.r[p] for p in P)
-            <= units(sum(inst.c.values(), Fraction(0)) + sum(ps_link, Fraction(0)), step))
+    mdl.add(
+        sum(total[p] * pm.r[p] for p in P)
+        <= units(sum(inst.c.values(), Fraction(0)) + sum(ps_link, Fraction(0)), step)
+    )
     mdl.maximize(sum(pm.r))  # (13)
     return pm
 
 
-def hint(inst: Instance, pm: PlusModel, choices: list[Choice], levels: list[int],
-         merges_all: dict[str, bool]) -> None:
+def hint(
+    inst: Instance,
+    pm: PlusModel,
+    choices: list[Choice],
+    levels: list[int],
+    merges_all: dict[str, bool],
+) -> None:
     """Start CP-SAT at a known solution (EINA's trees): so it never ends below it."""
     v = pm.vars
     for p, ch in enumerate(choices):

@@ -23,16 +23,33 @@ CHECK_SECONDS = 3.0  # per feasibility check at most
 PRECISION = 0.005  # stop when the bracket is within 0.5 % of its top
 
 
-def search(inst: Instance, step: Fraction, merges_all: dict[str, bool],
-           ps_link: list[Fraction], weights: list[float], low: float, high: float,
-           deadline: float, seed: int, workers: int) -> list[list[model.Choice]]:
+def search(
+    inst: Instance,
+    step: Fraction,
+    merges_all: dict[str, bool],
+    ps_link: list[Fraction],
+    weights: list[float],
+    low: float,
+    high: float,
+    deadline: float,
+    seed: int,
+    workers: int,
+) -> list[list[model.Choice]]:
     """Routings found for totals in (low, high], best last."""
     found = []
     while high - low > PRECISION * high and time.perf_counter() < deadline - 0.1:
         mid = (low + high) / 2
         levels = [int(w * mid / float(step)) for w in weights]
-        choices = _check(inst, step, merges_all, ps_link, levels,
-                         min(CHECK_SECONDS, deadline - time.perf_counter()), seed, workers)
+        choices = _check(
+            inst,
+            step,
+            merges_all,
+            ps_link,
+            levels,
+            min(CHECK_SECONDS, deadline - time.perf_counter()),
+            seed,
+            workers,
+        )
         if choices is None:
             high = mid
         else:

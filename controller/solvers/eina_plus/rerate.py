@@ -16,8 +16,9 @@ from controller.model.network import Network
 from controller.model.plan import Plan
 
 
-def best_rates(network: Network, plan: Plan, r_low: float,
-               r_high: list[float]) -> list[float] | None:
+def best_rates(
+    network: Network, plan: Plan, r_low: float, r_high: list[float]
+) -> list[float] | None:
     """Rates per task (plan order) maximising their sum, or None when the paths are invalid
     or cannot reach r_low."""
     plans, flows = {}, {}

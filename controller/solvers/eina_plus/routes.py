@@ -98,10 +98,11 @@ def _build(inst: Instance, p: int, ch: Choice) -> tuple[TaskPlan, dict[str, int]
             points.append(AggregationPoint(i, 0, len(arriving[i]), fabric, listed))
     returning: dict[str, int] = {}
     if ch.root_merged and arriving[root]:
+
         def dirty(unit: list[str]) -> bool:  # holds a π[p] worker that left and comes back
             return any(w in sent_from_root for w in unit)
 
-        units = sorted(arriving[root], key=lambda u: (dirty(u), -len(u)))[:ch.root_merged]
+        units = sorted(arriving[root], key=lambda u: (dirty(u), -len(u)))[: ch.root_merged]
         for unit in units:
             for w in unit:
                 if w in sent_from_root:

@@ -52,9 +52,12 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     baselines = [s for s in params["candidates"].split(",") if s]
     unknown = [s for s in baselines if s not in ("grid", "atp", "rr", "random", "aggtree")]
     if unknown:
-        raise TopologyError(network.source, "schemes.eina-plus.candidates (or --param "
-                            "candidates)", f"baselines to compare with are grid, atp, rr, "
-                            f"random, aggtree (comma-separated); got {', '.join(unknown)}")
+        raise TopologyError(
+            network.source,
+            "schemes.eina-plus.candidates (or --param candidates)",
+            f"baselines to compare with are grid, atp, rr, "
+            f"random, aggtree (comma-separated); got {', '.join(unknown)}",
+        )
     inst = read(network, given)
     step = exact(params["step"])
     limit = options.limit()
@@ -67,8 +70,9 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         # A baseline (GRID's) or a normalised choice (`routes`) may merge more than L flows
         # at a point: it merges L of them and lets the others cross (`fanin`).
         plan_tasks = [cap_fan_in(network, tp, inst.fan_in) for tp in plan_tasks]
-        plan = Plan(SCHEME, "feasible", 0.0, None, 0.0, options.seed, plan_tasks,
-                    topology=network.name)
+        plan = Plan(
+            SCHEME, "feasible", 0.0, None, 0.0, options.seed, plan_tasks, topology=network.name
+        )
         rates = rerate.best_rates(network, plan, r_low, r_high)
         if rates is None:
             return None
@@ -85,8 +89,11 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
     for name in ["eina", *baselines]:  # as they would run alone, so their plans are theirs
         own = {k: v for k, v in given.items() if k != "candidates"} if name == "eina" else {}
         try:
-            base = solve(network, name, SolveOptions(time_limit=options.time_limit,
-                                                     seed=options.seed, params=own))
+            base = solve(
+                network,
+                name,
+                SolveOptions(time_limit=options.time_limit, seed=options.seed, params=own),
+            )
         except ValueError as exc:  # e.g. GRID's LP cut short: one candidate fewer
             failed[name] = str(exc)
             continue
@@ -99,10 +106,18 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
             candidates[name] = plan
     bound = tree_free_bound(inst, merges_all, ps_link)
     best = max((c.objective for c in candidates.values()), default=0.0)
-    found = ratesearch.search(inst, step, merges_all, ps_link, [1 / len(inst.ps)] * len(inst.ps),
-                              best, float(bound), max(started + SEARCH_SHARE * limit,
-                                                        time.perf_counter() + 0.3 * limit),
-                              seed, workers)
+    found = ratesearch.search(
+        inst,
+        step,
+        merges_all,
+        ps_link,
+        [1 / len(inst.ps)] * len(inst.ps),
+        best,
+        float(bound),
+        max(started + SEARCH_SHARE * limit, time.perf_counter() + 0.3 * limit),
+        seed,
+        workers,
+    )
     for k, choices in enumerate(reversed(found[-2:])):  # the two largest totals
         plan = rated(routes.task_plans(inst, choices))
         if plan is not None:
@@ -115,7 +130,8 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         model.hint(inst, pm, choices, levels, merges_all)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(
-        started + (1 - RESERVE) * limit - time.perf_counter(), MODEL_SHARE * limit)
+        started + (1 - RESERVE) * limit - time.perf_counter(), MODEL_SHARE * limit
+    )
     solver.parameters.num_workers = workers
     solver.parameters.random_seed = seed
     status = solver.solve(pm.model)
@@ -130,15 +146,25 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
 
     if quantized_bound is not None:
         bound = min(bound, grid_bound(inst, step, quantized_bound, ps_link))
-    details = {"step_gbps": float(step), "cp_sat_status": solver.status_name(status),
-               "model_bound_gbps": None if quantized_bound is None else
-               float(quantized_bound * step),
-               "candidates": {k: p.objective for k, p in candidates.items()},
-               "failed_candidates": failed}
+    details = {
+        "step_gbps": float(step),
+        "cp_sat_status": solver.status_name(status),
+        "model_bound_gbps": None if quantized_bound is None else float(quantized_bound * step),
+        "candidates": {k: p.objective for k, p in candidates.items()},
+        "failed_candidates": failed,
+    }
     if not candidates:
-        plan = Plan(SCHEME, "infeasible" if status == cp_model.INFEASIBLE else "timeout",
-                    0.0, max(float(bound), 0.0), 0.0, options.seed, [], topology=network.name,
-                    details=details)
+        plan = Plan(
+            SCHEME,
+            "infeasible" if status == cp_model.INFEASIBLE else "timeout",
+            0.0,
+            max(float(bound), 0.0),
+            0.0,
+            options.seed,
+            [],
+            topology=network.name,
+            details=details,
+        )
     else:
         winner = max(candidates, key=lambda k: candidates[k].objective)
         plan = candidates[winner]
@@ -146,14 +172,18 @@ def solve_plus(network: Network, options: SolveOptions) -> Plan:
         plan.details = details
         plan.bound = max(float(bound), plan.objective)
         finished = status in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
-        plan.status = ("optimal" if plan.objective >= float(bound) * (1 - 1e-9) else
-                       "feasible" if finished else "timeout")
+        plan.status = (
+            "optimal"
+            if plan.objective >= float(bound) * (1 - 1e-9)
+            else "feasible"
+            if finished
+            else "timeout"
+        )
     plan.solve_seconds = time.perf_counter() - started
     return plan
 
 
-def grid_bound(inst: Instance, step: Fraction, quantized: int,
-               ps_link: list[Fraction]) -> Fraction:
+def grid_bound(inst: Instance, step: Fraction, quantized: int, ps_link: list[Fraction]) -> Fraction:
     """The model's bound U (steps) as one for real rates: Σ_p r_p < s · (U + |P|) (every row is
     Σ count · r ≤ cap, `eina.bound`). One PS: the real optimum of a fixed routing is r^U or a
     capacity over a flow count, so the largest such value below s · (U + 1) bounds it."""
@@ -167,15 +197,18 @@ def grid_bound(inst: Instance, step: Fraction, quantized: int,
     return max((v for v in values if v < limit), default=Fraction(0))
 
 
-def tree_free_bound(inst: Instance, merges_all: dict[str, bool],
-                    ps_link: list[Fraction]) -> Fraction:
+def tree_free_bound(
+    inst: Instance, merges_all: dict[str, bool], ps_link: list[Fraction]
+) -> Fraction:
     """Σ_p r_p without any routing: Σ_p r_p^U; a worker of every task sends Σ_p r_p on its
     link; an `aggregates: all` rack merges a_{p,j} flows of each p whatever the routing
     ((10)), so Σ_p r_p ≤ c_j / min_p a_{p,j} (bypass voids this on `addressed` racks); and
     `merge_budget`."""
     P = range(len(inst.ps))
-    bounds = [sum(inst.r_high, Fraction(0)),
-              merge_budget(inst, ps_link) / min(len(w) for w in inst.workers)]
+    bounds = [
+        sum(inst.r_high, Fraction(0)),
+        merge_budget(inst, ps_link) / min(len(w) for w in inst.workers),
+    ]
     for j in inst.aggregators:
         least = min(inst.local[p][j] for p in P)
         if merges_all[j] and least > 0:

@@ -41,9 +41,15 @@ class Outcome:
         return self.value >= self.bound
 
 
-def solve(inst: GridTask, links: bool, hint: dict[str, str], deadline: float,
-          workers: int = 1, seed: int = 0,
-          report: Callable[[Fraction, Fraction], None] | None = None) -> Outcome:
+def solve(
+    inst: GridTask,
+    links: bool,
+    hint: dict[str, str],
+    deadline: float,
+    workers: int = 1,
+    seed: int = 0,
+    report: Callable[[Fraction, Fraction], None] | None = None,
+) -> Outcome:
     """The best assignment found by the deadline and the proven bound; starts from `hint`.
     `report(λ, bound)` hears each improvement of either as the search goes."""
     every_ps = dict.fromkeys(inst.task.workers, PS)
@@ -95,13 +101,21 @@ def levels(inst: GridTask, links: bool) -> list[Fraction]:
     return sorted(v for v in found if 0 < v <= inst.big_t)
 
 
-def probe(inst: GridTask, links: bool, rate: Fraction, hint: dict[str, str], seconds: float,
-          workers: int, seed: int) -> tuple[str, dict[str, str] | None]:
+def probe(
+    inst: GridTask,
+    links: bool,
+    rate: Fraction,
+    hint: dict[str, str],
+    seconds: float,
+    workers: int,
+    seed: int,
+) -> tuple[str, dict[str, str] | None]:
     """Is there an integral x of value ≥ `rate`? CP-SAT's status, and such an x if found.
 
     Without link rows, workers with the same candidates are interchangeable, so each such
     group gets one count variable per node instead of a boolean per worker (same problem,
     none of the symmetry); with link rows every worker has its own routes, so groups of one."""
+
     def most(cap: Fraction) -> int:
         return floor(cap / rate)
 
@@ -110,15 +124,22 @@ def probe(inst: GridTask, links: bool, rate: Fraction, hint: dict[str, str], sec
 
     k_ps = most(inst.b_ps)
     usable = {s for s, c in inst.cap.items() if most(c) >= 1 and open_route(s, PS)}
-    allowed = {n: tuple(s for s in inst.nodes(n) if (s in usable or (s == PS and k_ps >= 1))
-                        and open_route(n, s)) for n in inst.task.workers}
+    allowed = {
+        n: tuple(
+            s
+            for s in inst.nodes(n)
+            if (s in usable or (s == PS and k_ps >= 1)) and open_route(n, s)
+        )
+        for n in inst.task.workers
+    }
     if any(not nodes for nodes in allowed.values()):
         return "INFEASIBLE", None
     # How many workers s can take: C_s / λ, and with link rows also what its incoming links
     # can bring (each worker arrives over the last link of its route; a cut the LP would not
     # see while u_s is fractional).
-    takes = {s: min(most(inst.cap[s]), len(allowed), inst.fan_in or len(allowed))
-             for s in usable}  # the fan-in row |N_s| ≤ L (model.py) too
+    takes = {
+        s: min(most(inst.cap[s]), len(allowed), inst.fan_in or len(allowed)) for s in usable
+    }  # the fan-in row |N_s| ≤ L (model.py) too
     if links:
         last: dict[str, dict[tuple[str, str], int]] = {}
         for n, nodes in allowed.items():
@@ -128,10 +149,16 @@ def probe(inst: GridTask, links: bool, rate: Fraction, hint: dict[str, str], sec
                     e = (hop[0], hop[1])
                     last.setdefault(s, {})[e] = last.get(s, {}).get(e, 0) + 1
         for s, arrivals in last.items():
-            takes[s] = min(takes[s], sum(min(k, most(inst.link_cap[e]))
-                                         for e, k in arrivals.items()))
-        k_ps = min(k_ps, sum(most(inst.link_cap[u, inst.task.ps])
-                             for u in {r[-2] for (_, t), r in inst.routes.items() if t == PS}))
+            takes[s] = min(
+                takes[s], sum(min(k, most(inst.link_cap[e])) for e, k in arrivals.items())
+            )
+        k_ps = min(
+            k_ps,
+            sum(
+                most(inst.link_cap[u, inst.task.ps])
+                for u in {r[-2] for (_, t), r in inst.routes.items() if t == PS}
+            ),
+        )
     by_key: dict[tuple, list[str]] = {}
     for n in sorted(allowed):
         by_key.setdefault((n,) if links else allowed[n], []).append(n)
@@ -152,8 +179,7 @@ def probe(inst: GridTask, links: bool, rate: Fraction, hint: dict[str, str], sec
     to_ps = [var for (_, t), var in z.items() if t == PS]
     model.add(sum(to_ps) + sum(u.values()) <= k_ps)
     # Redundant cover (implied by the rows above), so the LP sees how many switches it needs.
-    model.add(sum(takes[s] * used for s, used in u.items())
-              + sum(to_ps) >= total)
+    model.add(sum(takes[s] * used for s, used in u.items()) + sum(to_ps) >= total)
     if links:
         _link_rows(inst, model, {(groups[g][0], s): v for (g, s), v in z.items()}, u, most)
     for (g, s), var in z.items():

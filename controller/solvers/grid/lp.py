@@ -21,8 +21,10 @@ class GridInfeasible(SchemeInputError):
 
 def _unsolved(what: str, status: int, time_limit: float | None) -> GridInfeasible:
     if status == pywraplp.Solver.NOT_SOLVED and time_limit:
-        return GridInfeasible(f"grid: {what} was not solved within the time limit "
-                              f"({time_limit:g} s): give a longer --time-limit")
+        return GridInfeasible(
+            f"grid: {what} was not solved within the time limit "
+            f"({time_limit:g} s): give a longer --time-limit"
+        )
     return GridInfeasible(f"grid: GLOP failed on {what} (OR-Tools status {status})")
 
 
@@ -78,8 +80,10 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     _limit_to_what_is_left(solver, started, time_limit)  # the limit covers both stages
     solver.Add(lam >= value * (1 - 1e-7))
     hops = _hops(network, inst)
-    solver.Minimize(sum(var * hops(n, s) for (n, s), var in r.items())
-                    + sum(var * hops(s, PS) for s, var in y.items()))
+    solver.Minimize(
+        sum(var * hops(n, s) for (n, s), var in r.items())
+        + sum(var * hops(s, PS) for s, var in y.items())
+    )
     status = solver.Solve()
     if status not in names:
         raise _unsolved(f"the second LP stage of {task.job}/{task.name}", status, time_limit)
@@ -89,8 +93,9 @@ def solve(network: Network, inst: GridTask, links: bool, time_limit: float | Non
     return Relaxed(value * unit, names[status], dict(rates))
 
 
-def _limit_to_what_is_left(solver: pywraplp.Solver, started: float,
-                           time_limit: float | None) -> None:
+def _limit_to_what_is_left(
+    solver: pywraplp.Solver, started: float, time_limit: float | None
+) -> None:
     if time_limit:
         left = time_limit - (time.perf_counter() - started)
         solver.SetTimeLimit(max(1, int(left * 1000)))  # 0 would mean no limit
@@ -103,14 +108,21 @@ def _hops(network: Network, inst: GridTask):
         b = inst.task.ps if b == PS else b
         if a not in lengths:
             lengths[a] = nx.single_source_shortest_path_length(
-                hosts_do_not_forward(network.graph, a), a)
+                hosts_do_not_forward(network.graph, a), a
+            )
         return lengths[a][b]
+
     return hops
 
 
-def _link_rows(network: Network, inst: GridTask, solver: pywraplp.Solver,
-               r: dict[tuple[str, str], pywraplp.Variable],
-               y: dict[str, pywraplp.Variable], unit: float) -> None:
+def _link_rows(
+    network: Network,
+    inst: GridTask,
+    solver: pywraplp.Solver,
+    r: dict[tuple[str, str], pywraplp.Variable],
+    y: dict[str, pywraplp.Variable],
+    unit: float,
+) -> None:
     """Capacity rows for each directed link, with every candidate flow on its fixed route
     (capacities in the LP's rate unit)."""
     terms: dict[tuple[str, str], list[pywraplp.Variable]] = defaultdict(list)

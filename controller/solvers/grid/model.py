@@ -57,8 +57,9 @@ class GridTask:
     def narrowest(self, src: str, node: str) -> Fraction:
         """The smallest link capacity on the route src→node (no flow fits above that rate)."""
         if (src, node) not in self._narrowest:
-            self._narrowest[src, node] = min(self.link_cap[e]
-                                             for e in pairwise(self.route(src, node)))
+            self._narrowest[src, node] = min(
+                self.link_cap[e] for e in pairwise(self.route(src, node))
+            )
         return self._narrowest[src, node]
 
 
@@ -87,13 +88,17 @@ def switch_capacity(network: Network, switch: str) -> float:
     return cap
 
 
-def build(network: Network, task: Task, params: SchemeParams, paths: PathCache,
-          rng: random.Random | None) -> GridTask:
+def build(
+    network: Network, task: Task, params: SchemeParams, paths: PathCache, rng: random.Random | None
+) -> GridTask:
     """The task's instance; routes are drawn with `rng` (one shortest path per worker→node and
     per switch→PS, in a fixed order), or left out when `rng` is None (R-GRIA without links)."""
     mode = params["candidates"]
-    ina = [s for s in sorted(network.switches) if network.is_ina(s)
-           and switch_capacity(network, s) > 0 and paths.reaches(s, task.ps)]
+    ina = [
+        s
+        for s in sorted(network.switches)
+        if network.is_ina(s) and switch_capacity(network, s) > 0 and paths.reaches(s, task.ps)
+    ]
     cand = {}
     for n in task.workers:
         if mode == "all":  # those it reaches without crossing a host (one cabled to the PS
@@ -102,9 +107,16 @@ def build(network: Network, task: Task, params: SchemeParams, paths: PathCache,
             on_path = {v for p in paths(n, task.ps) for v in p}
             cand[n] = [s for s in ina if s in on_path]
     b_ps = ps_ingress(network, task)
-    inst = GridTask(task, max_rate(params, b_ps), exact(b_ps),
-                    {s: exact(switch_capacity(network, s)) for c in cand.values() for s in c},
-                    cand, {}, {}, params["max_fan_in"])
+    inst = GridTask(
+        task,
+        max_rate(params, b_ps),
+        exact(b_ps),
+        {s: exact(switch_capacity(network, s)) for c in cand.values() for s in c},
+        cand,
+        {},
+        {},
+        params["max_fan_in"],
+    )
     if rng is not None:
         draw_routes(network, inst, paths, rng)
     return inst

@@ -58,8 +58,7 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     limit = options.limit()
     paths, rng = PathCache(network), rng_for(options.seed)
     # Routes only where the model charges them; without link rows the plan routes least-loaded.
-    insts = {t.key: build(network, t, params, paths, rng if links else None)
-             for t in network.tasks}
+    insts = {t.key: build(network, t, params, paths, rng if links else None) for t in network.tasks}
     outcomes, warm, warm_lp = {}, {}, {}
     seconds = {"instance": time.perf_counter() - started, "lp": 0.0, "cp_sat": 0.0}
     for i, (key, inst) in enumerate(insts.items()):
@@ -67,45 +66,61 @@ def solve(network: Network, options: SolveOptions) -> Plan:
         _reporter(key, len(insts))(None, inst.big_t)  # λ ≤ T before any probe
         share = (started + limit - began) / (len(insts) - i)
         # at most a quarter of the task's time: the warm start only saves probes
-        hint, warm[key], warm_lp[key] = _warm_start(network, inst, links, draws, rng,
-                                                    WARM_SHARE * share)
+        hint, warm[key], warm_lp[key] = _warm_start(
+            network, inst, links, draws, rng, WARM_SHARE * share
+        )
         seconds["lp"] += time.perf_counter() - began
         share = (started + limit - time.perf_counter()) / (len(insts) - i)
-        outcomes[key] = exact.solve(inst, links, hint, time.perf_counter() + share, workers,
-                                    options.seed or 0, _reporter(key, len(insts)))
+        outcomes[key] = exact.solve(
+            inst,
+            links,
+            hint,
+            time.perf_counter() + share,
+            workers,
+            options.seed or 0,
+            _reporter(key, len(insts)),
+        )
         seconds["cp_sat"] += sum(p[2] for p in outcomes[key].probes)
     began = time.perf_counter()
     plan = _best_routing(network, insts, outcomes, options, links, paths)
     seconds["plan"] = time.perf_counter() - began
-    bound = weighted_objective(network, _with_rates(plan, {
-        k: _up(o.bound) for k, o in outcomes.items()}))
+    bound = weighted_objective(
+        network, _with_rates(plan, {k: _up(o.bound) for k, o in outcomes.items()})
+    )
     plan.bound = max(bound, plan.objective)
     proven = all(o.proven for o in outcomes.values())
-    plan.status = ("optimal" if plan.objective >= bound * (1 - 1e-9) else "feasible") \
-        if proven else "timeout"
+    plan.status = (
+        ("optimal" if plan.objective >= bound * (1 - 1e-9) else "feasible") if proven else "timeout"
+    )
     label = {k: "/".join(k) for k in insts}
-    plan.details.update({
-        "links_in_model": links,
-        "model_value_gbps": {label[k]: float(o.value) for k, o in outcomes.items()},
-        "model_bound_gbps": {label[k]: _up(o.bound) for k, o in outcomes.items()},
-        "model_status": {label[k]: "optimal" if o.proven else "bound"
-                         for k, o in outcomes.items()},
-        "warm_start_gbps": {label[k]: None if v is None else float(v) for k, v in warm.items()},
-        "warm_start_lp": {label[k]: v for k, v in warm_lp.items()},
-        "probes": {label[k]: o.probes for k, o in outcomes.items()},
-        "seconds": seconds,  # instance (routes), R-GRIA warm start, CP-SAT probes, plan
-        "max_rate_gbps": {label[k]: float(inst.big_t) for k, inst in insts.items()},
-        "assignment": {label[k]: {n: ("PS" if s == PS else s) for n, s in sorted(o.assign.items())}
-                       for k, o in outcomes.items()},
-        "merged_at": {tp.job + "/" + tp.task: merges(network, tp) for tp in plan.tasks},
-    })
+    plan.details.update(
+        {
+            "links_in_model": links,
+            "model_value_gbps": {label[k]: float(o.value) for k, o in outcomes.items()},
+            "model_bound_gbps": {label[k]: _up(o.bound) for k, o in outcomes.items()},
+            "model_status": {
+                label[k]: "optimal" if o.proven else "bound" for k, o in outcomes.items()
+            },
+            "warm_start_gbps": {label[k]: None if v is None else float(v) for k, v in warm.items()},
+            "warm_start_lp": {label[k]: v for k, v in warm_lp.items()},
+            "probes": {label[k]: o.probes for k, o in outcomes.items()},
+            "seconds": seconds,  # instance (routes), R-GRIA warm start, CP-SAT probes, plan
+            "max_rate_gbps": {label[k]: float(inst.big_t) for k, inst in insts.items()},
+            "assignment": {
+                label[k]: {n: ("PS" if s == PS else s) for n, s in sorted(o.assign.items())}
+                for k, o in outcomes.items()
+            },
+            "merged_at": {tp.job + "/" + tp.task: merges(network, tp) for tp in plan.tasks},
+        }
+    )
     plan.solve_seconds = time.perf_counter() - started
     progress.report(plan.objective, plan.bound, "rate")
     return plan
 
 
-def _warm_start(network: Network, inst: GridTask, links: bool, draws: int, rng: random.Random,
-                seconds: float) -> tuple[dict[str, str], Fraction | None, str | None]:
+def _warm_start(
+    network: Network, inst: GridTask, links: bool, draws: int, rng: random.Random, seconds: float
+) -> tuple[dict[str, str], Fraction | None, str | None]:
     """R-GRIA's best draw, scored in the model CP-SAT is given (with or without link rows):
     the draws of the paper's LP (no link rows, quick) and, when the model has link rows, of
     the LP with them too (GLOP took 13 s of a 100-worker fat-tree's time; it gets what the
@@ -114,7 +129,10 @@ def _warm_start(network: Network, inst: GridTask, links: bool, draws: int, rng: 
     worker at the PS (value None) when no LP finished in time."""
     deadline = time.perf_counter() + seconds
     best: tuple[dict[str, str], Fraction | None, str | None] = (
-        dict.fromkeys(inst.task.workers, PS), None, None)
+        dict.fromkeys(inst.task.workers, PS),
+        None,
+        None,
+    )
     for lp_links in (False, True) if links else (False,):
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -129,18 +147,30 @@ def _warm_start(network: Network, inst: GridTask, links: bool, draws: int, rng: 
     return best
 
 
-def _best_routing(network: Network, insts, outcomes, options: SolveOptions,
-                  links: bool, paths: PathCache) -> Plan:
+def _best_routing(
+    network: Network, insts, outcomes, options: SolveOptions, links: bool, paths: PathCache
+) -> Plan:
     """The model's own routes, or least-loaded ones if the evaluator finds those carry more."""
     best = None
     for routing in ("fixed", "least-loaded") if links else ("least-loaded",):
         rng = rng_for(options.seed)
-        tasks = [fixed_routes(network, insts[t.key], outcomes[t.key].assign)
-                 if routing == "fixed" else
-                 least_loaded_routes(network, t, outcomes[t.key].assign, rng, paths)
-                 for t in network.tasks]
-        plan = Plan("grid-opt", "feasible", 0.0, None, 0.0, options.seed, tasks,
-                    topology=network.name, details={"routing": routing})
+        tasks = [
+            fixed_routes(network, insts[t.key], outcomes[t.key].assign)
+            if routing == "fixed"
+            else least_loaded_routes(network, t, outcomes[t.key].assign, rng, paths)
+            for t in network.tasks
+        ]
+        plan = Plan(
+            "grid-opt",
+            "feasible",
+            0.0,
+            None,
+            0.0,
+            options.seed,
+            tasks,
+            topology=network.name,
+            details={"routing": routing},
+        )
         rate_plan(network, plan, insts)
         if best is None or plan.objective > best.objective + 1e-9:
             best = plan
@@ -152,8 +182,9 @@ def _reporter(key: tuple[str, str], tasks: int):
     """Progress (`ina solve --progress`): the task's λ in (1) and the bound proven on it;
     the plan's rate, which the evaluator scores on the routes, comes last."""
     what = "model rate" if tasks == 1 else f"model rate of {'/'.join(key)}"
-    return lambda best, bound: progress.report(None if best is None else float(best),
-                                               _up(bound), what)
+    return lambda best, bound: progress.report(
+        None if best is None else float(best), _up(bound), what
+    )
 
 
 def _up(value: Fraction) -> float:

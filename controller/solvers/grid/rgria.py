@@ -37,8 +37,9 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     best: Plan | None = None
     outcome = {}
     for links in variants:  # each from the seed afresh: exactly the single-variant run
-        plan = run_variant(network, params, links, draws, rng_for(options.seed), paths,
-                           options.time_limit)
+        plan = run_variant(
+            network, params, links, draws, rng_for(options.seed), paths, options.time_limit
+        )
         plan.seed = options.seed
         outcome[VARIANTS[links]] = plan.objective
         if best is None or plan.objective > best.objective + 1e-9:
@@ -49,40 +50,54 @@ def solve(network: Network, options: SolveOptions) -> Plan:
     return best
 
 
-def run_variant(network: Network, params: SchemeParams, links: bool, draws: int,
-                rng: random.Random, paths: PathCache, time_limit: float | None) -> Plan:
+def run_variant(
+    network: Network,
+    params: SchemeParams,
+    links: bool,
+    draws: int,
+    rng: random.Random,
+    paths: PathCache,
+    time_limit: float | None,
+) -> Plan:
     """Alg. 1 on one LP variant, `draws` times; the draw the evaluator scores best."""
-    insts = {t.key: build(network, t, params, paths, rng if links else None)
-             for t in network.tasks}
+    insts = {t.key: build(network, t, params, paths, rng if links else None) for t in network.tasks}
     relaxed = {k: lp.solve(network, inst, links, time_limit) for k, inst in insts.items()}
     best: Plan | None = None
     chosen: dict[tuple[str, str], dict[str, str]] = {}
     for draw in range(draws):
         assignment = {k: rounding(relaxed[k], rng, insts[k].fan_in) for k in insts}
-        tasks = [least_loaded_routes(network, t, assignment[t.key], rng, paths)
-                 for t in network.tasks]
+        tasks = [
+            least_loaded_routes(network, t, assignment[t.key], rng, paths) for t in network.tasks
+        ]
         plan = Plan("grid", "heuristic", 0.0, None, 0.0, None, tasks, topology=network.name)
         rate_plan(network, plan, insts)
-        plan.details = {"draw": draw, "assignment": {
-            "/".join(k): {n: ("PS" if s == PS else s) for n, s in sorted(a.items())}
-            for k, a in assignment.items()}}
+        plan.details = {
+            "draw": draw,
+            "assignment": {
+                "/".join(k): {n: ("PS" if s == PS else s) for n, s in sorted(a.items())}
+                for k, a in assignment.items()
+            },
+        }
         if best is None or plan.objective > best.objective + 1e-9:
             best, chosen = plan, assignment
     assert best is not None
-    best.details.update({
-        "variant": VARIANTS[links],
-        "lp_value_gbps": {"/".join(k): r.value for k, r in relaxed.items()},
-        "lp_status": {"/".join(k): r.status for k, r in relaxed.items()},
-        # The chosen assignment scored in GRID's own problem (1) (no link rows), for comparing
-        # R-GRIA with `grid-opt`'s optimum of the same problem.
-        "model_value_gbps": {"/".join(k): float(value(insts[k], chosen[k], False))
-                             for k in insts},
-        "draws": draws,
-        "links_in_lp": links,
-        "candidates": params["candidates"],
-        "max_rate_gbps": {"/".join(k): float(inst.big_t) for k, inst in insts.items()},
-        "merged_at": {tp.job + "/" + tp.task: merges(network, tp) for tp in best.tasks},
-    })
+    best.details.update(
+        {
+            "variant": VARIANTS[links],
+            "lp_value_gbps": {"/".join(k): r.value for k, r in relaxed.items()},
+            "lp_status": {"/".join(k): r.status for k, r in relaxed.items()},
+            # The chosen assignment scored in GRID's own problem (1) (no link rows), for comparing
+            # R-GRIA with `grid-opt`'s optimum of the same problem.
+            "model_value_gbps": {
+                "/".join(k): float(value(insts[k], chosen[k], False)) for k in insts
+            },
+            "draws": draws,
+            "links_in_lp": links,
+            "candidates": params["candidates"],
+            "max_rate_gbps": {"/".join(k): float(inst.big_t) for k, inst in insts.items()},
+            "merged_at": {tp.job + "/" + tp.task: merges(network, tp) for tp in best.tasks},
+        }
+    )
     return best
 
 
@@ -107,16 +122,16 @@ def rounding(relaxed: lp.Relaxed, rng: random.Random, fan_in: int = 0) -> dict[s
     share Σ_n x̃_n^s is already at most L (lp.py)."""
     choice, taken = {}, Counter[str]()
     for n in sorted(relaxed.rates):
-        nodes = [s for s in sorted(relaxed.rates[n])
-                 if s == PS or not fan_in or taken[s] < fan_in]
+        nodes = [s for s in sorted(relaxed.rates[n]) if s == PS or not fan_in or taken[s] < fan_in]
         weights = [relaxed.rates[n][s] for s in nodes]
         choice[n] = rng.choices(nodes, weights)[0] if sum(weights) > 0 else PS
         taken[choice[n]] += 1
     return choice
 
 
-def best_model_draw(inst: GridTask, relaxed: lp.Relaxed, links: bool, draws: int,
-                    rng: random.Random) -> tuple[dict[str, str], Fraction]:
+def best_model_draw(
+    inst: GridTask, relaxed: lp.Relaxed, links: bool, draws: int, rng: random.Random
+) -> tuple[dict[str, str], Fraction]:
     """R-GRIA's draws scored in the model (1) itself, no routing: `grid-opt`'s warm start."""
     found = []
     for _ in range(draws):

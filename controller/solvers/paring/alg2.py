@@ -28,8 +28,7 @@ class Outcome:
     slack: float
 
 
-def run_paring(network: Network, task: Task, as_printed: bool = False,
-               fan_in: int = 0) -> Outcome:
+def run_paring(network: Network, task: Task, as_printed: bool = False, fan_in: int = 0) -> Outcome:
     """Alg. 2: step 1 (PS), step 2 (r, d), step 3 (Alg. 3), line 23; a switch takes at most
     `fan_in` children (0: unlimited)."""
     g = convert(network, task, fan_in)  # Alg. 1
@@ -37,8 +36,9 @@ def run_paring(network: Network, task: Task, as_printed: bool = False,
     return grow(g, degrees.select_ps(g, n), n, as_printed)
 
 
-def grow(g: Logical, ps: str, n: int, as_printed: bool = False,
-         load: dict | None = None) -> Outcome:
+def grow(
+    g: Logical, ps: str, n: int, as_printed: bool = False, load: dict | None = None
+) -> Outcome:
     """Alg. 2 steps 2-3 and line 23 for a chosen PS: r_2 and d(v), the tree, its rate."""
     r2, d = degrees.rate_and_degrees(g, ps, n)
     for slack in SLACKS:
@@ -46,7 +46,9 @@ def grow(g: Logical, ps: str, n: int, as_printed: bool = False,
         if tree is not None:
             break
     else:
-        raise SchemeInputError(f"{g.network.source}: PARING found no aggregation tree for "
-                               f"{g.task.job}/{g.task.name} (the free servers do not connect)")
+        raise SchemeInputError(
+            f"{g.network.source}: PARING found no aggregation tree for "
+            f"{g.task.job}/{g.task.name} (the free servers do not connect)"
+        )
     rate = degrees.tree_rate(g, ps, aggregating_children(tree))  # line 23
     return Outcome(g, tree, rate, r2, slack)

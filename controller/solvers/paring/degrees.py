@@ -65,12 +65,14 @@ def rate_and_degrees(g: Logical, ps: str, n: int) -> tuple[Rate, dict[str, int]]
         return sum(slots(g, v, r, cap) for v in v1)
 
     def useful(r: Rate) -> list[str]:  # lines 14-15: switches that can merge two gradients
-        return [v for v in everyone if v == ps or (g.capacity[v] >= 2 * r
-                and slots(g, v, r, cap) >= 2)]
+        return [
+            v for v in everyone if v == ps or (g.capacity[v] >= 2 * r and slots(g, v, r, cap) >= 2)
+        ]
 
     def grows(v: str, r: Rate) -> bool:  # a lower rate can give v another slot
         return g.capacity[v] not in (0, INF) and not (
-            g.fan_in and g.network.is_switch(v) and slots(g, v, r, cap) >= g.fan_in)
+            g.fan_in and g.network.is_switch(v) and slots(g, v, r, cap) >= g.fan_in
+        )
 
     total = sum(g.capacity[v] for v in everyone)
     r: Rate = min(g.rate_cap, total / demand(everyone))  # line 10

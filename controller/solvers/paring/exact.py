@@ -68,16 +68,25 @@ def slots_suffice(g: Logical, n: int, r: Rate, servers_aggregate: bool = False) 
     cap = n + len(g.switches) + 1
     relays = sum(slots(g, v, r, cap) - 1 for v in g.switches if slots(g, v, r, cap) >= 2)
     if servers_aggregate:
-        relays += sum(sorted((max(floor_div(g.capacity[h], r, cap) - 1, 0) for h in g.hosts),
-                             reverse=True)[:n])
+        relays += sum(
+            sorted((max(floor_div(g.capacity[h], r, cap) - 1, 0) for h in g.hosts), reverse=True)[
+                :n
+            ]
+        )
     best_ps = max((floor_div(g.capacity[h], r, cap) for h in g.hosts), default=0)
     return best_ps >= 1 and best_ps + relays >= n and len(g.hosts) > n
 
 
-def solve(g: Logical, n: int, deadline: float, workers: int, seed: int,
-          hint: tuple[str, dict[str, str], list[str], Rate] | None = None,
-          servers_aggregate: bool = False,
-          report: Callable[[Rate | None, Rate], None] | None = None) -> Exact:
+def solve(
+    g: Logical,
+    n: int,
+    deadline: float,
+    workers: int,
+    seed: int,
+    hint: tuple[str, dict[str, str], list[str], Rate] | None = None,
+    servers_aggregate: bool = False,
+    report: Callable[[Rate | None, Rate], None] | None = None,
+) -> Exact:
     """The highest feasible candidate rate, and the least-cost tree there until `deadline`.
 
     `hint` = (ps, parent, workers, rate) of a known tree (PARING's), used as CP-SAT's start
@@ -99,8 +108,16 @@ def solve(g: Logical, n: int, deadline: float, workers: int, seed: int,
     return Exact(Fraction(0), None, None, [], None, None, "INFEASIBLE", tried)
 
 
-def _solve_at(g: Logical, n: int, r: Rate, deadline: float, threads: int, seed: int,
-              hint, servers_aggregate: bool = False) -> Exact:
+def _solve_at(
+    g: Logical,
+    n: int,
+    r: Rate,
+    deadline: float,
+    threads: int,
+    seed: int,
+    hint,
+    servers_aggregate: bool = False,
+) -> Exact:
     cap = n + len(g.switches) + 1
     m = cp_model.CpModel()
     p = {h: m.new_bool_var(f"p[{h}]") for h in g.hosts}

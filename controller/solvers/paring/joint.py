@@ -39,8 +39,9 @@ class Joint:
     probes: int
 
 
-def candidates(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
-               ) -> list[tuple[Fraction, Fraction]]:
+def candidates(
+    gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
+) -> list[tuple[Fraction, Fraction]]:
     """Every vertex (r_1, r_2) of a rate LP of two trees with above < r_1 + r_2 ≤ ceiling,
     highest sum first (module docstring)."""
     rows = {(Fraction(1), Fraction(0), Fraction(0)), (Fraction(0), Fraction(1), Fraction(0))}
@@ -49,13 +50,18 @@ def candidates(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
     for v in gs[0].switches:
         b = gs[0].capacity[v]
         if b not in (0, INF):
-            rows |= {(Fraction(a), Fraction(c), Fraction(b)) for a in range(n + 1)
-                     for c in range(n + 1)
-                     if a or c}
+            rows |= {
+                (Fraction(a), Fraction(c), Fraction(b))
+                for a in range(n + 1)
+                for c in range(n + 1)
+                if a or c
+            }
     for p, g in enumerate(gs):
         for b in {g.capacity[h] for h in g.hosts} - {0, INF}:
-            rows |= {(Fraction(k * (p == 0)), Fraction(k * (p == 1)), Fraction(b))
-                     for k in range(1, n + 1)}
+            rows |= {
+                (Fraction(k * (p == 0)), Fraction(k * (p == 1)), Fraction(b))
+                for k in range(1, n + 1)
+            }
     found = set()
     for (a1, b1, c1), (a2, b2, c2) in itertools.combinations(rows, 2):
         det = a1 * b2 - a2 * b1
@@ -67,9 +73,16 @@ def candidates(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction
     return sorted(found, key=lambda r: (-(r[0] + r[1]), r))
 
 
-def solve(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction, deadline: float,
-          threads: int, seed: int,
-          report: Callable[[Fraction | None, Fraction], None] | None = None) -> Joint:
+def solve(
+    gs: list[Logical],
+    n: int,
+    above: Fraction,
+    ceiling: Fraction,
+    deadline: float,
+    threads: int,
+    seed: int,
+    report: Callable[[Fraction | None, Fraction], None] | None = None,
+) -> Joint:
     """The optimal r_1 + r_2 if it is above `above` (else `bound` = `above`: nothing better
     exists), or the highest candidate not refuted by `deadline`. `report(sum, bound)` hears
     each candidate probed (every higher one is refuted: a bound) and the sum found."""
@@ -95,8 +108,14 @@ def solve(gs: list[Logical], n: int, above: Fraction, ceiling: Fraction, deadlin
     return Joint(above, None, None, [], probes)
 
 
-def _fit(gs: list[Logical], n: int, rates: tuple[Fraction, Fraction], deadline: float,
-         threads: int, seed: int):
+def _fit(
+    gs: list[Logical],
+    n: int,
+    rates: tuple[Fraction, Fraction],
+    deadline: float,
+    threads: int,
+    seed: int,
+):
     """Two trees at `rates`: exact.py's variables per PS p (p[h], s[v], y[a, b], f[a, b]),
     the workers w[h] shared, one PS each, and Σ_p r_p · children_p(v) ≤ B_v."""
     m = cp_model.CpModel()
@@ -107,8 +126,10 @@ def _fit(gs: list[Logical], n: int, rates: tuple[Fraction, Fraction], deadline: 
     for idx, (g, r) in enumerate(zip(gs, rates, strict=True)):
         p = {h: m.new_bool_var(f"p{idx}[{h}]") for h in hosts}
         s = {v: m.new_bool_var(f"s{idx}[{v}]") for v in switches}
-        kps = {h: n if r == 0 or g.capacity[h] == INF else min(n, math.floor(g.capacity[h] / r))
-               for h in hosts}
+        kps = {
+            h: n if r == 0 or g.capacity[h] == INF else min(n, math.floor(g.capacity[h] / r))
+            for h in hosts
+        }
         y, f = {}, {}
         for a in g.nodes:
             for b in g.nodes:
@@ -139,8 +160,10 @@ def _fit(gs: list[Logical], n: int, rates: tuple[Fraction, Fraction], deadline: 
             continue
         cap = Fraction(cap)
         scale = math.lcm(cap.denominator, *(r.denominator for r in rates))
-        m.add(sum(int(r * scale) * sum(ins[v]) for r, ins in zip(rates, into, strict=True))
-              <= int(cap * scale))
+        m.add(
+            sum(int(r * scale) * sum(ins[v]) for r, ins in zip(rates, into, strict=True))
+            <= int(cap * scale)
+        )
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(deadline - time.perf_counter(), 0.05)
     solver.parameters.num_workers = threads
@@ -157,4 +180,3 @@ def _fit(gs: list[Logical], n: int, rates: tuple[Fraction, Fraction], deadline: 
         parent = {a: b for (a, b), var in y.items() if solver.value(var)}
         trees.append((ps, carrying(parent, workers)))
     return name, trees, workers
-

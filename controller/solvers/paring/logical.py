@@ -46,14 +46,19 @@ class Logical:
     def c(self, a: str, b: str) -> int:
         return 0 if a == b else self.cost[(a, b)]
 
-    def physical_paths(self, a: str, b: str, blocked: frozenset[str] = frozenset(),
-                       limit: int = 64) -> list[list[str]]:
+    def physical_paths(
+        self, a: str, b: str, blocked: frozenset[str] = frozenset(), limit: int = 64
+    ) -> list[list[str]]:
         """Hop-count shortest physical paths a → b through switches only, none in `blocked`
         (cached); [] when there is none."""
         key = (a, b, blocked)
         if key not in self._paths:
-            view = nx.subgraph_view(self._fabric, filter_node=lambda x: x in (a, b) or (
-                self.network.is_switch(x) and x not in blocked))
+            view = nx.subgraph_view(
+                self._fabric,
+                filter_node=lambda x: (
+                    x in (a, b) or (self.network.is_switch(x) and x not in blocked)
+                ),
+            )
             found = []
             try:
                 for path in nx.all_shortest_paths(view, a, b):
@@ -104,8 +109,10 @@ def convert(network: Network, task: Task, fan_in: int = 0) -> Logical:
     switches = [s for s in network.switches if can_aggregate(network, s)]  # line 3
     switch_only = fabric.subgraph(s for s in network.switches if s in fabric)
     dist = {s: nx.single_source_shortest_path_length(switch_only, s) for s in switch_only}
-    access = {h: [s for s in fabric.neighbors(h) if network.is_switch(s)] if h in fabric else []
-              for h in hosts}
+    access = {
+        h: [s for s in fabric.neighbors(h) if network.is_switch(s)] if h in fabric else []
+        for h in hosts
+    }
     cost: dict[tuple[str, str], int] = {}
     nodes = hosts + switches
 
@@ -115,22 +122,35 @@ def convert(network: Network, task: Task, fan_in: int = 0) -> Logical:
         starts = access.get(a, [a])
         ends = access.get(b, [b])
         extra = (a in access) + (b in access)
-        return min((dist[s].get(t, INF) for s in starts for t in ends if s in dist),
-                   default=INF) + extra
+        return (
+            min((dist[s].get(t, INF) for s in starts for t in ends if s in dist), default=INF)
+            + extra
+        )
 
     for i, a in enumerate(nodes):  # lines 4-6
-        for b in nodes[i + 1:]:
+        for b in nodes[i + 1 :]:
             h = hops(a, b)
             if h < INF:
                 cost[(a, b)] = cost[(b, a)] = int(h)
     capacity: dict[str, Fraction | float] = {
-        s: exact(network.spec(s).aggregation_capacity_gbps) for s in switches}
+        s: exact(network.spec(s).aggregation_capacity_gbps) for s in switches
+    }
     for host in hosts:
         capacity[host] = exact(network.ps_capacity(task, host))
     reachable = [h for h in hosts if any((h, x) in cost for x in hosts if x != h)]
     if len(reachable) < len(task.workers) + 1:
         raise SchemeInputError(
             f"{network.source}: task {task.job}/{task.name} needs {len(task.workers)} workers "
-            f"and a PS but only {len(reachable)} free servers reach each other")
-    return Logical(network, task, hosts, switches, capacity, cost,
-                   exact(task.rate_cap_gbps), fabric, fan_in=fan_in)
+            f"and a PS but only {len(reachable)} free servers reach each other"
+        )
+    return Logical(
+        network,
+        task,
+        hosts,
+        switches,
+        capacity,
+        cost,
+        exact(task.rate_cap_gbps),
+        fabric,
+        fan_in=fan_in,
+    )

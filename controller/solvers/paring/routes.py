@@ -55,18 +55,21 @@ def task_plan(network: Network, task: Task, tree: Tree, rate: float) -> TaskPlan
         for child in children:
             by_pipe[network.ingress_pipeline(tree.path[child][-2], v)].append(child)
         for pipe, members in sorted(by_pipe.items()):
-            workers = sorted({w for c in members for w in ({c} if c in tree.workers
-                                                             else below[c])})
-            points.append(AggregationPoint(v, pipe, sum(flows_from(c) for c in members),
-                                          tree.path[v][1], tuple(workers)))
+            workers = sorted({w for c in members for w in ({c} if c in tree.workers else below[c])})
+            points.append(
+                AggregationPoint(
+                    v, pipe, sum(flows_from(c) for c in members), tree.path[v][1], tuple(workers)
+                )
+            )
         return len(by_pipe)
 
     for v in sorted(kids):
         if v != tree.ps:
             flows_from(v)
     points.sort(key=lambda a: (a.switch, a.pipeline))
-    return cap_fan_in(network, TaskPlan(task.job, task.name, tree.ps, rate, paths, points),
-                      tree.fan_in)
+    return cap_fan_in(
+        network, TaskPlan(task.job, task.name, tree.ps, rate, paths, points), tree.fan_in
+    )
 
 
 def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> Tree | None:
@@ -90,9 +93,13 @@ def tree_of(g: Logical, ps: str, parent: dict[str, str], workers: list[str]) -> 
         paths = g.physical_paths(child, up, frozenset(tree.ancestors(up) | below[child]))
         if not paths:
             return None
-        tree.path[child] = min(paths, key=lambda path: (
-            sum(x in nodes for x in path[1:-1]),
-            max(tree.load.get(e, 0) for e in itertools.pairwise(path))))
+        tree.path[child] = min(
+            paths,
+            key=lambda path: (
+                sum(x in nodes for x in path[1:-1]),
+                max(tree.load.get(e, 0) for e in itertools.pairwise(path)),
+            ),
+        )
         for e in itertools.pairwise(tree.path[child]):
             tree.load[e] = tree.load.get(e, 0) + 1
     return tree

@@ -55,8 +55,13 @@ class Subtask:
     fine: TaskPlan | None = None  # fine mode: the shard with its shares, at outcome.rate
 
 
-def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
-                fine: bool = False, fan_in: int = 0) -> list[Subtask]:
+def run_several(
+    network: Network,
+    tasks: list[Task],
+    as_printed: bool = False,
+    fine: bool = False,
+    fan_in: int = 0,
+) -> list[Subtask]:
     """Sec. IV-C.3 on the tasks of one placed job, in their declaration order (fine: each
     shard made fine on what the shards before it left, module docstring); in every shard's
     tree a switch takes at most `fan_in` children (0: unlimited)."""
@@ -65,7 +70,8 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
     if len(g.hosts) < n + count:
         raise SchemeInputError(
             f"{network.source}: job {tasks[0].job} needs {n} workers and {count} PSs but has "
-            f"{len(g.hosts)} free servers")
+            f"{len(g.hosts)} free servers"
+        )
     pss: list[str] = []
     for task in tasks:  # Step 1, once per PS, among the servers left
         g_p = _as_ps_of(g, network, task, [h for h in g.hosts if h not in pss])
@@ -77,9 +83,11 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
     load: dict = {}
     for task, ps in zip(tasks, pss, strict=True):
         # the first shard places the workers: on servers that reach every PS
-        hosts = [h for h in g.hosts if h == ps or (h not in pss and all(
-            (h, q) in g.cost for q in pss))] if workers is None else \
-            [h for h in g.hosts if h == ps or h in workers]
+        hosts = (
+            [h for h in g.hosts if h == ps or (h not in pss and all((h, q) in g.cost for q in pss))]
+            if workers is None
+            else [h for h in g.hosts if h == ps or h in workers]
+        )
         g_p = replace(_as_ps_of(g, network, task, hosts, capacity), rate_cap=left)
         outcome = _star(g_p, ps, n) if left <= 0 else grow(g_p, ps, n, as_printed, load)
         load = outcome.tree.load  # the links the shards so far use (equal-cost legs avoid them)
@@ -92,8 +100,13 @@ def run_several(network: Network, tasks: list[Task], as_printed: bool = False,
                 if capacity[v] != INF:
                     capacity[v] = _snap(left_over.spec(v).aggregation_capacity_gbps)
             if left != INF:
-                left = _snap(next(t.rate_cap_gbps for t in left_over.tasks
-                                  if (t.job, t.name) == (task.job, task.name)))
+                left = _snap(
+                    next(
+                        t.rate_cap_gbps
+                        for t in left_over.tasks
+                        if (t.job, t.name) == (task.job, task.name)
+                    )
+                )
             continue
         out.append(Subtask(task, outcome))
         r = outcome.rate
@@ -110,8 +123,9 @@ def _fine(subtasks: list[Subtask]) -> list[TaskPlan]:
     return [s.fine for s in subtasks if s.fine is not None]
 
 
-def _fine_shard(network: Network, task: Task, outcome: Outcome, before: list[TaskPlan],
-                count: int) -> TaskPlan:
+def _fine_shard(
+    network: Network, task: Task, outcome: Outcome, before: list[TaskPlan], count: int
+) -> TaskPlan:
     """Shard p's tree as a task of the job, its rate and shares those of the one-PS fine mode
     on what the shards `before` it left."""
     tp = task_plan(network, task, outcome.tree, 0.0)
@@ -141,15 +155,20 @@ def residual(network: Network, shards: list[TaskPlan]) -> Network:
         if key[0] == "link":
             a, b = key[1], key[2]
             for e in ((a, b), (b, a)) if graph.edges[a, b].get("shared") else ((a, b),):
-                graph.edges[e]["capacity_gbps"] = max(0.0, graph.edges[e]["capacity_gbps"]
-                                                      - amount)
+                graph.edges[e]["capacity_gbps"] = max(0.0, graph.edges[e]["capacity_gbps"] - amount)
         elif key[0] == "aggregator" and network.is_switch(key[1]):
             spec = graph.nodes[key[1]]["spec"]
-            graph.nodes[key[1]]["spec"] = spec.model_copy(update={
-                "aggregation_capacity_gbps": max(0.0, spec.aggregation_capacity_gbps - amount)})
-    tasks = [replace(t, rate_cap_gbps=max(0.0, t.rate_cap_gbps - used[("rate cap", t.job)]))
-             if ("rate cap", t.job) in used and t.rate_cap_gbps is not None else t
-             for t in network.tasks]
+            graph.nodes[key[1]]["spec"] = spec.model_copy(
+                update={
+                    "aggregation_capacity_gbps": max(0.0, spec.aggregation_capacity_gbps - amount)
+                }
+            )
+    tasks = [
+        replace(t, rate_cap_gbps=max(0.0, t.rate_cap_gbps - used[("rate cap", t.job)]))
+        if ("rate cap", t.job) in used and t.rate_cap_gbps is not None
+        else t
+        for t in network.tasks
+    ]
     return replace(network, graph=graph, tasks=tasks)
 
 
@@ -159,8 +178,9 @@ def _snap(value: float | None) -> Rate:
     return INF if value is None else Fraction(round(value, 9))
 
 
-def _as_ps_of(g: Logical, network: Network, task: Task, hosts: list[str],
-              capacity: dict | None = None) -> Logical:
+def _as_ps_of(
+    g: Logical, network: Network, task: Task, hosts: list[str], capacity: dict | None = None
+) -> Logical:
     """G' for one subtask: its servers, the residual B_v, its PS's own B_v."""
     cap = dict(capacity or g.capacity)
     for h in hosts:
@@ -177,8 +197,9 @@ def _star(g: Logical, ps: str, n: int) -> Outcome:
     return Outcome(g, tree, Fraction(0), Fraction(0), 1.0)
 
 
-def plan_of(network: Network, subtasks: list[Subtask], scheme: str, status: Status,
-            seed: int | None) -> Plan:
+def plan_of(
+    network: Network, subtasks: list[Subtask], scheme: str, status: Status, seed: int | None
+) -> Plan:
     """One task per PS, model_share r_p / Σ r. PARING ignores links; the evaluator does not,
     so each shard in turn claims its line-23 rate or, if less, what the evaluator's resources
     (links, B_v, the PS, R) leave after the shards before it: the same greedy, on what the
@@ -211,26 +232,34 @@ def describe(plan: Plan, network: Network, gradient_gb: float) -> None:
     result = evaluate(network, plan)
     hops = {(te.job, te.task): 0.0 for te in result.tasks}
     for tp in plan.tasks:
-        hops[tp.key] = sum(ll.flows for ll in evaluate(network, Plan(
-            plan.scheme, plan.status, 0.0, None, 0.0, None, [tp])).link_loads)
+        hops[tp.key] = sum(
+            ll.flows
+            for ll in evaluate(
+                network, Plan(plan.scheme, plan.status, 0.0, None, 0.0, None, [tp])
+            ).link_loads
+        )
     volume = sum(sharding.share(tp) * hops[tp.key] for tp in plan.tasks) * gradient_gb
     total = plan.objective
     seconds = gradient_gb * 8 / total if total > 0 else INF
     pss = [tp.ps for tp in plan.tasks]
     workers = sorted(plan.tasks[0].paths)
-    plan.details.update({
-        "placement": {"pss": pss, "workers": workers},
-        "subtask_rates_gbps": [tp.rate_gbps for tp in plan.tasks],
-        "model_shares": [tp.model_share for tp in plan.tasks],
-        "traffic_volume_gradients": volume / gradient_gb,
-        "gradient_gb": gradient_gb,
-        "traffic_volume_gb": volume,
-        "communication_seconds": None if seconds == INF else seconds,
-        "summary": (f"placement: PSs {', '.join(pss)}, workers {', '.join(workers)}; rates "
-                    f"{' + '.join(f'{tp.rate_gbps:.4g}' for tp in plan.tasks)} = {total:.4g} "
-                    f"Gbps (shares {', '.join(f'{tp.model_share:.3g}' for tp in plan.tasks)}), "
-                    f"traffic volume {volume:.4g} GB, communication time {seconds:.4g} s"),
-    })
+    plan.details.update(
+        {
+            "placement": {"pss": pss, "workers": workers},
+            "subtask_rates_gbps": [tp.rate_gbps for tp in plan.tasks],
+            "model_shares": [tp.model_share for tp in plan.tasks],
+            "traffic_volume_gradients": volume / gradient_gb,
+            "gradient_gb": gradient_gb,
+            "traffic_volume_gb": volume,
+            "communication_seconds": None if seconds == INF else seconds,
+            "summary": (
+                f"placement: PSs {', '.join(pss)}, workers {', '.join(workers)}; rates "
+                f"{' + '.join(f'{tp.rate_gbps:.4g}' for tp in plan.tasks)} = {total:.4g} "
+                f"Gbps (shares {', '.join(f'{tp.model_share:.3g}' for tp in plan.tasks)}), "
+                f"traffic volume {volume:.4g} GB, communication time {seconds:.4g} s"
+            ),
+        }
+    )
 
 
 def shard_graphs(network: Network, tasks: list[Task], fan_in: int = 0) -> list[Logical]:
@@ -239,13 +268,15 @@ def shard_graphs(network: Network, tasks: list[Task], fan_in: int = 0) -> list[L
     return [_as_ps_of(g, network, task, g.hosts) for task in tasks]
 
 
-def joint_plan(network: Network, tasks: list[Task], found, seed: int | None,
-               fan_in: int = 0) -> Plan | None:
+def joint_plan(
+    network: Network, tasks: list[Task], found, seed: int | None, fan_in: int = 0
+) -> Plan | None:
     """The plan of joint.py's two trees at their rates (the evaluator may lower them); None
     when a tree has no physical realisation (`tree_of`)."""
     subtasks = []
-    for task, g, (ps, parent), r in zip(tasks, shard_graphs(network, tasks, fan_in), found.trees,
-                                         found.rates, strict=True):
+    for task, g, (ps, parent), r in zip(
+        tasks, shard_graphs(network, tasks, fan_in), found.trees, found.rates, strict=True
+    ):
         tree = tree_of(g, ps, parent, found.workers)
         if tree is None:
             return None
@@ -253,9 +284,15 @@ def joint_plan(network: Network, tasks: list[Task], found, seed: int | None,
     return plan_of(network, subtasks, "paring-opt", "feasible", seed)
 
 
-def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: int,
-                seed: int, report: Callable[[Rate | None, Rate], None] | None = None,
-                fan_in: int = 0) -> Rate:
+def rate_bounds(
+    network: Network,
+    tasks: list[Task],
+    deadline: float,
+    threads: int,
+    seed: int,
+    report: Callable[[Rate | None, Rate], None] | None = None,
+    fan_in: int = 0,
+) -> Rate:
     """A proven bound on Σ_p r_p: every shard's tree is a one-PS tree of problem (1) on the
     full B_v, so r_p is at most that problem's optimal rate (exact.py: its first candidate not
     refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it.
@@ -278,6 +315,6 @@ def rate_bounds(network: Network, tasks: list[Task], deadline: float, threads: i
         if capacity not in known:
             g_p = _as_ps_of(g, network, task, g.hosts)
             known[capacity] = solve_exactly(
-                g_p, n, deadline, threads, seed,
-                report=functools.partial(hear, capacity=capacity)).rate
+                g_p, n, deadline, threads, seed, report=functools.partial(hear, capacity=capacity)
+            ).rate
     return total()

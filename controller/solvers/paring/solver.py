@@ -8,6 +8,7 @@ algorithm proves no bound (Theorem 2's 2/3 is a worst case, not a certificate).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from fractions import Fraction
 from typing import Any
@@ -35,7 +36,8 @@ def placed_tasks(network: Network, scheme: str) -> list[Task]:
             f"{network.source}: {scheme} places one job: the topology needs exactly one job, "
             f"its tasks `placement: free` (one task, or one per PS; topologies/README.md, "
             f"jobs); it has {len(jobs)} job(s) and {len(network.tasks)} task(s), {len(free)} "
-            f"of them free")
+            f"of them free"
+        )
     return free
 
 
@@ -47,31 +49,71 @@ def solve_paring(network: Network, options: SolveOptions) -> Plan:
     tasks = placed_tasks(network, "paring")
     if len(tasks) > 1:  # Sec. IV-C.3: the model sharded over several PSs
         fine = params["fine"]  # each shard fine on what the others left
-        plan = several.plan_of(network, several.run_several(network, tasks, as_printed, fine,
-                                                            fan_in),
-                               "paring", "heuristic", options.seed)
+        plan = several.plan_of(
+            network,
+            several.run_several(network, tasks, as_printed, fine, fan_in),
+            "paring",
+            "heuristic",
+            options.seed,
+        )
         if fine:
             plan.details["partial_aggregation"] = {
-                f"{tp.task}:{a.switch}:{a.pipeline}": a.share for tp in plan.tasks
-                for a in tp.aggregation if a.share < 1}
+                f"{tp.task}:{a.switch}:{a.pipeline}": a.share
+                for tp in plan.tasks
+                for a in tp.aggregation
+                if a.share < 1
+            }
         several.describe(plan, network, gradient_gb)
         plan.solve_seconds = time.perf_counter() - started
         return plan
     task = tasks[0]
-    out = run_paring(network, task, as_printed, fan_in)
-    plan = plan_for(network, task, out.tree, out.rate, "paring", "heuristic", options.seed)
+    out, plan = _tree_within(network, task, as_printed, fan_in, "paring", "heuristic", options.seed)
     if params["fine"]:  # Sec. V-C's fine mode: switches merge a share, rest raw
         plan = best_effort(network, plan, fan_in)  # raw remainders count against L
-    plan.details.update({"algorithm_rate_gbps": _num(out.rate),
-                         "step2_rate_gbps": _num(out.step2_rate),
-                         "degree_slack": _num(out.slack)})
+    plan.details.update(
+        {
+            "algorithm_rate_gbps": _num(out.rate),
+            "step2_rate_gbps": _num(out.step2_rate),
+            "degree_slack": _num(out.slack),
+        }
+    )
     describe(plan, network, out.tree, gradient_gb)
     plan.solve_seconds = time.perf_counter() - started
     return plan
 
 
-def plan_for(network: Network, task: Task, tree: Tree, rate: float | Fraction, scheme: str,
-             status: Status, seed: int | None) -> Plan:
+def _tree_within(
+    network: Network,
+    task: Task,
+    as_printed: bool,
+    fan_in: int,
+    scheme: str,
+    status: Status,
+    seed: int | None,
+) -> tuple[Any, Plan]:
+    """PARING's tree and its plan within the fan-in limit. The tree model counts children
+    per switch; a child merging on several pipelines sends several flows, and where capping
+    them would send a flow unmerged through a point its path returns to, the tree is built
+    again with fewer children per switch."""
+    for limit in range(fan_in, 0, -1) if fan_in else [0]:
+        out = run_paring(network, task, as_printed, limit)
+        try:
+            return out, plan_for(network, task, out.tree, out.rate, scheme, status, seed)
+        except SchemeInputError:
+            if limit == 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def plan_for(
+    network: Network,
+    task: Task,
+    tree: Tree,
+    rate: float | Fraction,
+    scheme: str,
+    status: Status,
+    seed: int | None,
+) -> Plan:
     """The Plan of one placed tree, rated by the evaluator (the claimed rate is never above
     what the paths carry)."""
     tp = task_plan(network, task, tree, 0.0)
@@ -89,18 +131,22 @@ def describe(plan: Plan, network: Network, tree: Tree, gradient_gb: float) -> No
     links = sum(ll.flows for ll in volume)
     tp = plan.tasks[0]
     seconds = gradient_gb * 8 / tp.rate_gbps if tp.rate_gbps > 0 else INF
-    plan.details.update({
-        "placement": {"ps": tp.ps, "workers": sorted(tp.paths)},
-        "tree": dict(sorted(tree.parent.items())),
-        "traffic_volume_gradients": links,
-        "gradient_gb": gradient_gb,
-        "traffic_volume_gb": links * gradient_gb,
-        "communication_seconds": _num(seconds),
-        "summary": (f"placement: PS {tp.ps}, workers {', '.join(sorted(tp.paths))}; rate "
-                    f"{tp.rate_gbps:.4g} Gbps, traffic volume {links * gradient_gb:.4g} GB "
-                    f"({links:.4g} gradient-hops x {gradient_gb:g} GB), communication time "
-                    f"{seconds:.4g} s"),
-    })
+    plan.details.update(
+        {
+            "placement": {"ps": tp.ps, "workers": sorted(tp.paths)},
+            "tree": dict(sorted(tree.parent.items())),
+            "traffic_volume_gradients": links,
+            "gradient_gb": gradient_gb,
+            "traffic_volume_gb": links * gradient_gb,
+            "communication_seconds": _num(seconds),
+            "summary": (
+                f"placement: PS {tp.ps}, workers {', '.join(sorted(tp.paths))}; rate "
+                f"{tp.rate_gbps:.4g} Gbps, traffic volume {links * gradient_gb:.4g} GB "
+                f"({links:.4g} gradient-hops x {gradient_gb:g} GB), communication time "
+                f"{seconds:.4g} s"
+            ),
+        }
+    )
 
 
 def _num(value: Rate) -> Any:
@@ -127,21 +173,33 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
             f"{network.source}: paring-opt: `fine` is not modelled: paring-opt solves the "
             "coarse problem (1) (a switch merges all the gradients it takes or none), so its "
             "`optimal` and `bound` would not hold for partial aggregation; use `--scheme "
-            "paring --param fine=true` (PARING's tree, shares by controller/solvers/partial.py)")
+            "paring --param fine=true` (PARING's tree, shares by controller/solvers/partial.py)"
+        )
     tasks = placed_tasks(network, "paring-opt")
     if len(tasks) > 1:  # Sec. IV-C.3: PARING's shards, bounded by the exact single-PS rates
-        plan = several.plan_of(network, several.run_several(
-            network, tasks, params["as_printed"], fan_in=fan_in), "paring-opt", "feasible",
-            options.seed)
+        plan = several.plan_of(
+            network,
+            several.run_several(network, tasks, params["as_printed"], fan_in=fan_in),
+            "paring-opt",
+            "feasible",
+            options.seed,
+        )
         report = _reporter("summed rate")
         report(plan.objective, INF)
-        bounds = several.rate_bounds(network, tasks, started + limit, threads, options.seed or 0,
-                                     report, fan_in)
+        bounds = several.rate_bounds(
+            network, tasks, started + limit, threads, options.seed or 0, report, fan_in
+        )
         if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
-            pair = joint.solve(several.shard_graphs(network, tasks, fan_in),
-                               len(tasks[0].workers),
-                               Fraction(plan.objective), Fraction(bounds), started + limit,
-                               threads, options.seed or 0, report)
+            pair = joint.solve(
+                several.shard_graphs(network, tasks, fan_in),
+                len(tasks[0].workers),
+                Fraction(plan.objective),
+                Fraction(bounds),
+                started + limit,
+                threads,
+                options.seed or 0,
+                report,
+            )
             if pair.trees is not None:
                 better = several.joint_plan(network, tasks, pair, options.seed, fan_in)
                 plan = better if better and better.objective > plan.objective else plan
@@ -158,18 +216,27 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     heur = run_paring(network, task, params["as_printed"], fan_in)
     g, n = heur.logical, len(task.workers)
     hint = (heur.tree.ps, heur.tree.parent, heur.tree.workers, heur.rate)
-    plans = [plan_for(network, task, heur.tree, heur.rate, "paring-opt", "feasible",
-                      options.seed)]
+    first, first_plan = _tree_within(
+        network, task, params["as_printed"], fan_in, "paring-opt", "feasible", options.seed
+    )
+    plans = [first_plan]
     report = _reporter("rate")
     report(plans[0].objective, INF)
     found = exact.solve(g, n, started + limit, threads, options.seed or 0, hint, report=report)
-    trees = [heur.tree]
-    tree = (None if found.parent is None or found.ps is None
-            else tree_of(g, found.ps, found.parent, found.workers))
+    trees = [first.tree]
+    tree = (
+        None
+        if found.parent is None or found.ps is None
+        else tree_of(g, found.ps, found.parent, found.workers)
+    )
     if tree is not None:
-        plans.append(plan_for(network, task, tree, float(found.rate), "paring-opt",
-                              "feasible", options.seed))
-        trees.append(tree)
+        with contextlib.suppress(SchemeInputError):  # a tree the data plane cannot cap
+            plans.append(
+                plan_for(
+                    network, task, tree, float(found.rate), "paring-opt", "feasible", options.seed
+                )
+            )
+            trees.append(tree)
     volumes = [sum(ll.flows for ll in p.link_loads) for p in plans]
     best = max(range(len(plans)), key=lambda i: (plans[i].objective, -volumes[i]))
     plan, rate_bound = plans[best], float(found.rate)
@@ -177,13 +244,15 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     proven_volume = found.cp_status == "OPTIMAL" and volumes[best] <= (found.cost or 0)
     if plan.objective >= rate_bound * (1 - 1e-9) and proven_volume:
         plan.status = "optimal"
-    plan.details.update({
-        "cp_sat_status": found.cp_status,
-        "rate_candidates_solved": found.candidates_tried,
-        "paring_rate_gbps": plans[0].objective,
-        "paring_volume_gb": volumes[0] * gradient_gb,
-        "volume_bound_gb": None if found.cost_bound is None else found.cost_bound * gradient_gb,
-    })
+    plan.details.update(
+        {
+            "cp_sat_status": found.cp_status,
+            "rate_candidates_solved": found.candidates_tried,
+            "paring_rate_gbps": plans[0].objective,
+            "paring_volume_gb": volumes[0] * gradient_gb,
+            "volume_bound_gb": None if found.cost_bound is None else found.cost_bound * gradient_gb,
+        }
+    )
     describe(plan, network, trees[best], gradient_gb)
     plan.solve_seconds = time.perf_counter() - started
     _timed_out(plan, limit)
@@ -194,13 +263,19 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
 def _reporter(what: str):
     """Progress (`ina solve --progress`): the best rate so far (PARING's plan, then the rate
     of CP-SAT's trees in problem (1), last the plan's) and the candidate rates refuted above."""
+
     def report(best: Rate | None, bound: Rate) -> None:
-        progress.report(None if best is None else float(best),
-                        None if bound == INF else float(bound), what)
+        progress.report(
+            None if best is None else float(best), None if bound == INF else float(bound), what
+        )
+
     return report
 
 
 def _timed_out(plan: Plan, limit: float) -> None:
-    """A plan not proven optimal whose search the time limit stopped reads `timeout`."""
-    if plan.status != "optimal" and plan.solve_seconds >= limit * 0.98:
+    """A plan not proven optimal whose search the time limit stopped reads `timeout`: the
+    clock ran out, or CP-SAT answered without a proof (UNKNOWN or FEASIBLE: it only stops
+    unproven at its time limit, which is what is left of ours)."""
+    stopped = plan.details.get("cp_sat_status") in {"UNKNOWN", "FEASIBLE"}
+    if plan.status != "optimal" and (stopped or plan.solve_seconds >= limit * 0.98):
         plan.status = "timeout"

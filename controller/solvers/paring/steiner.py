@@ -98,8 +98,15 @@ class Spider:
         return self.cost / len(self.feet)
 
 
-def steiner_tree(g: Logical, ps: str, d: dict[str, int], n: int, slack: float,
-                 guard: bool = True, load: dict | None = None) -> Tree | None:
+def steiner_tree(
+    g: Logical,
+    ps: str,
+    d: dict[str, int],
+    n: int,
+    slack: float,
+    guard: bool = True,
+    load: dict | None = None,
+) -> Tree | None:
     """Alg. 3; None when no spider fits the degree bounds before all n workers are in H.
     `load`: flows per link that earlier trees (other PSs' shards) already put there, so that
     equal-cost legs avoid them."""
@@ -118,8 +125,11 @@ def steiner_tree(g: Logical, ps: str, d: dict[str, int], n: int, slack: float,
             for spider in _spiders(g, tree, d, deg, removed, limit, n - m):  # lines 8-11
                 trial, trial_deg = copy.deepcopy(tree), defaultdict(int, deg)
                 _merge(g, trial, spider, trial_deg, removed, limit)  # line 12
-                if not guard or slack == math.inf or _room_left(
-                        g, trial, d, trial_deg, removed, limit, n):
+                if (
+                    not guard
+                    or slack == math.inf
+                    or _room_left(g, trial, d, trial_deg, removed, limit, n)
+                ):
                     tree, deg = trial, trial_deg
                     break
             else:
@@ -139,10 +149,14 @@ def _room_left(g: Logical, tree: Tree, d, deg, removed, limit, n: int) -> bool:
     if left == 0:
         return True
     in_tree = tree.nodes()
-    open_slots = sum(limit(u) - deg[u] for u in [tree.ps, *g.switches]
-                     if u in in_tree and u not in removed)
-    pool = sum(max(limit(v) - 2, 0) for v in g.switches
-               if v not in in_tree and v not in removed and d[v] >= 2)
+    open_slots = sum(
+        limit(u) - deg[u] for u in [tree.ps, *g.switches] if u in in_tree and u not in removed
+    )
+    pool = sum(
+        max(limit(v) - 2, 0)
+        for v in g.switches
+        if v not in in_tree and v not in removed and d[v] >= 2
+    )
     return open_slots >= 1 and open_slots + pool >= left
 
 
@@ -152,8 +166,11 @@ def _spiders(g: Logical, tree: Tree, d, deg, removed, limit, left: int) -> list[
     paths they may take (reading (c))."""
     in_tree = tree.nodes()
     terminals = [h for h in g.hosts if h not in in_tree and h not in removed]
-    anchors = [u for u in [tree.ps, *g.switches] if u in in_tree and u not in removed
-               and deg[u] + 1 <= limit(u)]
+    anchors = [
+        u
+        for u in [tree.ps, *g.switches]
+        if u in in_tree and u not in removed and deg[u] + 1 <= limit(u)
+    ]
     found: list[Spider] = []
     for v in [tree.ps, *g.switches]:  # line 8
         if v in removed or d[v] < 2:
@@ -173,8 +190,9 @@ def _spiders(g: Logical, tree: Tree, d, deg, removed, limit, left: int) -> list[
         if top < 1:
             continue
         reach = g.hops_from(v, tree.ancestors(v) if joined else frozenset(in_tree))
-        near = sorted((t for t in terminals if t in reach),
-                      key=lambda t: (reach[t], g.hosts.index(t)))[:int(top)]
+        near = sorted(
+            (t for t in terminals if t in reach), key=lambda t: (reach[t], g.hosts.index(t))
+        )[: int(top)]
         for i in range(1, int(top) + 1):
             spider = min_cost_spider(v, i, {t: reach[t] for t in near}, hooks)  # line 10
             if spider:
@@ -215,17 +233,31 @@ def _merge(g: Logical, tree: Tree, spider: Spider, deg, removed, limit) -> None:
     feet_blocked = tree.ancestors(v) if v in tree.nodes() else frozenset(tree.nodes())
     up: list[str] = []
     if spider.attach is not None:  # no relay where a foot's leg may cross (reading (c))
-        crossed = frozenset(x for t in spider.feet
-                            for path in g.physical_paths(t, v, feet_blocked) for x in path[1:-1])
-        up = _leg(g, tree, v, spider.attach, tree.ancestors(spider.attach), deg, removed, limit,
-                  crossed)
+        crossed = frozenset(
+            x
+            for t in spider.feet
+            for path in g.physical_paths(t, v, feet_blocked)
+            for x in path[1:-1]
+        )
+        up = _leg(
+            g, tree, v, spider.attach, tree.ancestors(spider.attach), deg, removed, limit, crossed
+        )
     for t in spider.feet:
         _leg(g, tree, t, v, feet_blocked, deg, removed, limit, frozenset(up[1:-1]))
         tree.workers.append(t)
 
 
-def _leg(g: Logical, tree: Tree, child: str, parent: str, blocked: frozenset[str],
-         deg, removed, limit, no_relay: frozenset[str] = frozenset()) -> list[str]:
+def _leg(
+    g: Logical,
+    tree: Tree,
+    child: str,
+    parent: str,
+    blocked: frozenset[str],
+    deg,
+    removed,
+    limit,
+    no_relay: frozenset[str] = frozenset(),
+) -> list[str]:
     """Hang `child` below `parent` along a shortest physical path avoiding `blocked`: the path
     crossing the fewest H vertices, then the most switches that can relay (they join H), then
     the one whose busiest link carries the fewest tree flows (PARING ignores link bandwidth,
@@ -236,8 +268,14 @@ def _leg(g: Logical, tree: Tree, child: str, parent: str, blocked: frozenset[str
     above = tree.upward(parent)
 
     def relay(x: str) -> bool:
-        return x in g.switches and x not in in_tree and x not in removed and \
-            limit(x) >= 2 and x not in above and x not in no_relay
+        return (
+            x in g.switches
+            and x not in in_tree
+            and x not in removed
+            and limit(x) >= 2
+            and x not in above
+            and x not in no_relay
+        )
 
     def score(path: list[str]) -> tuple[int, int, int]:
         inner = path[1:-1]
@@ -245,12 +283,15 @@ def _leg(g: Logical, tree: Tree, child: str, parent: str, blocked: frozenset[str
         return (sum(x in in_tree for x in inner), -sum(relay(x) for x in inner), busiest)
 
     path = min(g.physical_paths(child, parent, blocked), key=score)
-    hop = [0] + [k for k, x in enumerate(path) if 0 < k < len(path) - 1 and relay(x)] + \
-        [len(path) - 1]
+    hop = (
+        [0]
+        + [k for k, x in enumerate(path) if 0 < k < len(path) - 1 and relay(x)]
+        + [len(path) - 1]
+    )
     for a, b in itertools.pairwise(hop):
         lower, upper = path[a], path[b]
         tree.parent[lower] = upper
-        tree.path[lower] = path[a:b + 1]
+        tree.path[lower] = path[a : b + 1]
         deg[lower] += 1
         deg[upper] += 1
     for e in itertools.pairwise(path):

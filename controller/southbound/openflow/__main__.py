@@ -23,29 +23,42 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m controller.southbound.openflow",
         description="OpenFlow 1.3 controller installing a plan's per-flow forwarding on the "
-                    "plain switches (Open vSwitch) of a topology.")
+        "plain switches (Open vSwitch) of a topology.",
+    )
     parser.add_argument("--topology", type=Path, required=True)
     parser.add_argument("--plan", type=Path, required=True)
     parser.add_argument("--plan-version", type=int, default=1)
     parser.add_argument("--listen", default=DEFAULT_LISTEN, help="HOST:PORT (default %(default)s)")
-    parser.add_argument("--state", type=Path,
-                        help="JSON file: install times per switch, plan versions installed")
-    parser.add_argument("--follow-state", type=Path, metavar="FILE",
-                        help="the daemon's state file: follow its plan versions")
-    parser.add_argument("--drain-seconds", type=float, default=2.0,
-                        help="delete an old plan version this long after the hosts left it "
-                             "(default %(default)s, the daemon's)")
+    parser.add_argument(
+        "--state", type=Path, help="JSON file: install times per switch, plan versions installed"
+    )
+    parser.add_argument(
+        "--follow-state",
+        type=Path,
+        metavar="FILE",
+        help="the daemon's state file: follow its plan versions",
+    )
+    parser.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=2.0,
+        help="delete an old plan version this long after the hosts left it "
+        "(default %(default)s, the daemon's)",
+    )
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     try:
         network = load_topology(args.topology)
         first = _first_version(args)
-        follow = (Follow(network, args.follow_state, args.drain_seconds)
-                  if args.follow_state else None)
-        tables = compile_openflow(network.without_links(set(first.dead_links)), first.plan,
-                                  first.version)
+        follow = (
+            Follow(network, args.follow_state, args.drain_seconds) if args.follow_state else None
+        )
+        tables = compile_openflow(
+            network.without_links(set(first.dead_links)), first.plan, first.version
+        )
     except (OSError, TopologyError, PlanFormatError, CompileError) as exc:
         print(f"openflow controller: {exc}", file=sys.stderr)
         return 2

@@ -47,8 +47,15 @@ class PlainSwitchApp(DaemonFollower, OSKenApp):
 
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]  # noqa: RUF012 (os-ken reads this attribute)
 
-    def __init__(self, *args, ina_tables: dict[str, SwitchTables], ina_state: Path | None,
-                 ina_version: int = 1, ina_follow: Follow | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        ina_tables: dict[str, SwitchTables],
+        ina_state: Path | None,
+        ina_version: int = 1,
+        ina_follow: Follow | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.names = {t.datapath_id: t.switch for t in ina_tables.values()}
         self.versions = {ina_version: by_dpid(ina_tables)}  # version → datapath id → tables
@@ -77,8 +84,7 @@ class PlainSwitchApp(DaemonFollower, OSKenApp):
         with self.lock:
             wipe(dp)
             if dp.id not in self.names:
-                log.warning("datapath %016x is no plain switch of the topology: left empty",
-                            dp.id)
+                log.warning("datapath %016x is no plain switch of the topology: left empty", dp.id)
                 return
             for version, tables in sorted(self.versions.items()):  # the newest wins shared rules
                 send_tables(dp, tables[dp.id], version)
@@ -108,8 +114,12 @@ class PlainSwitchApp(DaemonFollower, OSKenApp):
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error(self, ev) -> None:
-        log.error("datapath %016x refused a message: type %d code %d", ev.msg.datapath.id,
-                  ev.msg.type, ev.msg.code)
+        log.error(
+            "datapath %016x refused a message: type %d code %d",
+            ev.msg.datapath.id,
+            ev.msg.type,
+            ev.msg.code,
+        )
 
     def _write_state(self) -> None:
         if self.state is None:
@@ -120,8 +130,14 @@ class PlainSwitchApp(DaemonFollower, OSKenApp):
             write_state(self.state, self.pushes, self.confirmed, versions)
 
 
-def serve(tables: dict[str, SwitchTables], listen: str, state: Path | None = None, *,
-          version: int = 1, follow: Follow | None = None) -> None:
+def serve(
+    tables: dict[str, SwitchTables],
+    listen: str,
+    state: Path | None = None,
+    *,
+    version: int = 1,
+    follow: Follow | None = None,
+) -> None:
     """Run `PlainSwitchApp` with `tables` as plan `version` until the process is stopped;
     blocks.
 
@@ -131,22 +147,33 @@ def serve(tables: dict[str, SwitchTables], listen: str, state: Path | None = Non
     cfg.CONF(args=["--ofp-listen-host", host, "--ofp-tcp-listen-port", port], project="os_ken")
     manager = AppManager.get_instance()
     manager.load_apps([PlainSwitchApp.__module__])  # os-ken loads the app its module defines
-    services = manager.instantiate_apps(**manager.create_contexts(), ina_tables=tables,
-                                        ina_state=state, ina_version=version,
-                                        ina_follow=follow)
+    services = manager.instantiate_apps(
+        **manager.create_contexts(),
+        ina_tables=tables,
+        ina_state=state,
+        ina_version=version,
+        ina_follow=follow,
+    )
     try:
         hub.joinall(services)
     finally:
         manager.close()
 
 
-def write_state(path: Path, pushes: dict[str, list[float]], version: int = 1,
-                versions: list[int] | None = None) -> None:
+def write_state(
+    path: Path, pushes: dict[str, list[float]], version: int = 1, versions: list[int] | None = None
+) -> None:
     """Atomically publish, per switch, how long each (re)install took, the newest plan version
     every connected switch confirmed (`version`, what the daemon waits for) and the versions
     the switches hold (readers poll the file)."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({
-        "version": version, "versions": versions or [version],
-        "switches": {s: {"pushes_seconds": p} for s, p in pushes.items()}}))
+    tmp.write_text(
+        json.dumps(
+            {
+                "version": version,
+                "versions": versions or [version],
+                "switches": {s: {"pushes_seconds": p} for s, p in pushes.items()},
+            }
+        )
+    )
     os.replace(tmp, path)

@@ -38,39 +38,71 @@ def add_bridge(bridge: str, dpid: int, ports: dict[int, str], controller: str) -
 
     fail-mode secure: without a controller the bridge forwards nothing (never floods like a
     learning switch); max_backoff 1 s: it reconnects quickly after a controller restart."""
-    cmd = ["ovs-vsctl", "--", "--may-exist", "add-br", bridge,
-           "--", "set", "bridge", bridge, "datapath_type=netdev", "protocols=OpenFlow13",
-           "fail-mode=secure", f"other-config:datapath-id={dpid:016x}",
-           "other-config:disable-in-band=true",
-           "--", "set-controller", bridge, f"tcp:{controller}"]
+    cmd = [
+        "ovs-vsctl",
+        "--",
+        "--may-exist",
+        "add-br",
+        bridge,
+        "--",
+        "set",
+        "bridge",
+        bridge,
+        "datapath_type=netdev",
+        "protocols=OpenFlow13",
+        "fail-mode=secure",
+        f"other-config:datapath-id={dpid:016x}",
+        "other-config:disable-in-band=true",
+        "--",
+        "set-controller",
+        bridge,
+        f"tcp:{controller}",
+    ]
     for port, iface in sorted(ports.items()):
-        cmd += ["--", "--may-exist", "add-port", bridge, iface,
-                "--", "set", "interface", iface, f"ofport_request={port}"]
+        cmd += [
+            "--",
+            "--may-exist",
+            "add-port",
+            bridge,
+            iface,
+            "--",
+            "set",
+            "interface",
+            iface,
+            f"ofport_request={port}",
+        ]
     _run(cmd)
     _run(["ovs-vsctl", "set", "controller", bridge, "max_backoff=1000"])
 
 
 def del_bridge(bridge: str) -> None:
-    subprocess.run(["ovs-vsctl", "--if-exists", "del-br", bridge], check=False,
-                   capture_output=True)
+    subprocess.run(["ovs-vsctl", "--if-exists", "del-br", bridge], check=False, capture_output=True)
 
 
 def ensure_ovs_running() -> None:
     """Start ovsdb-server and ovs-vswitchd if they are not running (a fresh CI machine)."""
     if _ovs_answers():
         return
-    for start in (["service", "openvswitch-switch", "start"],
-                  ["/usr/share/openvswitch/scripts/ovs-ctl", "start"]):
+    for start in (
+        ["service", "openvswitch-switch", "start"],
+        ["/usr/share/openvswitch/scripts/ovs-ctl", "start"],
+    ):
         subprocess.run(start, capture_output=True, check=False)
         if _ovs_answers():
             return
-    raise OpenFlowError("Open vSwitch is not running and could not be started "
-                        "(install openvswitch-switch: make setup)")
+    raise OpenFlowError(
+        "Open vSwitch is not running and could not be started "
+        "(install openvswitch-switch: make setup)"
+    )
 
 
 def _ovs_answers() -> bool:
-    return subprocess.run(["ovs-vsctl", "--timeout=3", "show"], check=False,
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["ovs-vsctl", "--timeout=3", "show"], check=False, capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 def _run(cmd: list[str]) -> None:
@@ -79,18 +111,43 @@ def _run(cmd: list[str]) -> None:
         raise OpenFlowError(f"{cmd[0]} failed: {done.stderr.strip()}")
 
 
-def controller_command(topology: Path, plan: Path, listen: str, state: Path,
-                       version: int = 1, follow_state: Path | None = None,
-                       drain_seconds: float = 2.0) -> list[str]:
-    follow = (["--follow-state", str(follow_state), "--drain-seconds", f"{drain_seconds:g}"]
-              if follow_state else [])
-    return [sys.executable, "-m", "controller.southbound.openflow", "--topology", str(topology),
-            "--plan", str(plan), "--listen", listen, "--state", str(state),
-            "--plan-version", str(version), *follow, "--log-level", "warning"]
+def controller_command(
+    topology: Path,
+    plan: Path,
+    listen: str,
+    state: Path,
+    version: int = 1,
+    follow_state: Path | None = None,
+    drain_seconds: float = 2.0,
+) -> list[str]:
+    follow = (
+        ["--follow-state", str(follow_state), "--drain-seconds", f"{drain_seconds:g}"]
+        if follow_state
+        else []
+    )
+    return [
+        sys.executable,
+        "-m",
+        "controller.southbound.openflow",
+        "--topology",
+        str(topology),
+        "--plan",
+        str(plan),
+        "--listen",
+        listen,
+        "--state",
+        str(state),
+        "--plan-version",
+        str(version),
+        *follow,
+        "--log-level",
+        "warning",
+    ]
 
 
-def wait_programmed(state: Path, switches: list[str], proc: subprocess.Popen,
-                    timeout: float = 20.0, pushes: int = 1) -> None:
+def wait_programmed(
+    state: Path, switches: list[str], proc: subprocess.Popen, timeout: float = 20.0, pushes: int = 1
+) -> None:
     """Block until every switch in `switches` was installed at least `pushes` times."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -101,8 +158,9 @@ def wait_programmed(state: Path, switches: list[str], proc: subprocess.Popen,
             if all(len(done.get(s, {}).get("pushes_seconds", ())) >= pushes for s in switches):
                 return
         time.sleep(0.05)
-    raise OpenFlowError(f"OpenFlow controller did not program {', '.join(switches)} "
-                        f"within {timeout:g} s")
+    raise OpenFlowError(
+        f"OpenFlow controller did not program {', '.join(switches)} within {timeout:g} s"
+    )
 
 
 @dataclass
@@ -144,10 +202,17 @@ class OvsSwitches:
         self.log_file.close()
 
 
-def start_ovs_switches(network: Network, plan: Plan, switch_ports: dict[str, dict[int, str]],
-                       workdir: Path, *, version: int = 1, timeout: float = 30.0,
-                       follow_state: Path | None = None,
-                       drain_seconds: float = 2.0) -> OvsSwitches:
+def start_ovs_switches(
+    network: Network,
+    plan: Plan,
+    switch_ports: dict[str, dict[int, str]],
+    workdir: Path,
+    *,
+    version: int = 1,
+    timeout: float = 30.0,
+    follow_state: Path | None = None,
+    drain_seconds: float = 2.0,
+) -> OvsSwitches:
     """Run the plain switches named in `switch_ports` (switch → {port: interface}, interfaces in
     the root namespace) as OVS bridges under a new OpenFlow controller; returns once all of
     them hold the plan. With `follow_state` (the daemon's state file) the controller follows
@@ -157,8 +222,10 @@ def start_ovs_switches(network: Network, plan: Plan, switch_ports: dict[str, dic
     if ina:
         raise OpenFlowError(f"INA switch(es) {', '.join(ina)} cannot run as Open vSwitch")
     if not Path(network.source).is_file():
-        raise OpenFlowError("the OpenFlow controller loads the topology from its file, and "
-                            f"this network has none ({network.source})")
+        raise OpenFlowError(
+            "the OpenFlow controller loads the topology from its file, and "
+            f"this network has none ({network.source})"
+        )
     ensure_ovs_running()
     plan_file = workdir / "openflow-plan.json"
     plan.save(plan_file)
@@ -168,10 +235,12 @@ def start_ovs_switches(network: Network, plan: Plan, switch_ports: dict[str, dic
     state = workdir / "openflow-state.json"
     # Bridge names become interface names (at most 15 characters), unique per process and call.
     serial = next(_BRIDGE_SERIAL) % 100
-    bridges = {s: f"ina{os.getpid() % 100000}-{serial}s{datapath_id(network, s)}"
-               for s in switch_ports}
-    command = controller_command(Path(network.source), plan_file, listen, state, version,
-                                 follow_state, drain_seconds)
+    bridges = {
+        s: f"ina{os.getpid() % 100000}-{serial}s{datapath_id(network, s)}" for s in switch_ports
+    }
+    command = controller_command(
+        Path(network.source), plan_file, listen, state, version, follow_state, drain_seconds
+    )
     ovs = OvsSwitches(bridges, command, state, (workdir / "openflow-controller.log").open("ab"))
     try:
         for switch, ports in switch_ports.items():

@@ -59,8 +59,11 @@ class Announced:
 
     @classmethod
     def from_dict(cls, entry: dict) -> Announced:
-        return cls(int(entry["version"]), Plan.from_dict(entry["plan"]),
-                   frozenset(tuple(link) for link in entry.get("dead_links", ())))
+        return cls(
+            int(entry["version"]),
+            Plan.from_dict(entry["plan"]),
+            frozenset(tuple(link) for link in entry.get("dead_links", ())),
+        )
 
 
 UNREADABLE = (OSError, ValueError, KeyError, TypeError)  # a missing or foreign state file
@@ -134,8 +137,11 @@ class DaemonFollower:
     def follow_state(self, published: Announced, staged: Announced | None) -> None:
         """Make the switches hold what the daemon's state file announces."""
         if published.version < self.published:
-            log.warning("the daemon's plan version went back to %d: it restarted; "
-                        "reinstalling from scratch", published.version)
+            log.warning(
+                "the daemon's plan version went back to %d: it restarted; "
+                "reinstalling from scratch",
+                published.version,
+            )
             self.replace_all(published)
         newest = max((published, staged or published), key=lambda a: a.version)
         if newest.version > max(self.versions):
@@ -161,10 +167,13 @@ class DaemonFollower:
         if tables is None:
             return
         with self.lock:
-            for old in [v for v in self.versions if generation(v) == generation(
-                    announced.version)]:
-                log.warning("plan v%d reuses the flow ids of v%d, still installed: deleting "
-                            "v%d now", announced.version, old, old)
+            for old in [v for v in self.versions if generation(v) == generation(announced.version)]:
+                log.warning(
+                    "plan v%d reuses the flow ids of v%d, still installed: deleting v%d now",
+                    announced.version,
+                    old,
+                    old,
+                )
                 self._retire(old)
             self.versions[announced.version] = tables
             for dp in self.datapaths.values():
@@ -172,8 +181,11 @@ class DaemonFollower:
             synced = self._barriers()
         self._await(synced)
         self.confirmed = announced.version
-        log.info("plan v%d installed beside %s", announced.version,
-                 sorted(set(self.versions) - {announced.version}))
+        log.info(
+            "plan v%d installed beside %s",
+            announced.version,
+            sorted(set(self.versions) - {announced.version}),
+        )
         self._write_state()
 
     def retire_due(self, now: float) -> None:
@@ -223,8 +235,9 @@ class DaemonFollower:
             synced[dpid] = (dp, ack)
         return synced
 
-    def _await(self, synced: dict[int, tuple[object, threading.Event]],
-               timeout: float = 10.0) -> None:
+    def _await(
+        self, synced: dict[int, tuple[object, threading.Event]], timeout: float = 10.0
+    ) -> None:
         """Wait for the barriers' replies (a switch that disconnects meanwhile gets everything
         when it reconnects), then for a revalidation round: until one has run, the datapath
         goes on using flows it cached from the old tables."""
@@ -239,7 +252,8 @@ class DaemonFollower:
 
 
 def _revalidate() -> None:
-    done = subprocess.run(["ovs-appctl", "revalidator/wait"], check=False, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["ovs-appctl", "revalidator/wait"], check=False, capture_output=True, text=True
+    )
     if done.returncode != 0:
         log.warning("ovs-appctl revalidator/wait failed: %s", done.stderr.strip())

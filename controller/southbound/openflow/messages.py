@@ -12,8 +12,15 @@ COOKIE_MASK = (1 << 64) - 1  # a rule's cookie is its plan version, matched exac
 def wipe(dp) -> None:
     """Delete every flow and group the switch holds."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
-    dp.send_msg(parser.OFPFlowMod(dp, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
-                                  out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
+    dp.send_msg(
+        parser.OFPFlowMod(
+            dp,
+            table_id=ofp.OFPTT_ALL,
+            command=ofp.OFPFC_DELETE,
+            out_port=ofp.OFPP_ANY,
+            out_group=ofp.OFPG_ANY,
+        )
+    )
     dp.send_msg(parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE, group_id=ofp.OFPG_ALL))
 
 
@@ -22,21 +29,43 @@ def send_tables(dp, tables: SwitchTables, version: int) -> None:
     ofp, parser = dp.ofproto, dp.ofproto_parser
     for group in tables.groups:
         buckets = [parser.OFPBucket(actions=[parser.OFPActionOutput(p)]) for p in group.ports]
-        dp.send_msg(parser.OFPGroupMod(dp, command=ofp.OFPGC_ADD, type_=ofp.OFPGT_ALL,
-                                       group_id=group.group_id, buckets=buckets))
+        dp.send_msg(
+            parser.OFPGroupMod(
+                dp,
+                command=ofp.OFPGC_ADD,
+                type_=ofp.OFPGT_ALL,
+                group_id=group.group_id,
+                buckets=buckets,
+            )
+        )
     for rule in tables.flows:
-        dp.send_msg(parser.OFPFlowMod(
-            dp, cookie=version, table_id=rule.table, priority=rule.priority,
-            command=ofp.OFPFC_ADD, match=parser.OFPMatch(**rule.match),
-            instructions=_instructions(rule, dp)))
+        dp.send_msg(
+            parser.OFPFlowMod(
+                dp,
+                cookie=version,
+                table_id=rule.table,
+                priority=rule.priority,
+                command=ofp.OFPFC_ADD,
+                match=parser.OFPMatch(**rule.match),
+                instructions=_instructions(rule, dp),
+            )
+        )
 
 
 def delete_version(dp, tables: SwitchTables, version: int) -> None:
     """Delete the rules whose cookie is `version`, then the version's groups."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
-    dp.send_msg(parser.OFPFlowMod(dp, cookie=version, cookie_mask=COOKIE_MASK,
-                                  table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
-                                  out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
+    dp.send_msg(
+        parser.OFPFlowMod(
+            dp,
+            cookie=version,
+            cookie_mask=COOKIE_MASK,
+            table_id=ofp.OFPTT_ALL,
+            command=ofp.OFPFC_DELETE,
+            out_port=ofp.OFPP_ANY,
+            out_group=ofp.OFPG_ANY,
+        )
+    )
     for group in tables.groups:
         dp.send_msg(parser.OFPGroupMod(dp, command=ofp.OFPGC_DELETE, group_id=group.group_id))
 

@@ -67,14 +67,16 @@ class SwitchTables:
 
     def flow_ports(self) -> dict[int, int]:
         """Flow id → output port of the per-flow rules, to compare with the plan."""
-        return {int(r.match["udp_src"]): r.output for r in self.flows
-                if r.priority == PRIO_FLOW and r.output is not None}
+        return {
+            int(r.match["udp_src"]): r.output
+            for r in self.flows
+            if r.priority == PRIO_FLOW and r.output is not None
+        }
 
     def result_ports(self) -> dict[int, tuple[int, ...]]:
         """Result flow id → ports its group replicates to."""
         groups = {g.group_id: g.ports for g in self.groups}
-        return {int(r.match["udp_src"]): groups[r.group] for r in self.flows
-                if r.group is not None}
+        return {int(r.match["udp_src"]): groups[r.group] for r in self.flows if r.group is not None}
 
 
 def datapath_id(network: Network, switch: str) -> int:
@@ -96,27 +98,37 @@ def compile_openflow(network: Network, plan: Plan, version: int = 1) -> dict[str
     CompileError where `controller.compiler.program` would."""
     network = built_network(network, plan)
     ids = Numbering(network)
-    tables = {s: SwitchTables(s, datapath_id(network, s))
-              for s in network.switches if not network.is_ina(s)}
+    tables = {
+        s: SwitchTables(s, datapath_id(network, s))
+        for s in network.switches
+        if not network.is_ina(s)
+    }
     for switch, t in tables.items():
         t.flows += [
             FlowRule(TABLE_INA, PRIO_CONTROL, _ina(ip_ecn=ECN_CE), goto_table=TABLE_IPV4),
             FlowRule(TABLE_INA, PRIO_UNKNOWN_FLOW, _ina()),
             FlowRule(TABLE_INA, PRIO_MISS, {}, goto_table=TABLE_IPV4),
-            *(FlowRule(TABLE_IPV4, PRIO_HOST, {"eth_type": ETHERTYPE_IPV4, "ipv4_dst": ip},
-                       output=port)
-              for ip, port in host_routes(network, ids, switch).items()),
+            *(
+                FlowRule(
+                    TABLE_IPV4, PRIO_HOST, {"eth_type": ETHERTYPE_IPV4, "ipv4_dst": ip}, output=port
+                )
+                for ip, port in host_routes(network, ids, switch).items()
+            ),
             FlowRule(TABLE_IPV4, PRIO_MISS, {}),
         ]
     for task in number_tasks(network, plan, version):
         for (switch, flow_id), port in flow_routes(network, task).items():
             if switch in tables:
                 tables[switch].flows.append(
-                    FlowRule(TABLE_INA, PRIO_FLOW, _ina(udp_src=flow_id), output=port))
+                    FlowRule(TABLE_INA, PRIO_FLOW, _ina(udp_src=flow_id), output=port)
+                )
         for switch, ports in result_children(network, task).items():
             if switch in tables:
                 # The result flow id is unique across the plan, so it can name the group too.
                 tables[switch].groups.append(GroupRule(task.result_flow, tuple(ports)))
-                tables[switch].flows.append(FlowRule(
-                    TABLE_INA, PRIO_FLOW, _ina(udp_src=task.result_flow), group=task.result_flow))
+                tables[switch].flows.append(
+                    FlowRule(
+                        TABLE_INA, PRIO_FLOW, _ina(udp_src=task.result_flow), group=task.result_flow
+                    )
+                )
     return tables

@@ -42,8 +42,12 @@ from dataplane.frame import MAX_FAN_IN
 
 console = Console()
 SWITCHES, PORTS, CAPACITY = 20, 24, 100.0
-AXIS_LABEL = {"workers": "workers", "ina": "INA switches", "jobs": "jobs (90 workers split)",
-              "workers3": "workers (3 jobs)"}
+AXIS_LABEL = {
+    "workers": "workers",
+    "ina": "INA switches",
+    "jobs": "jobs (90 workers split)",
+    "workers3": "workers (3 jobs)",
+}
 FIGURES: dict[str, dict[str, Any]] = {
     "3": {"axis": "workers", "points": [90], "schemes": "atro,atro-dp,aro,spar,paring"},
     "4": {"axis": "workers", "points": [60, 70, 80, 90], "schemes": "atro,atro-dp,aro,spar"},
@@ -58,10 +62,15 @@ FIGURES: dict[str, dict[str, Any]] = {
 # on leaf-spine/fat-tree); Fig. 4 "100 Gbps up to 80 workers, 50 at 90"; Fig. 5 "about
 # 33 Gbps at 4 aggregators, 100 Gbps from 6".
 PAPER: dict[str, dict[tuple[str, int], float]] = {
-    "3": {("atro", 90): 50.0, ("aro leaf-spine", 90): 50 / 3.77,
-          ("aro fat-tree", 90): 50 / 9.67, ("paring leaf-spine", 90): 50 / 7.06,
-          ("paring fat-tree", 90): 50 / 15.2, ("spar leaf-spine", 90): 50 / 6.17,
-          ("spar fat-tree", 90): 50 / 6.73},
+    "3": {
+        ("atro", 90): 50.0,
+        ("aro leaf-spine", 90): 50 / 3.77,
+        ("aro fat-tree", 90): 50 / 9.67,
+        ("paring leaf-spine", 90): 50 / 7.06,
+        ("paring fat-tree", 90): 50 / 15.2,
+        ("spar leaf-spine", 90): 50 / 6.17,
+        ("spar fat-tree", 90): 50 / 6.73,
+    },
     "4": {("atro", 60): 100.0, ("atro", 70): 100.0, ("atro", 80): 100.0, ("atro", 90): 50.0},
     "5": {("atro", 4): 33.0, ("atro", 6): 100.0},
     "multi": {},
@@ -71,14 +80,25 @@ PAPER: dict[str, dict[tuple[str, int], float]] = {
 
 def add_parser(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser("atro", help="ATRO Fig. 3 (vs fixed cablings), 4 (workers), 5 (INA)")
-    p.add_argument("--figure", choices=sorted(FIGURES), default="3",
-                   help="3, 4, 5 as the paper; multi: several jobs on one pool (beyond it)")
-    p.add_argument("--seeds", type=int, default=5,
-                   help="random placements per baseline point (default 5; the paper: 30)")
-    p.add_argument("--schemes", default=None,
-                   help=f"atro (paper model), atro-dp (fan-in ≤ {MAX_FAN_IN}), atro-mono (atro, "
-                        "per-worker model alone), aro, spar, paring (one job); default: the "
-                        "figure's")
+    p.add_argument(
+        "--figure",
+        choices=sorted(FIGURES),
+        default="3",
+        help="3, 4, 5 as the paper; multi: several jobs on one pool (beyond it)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=5,
+        help="random placements per baseline point (default 5; the paper: 30)",
+    )
+    p.add_argument(
+        "--schemes",
+        default=None,
+        help=f"atro (paper model), atro-dp (fan-in ≤ {MAX_FAN_IN}), atro-mono (atro, "
+        "per-worker model alone), aro, spar, paring (one job); default: the "
+        "figure's",
+    )
     p.add_argument("--time-limit", type=float, default=60.0, help="per solve (s)")
     p.add_argument("--out", default="out/bench/atro", help="output directory")
     p.set_defaults(func=run)
@@ -89,41 +109,79 @@ def instances(figure: str, schemes: list[str], seeds: int) -> list[dict[str, Any
     fig = FIGURES[figure]
     jobs = []
     for point in fig["points"]:
-        workers, ina, jobs_ = {"workers": (point, 4, 1), "ina": (90, point, 1),
-                               "jobs": (90, 4, point), "workers3": (point, 4, 3)}[fig["axis"]]
+        workers, ina, jobs_ = {
+            "workers": (point, 4, 1),
+            "ina": (90, point, 1),
+            "jobs": (90, 4, point),
+            "workers3": (point, 4, 3),
+        }[fig["axis"]]
         for scheme in schemes:
             if scheme == "paring" and jobs_ > 1:
                 continue  # PARING places one task
             if scheme.startswith("atro"):
-                jobs.append({"point": point, "workers": workers, "ina": ina, "jobs": jobs_,
-                             "scheme": scheme, "fabric": "pool", "seed": 0})
+                jobs.append(
+                    {
+                        "point": point,
+                        "workers": workers,
+                        "ina": ina,
+                        "jobs": jobs_,
+                        "scheme": scheme,
+                        "fabric": "pool",
+                        "seed": 0,
+                    }
+                )
                 continue
             for fabric in ("leaf-spine", "fat-tree"):
-                jobs += [{"point": point, "workers": workers, "ina": ina, "jobs": jobs_,
-                          "scheme": scheme, "fabric": fabric, "seed": seed}
-                         for seed in range(seeds)]
+                jobs += [
+                    {
+                        "point": point,
+                        "workers": workers,
+                        "ina": ina,
+                        "jobs": jobs_,
+                        "scheme": scheme,
+                        "fabric": fabric,
+                        "seed": seed,
+                    }
+                    for seed in range(seeds)
+                ]
     return jobs
 
 
 def document(job: dict[str, Any]) -> dict[str, Any]:
     workers, ina, seed, count = job["workers"], job["ina"], job["seed"], job["jobs"]
     if job["fabric"] == "pool":
-        doc = pool(switches=SWITCHES, max_ports=PORTS, workers=workers, capacity_gbps=CAPACITY,
-                   ina=InaOptions(ina / SWITCHES, pipelines=1))
+        doc = pool(
+            switches=SWITCHES,
+            max_ports=PORTS,
+            workers=workers,
+            capacity_gbps=CAPACITY,
+            ina=InaOptions(ina / SWITCHES, pipelines=1),
+        )
         return _split_jobs(doc, count) if count > 1 else doc
     if job["scheme"] == "spar":  # SPAR places the aggregators itself, on ToRs only
-        tors = ([f"L{i}" for i in range(10)] if job["fabric"] == "leaf-spine"
-                else [f"E{p}_{j}" for p in range(4) for j in range(2)])
+        tors = (
+            [f"L{i}" for i in range(10)]
+            if job["fabric"] == "leaf-spine"
+            else [f"E{p}_{j}" for p in range(4) for j in range(2)]
+        )
         options = InaOptions(tors, pipelines=1)
     else:
         options = InaOptions(ina / SWITCHES, pipelines=1)
     load = Workload(jobs=count, workers_per_job=workers // count)
     if job["fabric"] == "leaf-spine":
-        doc = leaf_spine(leaves=10, spines=10, hosts_per_leaf=14, capacity_gbps=CAPACITY,
-                         ina=options, workload=load, seed=seed)
+        doc = leaf_spine(
+            leaves=10,
+            spines=10,
+            hosts_per_leaf=14,
+            capacity_gbps=CAPACITY,
+            ina=options,
+            workload=load,
+            seed=seed,
+        )
     else:
-        doc = fat_tree(k=4, hosts_per_edge=12, capacity_gbps=CAPACITY, ina=options,
-                       workload=load, seed=seed)
+        doc = fat_tree(
+            k=4, hosts_per_edge=12, capacity_gbps=CAPACITY, ina=options, workload=load, seed=seed
+        )
     if job["scheme"] == "paring":  # PARING chooses the PS and the workers among the servers
         doc["jobs"][0]["tasks"][0]["placement"] = "free"
     return doc
@@ -141,8 +199,12 @@ def _split_jobs(doc: dict[str, Any], count: int) -> dict[str, Any]:
         if j:
             doc["hosts"].append({"name": ps, "role": "ps"})
             doc["links"] += [{"a": ps, "b": s, "capacity_gbps": CAPACITY} for s in switches]
-        jobs.append({"name": f"job{j}", "tasks": [
-            {"name": "t0", "ps": ps, "workers": workers[j * per:(j + 1) * per]}]})
+        jobs.append(
+            {
+                "name": f"job{j}",
+                "tasks": [{"name": "t0", "ps": ps, "workers": workers[j * per : (j + 1) * per]}],
+            }
+        )
     doc["jobs"] = jobs
     return doc
 
@@ -160,21 +222,26 @@ def run_one(job: dict[str, Any], limit: float) -> dict[str, Any]:
     elif scheme == "spar":
         params = {"aggregators": job["ina"]}
     started = time.perf_counter()
-    plan = solve(network, scheme, SolveOptions(time_limit=limit, seed=job["seed"],
-                                                params=params))
+    plan = solve(network, scheme, SolveOptions(time_limit=limit, seed=job["seed"], params=params))
     wall = time.perf_counter() - started
     if plan.patch_panel is not None:
         from controller.model.patch_panel import chosen_topology
+
         network = build_network(chosen_topology(network, plan), "chosen")
     result = evaluate(network, plan) if plan.tasks else None
-    return {**job, "status": plan.status,
-            # the slowest task's rate (max-min; one task: its rate)
-            "rate_gbps": min(te.rate_gbps for te in result.tasks) if result else 0.0,
-            "objective": plan.objective,
-            "claimed_gbps": plan.objective, "bound_gbps": plan.bound,
-            "solve_seconds": plan.solve_seconds, "wall_seconds": wall,
-            "consistent": bool(result and result.consistent),
-            "links_built": len(plan.patch_panel or [])}
+    return {
+        **job,
+        "status": plan.status,
+        # the slowest task's rate (max-min; one task: its rate)
+        "rate_gbps": min(te.rate_gbps for te in result.tasks) if result else 0.0,
+        "objective": plan.objective,
+        "claimed_gbps": plan.objective,
+        "bound_gbps": plan.bound,
+        "solve_seconds": plan.solve_seconds,
+        "wall_seconds": wall,
+        "consistent": bool(result and result.consistent),
+        "links_built": len(plan.patch_panel or []),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -183,13 +250,19 @@ def run(args: argparse.Namespace) -> int:
     schemes = [s for s in (args.schemes or FIGURES[args.figure]["schemes"]).split(",") if s]
     jobs = instances(args.figure, schemes, args.seeds)
     rows: list[dict[str, Any]] = []
-    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
+    columns = (
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task(f"ATRO Fig. {args.figure}", total=len(jobs))
         for job in jobs:
-            progress.update(bar, description=f"{job['point']} {job['scheme']} {job['fabric']} "
-                                             f"seed {job['seed']}")
+            progress.update(
+                bar,
+                description=f"{job['point']} {job['scheme']} {job['fabric']} seed {job['seed']}",
+            )
             rows.append(run_one(job, args.time_limit))
             progress.advance(bar)
             _save(out, args.figure, rows)
@@ -206,40 +279,71 @@ def summarize(figure: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         label = r["scheme"] if r["fabric"] == "pool" else f"{r['scheme']} {r['fabric']}"
         groups.setdefault((r["point"], label), []).append(r)
-    return [{"point": point, "series": label, "instances": len(rs),
-             "rate_mean": statistics.fmean(r["rate_gbps"] for r in rs),
-             "objective_mean": statistics.fmean(r["objective"] for r in rs),
-             "bound_mean": None if any(r["bound_gbps"] is None for r in rs)
-             else statistics.fmean(r["bound_gbps"] for r in rs),
-             "solve_median_s": statistics.median(r["solve_seconds"] for r in rs),
-             "solve_max_s": max(r["solve_seconds"] for r in rs),
-             "optimal": sum(r["status"] == "optimal" for r in rs),
-             "consistent": sum(r["consistent"] for r in rs),
-             "paper": PAPER[figure].get((label, point))}
-            for (point, label), rs in groups.items()]
+    return [
+        {
+            "point": point,
+            "series": label,
+            "instances": len(rs),
+            "rate_mean": statistics.fmean(r["rate_gbps"] for r in rs),
+            "objective_mean": statistics.fmean(r["objective"] for r in rs),
+            "bound_mean": None
+            if any(r["bound_gbps"] is None for r in rs)
+            else statistics.fmean(r["bound_gbps"] for r in rs),
+            "solve_median_s": statistics.median(r["solve_seconds"] for r in rs),
+            "solve_max_s": max(r["solve_seconds"] for r in rs),
+            "optimal": sum(r["status"] == "optimal" for r in rs),
+            "consistent": sum(r["consistent"] for r in rs),
+            "paper": PAPER[figure].get((label, point)),
+        }
+        for (point, label), rs in groups.items()
+    ]
 
 
 def _save(out: Path, figure: str, rows: list, summary: list | None = None) -> None:
-    data = {"figure": figure, "axis": FIGURES[figure]["axis"],
-            "paper": {f"{k[0]} @ {k[1]}": v for k, v in PAPER[figure].items()},
-            "instances": rows, "summary": summary or summarize(figure, rows)}
+    data = {
+        "figure": figure,
+        "axis": FIGURES[figure]["axis"],
+        "paper": {f"{k[0]} @ {k[1]}": v for k, v in PAPER[figure].items()},
+        "instances": rows,
+        "summary": summary or summarize(figure, rows),
+    }
     (out / f"fig{figure}.json").write_text(json.dumps(data, indent=2) + "\n")
 
 
 def _print(figure: str, summary: list[dict[str, Any]]) -> None:
     axis = FIGURES[figure]["axis"]
-    table = Table(title=f"ATRO Fig. {figure}: rate of the slowest task (Gbps), objective "
-                        f"(Eq. 1-3) and its bound vs {AXIS_LABEL[axis]}")
-    for col in (axis, "series", "n", "rate", "objective", "bound", "paper", "t median", "t max",
-                "optimal", "consistent"):
+    table = Table(
+        title=f"ATRO Fig. {figure}: rate of the slowest task (Gbps), objective "
+        f"(Eq. 1-3) and its bound vs {AXIS_LABEL[axis]}"
+    )
+    for col in (
+        axis,
+        "series",
+        "n",
+        "rate",
+        "objective",
+        "bound",
+        "paper",
+        "t median",
+        "t max",
+        "optimal",
+        "consistent",
+    ):
         table.add_column(col, no_wrap=True)
     for s in summary:
-        table.add_row(str(s["point"]), s["series"], str(s["instances"]), f"{s['rate_mean']:.2f}",
-                      f"{s['objective_mean']:.2f}",
-                      "-" if s["bound_mean"] is None else f"{s['bound_mean']:.2f}",
-                      "-" if s["paper"] is None else f"{s['paper']:.2f}",
-                      f"{s['solve_median_s']:.2f}s", f"{s['solve_max_s']:.2f}s",
-                      str(s["optimal"]), str(s["consistent"]))
+        table.add_row(
+            str(s["point"]),
+            s["series"],
+            str(s["instances"]),
+            f"{s['rate_mean']:.2f}",
+            f"{s['objective_mean']:.2f}",
+            "-" if s["bound_mean"] is None else f"{s['bound_mean']:.2f}",
+            "-" if s["paper"] is None else f"{s['paper']:.2f}",
+            f"{s['solve_median_s']:.2f}s",
+            f"{s['solve_max_s']:.2f}s",
+            str(s["optimal"]),
+            str(s["consistent"]),
+        )
     # Wide enough for whole numbers when piped into a log (rich assumes 80 columns there).
     print_table(console, table)
 
@@ -254,8 +358,11 @@ def _plot(out: Path, figure: str, summary: list[dict[str, Any]]) -> None:
     fig, (ax, tx) = plt.subplots(1, 2, figsize=(11, 4))
     axis = FIGURES[figure]["axis"]
     for series in dict.fromkeys(s["series"] for s in summary):
-        mine = sorted((s["point"], s["rate_mean"], s["solve_median_s"]) for s in summary
-                      if s["series"] == series)
+        mine = sorted(
+            (s["point"], s["rate_mean"], s["solve_median_s"])
+            for s in summary
+            if s["series"] == series
+        )
         xs = [m[0] for m in mine]
         if len(xs) == 1:
             (line,) = ax.plot([series], [mine[0][1]], marker="o", linestyle="")
@@ -264,10 +371,22 @@ def _plot(out: Path, figure: str, summary: list[dict[str, Any]]) -> None:
         paper = [(p, v) for (lab, p), v in PAPER[figure].items() if lab == series]
         if paper:
             px = [series] * len(paper) if len(xs) == 1 else [p for p, _v in paper]
-            ax.scatter(px, [v for _p, v in paper], marker="*", s=140, color=line.get_color(),
-                       edgecolor="black", zorder=3)
-        tx.plot([series] if len(xs) == 1 else xs, [m[2] for m in mine], marker="o",
-                label=series, color=line.get_color())
+            ax.scatter(
+                px,
+                [v for _p, v in paper],
+                marker="*",
+                s=140,
+                color=line.get_color(),
+                edgecolor="black",
+                zorder=3,
+            )
+        tx.plot(
+            [series] if len(xs) == 1 else xs,
+            [m[2] for m in mine],
+            marker="o",
+            label=series,
+            color=line.get_color(),
+        )
     ax.set_ylabel("AllReduce rate (Gbps)")
     ax.set_title(f"ATRO Fig. {figure} (stars: the paper's stated values)")
     if figure == "3":

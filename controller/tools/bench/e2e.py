@@ -31,16 +31,24 @@ console = Console()
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("e2e", help="closed loop on Mininet: goodput, shortest/aro, recovery")
-    p.add_argument("--topology", default=str(EXAMPLE),
-                   help="topology YAML file to emulate (default ARO Fig. 1)")
-    p.add_argument("--gradient-mb", type=float, default=0.25,
-                   help="gradient size each worker sends per iteration, in MB (default 0.25)")
-    p.add_argument("--iterations", type=int, default=3,
-                   help="iterations per scheme (default 3)")
-    p.add_argument("--scale-mbps", type=float, default=2.0,
-                   help="TCLink Mbps per model Gbps (default 2)")
-    p.add_argument("--out", default="out/bench/e2e",
-                   help="output directory (default out/bench/e2e)")
+    p.add_argument(
+        "--topology",
+        default=str(EXAMPLE),
+        help="topology YAML file to emulate (default ARO Fig. 1)",
+    )
+    p.add_argument(
+        "--gradient-mb",
+        type=float,
+        default=0.25,
+        help="gradient size each worker sends per iteration, in MB (default 0.25)",
+    )
+    p.add_argument("--iterations", type=int, default=3, help="iterations per scheme (default 3)")
+    p.add_argument(
+        "--scale-mbps", type=float, default=2.0, help="TCLink Mbps per model Gbps (default 2)"
+    )
+    p.add_argument(
+        "--out", default="out/bench/e2e", help="output directory (default out/bench/e2e)"
+    )
     p.add_argument("--fail-link", default="L1,S1", help="link cut in the failure run (A,B)")
     p.set_defaults(func=main)
 
@@ -53,12 +61,21 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     plans = {scheme: solve(network, scheme) for scheme in ("shortest", "aro")}
-    report: dict = {"topology": network.name, "scale_mbps_per_gbps": args.scale_mbps,
-                    "gradient_mb": args.gradient_mb, "runs": {}}
+    report: dict = {
+        "topology": network.name,
+        "scale_mbps_per_gbps": args.scale_mbps,
+        "gradient_mb": args.gradient_mb,
+        "runs": {},
+    }
     for scheme, plan in plans.items():
         console.print(f"[bold]{scheme}[/bold]: {args.iterations} iteration(s)")
-        result = run(network, plan, iterations=args.iterations, gradient_mb=args.gradient_mb,
-                     scale_mbps=args.scale_mbps)
+        result = run(
+            network,
+            plan,
+            iterations=args.iterations,
+            gradient_mb=args.gradient_mb,
+            scale_mbps=args.scale_mbps,
+        )
         report["runs"][scheme] = result.to_dict()
     shortest, aro = (report["runs"][s] for s in ("shortest", "aro"))
     report["iteration_time_ratio"] = _mean_seconds(shortest) / _mean_seconds(aro)
@@ -81,6 +98,7 @@ def _mean_seconds(run_dict: dict) -> float:
 def _restart_run(network, plan, args) -> dict:
     events: dict = {}
     with Emulation(network, plan, scale_mbps=args.scale_mbps) as emu:
+
         def restart() -> None:  # runs as the workers start: its clock matches the samples'
             t0 = time.monotonic()
             emu.wait_for_traffic()
@@ -88,6 +106,7 @@ def _restart_run(network, plan, args) -> dict:
             restarted = emu.restart_switch("S1")
             events["boot_seconds"] = restarted.boot_seconds
             events["repush_seconds"] = restarted.repush_seconds
+
         (it,) = emu.iterate(args.gradient_mb, 1, timeout=120, during=restart)
         events["write_seconds"] = emu.state()["switches"]["S1"]["pushes_seconds"][-1]
     return {**events, "iteration": _it(it)}
@@ -97,6 +116,7 @@ def _link_failure_run(network, plan, args) -> dict:
     a, b = args.fail_link.split(",")
     events: dict = {"link": [a, b]}
     with Emulation(network, plan, scale_mbps=args.scale_mbps) as emu:
+
         def cut() -> None:
             t0 = time.monotonic()
             emu.wait_for_traffic()
@@ -110,6 +130,7 @@ def _link_failure_run(network, plan, args) -> dict:
                     return
                 time.sleep(0.05)
             events["new_plan_seconds"] = None  # the controller never re-planned
+
         try:
             (it,) = emu.iterate(args.gradient_mb, 1, timeout=60, during=cut)
             events["iteration"] = _it(it)
@@ -121,8 +142,13 @@ def _link_failure_run(network, plan, args) -> dict:
 
 
 def _it(it: IterationResult) -> dict:
-    return {"seconds": it.seconds, "exact": it.exact, "ps_link_flows": it.ps_link_flows,
-            "goodput_mbps": it.goodput_mbps, "samples": it.ps_link_samples}
+    return {
+        "seconds": it.seconds,
+        "exact": it.exact,
+        "ps_link_flows": it.ps_link_flows,
+        "goodput_mbps": it.goodput_mbps,
+        "samples": it.ps_link_samples,
+    }
 
 
 def _rate(samples: list) -> tuple[list[float], list[float]]:
@@ -150,8 +176,12 @@ def _plot(report: dict, path: Path) -> None:
     restart = report["restart"]
     axes[1].plot(*_rate(restart["iteration"]["samples"]), color="tab:green")
     axes[1].axvline(restart["restart_at"], color="k", linestyle="--", label="S1 restarted")
-    axes[1].axvline(restart["restart_at"] + restart["boot_seconds"] + restart["repush_seconds"],
-                    color="tab:blue", linestyle=":", label="S1 re-programmed")
+    axes[1].axvline(
+        restart["restart_at"] + restart["boot_seconds"] + restart["repush_seconds"],
+        color="tab:blue",
+        linestyle=":",
+        label="S1 re-programmed",
+    )
     axes[1].set_title("aro, switch restart")
     axes[1].legend()
     failure = report["link_failure"]
@@ -159,8 +189,12 @@ def _plot(report: dict, path: Path) -> None:
         axes[2].plot(*_rate(failure["iteration"]["samples"]), color="tab:green")
     axes[2].axvline(failure["cut_at"], color="k", linestyle="--", label="link cut")
     if failure.get("new_plan_seconds") is not None:
-        axes[2].axvline(failure["cut_at"] + failure["new_plan_seconds"], color="tab:blue",
-                        linestyle=":", label="plan v2 published")
+        axes[2].axvline(
+            failure["cut_at"] + failure["new_plan_seconds"],
+            color="tab:blue",
+            linestyle=":",
+            label="plan v2 published",
+        )
     axes[2].set_title(f"aro, link {'-'.join(failure['link'])} cut")
     axes[2].legend()
     for ax in axes:
@@ -179,23 +213,34 @@ def _print(report: dict) -> None:
         table.add_row(f"{scheme}: mean iteration (s)", f"{_mean_seconds(r):.2f}")
         goodputs = [g for it in r["iterations"] for g in it["goodput_mbps"].values()]
         planned = r["plan_rate_gbps"] * report["scale_mbps_per_gbps"]
-        table.add_row(f"{scheme}: worker payload goodput (Mbps), plan {planned:.2f} on the wire",
-                      f"{min(goodputs):.2f} - {max(goodputs):.2f}")
+        table.add_row(
+            f"{scheme}: worker payload goodput (Mbps), plan {planned:.2f} on the wire",
+            f"{min(goodputs):.2f} - {max(goodputs):.2f}",
+        )
         table.add_row(f"{scheme}: results exact", str(r["exact"]))
-    table.add_row("iteration-time ratio shortest/aro (model: 5)",
-                  f"{report['iteration_time_ratio']:.2f}")
+    table.add_row(
+        "iteration-time ratio shortest/aro (model: 5)", f"{report['iteration_time_ratio']:.2f}"
+    )
     restart = report["restart"]
-    table.add_row("restart: boot / reconnect+re-push / writes (s)",
-                  f"{restart['boot_seconds']:.2f} / {restart['repush_seconds']:.2f} / "
-                  f"{restart['write_seconds']:.3f}")
+    table.add_row(
+        "restart: boot / reconnect+re-push / writes (s)",
+        f"{restart['boot_seconds']:.2f} / {restart['repush_seconds']:.2f} / "
+        f"{restart['write_seconds']:.3f}",
+    )
     table.add_row("restart: iteration exact", str(restart["iteration"]["exact"]))
     failure = report["link_failure"]
     seconds = failure.get("new_plan_seconds")
-    table.add_row("link failure: cut → new plan published (s)",
-                  "not re-planned" if seconds is None else f"{seconds:.2f}")
+    table.add_row(
+        "link failure: cut → new plan published (s)",
+        "not re-planned" if seconds is None else f"{seconds:.2f}",
+    )
     for replan in failure.get("replans", []):
-        table.add_row(f"link failure: plan v{replan['version']} solve / install (s)",
-                      f"{replan['solve_seconds']:.2f} / {replan['install_seconds']:.3f}")
-    table.add_row("link failure: iteration exact",
-                  str(failure.get("iteration", {}).get("exact", failure.get("error"))))
+        table.add_row(
+            f"link failure: plan v{replan['version']} solve / install (s)",
+            f"{replan['solve_seconds']:.2f} / {replan['install_seconds']:.3f}",
+        )
+    table.add_row(
+        "link failure: iteration exact",
+        str(failure.get("iteration", {}).get("exact", failure.get("error"))),
+    )
     print_table(console, table)

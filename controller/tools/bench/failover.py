@@ -44,19 +44,35 @@ console = Console()
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("failover", help="controller failover: takeover time and writes")
-    p.add_argument("--topology", default=str(EXAMPLE),
-                   help="topology YAML file (default ARO Fig. 1)")
+    p.add_argument(
+        "--topology", default=str(EXAMPLE), help="topology YAML file (default ARO Fig. 1)"
+    )
     p.add_argument("--scheme", default="aro", help="routing scheme (default aro)")
-    p.add_argument("--rounds", type=int, default=5,
-                   help="failovers measured per target (default 5)")
-    p.add_argument("--fault", choices=["kill", "stop"], default="kill",
-                   help="kill: SIGKILL the primary (default); stop: SIGSTOP it, then SIGCONT")
-    p.add_argument("--primary-stale", type=float, default=3.0, metavar="S",
-                   help="with --fault stop: each controller's --primary-stale (default 3)")
-    p.add_argument("--target", choices=KINDS, action="append",
-                   help="repeatable; default: every target installed")
-    p.add_argument("--out", default="out/bench/failover",
-                   help="output directory (default out/bench/failover)")
+    p.add_argument(
+        "--rounds", type=int, default=5, help="failovers measured per target (default 5)"
+    )
+    p.add_argument(
+        "--fault",
+        choices=["kill", "stop"],
+        default="kill",
+        help="kill: SIGKILL the primary (default); stop: SIGSTOP it, then SIGCONT",
+    )
+    p.add_argument(
+        "--primary-stale",
+        type=float,
+        default=3.0,
+        metavar="S",
+        help="with --fault stop: each controller's --primary-stale (default 3)",
+    )
+    p.add_argument(
+        "--target",
+        choices=KINDS,
+        action="append",
+        help="repeatable; default: every target installed",
+    )
+    p.add_argument(
+        "--out", default="out/bench/failover", help="output directory (default out/bench/failover)"
+    )
     p.set_defaults(func=main)
 
 
@@ -64,17 +80,24 @@ def main(args: argparse.Namespace) -> int:
     network = load_topology(args.topology)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report: dict = {"topology": network.name, "scheme": args.scheme, "switches":
-                    len(network.switches), "rounds": args.rounds, "fault": args.fault,
-                    **({"primary_stale": args.primary_stale} if args.fault == "stop" else {}),
-                    "targets": {}}
+    report: dict = {
+        "topology": network.name,
+        "scheme": args.scheme,
+        "switches": len(network.switches),
+        "rounds": args.rounds,
+        "fault": args.fault,
+        **({"primary_stale": args.primary_stale} if args.fault == "stop" else {}),
+        "targets": {},
+    }
     for kind in args.target or KINDS:
         reason = missing(kind)
         if reason:
             console.print(f"[yellow]{kind} skipped[/yellow]: {reason}")
             continue
-        console.print(f"[bold]{kind}[/bold]: {args.rounds} failover(s) ({args.fault}) on "
-                      f"{len(network.switches)} switches")
+        console.print(
+            f"[bold]{kind}[/bold]: {args.rounds} failover(s) ({args.fault}) on "
+            f"{len(network.switches)} switches"
+        )
         report["targets"][kind] = _run(network, kind, args)
     (out / "failover.json").write_text(json.dumps(report, indent=2) + "\n")
     _plot(report, out / "failover.png")
@@ -89,11 +112,25 @@ def _run(network, kind: str, args) -> dict:
     try:
         for index, name in enumerate(network.switches, start=1):
             address = f"127.0.0.1:{free_tcp_port()}"
-            command = (bmv2_command({}, address, device_id=index) if kind == "bmv2" else
-                       [sys.executable, "-m", "dataplane", "switch", "--device-id", str(index),
-                        "--grpc-addr", address, "--log-level", "warning"])
-            procs.append(subprocess.Popen(command, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL))
+            command = (
+                bmv2_command({}, address, device_id=index)
+                if kind == "bmv2"
+                else [
+                    sys.executable,
+                    "-m",
+                    "dataplane",
+                    "switch",
+                    "--device-id",
+                    str(index),
+                    "--grpc-addr",
+                    address,
+                    "--log-level",
+                    "warning",
+                ]
+            )
+            procs.append(
+                subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
             wait_listening(address, procs[-1])
             switches[name] = {"address": address, "device_id": index}
         (work / "switches.json").write_text(json.dumps(switches))
@@ -114,14 +151,40 @@ def _rounds(network, kind: str, args, work: Path) -> dict:
         (work / f"{name}.json").unlink(missing_ok=True)  # a killed one's file stays as it was
         log = (work / f"{name}.log").open("ab")
         other = "b" if name == "a" else "a"
-        watch = (["--watch-primary", str(work / f"{other}.json"), "--primary-stale",
-                  str(args.primary_stale)] if args.fault == "stop" else [])
+        watch = (
+            [
+                "--watch-primary",
+                str(work / f"{other}.json"),
+                "--primary-stale",
+                str(args.primary_stale),
+            ]
+            if args.fault == "stop"
+            else []
+        )
         return subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "controller", network.source, "--scheme",
-             args.scheme, "--switches", str(work / "switches.json"), "--state",
-             str(work / f"{name}.json"), "--election-id", str(election_id), "--log-level",
-             "warning", *extra, *watch], stdout=log, stderr=subprocess.STDOUT,
-            env={**os.environ, "GRPC_VERBOSITY": "NONE"})
+            [
+                sys.executable,
+                "-m",
+                "controller.cli",
+                "controller",
+                network.source,
+                "--scheme",
+                args.scheme,
+                "--switches",
+                str(work / "switches.json"),
+                "--state",
+                str(work / f"{name}.json"),
+                "--election-id",
+                str(election_id),
+                "--log-level",
+                "warning",
+                *extra,
+                *watch,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "GRPC_VERBOSITY": "NONE"},
+        )
 
     def rows(name: str) -> dict:
         try:
@@ -131,12 +194,17 @@ def _rounds(network, kind: str, args, work: Path) -> dict:
 
     def until(name: str, role: str, timeout: float = 60.0) -> float:
         started = time.monotonic()
-        while not ((sw := rows(name)) and all(
-                s["role"] == role and (role == "backup" or s["programmed"])
-                for s in sw.values())):
+        while not (
+            (sw := rows(name))
+            and all(
+                s["role"] == role and (role == "backup" or s["programmed"]) for s in sw.values()
+            )
+        ):
             if time.monotonic() - started > timeout:
-                raise RuntimeError(f"controller {name} was not {role} on every switch within "
-                                   f"{timeout:g} s (see {work / (name + '.log')})")
+                raise RuntimeError(
+                    f"controller {name} was not {role} on every switch within "
+                    f"{timeout:g} s (see {work / (name + '.log')})"
+                )
             time.sleep(0.005)
         return time.monotonic() - started
 
@@ -173,30 +241,52 @@ def _rounds(network, kind: str, args, work: Path) -> dict:
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
                 proc.wait(timeout=10)
-    return {"takeover_seconds": takeovers, _SECOND[args.fault][0]: after,
-            "takeover_writes": takeover_writes}
+    return {
+        "takeover_seconds": takeovers,
+        _SECOND[args.fault][0]: after,
+        "takeover_writes": takeover_writes,
+    }
 
 
 # What each round times after the takeover: (report key, table column, plot title).
 _SECOND = {
-    "kill": ("preempt_seconds", "restart + preemption median (s)",
-             "killed controller restarts\nand preempts (incl. its start)"),
-    "stop": ("standby_seconds", "resumed one stands by, median (s)",
-             "stopped controller resumed\n(SIGCONT) until it stands by"),
+    "kill": (
+        "preempt_seconds",
+        "restart + preemption median (s)",
+        "killed controller restarts\nand preempts (incl. its start)",
+    ),
+    "stop": (
+        "standby_seconds",
+        "resumed one stands by, median (s)",
+        "stopped controller resumed\n(SIGCONT) until it stands by",
+    ),
 }
 
 
 def _print(report: dict) -> None:
-    table = Table(title=f"failover on {report['topology']} ({report['switches']} switches, "
-                        f"{report['scheme']} plan)")
+    table = Table(
+        title=f"failover on {report['topology']} ({report['switches']} switches, "
+        f"{report['scheme']} plan)"
+    )
     key, column, _ = _SECOND[report["fault"]]
-    for col in ("target", "rounds", "takeover median (s)", "takeover max (s)",
-                "writes at takeover", column):
+    for col in (
+        "target",
+        "rounds",
+        "takeover median (s)",
+        "takeover max (s)",
+        "writes at takeover",
+        column,
+    ):
         table.add_column(col)
     for kind, r in report["targets"].items():
-        table.add_row(kind, str(len(r["takeover_seconds"])),
-                      f"{_median(r['takeover_seconds']):.3f}", f"{max(r['takeover_seconds']):.3f}",
-                      str(sorted(set(r["takeover_writes"]))), f"{_median(r[key]):.3f}")
+        table.add_row(
+            kind,
+            str(len(r["takeover_seconds"])),
+            f"{_median(r['takeover_seconds']):.3f}",
+            f"{max(r['takeover_seconds']):.3f}",
+            str(sorted(set(r["takeover_writes"]))),
+            f"{_median(r[key]):.3f}",
+        )
     print_table(console, table)
 
 
@@ -216,8 +306,10 @@ def _plot(report: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.5))
     key, _, title = _SECOND[report["fault"]]
     signal_name = "SIGKILLed" if report["fault"] == "kill" else "SIGSTOPped"
-    panels = (("takeover_seconds", f"backup takes over\n(primary {signal_name})", "tab:red"),
-              (key, title, "tab:blue"))
+    panels = (
+        ("takeover_seconds", f"backup takes over\n(primary {signal_name})", "tab:red"),
+        (key, title, "tab:blue"),
+    )
     for ax, (key, title, color) in zip(axes, panels, strict=True):
         for i, kind in enumerate(kinds):
             values = report["targets"][kind][key]
@@ -227,8 +319,9 @@ def _plot(report: dict, path: Path) -> None:
         ax.set_ylim(bottom=0)
         ax.set_title(title, fontsize=9)
     axes[0].set_ylabel("s until every switch is programmed")
-    fig.suptitle(f"controller failover, {report['topology']} ({report['switches']} switches)",
-                 fontsize=10)
+    fig.suptitle(
+        f"controller failover, {report['topology']} ({report['switches']} switches)", fontsize=10
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

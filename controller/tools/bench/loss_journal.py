@@ -34,8 +34,16 @@ from controller.emulation.mininet_runner import IterationResult
 
 # Counts summed over a row's iterations; a row without a finished iteration has none (null in
 # the JSON, "–" in the table, a gap in the plot), not 0, which would read as a measurement.
-PER_ITERATION = ("retransmissions", "resent_on_timeout", "resent_on_control", "resent_on_loss",
-                 "fragments", "fragments_finished", "miscounted", "duplicates_ignored_at_ps")
+PER_ITERATION = (
+    "retransmissions",
+    "resent_on_timeout",
+    "resent_on_control",
+    "resent_on_loss",
+    "fragments",
+    "fragments_finished",
+    "miscounted",
+    "duplicates_ignored_at_ps",
+)
 # nft and interface counters summed over a row's emulations, in `frame_rates`' order
 _FRAME_COUNTS = ("frames_offered", "frames_hit", "frames_received_by_far_ends")
 
@@ -69,14 +77,22 @@ def iteration_record(it: IterationResult) -> dict:
 def summary(records: list[dict]) -> dict:
     """A row's figures from its iteration records."""
     if not records:
-        return {"iterations_completed": 0, "exact": False, "mean_seconds": None,
-                **dict.fromkeys(PER_ITERATION), "rto_ms": [], "seconds": []}
-    return {"iterations_completed": len(records),
-            "exact": all(r["exact"] for r in records),
-            "mean_seconds": statistics.mean(r["seconds"] for r in records),
-            **{key: sum(r[key] for r in records) for key in PER_ITERATION},
-            "rto_ms": [r["rto_ms"] for r in records],
-            "seconds": [r["seconds"] for r in records]}
+        return {
+            "iterations_completed": 0,
+            "exact": False,
+            "mean_seconds": None,
+            **dict.fromkeys(PER_ITERATION),
+            "rto_ms": [],
+            "seconds": [],
+        }
+    return {
+        "iterations_completed": len(records),
+        "exact": all(r["exact"] for r in records),
+        "mean_seconds": statistics.mean(r["seconds"] for r in records),
+        **{key: sum(r[key] for r in records) for key in PER_ITERATION},
+        "rto_ms": [r["rto_ms"] for r in records],
+        "seconds": [r["seconds"] for r in records],
+    }
 
 
 @dataclass
@@ -99,29 +115,42 @@ class Row:
     def report(self) -> dict:
         """The row as the report gives it: its iterations' figures, and its emulations'
         counters summed (plan versions: the most any one emulation made)."""
-        frames = [sum(s["measured"].get(key, 0) for s in self.sessions)
-                  for key in _FRAME_COUNTS]
+        frames = [sum(s["measured"].get(key, 0) for s in self.sessions) for key in _FRAME_COUNTS]
         measured = frame_rates(*frames) if frames[0] else {}
-        return {**summary(self.records), "measured": measured, "error": self.error,
-                "plan_versions": max((s["plan_versions"] for s in self.sessions), default=None),
-                "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),
-                # reorder rows: what the delay lines did with the frames they held (empty for
-                # emulations that ended before the journal recorded it)
-                "delay_lines": ({key: sum(s.get("delay_lines", {}).get(key, 0)
-                                          for s in self.sessions) for key in DELAY_LINE_COUNTS}
-                                if any(s.get("delay_lines") for s in self.sessions) else {}),
-                "emulations": self.started, "code_revisions": self.revisions,
-                "emulations_cut_short": self.started - len(self.sessions),
-                "sittings": [_sitting_report(sitting) for sitting in self.sittings
-                             if sitting["records"]],
-                "slowdown_against_own_references": self._slowdown_against_references()}
+        return {
+            **summary(self.records),
+            "measured": measured,
+            "error": self.error,
+            "plan_versions": max((s["plan_versions"] for s in self.sessions), default=None),
+            "switch_duplicates": sum(s["switch_duplicates"] for s in self.sessions),
+            # reorder rows: what the delay lines did with the frames they held (empty for
+            # emulations that ended before the journal recorded it)
+            "delay_lines": (
+                {
+                    key: sum(s.get("delay_lines", {}).get(key, 0) for s in self.sessions)
+                    for key in DELAY_LINE_COUNTS
+                }
+                if any(s.get("delay_lines") for s in self.sessions)
+                else {}
+            ),
+            "emulations": self.started,
+            "code_revisions": self.revisions,
+            "emulations_cut_short": self.started - len(self.sessions),
+            "sittings": [
+                _sitting_report(sitting) for sitting in self.sittings if sitting["records"]
+            ],
+            "slowdown_against_own_references": self._slowdown_against_references(),
+        }
 
     def _slowdown_against_references(self) -> float | None:
         """Each iteration's seconds over its own sitting's reference mean, averaged over the
         iterations whose sitting has a reference (None if none has)."""
-        ratios = [r["seconds"] / _reference_mean(sitting)
-                  for sitting in self.sittings if sitting["references"]
-                  for r in sitting["records"]]
+        ratios = [
+            r["seconds"] / _reference_mean(sitting)
+            for sitting in self.sittings
+            if sitting["references"]
+            for r in sitting["records"]
+        ]
         return statistics.mean(ratios) if ratios else None
 
     def add(self, record: dict) -> None:
@@ -150,13 +179,16 @@ def _reference_mean(sitting: dict) -> float | None:
 
 def _sitting_report(sitting: dict) -> dict:
     figures, reference = summary(sitting["records"]), _reference_mean(sitting)
-    return {"code_revision": sitting["revision"], "iterations": len(sitting["records"]),
-            "mean_seconds": figures["mean_seconds"],
-            "retransmissions": figures["retransmissions"],
-            "reference_iterations": len(sitting["references"]),
-            "reference_mean_seconds": reference,
-            "reference_exact": all(r["exact"] for r in sitting["references"]),
-            "slowdown": figures["mean_seconds"] / reference if reference else None}
+    return {
+        "code_revision": sitting["revision"],
+        "iterations": len(sitting["records"]),
+        "mean_seconds": figures["mean_seconds"],
+        "retransmissions": figures["retransmissions"],
+        "reference_iterations": len(sitting["references"]),
+        "reference_mean_seconds": reference,
+        "reference_exact": all(r["exact"] for r in sitting["references"]),
+        "slowdown": figures["mean_seconds"] / reference if reference else None,
+    }
 
 
 class Journal:
@@ -180,8 +212,7 @@ class Journal:
     def started(self, topology: str, label: str) -> None:
         revision = code_revision()
         self._started(self.row(topology, label), revision)
-        self._write({"topology": topology, "row": label, "started": True,
-                     "revision": revision})
+        self._write({"topology": topology, "row": label, "started": True, "revision": revision})
 
     @staticmethod
     def _started(row: Row, revision: str | None) -> None:
@@ -222,7 +253,8 @@ class Journal:
             raise JournalMismatch(
                 f"{self.path} holds rows measured with {header}, not with {settings}; run "
                 "again without --resume (a fresh journal) or with the same --gradient-mb, "
-                "--timeout, --target, --scheme and --scale-mbps")
+                "--timeout, --target, --scheme and --scale-mbps"
+            )
         for number, line in enumerate(lines[1:], start=2):
             try:
                 entry = json.loads(line)
@@ -240,7 +272,8 @@ class Journal:
                     f"{self.path} line {number} is not an entry of this journal "
                     f"({line[:80]!r}); only its last line may be cut short. Run again "
                     "without --resume (a fresh journal), or remove that line if you edited "
-                    "the file") from None
+                    "the file"
+                ) from None
 
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -252,10 +285,20 @@ def code_revision(root: Path = PROJECT_ROOT) -> str:
     checkout" (also when `root` is only somewhere inside another repository, as an installed
     copy in a virtualenv inside one would be: that repository's commit says nothing here)."""
     try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
-                             cwd=root, capture_output=True, text=True, timeout=30, check=True)
-        changed = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", ":/controller",
-                                  ":/dataplane", ":/p4src"], cwd=root, timeout=30, check=False)
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel", "--short=12", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        changed = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--", ":/controller", ":/dataplane", ":/p4src"],
+            cwd=root,
+            timeout=30,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return "not a git checkout"
     toplevel, head = top.stdout.split()

@@ -54,18 +54,47 @@ SWEEPS: dict[str, dict[str, Any]] = {
 }
 # Values the text states for the coarse mode (Sec. V-C-3); GB and Gbps.
 PAPER: dict[tuple[str, float], dict[str, dict[str, float]]] = {
-    ("workers", 15): {"rate": {"paring": 5.0, "deepsys-soar": 1.4, "deepsys-atp": 0.8,
-                               "deepsys": 0.7, "marina": 1.4, "panama": 0.9},
-                      "volume": {"paring": 57.2, "deepsys-soar": 60.4, "deepsys-atp": 76.3,
-                                 "deepsys": 111.2, "marina": 47.7, "panama": 58.8}},
-    ("switches", 12): {"rate": {"paring": 5.0},
-                       "volume": {"paring": 76.3, "deepsys-soar": 65.1, "deepsys-atp": 103.3,
-                                  "deepsys": 158.9, "marina": 71.5, "panama": 60.4}},
+    ("workers", 15): {
+        "rate": {
+            "paring": 5.0,
+            "deepsys-soar": 1.4,
+            "deepsys-atp": 0.8,
+            "deepsys": 0.7,
+            "marina": 1.4,
+            "panama": 0.9,
+        },
+        "volume": {
+            "paring": 57.2,
+            "deepsys-soar": 60.4,
+            "deepsys-atp": 76.3,
+            "deepsys": 111.2,
+            "marina": 47.7,
+            "panama": 58.8,
+        },
+    },
+    ("switches", 12): {
+        "rate": {"paring": 5.0},
+        "volume": {
+            "paring": 76.3,
+            "deepsys-soar": 65.1,
+            "deepsys-atp": 103.3,
+            "deepsys": 158.9,
+            "marina": 71.5,
+            "panama": 60.4,
+        },
+    },
 }
 
 
-def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
-                 capacity: float = 10.0, p4: bool = False, layout: str = "pods") -> dict:
+def fat_tree_doc(
+    workers: int,
+    switches: int,
+    rate: float,
+    k: int = 6,
+    capacity: float = 10.0,
+    p4: bool = False,
+    layout: str = "pods",
+) -> dict:
     """The Sec. V fat-tree with DeepSys's placement listed and `placement: free`; `p4`: the
     programmable switches are P4 switches, B_v = ∞ (Sec. IV-C.5: no aggregation capacity).
     `layout` reads "the first six ... edge switches, the remaining aggregation switches":
@@ -81,63 +110,106 @@ def fat_tree_doc(workers: int, switches: int, rate: float, k: int = 6,
     if layout == "spread":
         pick_edges = [f"E{p}_{j}" for j in range(half) for p in range(k)]
         pick_aggs = [f"A{p}_{j}" for j in (*range(1, half), 0) for p in range(k)]
-    ina = set(pick_edges[:min(switches, 6)]) | set(pick_aggs[:max(switches - 6, 0)])
+    ina = set(pick_edges[: min(switches, 6)]) | set(pick_aggs[: max(switches - 6, 0)])
     specs = []
-    for name, tier in [*((c, "core") for c in cores), *((a, "aggregation") for a in aggs),
-                       *((e, "edge") for e in edges)]:
+    for name, tier in [
+        *((c, "core") for c in cores),
+        *((a, "aggregation") for a in aggs),
+        *((e, "edge") for e in edges),
+    ]:
         spec: dict[str, Any] = {"name": name, "tier": tier}
         if name in ina:
             spec.update(ina=True, **({} if p4 else {"aggregation_capacity_gbps": capacity}))
         specs.append(spec)
     hosts = [f"H{p}_{j}_{i}" for p in range(k) for j in range(half) for i in range(half)]
-    links = [{"a": h, "b": f"E{h[1:].rsplit('_', 1)[0]}", "capacity_gbps": capacity}
-             for h in hosts]
+    links = [{"a": h, "b": f"E{h[1:].rsplit('_', 1)[0]}", "capacity_gbps": capacity} for h in hosts]
     for p in range(k):
         for j in range(half):
             for a in range(half):
                 links.append({"a": f"E{p}_{j}", "b": f"A{p}_{a}", "capacity_gbps": capacity})
         for a in range(half):
             for c in range(half):
-                links.append({"a": f"A{p}_{a}", "b": cores[a * half + c],
-                              "capacity_gbps": capacity})
-    ps, listed = hosts[0], hosts[1:workers + 1]  # DeepSys: racks filled in order
+                links.append(
+                    {"a": f"A{p}_{a}", "b": cores[a * half + c], "capacity_gbps": capacity}
+                )
+    ps, listed = hosts[0], hosts[1 : workers + 1]  # DeepSys: racks filled in order
     roles = {ps: "ps", **dict.fromkeys(listed, "worker")}
     return {
         "name": f"paring-fat-tree-k{k}",
         "description": f"PARING Sec. V: k={k}, {workers} workers, {switches} programmable, "
-                       f"R={rate} Gbps",
+        f"R={rate} Gbps",
         "hosts": [{"name": h, "role": roles.get(h, "idle")} for h in hosts],
         "switches": specs,
         "links": links,
-        "jobs": [{"name": "job0", "tasks": [{
-            "name": "t0", "ps": ps, "workers": listed, "placement": "free",
-            "rate_cap_gbps": rate, "ps_aggregation_capacity_gbps": capacity}]}],
+        "jobs": [
+            {
+                "name": "job0",
+                "tasks": [
+                    {
+                        "name": "t0",
+                        "ps": ps,
+                        "workers": listed,
+                        "placement": "free",
+                        "rate_cap_gbps": rate,
+                        "ps_aggregation_capacity_gbps": capacity,
+                    }
+                ],
+            }
+        ],
     }
 
 
 def add_parser(bench: argparse._SubParsersAction) -> None:
-    p = bench.add_parser("paring", help="PARING Figs. 2-19 (fat-tree k=6) and the "
-                         "approximation ratio against paring-opt")
-    p.add_argument("--sweep", choices=[*sorted(SWEEPS), "none"], action="append",
-                   help="sweeps to run (default: all three; none: only the other parts)")
+    p = bench.add_parser(
+        "paring",
+        help="PARING Figs. 2-19 (fat-tree k=6) and the approximation ratio against paring-opt",
+    )
+    p.add_argument(
+        "--sweep",
+        choices=[*sorted(SWEEPS), "none"],
+        action="append",
+        help="sweeps to run (default: all three; none: only the other parts)",
+    )
     p.add_argument("--values", help="comma-separated values of a single --sweep")
-    p.add_argument("--schemes", default=SCHEMES,
-                   help="comma-separated; an entry may carry its scheme's parameters, "
-                   "NAME:KEY=VALUE[:KEY=VALUE] (e.g. deepsys-soar:k=2), as a row of its own")
+    p.add_argument(
+        "--schemes",
+        default=SCHEMES,
+        help="comma-separated; an entry may carry its scheme's parameters, "
+        "NAME:KEY=VALUE[:KEY=VALUE] (e.g. deepsys-soar:k=2), as a row of its own",
+    )
     p.add_argument("--time-limit", type=float, default=30.0, help="paring-opt, per solve (s)")
-    p.add_argument("--ratio-instances", type=int, default=30,
-                   help="random small instances for the approximation ratio (0: skip)")
-    p.add_argument("--pss", default="1,2,3",
-                   help="PS counts for the several-PS points (Sec. IV-C.3; '' skips)")
-    p.add_argument("--paper-model", action=argparse.BooleanOptionalAction, default=True,
-                   help="problem (1) as printed (workers aggregate too) at the stated points")
-    p.add_argument("--paper-search", action="store_true",
-                   help="search every coarse plan on shortest-path trees for the paper's "
-                   "DeepSys+SOAR and PANAMA values (paring_search; minutes)")
-    p.add_argument("--layout", choices=("pods", "spread"), default="pods",
-                   help="which switches are programmable (fat_tree_doc; default pods)")
-    p.add_argument("--p4", action="store_true",
-                   help="P4 switches: unlimited aggregation degree, B_v = ∞ (Sec. IV-C.5)")
+    p.add_argument(
+        "--ratio-instances",
+        type=int,
+        default=30,
+        help="random small instances for the approximation ratio (0: skip)",
+    )
+    p.add_argument(
+        "--pss", default="1,2,3", help="PS counts for the several-PS points (Sec. IV-C.3; '' skips)"
+    )
+    p.add_argument(
+        "--paper-model",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="problem (1) as printed (workers aggregate too) at the stated points",
+    )
+    p.add_argument(
+        "--paper-search",
+        action="store_true",
+        help="search every coarse plan on shortest-path trees for the paper's "
+        "DeepSys+SOAR and PANAMA values (paring_search; minutes)",
+    )
+    p.add_argument(
+        "--layout",
+        choices=("pods", "spread"),
+        default="pods",
+        help="which switches are programmable (fat_tree_doc; default pods)",
+    )
+    p.add_argument(
+        "--p4",
+        action="store_true",
+        help="P4 switches: unlimited aggregation degree, B_v = ∞ (Sec. IV-C.5)",
+    )
     p.add_argument("--out", default="docs/benchmarks/paring", help="output directory")
     p.set_defaults(func=run)
 
@@ -173,38 +245,65 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_sweep(sweep: str, values: list[float], schemes: list[str],
-              time_limit: float, p4: bool = False, layout: str = "pods") -> list[dict]:
+def run_sweep(
+    sweep: str,
+    values: list[float],
+    schemes: list[str],
+    time_limit: float,
+    p4: bool = False,
+    layout: str = "pods",
+) -> list[dict]:
     rows = []
     with Progress(console=console, transient=True) as bar:
         job = bar.add_task(f"sweep {sweep}", total=len(values) * len(schemes))
         for value in values:
             setting = {**SWEEPS[sweep]["fixed"], sweep: value}
-            network = build_network(fat_tree_doc(int(setting["workers"]),
-                                                 int(setting["switches"]), setting["rate"],
-                                                 p4=p4, layout=layout))
+            network = build_network(
+                fat_tree_doc(
+                    int(setting["workers"]),
+                    int(setting["switches"]),
+                    setting["rate"],
+                    p4=p4,
+                    layout=layout,
+                )
+            )
             for scheme in schemes:
                 name, params = scheme_spec(scheme)
                 started = time.perf_counter()
                 try:
-                    plan = solve(network, name.removesuffix("-fine"), SolveOptions(
-                        time_limit=time_limit, seed=0, params={**_params(name), **params}))
+                    plan = solve(
+                        network,
+                        name.removesuffix("-fine"),
+                        SolveOptions(
+                            time_limit=time_limit, seed=0, params={**_params(name), **params}
+                        ),
+                    )
                 except SchemeInputError as exc:  # e.g. deepsys-soar:k=-1: exit 2, one line
                     from controller.tools.arguments import UserError
+
                     raise UserError(f"--schemes {scheme}: {exc}") from None
                 seconds = time.perf_counter() - started
                 result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
                 te = result.tasks[0]
-                rows.append({
-                    "sweep": sweep, "value": value, **setting, "p4": p4, "layout": layout,
-                    "scheme": scheme,
-                    "rate_gbps": te.rate_gbps, "volume_gb": _known(te.volume_mb) / 1000,
-                    "volume_gib": _known(te.volume_mb) / 1024,  # the paper's GB (BENCHMARKS.md)
-                    "communication_seconds": te.communication_seconds,
-                    "status": plan.status, "bound": plan.bound,
-                    "consistent": result.consistent, "solve_seconds": seconds,
-                    "paper": None if params else _paper(sweep, value, name),
-                })
+                rows.append(
+                    {
+                        "sweep": sweep,
+                        "value": value,
+                        **setting,
+                        "p4": p4,
+                        "layout": layout,
+                        "scheme": scheme,
+                        "rate_gbps": te.rate_gbps,
+                        "volume_gb": _known(te.volume_mb) / 1000,
+                        "volume_gib": _known(te.volume_mb) / 1024,  # the paper's GB (BENCHMARKS.md)
+                        "communication_seconds": te.communication_seconds,
+                        "status": plan.status,
+                        "bound": plan.bound,
+                        "consistent": result.consistent,
+                        "solve_seconds": seconds,
+                        "paper": None if params else _paper(sweep, value, name),
+                    }
+                )
                 bar.advance(job)
     return rows
 
@@ -245,25 +344,36 @@ def print_sweep(sweep: str, rows: list[dict], schemes: list[str]) -> None:
         table.add_column(col, overflow="fold")
     for r in rows:
         status = r["status"] + ("" if r["consistent"] else " INCONSISTENT")
-        table.add_row(f"{r['value']:g}", r["scheme"], f"{r['rate_gbps']:.4g}",
-                      f"{r['volume_gb']:.1f}", f"{r['communication_seconds']:.3g}", status)
+        table.add_row(
+            f"{r['value']:g}",
+            r["scheme"],
+            f"{r['rate_gbps']:.4g}",
+            f"{r['volume_gb']:.1f}",
+            f"{r['communication_seconds']:.3g}",
+            status,
+        )
     print_table(console, table)
 
 
 def plot_sweep(sweep: str, rows: list[dict], schemes: list[str], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for key, ax, label in zip(("volume_gb", "rate_gbps", "communication_seconds"), axes,
-                              ("traffic volume (GB)", "sending rate (Gbps)",
-                               "communication time (s)"), strict=True):
+    for key, ax, label in zip(
+        ("volume_gb", "rate_gbps", "communication_seconds"),
+        axes,
+        ("traffic volume (GB)", "sending rate (Gbps)", "communication time (s)"),
+        strict=True,
+    ):
         for s in schemes:
             pts = [(r["value"], r[key]) for r in rows if r["scheme"] == s]
             ax.plot(*zip(*pts, strict=True), marker="o", label=s)
-        ax.set_xlabel({"workers": "workers", "switches": "programmable switches",
-                       "rate": "R (Gbps)"}[sweep])
+        ax.set_xlabel(
+            {"workers": "workers", "switches": "programmable switches", "rate": "R (Gbps)"}[sweep]
+        )
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
@@ -281,8 +391,16 @@ def several_ps(counts: list[int]) -> list[dict]:
     paper gives no number for it; the single-PS rows are the 5.0 Gbps points."""
     rows = []
     table = Table(title="PARING with several PSs (Sec. IV-C.3), k = 6, R 5 Gbps, coarse")
-    for col in ("workers", "switches", "PSs", "rates Gbps", "sum Gbps", "volume GB",
-                "time s", "consistent"):
+    for col in (
+        "workers",
+        "switches",
+        "PSs",
+        "rates Gbps",
+        "sum Gbps",
+        "volume GB",
+        "time s",
+        "consistent",
+    ):
         table.add_column(col, overflow="fold")
     for workers, switches in POINTS:
         for count in counts:
@@ -290,25 +408,43 @@ def several_ps(counts: list[int]) -> list[dict]:
             task = doc["jobs"][0]["tasks"][0]
             doc["jobs"][0]["tasks"] = [{**task, "name": f"t{p}"} for p in range(count)]
             network = build_network(doc)
-            plan = solve(network, "paring", SolveOptions(seed=0, params={
-                "gradient_gb": GRADIENT_MB / 1000}))
+            plan = solve(
+                network, "paring", SolveOptions(seed=0, params={"gradient_gb": GRADIENT_MB / 1000})
+            )
             result = evaluate(network, plan, gradient_mb=GRADIENT_MB)
             rates = [te.rate_gbps for te in result.tasks]
             volume = sum(_known(te.volume_mb) for te in result.tasks) / 1000
             seconds = max(_known(te.communication_seconds) for te in result.tasks)
-            rows.append({"workers": workers, "switches": switches, "pss": count,
-                         "rates_gbps": rates, "rate_gbps": sum(rates), "volume_gb": volume,
-                         "communication_seconds": seconds, "consistent": result.consistent,
-                         "paper_single_ps_rate_gbps": 5.0})
-            table.add_row(str(workers), str(switches), str(count),
-                          " + ".join(f"{r:.4g}" for r in rates), f"{sum(rates):.4g}",
-                          f"{volume:.1f}", f"{seconds:.3g}", str(result.consistent))
+            rows.append(
+                {
+                    "workers": workers,
+                    "switches": switches,
+                    "pss": count,
+                    "rates_gbps": rates,
+                    "rate_gbps": sum(rates),
+                    "volume_gb": volume,
+                    "communication_seconds": seconds,
+                    "consistent": result.consistent,
+                    "paper_single_ps_rate_gbps": 5.0,
+                }
+            )
+            table.add_row(
+                str(workers),
+                str(switches),
+                str(count),
+                " + ".join(f"{r:.4g}" for r in rates),
+                f"{sum(rates):.4g}",
+                f"{volume:.1f}",
+                f"{seconds:.3g}",
+                str(result.consistent),
+            )
     print_table(console, table)
     return rows
 
 
 def plot_several_ps(rows: list[dict], path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -316,10 +452,12 @@ def plot_several_ps(rows: list[dict], path: Path) -> None:
     for workers, switches in POINTS:
         pts = [r for r in rows if (r["workers"], r["switches"]) == (workers, switches)]
         label = f"{workers} workers, {switches} switches"
-        axes[0].plot([r["pss"] for r in pts], [r["rate_gbps"] for r in pts], marker="o",
-                     label=label)
-        axes[1].plot([r["pss"] for r in pts], [r["volume_gb"] for r in pts], marker="o",
-                     label=label)
+        axes[0].plot(
+            [r["pss"] for r in pts], [r["rate_gbps"] for r in pts], marker="o", label=label
+        )
+        axes[1].plot(
+            [r["pss"] for r in pts], [r["volume_gb"] for r in pts], marker="o", label=label
+        )
     axes[0].axhline(5.0, color="grey", ls="--", label="paper: PARING, one PS (5.0)")
     axes[0].set_ylabel("sum of the shards' rates (Gbps)")
     axes[1].set_ylabel("traffic volume (GB)")
@@ -350,27 +488,39 @@ def paper_model(time_limit: float) -> list[dict]:
         ps = g.hosts[0]
         chain = sorted((h for h in g.hosts if h != ps), key=lambda h: g.c(ps, h))[:workers]
         parent = {w: (chain[i - 2] if i >= 2 else ps) for i, w in enumerate(chain)}
-        row: dict[str, Any] = {"workers": workers, "switches": switches, "paper_rate_gbps": 5.0,
-                               "chains_volume_gb": sum(g.c(w, parent[w]) for w in chain)
-                               * GRADIENT_MB / 1000}
+        row: dict[str, Any] = {
+            "workers": workers,
+            "switches": switches,
+            "paper_rate_gbps": 5.0,
+            "chains_volume_gb": sum(g.c(w, parent[w]) for w in chain) * GRADIENT_MB / 1000,
+        }
         ours = run_paring(network, network.tasks[0])
         for servers in (False, True):  # CP-SAT starts from PARING's tree / the chains
-            hint = (ps, parent, chain, Fraction(5)) if servers else (
-                ours.tree.ps, ours.tree.parent, ours.tree.workers, ours.rate)
-            found = exact.solve(g, workers, time.perf_counter() + time_limit, 1, 0, hint,
-                                servers_aggregate=servers)
+            hint = (
+                (ps, parent, chain, Fraction(5))
+                if servers
+                else (ours.tree.ps, ours.tree.parent, ours.tree.workers, ours.rate)
+            )
+            found = exact.solve(
+                g, workers, time.perf_counter() + time_limit, 1, 0, hint, servers_aggregate=servers
+            )
             key = "paper_model" if servers else "hosts_never_forward"
-            row[key] = {"rate_gbps": float(found.rate), "cp_sat_status": found.cp_status,
-                        "volume_gb": None if found.cost is None else
-                        found.cost * GRADIENT_MB / 1000,
-                        "volume_bound_gb": None if found.cost_bound is None else
-                        found.cost_bound * GRADIENT_MB / 1000}
+            row[key] = {
+                "rate_gbps": float(found.rate),
+                "cp_sat_status": found.cp_status,
+                "volume_gb": None if found.cost is None else found.cost * GRADIENT_MB / 1000,
+                "volume_bound_gb": None
+                if found.cost_bound is None
+                else found.cost_bound * GRADIENT_MB / 1000,
+            }
         rows.append(row)
-        console.print(f"problem (1) at {workers} workers, {switches} switches, R 5: "
-                      f"hosts never forward {row['hosts_never_forward']['rate_gbps']:.4g} Gbps; "
-                      f"as printed (workers aggregate) {row['paper_model']['rate_gbps']:.4g} "
-                      f"Gbps (the chains reach R: {row['chains_volume_gb']:.1f} GB; CP-SAT "
-                      f"{row['paper_model']['cp_sat_status']}); the paper: 5.0")
+        console.print(
+            f"problem (1) at {workers} workers, {switches} switches, R 5: "
+            f"hosts never forward {row['hosts_never_forward']['rate_gbps']:.4g} Gbps; "
+            f"as printed (workers aggregate) {row['paper_model']['rate_gbps']:.4g} "
+            f"Gbps (the chains reach R: {row['chains_volume_gb']:.1f} GB; CP-SAT "
+            f"{row['paper_model']['cp_sat_status']}); the paper: 5.0"
+        )
     return rows
 
 
@@ -381,19 +531,26 @@ def paper_search() -> list[dict]:
 
     rows = run_search(lambda w, s, layout: fat_tree_doc(w, s, 5.0, layout=layout))
     table = Table(title="coarse plans on shortest-path trees with the paper's rate and volume")
-    for col in ("scheme", "point", "paper", "trees", "least", "plans", "DeepSys", "SOAR",
-                "both"):
+    for col in ("scheme", "point", "paper", "trees", "least", "plans", "DeepSys", "SOAR", "both"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["scheme"].removeprefix("deepsys-"),
-                      f"{r['workers']}/{r['switches']} {r['layout']}",
-                      f"{r['paper_rate_gbps']:.3g}/{r['paper_hops']}", str(r["trees"]),
-                      str(r["least_hops"]), str(r["matches"]), str(r["on_deepsys_tree"]),
-                      str(r["soar_optimal"]), str(r["soar_optimal_on_deepsys_tree"]))
-    console.print("paper: Gbps/volume in gradient-hops (1627 MB over one link); least: the "
-                  "least volume of any plan; plans: those with the paper's two numbers, of "
-                  "which DeepSys: on DeepSys's tree, SOAR: SOAR's optimum for their budget, "
-                  "both: the two")
+        table.add_row(
+            r["scheme"].removeprefix("deepsys-"),
+            f"{r['workers']}/{r['switches']} {r['layout']}",
+            f"{r['paper_rate_gbps']:.3g}/{r['paper_hops']}",
+            str(r["trees"]),
+            str(r["least_hops"]),
+            str(r["matches"]),
+            str(r["on_deepsys_tree"]),
+            str(r["soar_optimal"]),
+            str(r["soar_optimal_on_deepsys_tree"]),
+        )
+    console.print(
+        "paper: Gbps/volume in gradient-hops (1627 MB over one link); least: the "
+        "least volume of any plan; plans: those with the paper's two numbers, of "
+        "which DeepSys: on DeepSys's tree, SOAR: SOAR's optimum for their budget, "
+        "both: the two"
+    )
     print_table(console, table)
     return rows
 
@@ -401,8 +558,13 @@ def paper_search() -> list[dict]:
 def small_doc(rng: random.Random) -> dict:
     """A random small instance: fat-tree k = 4 (16 servers), 3-8 programmable switches of
     1-4 Gbps, a PS of 1-4 Gbps, R of 0.5-3 Gbps, 3-7 workers."""
-    doc = fat_tree_doc(workers=rng.randint(3, 7), switches=0, rate=rng.choice(
-        [0.5, 1.0, 2.0, 3.0]), k=4, capacity=100.0)
+    doc = fat_tree_doc(
+        workers=rng.randint(3, 7),
+        switches=0,
+        rate=rng.choice([0.5, 1.0, 2.0, 3.0]),
+        k=4,
+        capacity=100.0,
+    )
     switches = [s for s in doc["switches"] if s["tier"] != "core" or rng.random() < 0.5]
     for s in rng.sample(switches, rng.randint(3, 8)):
         s.update(ina=True, aggregation_capacity_gbps=float(rng.randint(1, 4)))
@@ -418,37 +580,55 @@ def approximation_ratio(instances: int, time_limit: float) -> dict:
         for seed in range(instances):
             network = build_network(small_doc(random.Random(seed)))
             heur = solve(network, "paring", SolveOptions(seed=0))
-            printed = solve(network, "paring", SolveOptions(seed=0,
-                                                            params={"as_printed": True}))
-            opt = solve(network, "paring-opt", SolveOptions(
-                time_limit=time_limit, seed=0, params={"num_workers": 1}))
-            rows.append({
-                "seed": seed, "workers": len(heur.tasks[0].paths), "status": opt.status,
-                "opt_rate": opt.objective,
-                "opt_volume": opt.details["traffic_volume_gradients"],
-                "paring_rate": heur.objective,
-                "paring_volume": heur.details["traffic_volume_gradients"],
-                "as_printed_rate": printed.objective,
-                "as_printed_volume": printed.details["traffic_volume_gradients"],
-                "as_printed_slack": printed.details["degree_slack"],
-            })
+            printed = solve(network, "paring", SolveOptions(seed=0, params={"as_printed": True}))
+            opt = solve(
+                network,
+                "paring-opt",
+                SolveOptions(time_limit=time_limit, seed=0, params={"num_workers": 1}),
+            )
+            rows.append(
+                {
+                    "seed": seed,
+                    "workers": len(heur.tasks[0].paths),
+                    "status": opt.status,
+                    "opt_rate": opt.objective,
+                    "opt_volume": opt.details["traffic_volume_gradients"],
+                    "paring_rate": heur.objective,
+                    "paring_volume": heur.details["traffic_volume_gradients"],
+                    "as_printed_rate": printed.objective,
+                    "as_printed_volume": printed.details["traffic_volume_gradients"],
+                    "as_printed_slack": printed.details["degree_slack"],
+                }
+            )
             bar.advance(job)
     proven = [r for r in rows if r["status"] == "optimal"]
     result: dict[str, Any] = {"instances": rows, "proven_optimal": len(proven)}
-    lines = [(f"approximation ratio on {len(proven)} of {len(rows)} random fat-tree k=4 "
-             f"instances that paring-opt proves optimal (Theorem 2 guarantees rate >= 2/3):")]
+    lines = [
+        (
+            f"approximation ratio on {len(proven)} of {len(rows)} random fat-tree k=4 "
+            f"instances that paring-opt proves optimal (Theorem 2 guarantees rate >= 2/3):"
+        )
+    ]
     for variant in ("paring", "as_printed"):
         rate = min((r[f"{variant}_rate"] / r["opt_rate"] for r in proven), default=None)
         same = [r for r in proven if abs(r[f"{variant}_rate"] - r["opt_rate"]) <= 1e-9]
         vol = max((r[f"{variant}_volume"] / r["opt_volume"] for r in same), default=None)
-        mean = (sum(r[f"{variant}_volume"] / r["opt_volume"] for r in same) / len(same)
-                if same else None)
-        result[variant] = {"worst_rate_ratio": rate, "optimal_rate_instances": len(same),
-                           "worst_volume_ratio_at_optimal_rate": vol,
-                           "mean_volume_ratio_at_optimal_rate": mean}
+        mean = (
+            sum(r[f"{variant}_volume"] / r["opt_volume"] for r in same) / len(same)
+            if same
+            else None
+        )
+        result[variant] = {
+            "worst_rate_ratio": rate,
+            "optimal_rate_instances": len(same),
+            "worst_volume_ratio_at_optimal_rate": vol,
+            "mean_volume_ratio_at_optimal_rate": mean,
+        }
         name = "paring" if variant == "paring" else "paring as_printed=true"
-        lines.append(f"  {name}: worst rate ratio {_g(rate)}, optimal rate on {len(same)}; "
-                     f"there volume ratio worst {_g(vol)}, mean {_g(mean)}")
+        lines.append(
+            f"  {name}: worst rate ratio {_g(rate)}, optimal rate on {len(same)}; "
+            f"there volume ratio worst {_g(vol)}, mean {_g(mean)}"
+        )
     result["summary"] = "\n".join(lines)
     return result
 

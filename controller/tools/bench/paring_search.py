@@ -28,20 +28,27 @@ from controller.solvers.baselines.placing import deepsys_tree
 GIB_PER_GRADIENT = 1627 / 1024  # one gradient of 1627 MB crossing one link, in GiB
 # (scheme, workers, switches) → the paper's rate (a fraction of 10 Gbps) and volume (GiB):
 # the rates from Sec. V-C-3's communication-time gains (81.8 % over PANAMA = 1 - (10/11)/5).
-PAPER = {("deepsys-soar", 15, 8): (Fraction(10, 7), 60.4),
-         ("panama", 15, 8): (Fraction(10, 11), 58.8),
-         ("deepsys-soar", 20, 12): (Fraction(10, 7), 65.1),
-         ("panama", 20, 12): (Fraction(10, 7), 60.4)}
+PAPER = {
+    ("deepsys-soar", 15, 8): (Fraction(10, 7), 60.4),
+    ("panama", 15, 8): (Fraction(10, 11), 58.8),
+    ("deepsys-soar", 20, 12): (Fraction(10, 7), 65.1),
+    ("panama", 20, 12): (Fraction(10, 7), 60.4),
+}
 
 
 def trees(network: Network, task: Task) -> Iterator[dict[str, str]]:
     """Every shortest-path tree toward the PS spanning the workers (node → next hop)."""
     graph = network.graph
-    dist = nx.single_target_shortest_path_length(
-        hosts_do_not_forward_to(graph, task.ps), task.ps)
+    dist = nx.single_target_shortest_path_length(hosts_do_not_forward_to(graph, task.ps), task.ps)
     dist = dict(dist)
-    closer = {v: sorted(u for u in graph.successors(v) if dist.get(u, -1) == dist[v] - 1
-                        and (u == task.ps or network.is_switch(u))) for v in dist}
+    closer = {
+        v: sorted(
+            u
+            for u in graph.successors(v)
+            if dist.get(u, -1) == dist[v] - 1 and (u == task.ps or network.is_switch(u))
+        )
+        for v in dist
+    }
 
     def grow(parent: dict[str, str], todo: list[str]) -> Iterator[dict[str, str]]:
         while todo and (todo[0] in parent or todo[0] == task.ps):
@@ -54,6 +61,7 @@ def trees(network: Network, task: Task) -> Iterator[dict[str, str]]:
             parent[v] = u
             yield from grow(parent, [*todo[1:], u])
             del parent[v]
+
     yield from grow({}, sorted(task.workers))
 
 
@@ -66,6 +74,7 @@ def counter(parent: dict[str, str], task: Task, rate_cap: float):
         if v not in depth:
             depth[v] = 0 if v == task.ps else 1 + level(parent[v])
         return depth[v]
+
     order = sorted(parent, key=level, reverse=True)  # leaves first
     leaves = set(parent) - set(parent.values())
 
@@ -78,11 +87,13 @@ def counter(parent: dict[str, str], task: Task, rate_cap: float):
             inflow[parent[v]] += sent[v]
         busiest = max([*sent.values(), *(inflow[v] for v in merging | {task.ps})])
         return min(Fraction(rate_cap), Fraction(10, busiest)), sum(sent.values())
+
     return lambda merging: scored(frozenset(merging))
 
 
-def search(network: Network, target_rate: Fraction, target_hops: int,
-           any_switch: bool = False) -> dict[str, Any]:
+def search(
+    network: Network, target_rate: Fraction, target_hops: int, any_switch: bool = False
+) -> dict[str, Any]:
     """The plans of `network`'s task with exactly that rate and volume; among them those on
     DeepSys's tree and those SOAR would return (least volume for their number of merging
     switches on their tree); the least volume of any plan."""
@@ -98,19 +109,29 @@ def search(network: Network, target_rate: Fraction, target_hops: int,
         least = min(least or 10**9, f(set(cands))[1])
         hits = _merging_sets(f, cands, (target_rate, target_hops))
         if hits:
-            best = [min(f(set(c))[1] for j in range(k + 1) for c in combinations(cands, j))
-                    for k in range(len(cands) + 1)]  # SOAR's optimum for budget k
-            found += [{"tree": _racks(network, parent), "merging": sorted(s),
-                       "deepsys_tree": all(deepsys.get(v) == u for v, u in parent.items()),
-                       "soar_optimal": best[len(s)] == target_hops} for s in hits]
-    return {"trees": n_trees, "least_hops": least, "matches": len(found),
-            "on_deepsys_tree": sum(m["deepsys_tree"] for m in found),
-            "soar_optimal": sum(m["soar_optimal"] for m in found),
-            "soar_optimal_on_deepsys_tree": sum(m["soar_optimal"] and m["deepsys_tree"]
-                                                for m in found),
-            "soar_optimal_budgets": sorted({len(m["merging"]) for m in found
-                                            if m["soar_optimal"]}),
-            "examples": [m for m in found if m["soar_optimal"]][:3] + found[:2]}
+            best = [
+                min(f(set(c))[1] for j in range(k + 1) for c in combinations(cands, j))
+                for k in range(len(cands) + 1)
+            ]  # SOAR's optimum for budget k
+            found += [
+                {
+                    "tree": _racks(network, parent),
+                    "merging": sorted(s),
+                    "deepsys_tree": all(deepsys.get(v) == u for v, u in parent.items()),
+                    "soar_optimal": best[len(s)] == target_hops,
+                }
+                for s in hits
+            ]
+    return {
+        "trees": n_trees,
+        "least_hops": least,
+        "matches": len(found),
+        "on_deepsys_tree": sum(m["deepsys_tree"] for m in found),
+        "soar_optimal": sum(m["soar_optimal"] for m in found),
+        "soar_optimal_on_deepsys_tree": sum(m["soar_optimal"] and m["deepsys_tree"] for m in found),
+        "soar_optimal_budgets": sorted({len(m["merging"]) for m in found if m["soar_optimal"]}),
+        "examples": [m for m in found if m["soar_optimal"]][:3] + found[:2],
+    }
 
 
 def _merging_sets(f, cands: list[str], target: tuple[Fraction, int]) -> list[set[str]]:
@@ -126,6 +147,7 @@ def _merging_sets(f, cands: list[str], target: tuple[Fraction, int]) -> list[set
             return
         choose(i + 1, chosen | {cands[i]})
         choose(i + 1, chosen)
+
     choose(0, set())
     return hits
 
@@ -143,7 +165,16 @@ def run_search(doc_for) -> list[dict[str, Any]]:
         hops = round(gib / GIB_PER_GRADIENT)
         for layout in ("pods", "spread"):
             network = build_network(doc_for(workers, switches, layout))
-            rows.append({"scheme": scheme, "workers": workers, "switches": switches,
-                         "layout": layout, "paper_rate_gbps": float(rate), "paper_gib": gib,
-                         "paper_hops": hops, **search(network, rate, hops)})
+            rows.append(
+                {
+                    "scheme": scheme,
+                    "workers": workers,
+                    "switches": switches,
+                    "layout": layout,
+                    "paper_rate_gbps": float(rate),
+                    "paper_gib": gib,
+                    "paper_hops": hops,
+                    **search(network, rate, hops),
+                }
+            )
     return rows

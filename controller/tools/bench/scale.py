@@ -47,25 +47,53 @@ WIRE_MBPS = {"embedded": 8.0, "bmv2": 2.0}  # --wire-mbps's default per target
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("scale", help="closed loop on Mininet at 16 to 200 workers: set-up, "
-                                     "plan push, iteration time, memory")
-    p.add_argument("--workers", default="16,50,100,200",
-                   help="comma-separated worker counts (default 16,50,100,200)")
-    p.add_argument("--target", action="append", choices=["embedded", "bmv2"],
-                   help="switch target, repeatable (default embedded)")
-    p.add_argument("--gradient-mb", type=float, default=0.01,
-                   help="gradient size each worker sends, in MB (default 0.01)")
-    p.add_argument("--wire-mbps", type=float,
-                   help="what all workers of the faster plan send together, in Mbps: sets "
-                        "the link scale of each size (default 8 on the embedded target, 2 "
-                        "on bmv2, which forwards ina.p4 several times slower)")
-    p.add_argument("--scale-mbps", type=float,
-                   help="TCLink Mbps per model Gbps (default: ina mininet's for the target); "
-                        "workers pace at the --wire-mbps budget below it")
-    p.add_argument("--emulate-switches", choices=["all", "plan"], default="plan",
-                   help="build every switch or only the plan's (default plan)")
-    p.add_argument("--agent-processes", type=int, default=DEFAULT_AGENT_PROCESSES,
-                   help=f"worker agent processes (default {DEFAULT_AGENT_PROCESSES})")
+    p = sub.add_parser(
+        "scale",
+        help="closed loop on Mininet at 16 to 200 workers: set-up, "
+        "plan push, iteration time, memory",
+    )
+    p.add_argument(
+        "--workers",
+        default="16,50,100,200",
+        help="comma-separated worker counts (default 16,50,100,200)",
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        choices=["embedded", "bmv2"],
+        help="switch target, repeatable (default embedded)",
+    )
+    p.add_argument(
+        "--gradient-mb",
+        type=float,
+        default=0.01,
+        help="gradient size each worker sends, in MB (default 0.01)",
+    )
+    p.add_argument(
+        "--wire-mbps",
+        type=float,
+        help="what all workers of the faster plan send together, in Mbps: sets "
+        "the link scale of each size (default 8 on the embedded target, 2 "
+        "on bmv2, which forwards ina.p4 several times slower)",
+    )
+    p.add_argument(
+        "--scale-mbps",
+        type=float,
+        help="TCLink Mbps per model Gbps (default: ina mininet's for the target); "
+        "workers pace at the --wire-mbps budget below it",
+    )
+    p.add_argument(
+        "--emulate-switches",
+        choices=["all", "plan"],
+        default="plan",
+        help="build every switch or only the plan's (default plan)",
+    )
+    p.add_argument(
+        "--agent-processes",
+        type=int,
+        default=DEFAULT_AGENT_PROCESSES,
+        help=f"worker agent processes (default {DEFAULT_AGENT_PROCESSES})",
+    )
     p.add_argument("--timeout", type=float, default=300.0, help="per-iteration limit (s)")
     p.add_argument("--out", default="out/bench/scale", help="output directory")
     p.set_defaults(func=main)
@@ -84,30 +112,49 @@ def main(args: argparse.Namespace) -> int:
     try:
         counts = [int(w) for w in args.workers.split(",")]
     except ValueError:
-        console.print(f"error: ina bench scale: --workers {args.workers!r} is not a "
-                      "comma-separated list of worker counts")
+        console.print(
+            f"error: ina bench scale: --workers {args.workers!r} is not a "
+            "comma-separated list of worker counts"
+        )
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report: dict = {"gradient_mb": args.gradient_mb, "wire_mbps": args.wire_mbps,
-                    "emulate_switches": args.emulate_switches,
-                    "agent_processes": args.agent_processes, "cpus": os.cpu_count(),
-                    "memory_gb": round(psutil.virtual_memory().total / 2**30, 1), "runs": []}
+    report: dict = {
+        "gradient_mb": args.gradient_mb,
+        "wire_mbps": args.wire_mbps,
+        "emulate_switches": args.emulate_switches,
+        "agent_processes": args.agent_processes,
+        "cpus": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "runs": [],
+    }
     for target in args.target or ["embedded"]:
         for workers in counts:
             n = side(workers)
             path = out / f"leaf-spine-{n}x{n}-{workers}w.yaml"  # `ina controller` reads it
-            dump_topology(leaf_spine(leaves=n, spines=n, hosts_per_leaf=n,
-                                     workload=Workload(workers_per_job=workers)), path)
+            dump_topology(
+                leaf_spine(
+                    leaves=n, spines=n, hosts_per_leaf=n, workload=Workload(workers_per_job=workers)
+                ),
+                path,
+            )
             network = load_topology(path)
             plans = {scheme: solve(network, scheme) for scheme in SCHEMES}
             pace = wire_scale(plans, args.wire_mbps or WIRE_MBPS[target])
             for scheme, plan in plans.items():
-                console.print(f"[bold]{target}[/bold] {workers} workers ({n}x{n} leaf-spine, "
-                              f"{n} servers per leaf), {scheme}, paced at {pace:.3g} Mbps per "
-                              "Gbps")
-                row = {"target": target, "workers": workers, "leaves": n, "spines": n,
-                       "scheme": scheme, **measure(network, plan, pace, target, args)}
+                console.print(
+                    f"[bold]{target}[/bold] {workers} workers ({n}x{n} leaf-spine, "
+                    f"{n} servers per leaf), {scheme}, paced at {pace:.3g} Mbps per "
+                    "Gbps"
+                )
+                row = {
+                    "target": target,
+                    "workers": workers,
+                    "leaves": n,
+                    "spines": n,
+                    "scheme": scheme,
+                    **measure(network, plan, pace, target, args),
+                }
                 console.print(f"  {_summary(row)}", highlight=False)
                 report["runs"].append(row)
                 (out / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -131,31 +178,51 @@ def wire_scale(plans: dict, wire_mbps: float) -> float:
 def measure(network, plan, pace: float, target: str, args: argparse.Namespace) -> dict:
     """One run of one iteration: set-up, push, iteration, exactness, peak memory, CPU."""
     scale = args.scale_mbps or DEFAULT_SCALE_MBPS[target]
-    row: dict = {"plan_rate_gbps": plan.tasks[0].rate_gbps, "scale_mbps_per_gbps": scale,
-                 "pace_mbps_per_gbps": pace,
-                 "load_before": os.getloadavg()[0]}
+    row: dict = {
+        "plan_rate_gbps": plan.tasks[0].rate_gbps,
+        "scale_mbps_per_gbps": scale,
+        "pace_mbps_per_gbps": pace,
+        "load_before": os.getloadavg()[0],
+    }
     peak = PeakMemory()
     cpu_before = _cpu_seconds()
     started = time.monotonic()
     try:
-        with peak, Emulation(network, plan, target=target, scale_mbps=scale, pace_mbps=pace,
-                             switches=args.emulate_switches,
-                             agent_processes=args.agent_processes) as emu:
+        with (
+            peak,
+            Emulation(
+                network,
+                plan,
+                target=target,
+                scale_mbps=scale,
+                pace_mbps=pace,
+                switches=args.emulate_switches,
+                agent_processes=args.agent_processes,
+            ) as emu,
+        ):
             row["setup_seconds"] = dict(emu.setup_seconds)
             row["hosts"] = sum(1 for n in emu.nodes if n in network.hosts)
             row["switches"] = sum(1 for n in emu.nodes if n in network.switches)
             row["push"] = _push(emu.state()["switches"])
             (it,) = emu.iterate(args.gradient_mb, 1, args.timeout)
-            row.update(iteration_seconds=round(it.seconds, 3), exact=it.exact,
-                       ps_exact=it.ps_exact, retransmissions=it.retransmissions,
-                       ps_link_flows=it.ps_link_flows)
+            row.update(
+                iteration_seconds=round(it.seconds, 3),
+                exact=it.exact,
+                ps_exact=it.ps_exact,
+                retransmissions=it.retransmissions,
+                ps_link_flows=it.ps_link_flows,
+            )
     except RunnerError as exc:
         row["error"] = str(exc)[:600]
-    row.update(wall_seconds=round(time.monotonic() - started, 1),
-               cpu_seconds=round(_cpu_seconds() - cpu_before, 1),
-               peak_rss_mb=round(peak.bytes / 2**20), processes_at_peak=peak.processes,
-               peak_rss_mb_by_kind=peak.by_kind, cpu_by_kind=peak.cpu_by_kind,
-               load_after=os.getloadavg()[0])
+    row.update(
+        wall_seconds=round(time.monotonic() - started, 1),
+        cpu_seconds=round(_cpu_seconds() - cpu_before, 1),
+        peak_rss_mb=round(peak.bytes / 2**20),
+        processes_at_peak=peak.processes,
+        peak_rss_mb_by_kind=peak.by_kind,
+        cpu_by_kind=peak.cpu_by_kind,
+        load_after=os.getloadavg()[0],
+    )
     return row
 
 
@@ -163,10 +230,14 @@ def _push(switches: dict) -> dict:
     """Entries written on the first push and their rate: every switch is programmed at once,
     so the slowest push is the time they all took."""
     writes = sum(d["writes"][0] for d in switches.values() if d["writes"])
-    seconds = max((d["pushes_seconds"][0] for d in switches.values() if d["pushes_seconds"]),
-                  default=0.0)
-    return {"entries": writes, "seconds": round(seconds, 3),
-            "entries_per_second": round(writes / seconds) if seconds else None}
+    seconds = max(
+        (d["pushes_seconds"][0] for d in switches.values() if d["pushes_seconds"]), default=0.0
+    )
+    return {
+        "entries": writes,
+        "seconds": round(seconds, 3),
+        "entries_per_second": round(writes / seconds) if seconds else None,
+    }
 
 
 def _cpu_seconds() -> float:
@@ -211,17 +282,20 @@ class PeakMemory:
                 self._cpu[proc.pid] = (_kind(cmd), cpu.user + cpu.system)
             if total > self.bytes:
                 self.bytes, self.processes = total, sum(len(v) for v in kinds.values())
-                self.by_kind = {k: {"processes": len(v), "max_rss_mb": round(max(v) / 2**20)}
-                                for k, v in sorted(kinds.items())}
-
+                self.by_kind = {
+                    k: {"processes": len(v), "max_rss_mb": round(max(v) / 2**20)}
+                    for k, v in sorted(kinds.items())
+                }
 
     @property
     def cpu_by_kind(self) -> dict[str, dict]:
         kinds: dict[str, list[float]] = {}
         for kind, seconds in self._cpu.values():
             kinds.setdefault(kind, []).append(seconds)
-        return {k: {"cpu_seconds": round(sum(v), 1), "busiest_process": round(max(v), 1)}
-                for k, v in sorted(kinds.items())}
+        return {
+            k: {"cpu_seconds": round(sum(v), 1), "busiest_process": round(max(v), 1)}
+            for k, v in sorted(kinds.items())
+        }
 
 
 def _kind(cmd: list[str]) -> str:
@@ -238,27 +312,53 @@ def _summary(row: dict) -> str:
     if "error" in row:
         return f"error: {row['error'][:300]}"
     setup = ", ".join(f"{k} {v:.1f} s" for k, v in row["setup_seconds"].items())
-    return (f"set-up {setup}; push {row['push']['entries']} entries in "
-            f"{row['push']['seconds']:.2f} s; iteration {row['iteration_seconds']:.2f} s, "
-            f"{'exact' if row['exact'] else 'WRONG'}; peak {row['peak_rss_mb']} MB in "
-            f"{row['processes_at_peak']} processes; CPU {row['cpu_seconds']:.0f} s")
+    return (
+        f"set-up {setup}; push {row['push']['entries']} entries in "
+        f"{row['push']['seconds']:.2f} s; iteration {row['iteration_seconds']:.2f} s, "
+        f"{'exact' if row['exact'] else 'WRONG'}; peak {row['peak_rss_mb']} MB in "
+        f"{row['processes_at_peak']} processes; CPU {row['cpu_seconds']:.0f} s"
+    )
 
 
 def _print(report: dict) -> None:
     table = Table(title=f"closed loop at scale ({report['gradient_mb']:g} MB gradient)")
-    for col in ("target", "workers", "scheme", "set-up (s)", "push (entries/s)",
-                "iteration (s)", "results", "peak memory (GB)", "CPU (s)"):
+    for col in (
+        "target",
+        "workers",
+        "scheme",
+        "set-up (s)",
+        "push (entries/s)",
+        "iteration (s)",
+        "results",
+        "peak memory (GB)",
+        "CPU (s)",
+    ):
         table.add_column(col)
     for r in report["runs"]:
         if "error" in r:
-            table.add_row(r["target"], str(r["workers"]), r["scheme"], "-", "-", "-", "error",
-                          f"{r['peak_rss_mb'] / 1024:.1f}", f"{r['cpu_seconds']:.0f}")
+            table.add_row(
+                r["target"],
+                str(r["workers"]),
+                r["scheme"],
+                "-",
+                "-",
+                "-",
+                "error",
+                f"{r['peak_rss_mb'] / 1024:.1f}",
+                f"{r['cpu_seconds']:.0f}",
+            )
             continue
-        table.add_row(r["target"], str(r["workers"]), r["scheme"],
-                      f"{sum(r['setup_seconds'].values()):.1f}",
-                      str(r["push"]["entries_per_second"]), f"{r['iteration_seconds']:.2f}",
-                      "exact" if r["exact"] else "WRONG", f"{r['peak_rss_mb'] / 1024:.1f}",
-                      f"{r['cpu_seconds']:.0f}")
+        table.add_row(
+            r["target"],
+            str(r["workers"]),
+            r["scheme"],
+            f"{sum(r['setup_seconds'].values()):.1f}",
+            str(r["push"]["entries_per_second"]),
+            f"{r['iteration_seconds']:.2f}",
+            "exact" if r["exact"] else "WRONG",
+            f"{r['peak_rss_mb'] / 1024:.1f}",
+            f"{r['cpu_seconds']:.0f}",
+        )
     print_table(Console(), table)
 
 
@@ -271,20 +371,28 @@ def _plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     ok = [r for r in report["runs"] if "error" not in r]
-    panels = [("set-up (s)", lambda r: sum(r["setup_seconds"].values())),
-              ("plan push (entries/s)", lambda r: r["push"]["entries_per_second"] or 0),
-              (f"iteration, {report['gradient_mb']:g} MB (s)", lambda r: r["iteration_seconds"]),
-              ("peak memory, all processes (GB)", lambda r: r["peak_rss_mb"] / 1024)]
+    panels = [
+        ("set-up (s)", lambda r: sum(r["setup_seconds"].values())),
+        ("plan push (entries/s)", lambda r: r["push"]["entries_per_second"] or 0),
+        (f"iteration, {report['gradient_mb']:g} MB (s)", lambda r: r["iteration_seconds"]),
+        ("peak memory, all processes (GB)", lambda r: r["peak_rss_mb"] / 1024),
+    ]
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     for ax, (title, value) in zip(axes, panels, strict=True):
         for target in dict.fromkeys(r["target"] for r in ok):
             for scheme in SCHEMES:
-                rows = sorted((r for r in ok if (r["target"], r["scheme"]) == (target, scheme)),
-                              key=lambda r: r["workers"])
+                rows = sorted(
+                    (r for r in ok if (r["target"], r["scheme"]) == (target, scheme)),
+                    key=lambda r: r["workers"],
+                )
                 if rows:
-                    ax.plot([r["workers"] for r in rows], [value(r) for r in rows], marker="o",
-                            linestyle="-" if scheme == "aro" else "--",
-                            label=f"{target} {scheme}")
+                    ax.plot(
+                        [r["workers"] for r in rows],
+                        [value(r) for r in rows],
+                        marker="o",
+                        linestyle="-" if scheme == "aro" else "--",
+                        label=f"{target} {scheme}",
+                    )
         ax.set_xlabel("workers")
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
