@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_dp_shards import JOB, PS_PORTS, RANGES, SEED, SIZE_MB, WORKERS, _program, _state
+from test_dp_shards import PS_PORTS, RANGES, WORKERS, _program, _shared_options, _start_pss, _state
 
 from dataplane.bmv2 import free_tcp_port
 from dataplane.multihost import HostsFileError, SharedPlanWatcher, StateCache, load_hosts
@@ -79,46 +79,8 @@ def test_one_process_serves_every_worker_and_each_sum_is_exact(tmp_path):
             client = Client(address, 1, 10, program.p4info)
             client.set_pipeline(program.device_config)
             _program(client)
-            common = [
-                "--workers",
-                str(WORKERS),
-                "--size-mb",
-                str(SIZE_MB),
-                "--job",
-                str(JOB),
-                "--state",
-                str(state),
-                "--seed",
-                str(SEED),
-            ]
-            pss = [
-                subprocess.Popen(
-                    [
-                        "ip",
-                        "netns",
-                        "exec",
-                        net.ns,
-                        sys.executable,
-                        "-m",
-                        "dataplane",
-                        "ps",
-                        "--iface",
-                        net.host_if[port],
-                        "--ip",
-                        f"10.0.0.{port}",
-                        "--task",
-                        str(task),
-                        "--result-flow-id",
-                        str(101 + 10 * task),
-                        "--verify",
-                        *common,
-                    ],
-                    cwd=ROOT,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for task, port in enumerate(PS_PORTS)
-            ]
+            common = _shared_options(state)
+            pss = _start_pss(net, common)
             hosts = tmp_path / "hosts.json"
             hosts.write_text(
                 json.dumps(

@@ -278,6 +278,49 @@ def _state() -> dict:
     return {"version": 1, "workers": rows}
 
 
+def _shared_options(state: Path) -> list[str]:
+    """The agent options every worker and PS of the sharded job takes."""
+    return [
+        "--workers",
+        str(WORKERS),
+        "--size-mb",
+        str(SIZE_MB),
+        "--job",
+        str(JOB),
+        "--state",
+        str(state),
+        "--seed",
+        str(SEED),
+    ]
+
+
+def _start_pss(net: VethNet, common: list[str]) -> list[subprocess.Popen]:
+    """The job's two PSs in the namespace, each checking the sum of its shard."""
+    run = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]
+    return [
+        subprocess.Popen(
+            [
+                *run,
+                "ps",
+                "--iface",
+                net.host_if[port],
+                "--ip",
+                f"10.0.0.{port}",
+                "--task",
+                str(task),
+                "--result-flow-id",
+                str(101 + 10 * task),
+                "--verify",
+                *common,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for task, port in enumerate(PS_PORTS)
+    ]
+
+
 def _received(sock: socket.socket) -> list[InaHeader]:
     """INA frames that reached a PS's interface."""
     frames: list[bytes] = []
@@ -310,41 +353,9 @@ def test_two_ps_shards_sum_exactly_and_each_ps_gets_only_its_shard(target, tmp_p
             client.set_pipeline(program.device_config)
             _program(client)
             sniffers = [net.host_socket(p) for p in PS_PORTS]
-            common = [
-                "--workers",
-                str(WORKERS),
-                "--size-mb",
-                str(SIZE_MB),
-                "--job",
-                str(JOB),
-                "--state",
-                str(state),
-                "--seed",
-                str(SEED),
-            ]
+            common = _shared_options(state)
+            pss = _start_pss(net, common)
             run = ["ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane"]
-            pss = [
-                subprocess.Popen(
-                    [
-                        *run,
-                        "ps",
-                        "--iface",
-                        net.host_if[port],
-                        "--ip",
-                        f"10.0.0.{port}",
-                        "--task",
-                        str(task),
-                        "--result-flow-id",
-                        str(101 + 10 * task),
-                        "--verify",
-                        *common,
-                    ],
-                    cwd=ROOT,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for task, port in enumerate(PS_PORTS)
-            ]
             workers = [
                 subprocess.Popen(
                     [
