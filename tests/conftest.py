@@ -118,6 +118,17 @@ def free_port() -> int:
 API_SWITCHES = ["L0", "L1", "L2", "S0"]
 
 
+def switch_process(address: str) -> subprocess.Popen:
+    """An `ina switch` (the embedded target) serving P4Runtime on `address`, without
+    interfaces; the caller waits for it to listen and stops it."""
+    command = [sys.executable, "-m", "controller.cli", "switch", "--grpc-addr", address]
+    return subprocess.Popen(
+        [*command, "--log-level", "warning"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 @contextlib.contextmanager
 def running_api(tmp: Path, token: str | None, **serve):
     """A daemon with the API on 127.0.0.1:0 (`serve`: `api.attach`'s TLS options), in a
@@ -129,23 +140,7 @@ def running_api(tmp: Path, token: str | None, **serve):
     from controller.southbound.p4runtime import SwitchTarget
 
     addresses = {name: f"127.0.0.1:{free_port()}" for name in API_SWITCHES}
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "controller.cli",
-                "switch",
-                "--grpc-addr",
-                address,
-                "--log-level",
-                "warning",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for address in addresses.values()
-    ]
+    procs = [switch_process(address) for address in addresses.values()]
     doc = cluster_doc()
     network = build_network(doc)
     session = daemon.Session(
@@ -204,20 +199,7 @@ def embedded_switch(embedded_switch_process):
 def embedded_switch_process():
     """`embedded_switch` as (address, process), for a test that stops or kills it."""
     address = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "controller.cli",
-            "switch",
-            "--grpc-addr",
-            address,
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = switch_process(address)
     host, port = address.split(":")
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

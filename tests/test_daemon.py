@@ -15,7 +15,7 @@ import time
 
 import pytest
 import yaml
-from conftest import EXAMPLES, free_port
+from conftest import EXAMPLES, free_port, switch_process
 
 from controller.model.network import load_topology
 from controller.model.topogen import Workload, leaf_spine
@@ -180,20 +180,7 @@ def test_a_replan_that_finds_no_plan_keeps_the_current_one_and_says_why(tmp_path
 
 def _switch_process(address: str) -> subprocess.Popen:
     """An embedded switch this test may kill or freeze (the shared fixture's must live on)."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "controller.cli",
-            "switch",
-            "--grpc-addr",
-            address,
-            "--log-level",
-            "warning",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc = switch_process(address)
     host, port = address.split(":")
     assert _wait(lambda: socket.create_connection((host, int(port)), timeout=0.2).close() or True)
     return proc
