@@ -26,7 +26,7 @@ import hmac
 import ipaddress
 import socket
 import ssl
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,6 @@ from controller.model.network import Network
 from controller.model.tiers import layout
 from controller.service.admission import Refused, initial_layout
 from controller.service.job_model import (
-    AgentIds,
     AgentRows,
     JobRequest,
     JobView,
@@ -190,9 +189,7 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
             version=service.session.version,
             job_id=job_id,
             name=name,
-            workers=[
-                AgentIds(**asdict(a)) for a in service.session.assignments if a.job_id == job_id
-            ],
+            workers=[a for a in service.session.assignments if a.job_id == job_id],
         )
 
     @app.get("/jobs/{job_id}/agents", response_model=AgentRows, responses={404: {"model": Problem}})

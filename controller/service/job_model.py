@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from controller.compiler.program import WorkerAssignment
 from controller.model.network import MAX_BETA, MIN_BETA
 from dataplane.frame import GENERATIONS, SLOTS_PER_PIPE
 
@@ -99,24 +100,6 @@ class AggregationView(BaseModel):
     share: float = 1.0
 
 
-class AgentIds(BaseModel):
-    """What a worker agent puts in its packets (as in the state file's `workers`)."""
-
-    worker: str
-    job_id: int
-    task_id: int
-    flow_id: int
-    next_node: int
-    ps: str
-    ps_ip: str
-    rate_gbps: float
-    workers_in_task: int
-    result_flow_id: int
-    version: int
-    model_share: float | None = None
-    segments: list[dict] = []
-
-
 class AgentRows(BaseModel):
     """A job's rows as its agents follow them (`ina worker|ps --api URL --job ID`): the state
     file's `version` and `workers` rows of this job, answered once every switch holds them."""
@@ -124,7 +107,7 @@ class AgentRows(BaseModel):
     version: int
     job_id: int
     name: str
-    workers: list[AgentIds]
+    workers: list[WorkerAssignment]
 
 
 class TaskView(BaseModel):
@@ -133,7 +116,7 @@ class TaskView(BaseModel):
     rate_gbps: float
     paths: dict[str, list[str]]
     aggregation: list[AggregationView]
-    agents: list[AgentIds]
+    agents: list[WorkerAssignment]
 
 
 class SlotRegion(BaseModel):

@@ -25,7 +25,6 @@ from controller.model.network import Network
 from controller.service import admission
 from controller.service.admission import Refused
 from controller.service.job_model import (
-    AgentIds,
     AggregationView,
     FlowIds,
     JobRequest,
@@ -131,11 +130,7 @@ class JobService:
                         )
                         for a in tp.aggregation
                     ],
-                    agents=[
-                        AgentIds(**{**a.__dict__, "segments": [s.__dict__ for s in a.segments]})
-                        for a in agents
-                        if a.ps == tp.ps and a.worker in tp.paths
-                    ],
+                    agents=[a for a in agents if a.ps == tp.ps and a.worker in tp.paths],
                 )
                 for tp in tasks
             ],
