@@ -384,6 +384,20 @@ def _ps_check(args: argparse.Namespace, ps: ParameterServer, elements: int) -> d
     return {"exact": bool(np.array_equal(ps.result.astype(np.int64), expected[: ps.fragments]))}
 
 
+def sending_options(p: argparse.ArgumentParser) -> None:
+    """How a worker sends: its window, retransmission timeout and pacing (`ina worker` and
+    the many-hosts agent)."""
+    p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
+    p.add_argument("--timeout", type=float, default=0.5, help="retransmission timeout (s)")
+    p.add_argument("--rate-gbps", type=float, help="pace at the task's published rate")
+    p.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        help="wire Gbps per planned Gbps when pacing at the state file's rate",
+    )
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--state", metavar="FILE", help="the controller's state file: follow plan changes (README)"
@@ -458,16 +472,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="int32 or float32 gradient to send "
         f"(float32 is scaled by {FIXED_POINT_SCALE}); default: synthetic",
     )
-    p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
-    p.add_argument("--timeout", type=float, default=0.5, help="retransmission timeout (s)")
-    p.add_argument("--rate-gbps", type=float, help="pace at the task's published rate")
     p.add_argument("--name", help="this worker's name in the topology (with --state or --api)")
-    p.add_argument(
-        "--rate-scale",
-        type=float,
-        default=1.0,
-        help="wire Gbps per planned Gbps when pacing at the state file's rate",
-    )
+    sending_options(p)
     p.add_argument(
         "--verify",
         action="store_true",

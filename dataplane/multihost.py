@@ -267,15 +267,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help='print {"ready": true} once set up, then wait for a line on stdin',
     )
-    p.add_argument("--window", type=float, default=16, help="initial window (fragments)")
-    p.add_argument("--timeout", type=float, default=0.5, help="retransmission timeout (s)")
-    p.add_argument("--rate-gbps", type=float, help="pace at the task's published rate")
-    p.add_argument(
-        "--rate-scale",
-        type=float,
-        default=1.0,
-        help="wire Gbps per planned Gbps when pacing at the state file's rate",
-    )
+    one.sending_options(p)
     p.add_argument(
         "--verify", action="store_true", help="check each host's result against the exact sum"
     )
