@@ -34,6 +34,7 @@ from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client
 from dataplane.quantize import reduce_locally
 from dataplane.session_ps import KEEP_EPOCHS, SessionPS
+from dataplane.state import PlanWatcher
 from dataplane.targets import missing, program_for, start_target
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,6 +96,27 @@ def test_allreduce_refuses_nan_bad_dtypes_and_unknown_ops_before_sending():
         session.allreduce(np.zeros(3, np.float32), op="max")
 
 
+def test_each_round_starts_on_the_newest_plan_version(tmp_path):
+    """A re-plan seen during one round (the worker polls the state file) gives the next
+    round its new ids."""
+    state = tmp_path / "state.json"
+    row = {"worker": "w0", "job_id": JOB, "task_id": TASK, "flow_id": 1, "next_node": 1}
+    row |= {"rate_gbps": 1.0, "segments": []}
+    state.write_text(json.dumps({"version": 1, "workers": [row]}))
+    watcher = PlanWatcher(state, lambda r: r["worker"] == "w0", version=1)
+    session = _offline_session()
+    session.routes[0] = _Route(Task(JOB, TASK), ME, dict(row), 0, watcher)
+    rows = np.zeros((3, K), ">i4")
+    (first,) = session._workers(rows, 0)
+    first.start(time.monotonic())
+    assert first.flow_id == 1
+    state.write_text(json.dumps({"version": 2, "workers": [row | {"flow_id": 7}]}))
+    first.start(time.monotonic() + 1)  # its next poll, 1 s on
+    assert first.flow_id == 7
+    (second,) = session._workers(rows, 3)
+    assert (second.flow_id, second.offset, second.epoch) == (7, 3, 0)
+
+
 def test_open_without_a_plan_names_the_ids_it_needs():
     with pytest.raises(SessionError, match="index, workers needed"):
         Session.open(iface="lo", ip="10.0.0.1", ps_ip="10.0.0.4")
@@ -141,15 +163,14 @@ def switch_net():
 
 
 @contextlib.contextmanager
-def _session_ps(net: VethNet):
-    """`ina ps --session` on the PS port, released (--wait-go) and stopped (a second line);
+def _session_ps(net: VethNet, port: int = WORKERS + 1, *options: str):
+    """`ina ps --session` on `port`, released (--wait-go) and stopped (a second line);
     yields a dict that receives its final report."""
-    port = WORKERS + 1
     command = [
         *("ip", "netns", "exec", net.ns, sys.executable, "-m", "dataplane", "ps", "--session"),
         *("--iface", net.host_if[port], "--ip", f"10.0.0.{port}", "--workers", str(WORKERS)),
-        *("--result-flow-id", str(RESULT_FLOW), "--job", str(JOB), "--task", str(TASK)),
-        "--wait-go",
+        *(options or ("--result-flow-id", str(RESULT_FLOW), "--task", str(TASK))),
+        *("--job", str(JOB), "--wait-go"),
     ]
     ps = subprocess.Popen(
         command, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -244,3 +265,66 @@ def test_a_worker_that_never_comes_is_reported_to_the_others(switch_net):
     assert sorted(raised) == [0, 1]
     assert "worker 2" in str(raised[0]) and "exponent round" in str(raised[0])
     assert all(1.5 <= s < 10 for s in took.values()), took
+
+
+@pytest.mark.root
+def test_a_sharded_job_opened_from_the_state_file_sends_each_ps_its_shard(tmp_path):
+    """The 2-task sharded job of test_dp_shards (shares 0.7 / 0.3, one switch): sessions
+    opened from the controller's state file by name, two `ina ps --session --state`."""
+    from test_dp_shards import PS_PORTS, _program, _state
+
+    reason = missing("embedded")
+    if reason:
+        pytest.skip(reason)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(_state()))
+    program = program_for("embedded")
+    grads = [[np.full((40, 33), (i + 1) * 0.5**s, np.float32) for s in range(2)] for i in range(3)]
+    results: dict[int, list[np.ndarray]] = {}
+    with VethNet(WORKERS + len(PS_PORTS)) as net:
+        address = f"127.0.0.1:{free_tcp_port()}"
+        switch = start_target("embedded", net.switch_if, address)
+        try:
+            client = Client(address, 1, 10, program.p4info)
+            client.set_pipeline(program.device_config)
+            _program(client)
+            client.close()
+
+            def worker(index: int) -> None:
+                with Session.open(
+                    iface=net.host_if[index + 1],
+                    ip=f"10.0.0.{index + 1}",
+                    netns=net.ns,
+                    name=f"w{index}",
+                    state=state,
+                    rate_scale=100.0,
+                ) as session:
+                    assert [r.task.task for r in session.routes] == [0, 1]
+                    results[index] = [session.allreduce(g) for g in grads[index]]
+
+            with contextlib.ExitStack() as stack:
+                reports = [
+                    stack.enter_context(
+                        _session_ps(
+                            net,
+                            port,
+                            *("--state", str(state), "--task", str(task)),
+                            *("--result-flow-id", str(101 + 10 * task)),
+                        )
+                    )
+                    for task, port in enumerate(PS_PORTS)
+                ]
+                threads = [threading.Thread(target=worker, args=(i,)) for i in range(WORKERS)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(timeout=120)
+        finally:
+            switch.terminate()
+            switch.wait(timeout=10)
+    for index in range(WORKERS):
+        for step in range(2):
+            np.testing.assert_array_equal(results[index][step], np.full((40, 33), 6 * 0.5**step))
+    # each PS finished only its share of each round's fragments
+    assert [r["steps"] for r in reports] == [2, 2]
+    assert reports[0]["fragments_finished"] > 2 * reports[1]["fragments_finished"] > 0
