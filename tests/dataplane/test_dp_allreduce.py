@@ -328,3 +328,18 @@ def test_a_sharded_job_opened_from_the_state_file_sends_each_ps_its_shard(tmp_pa
     # each PS finished only its share of each round's fragments
     assert [r["steps"] for r in reports] == [2, 2]
     assert reports[0]["fragments_finished"] > 2 * reports[1]["fragments_finished"] > 0
+
+
+@pytest.mark.root
+def test_the_allreduce_demo_runs_worker_processes_and_writes_json_and_png(tmp_path):
+    reason = missing("embedded")
+    if reason:
+        pytest.skip(reason)
+    command = [sys.executable, "-m", "controller.cli", "allreduce-demo", "--workers", "2"]
+    command += ["--steps", "2", "--elements", "1000", "--out", str(tmp_path)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "allreduce.json").read_text())
+    assert report["all_within_bound"] and len(report["steps"]) == 2
+    assert report["ps"]["steps"] == 2 and report["ps"]["miscounted"] == 0
+    assert (tmp_path / "allreduce.png").stat().st_size > 0
