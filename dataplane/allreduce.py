@@ -347,8 +347,10 @@ def _planned_routes(
     if api is not None:
         if (job is None) == (job_name is None):
             raise SessionError("with api, give job (its id) or job_name, one of them")
+        which: int | str | None = job_name if job_name is not None else job
+        assert which is not None
         try:
-            answer = wait_for_job(api, job_name or job, wait=api_wait, ca=api_ca)  # type: ignore[arg-type]
+            answer = wait_for_job(api, which, wait=api_wait, ca=api_ca)
         except ApiError as exc:
             raise SessionError(str(exc)) from None
         rows, job_id, version = answer["workers"], answer["job_id"], answer["version"]

@@ -343,3 +343,13 @@ def test_the_allreduce_demo_runs_worker_processes_and_writes_json_and_png(tmp_pa
     assert report["all_within_bound"] and len(report["steps"]) == 2
     assert report["ps"]["steps"] == 2 and report["ps"]["miscounted"] == 0
     assert (tmp_path / "allreduce.png").stat().st_size > 0
+
+
+def test_ina_ps_session_refuses_verify_in_one_line():
+    command = [sys.executable, "-m", "dataplane", "ps", "--session", "--verify"]
+    command += ["--iface", "lo", "--ip", "10.0.0.9", "--workers", "2", "--result-flow-id", "9"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "error: ina ps --session: --verify checks one synthetic iteration; drop it"
+    ]
