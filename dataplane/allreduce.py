@@ -170,7 +170,8 @@ class Session:
                 )
             assert ps_ip is not None and index is not None and workers is not None
             row = {"flow_id": flow_id or index + 1, "next_node": next_node, "segments": []}
-            routes = [_Route(Task(job or 1, task or 0), _ps(ps_ip), row, index)]
+            ids = Task(1 if job is None else job, 0 if task is None else task)
+            routes = [_Route(ids, _ps(ps_ip), row, index)]
             shares, count, paced = None, workers, False
             peers = [f"worker {i}" for i in range(workers) if i != index]
         sock, me = _open_interface(iface, ip, netns)
