@@ -108,7 +108,12 @@ def global_scale_score(args: argparse.Namespace) -> dict:
         overflow += int(over.sum())
         vanished += sum(int(((f == 0) & (g != 0)).sum()) for f, g in zip(fixed, grads, strict=True))
     total = args.steps * args.elements
-    return {"overflowed_elements": overflow, "vanished_inputs": vanished, "elements": total}
+    return {
+        "overflowed_elements": overflow,
+        "elements": total,
+        "vanished_inputs": vanished,
+        "inputs": total * args.workers,
+    }
 
 
 def run(args: argparse.Namespace) -> dict:
