@@ -25,13 +25,18 @@ from controller.model.network import Network
 from controller.service import admission
 from controller.service.admission import Refused
 from controller.service.job_model import (
+    AgentCountersView,
+    AgentCountsView,
+    AgentReport,
     AggregationView,
+    Counts,
     FlowIds,
     JobRequest,
     JobView,
     Removal,
     SlotRegion,
     TaskView,
+    summed,
 )
 from controller.southbound.p4runtime import P4INFO, diff_programs, verify
 from dataplane.frame import GENERATIONS
@@ -57,6 +62,24 @@ class JobRecord:
 
 
 @dataclass
+class AgentTally:
+    """One agent's reports: its current run's latest counters and the earlier runs' sum."""
+
+    run: str
+    current: Counts
+    retired: Counts = field(default_factory=Counts)
+    runs: int = 1
+    final: bool = False
+    at: float = 0.0
+
+    def view(self) -> AgentCountsView:
+        total = summed([self.retired, self.current])
+        return AgentCountsView(
+            **total.model_dump(), runs=self.runs, final=self.final, reported_at=self.at
+        )
+
+
+@dataclass
 class JobService:
     """Submits and ends jobs on `session` (a `daemon.Session` with a job layout)."""
 
@@ -69,6 +92,8 @@ class JobService:
     refused: dict[str, int] = field(default_factory=dict)
     admissions: list[dict] = field(default_factory=list)
     deletions: int = 0
+    # job name -> agent ("worker H02 task 0") -> what it reported
+    tallies: dict[str, dict[str, AgentTally]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         session = self.session
@@ -141,7 +166,46 @@ class JobService:
                 for name, d in session.drivers.items()
             },
             counters={"forged": self.forged(own.job_id)},
+            agent_counters=self.agent_counters(job),
         )
+
+    def agent_counters(self, job: str) -> AgentCountersView:
+        agents = {key: t.view() for key, t in sorted(self.tallies.get(job, {}).items())}
+        return AgentCountersView(total=summed(list(agents.values())), agents=agents)
+
+    def report(self, job: str, report: AgentReport) -> None:
+        """Take an agent's counters; Refused (422) from a host that is not the agent it says."""
+        assert self.session.layout is not None
+        job_id = self.session.layout[job].job_id
+        rows = [a for a in self.session.assignments if a.job_id == job_id]
+        in_task = [a for a in rows if a.task_id == report.task]
+        if not in_task:
+            raise Refused(
+                "not an agent",
+                f"job {job_id} has no task {report.task} "
+                f"(its tasks: {sorted({a.task_id for a in rows})})",
+                422,
+            )
+        hosts = {a.ps for a in in_task} if report.role == "ps" else {a.worker for a in in_task}
+        if report.host not in hosts:
+            raise Refused(
+                "not an agent",
+                f"{report.host} is not {'the PS' if report.role == 'ps' else 'a worker'} of "
+                f"job {job_id} task {report.task} ({', '.join(sorted(hosts))})",
+                422,
+            )
+        counts = Counts(**report.model_dump(exclude={"role", "host", "task", "run", "final"}))
+        key = f"{report.role} {report.host} task {report.task}"
+        agents = self.tallies.setdefault(job, {})
+        tally = agents.get(key)
+        if tally is None:
+            tally = agents[key] = AgentTally(report.run, counts)
+        elif tally.run != report.run:  # a new run of the agent: keep what the last one counted
+            tally.retired = summed([tally.retired, tally.current])
+            tally.run, tally.current, tally.runs = report.run, counts, tally.runs + 1
+        else:
+            tally.current = counts
+        tally.final, tally.at = report.final, time.time()
 
     def forged(self, job_id: int) -> int:
         cells = (c.get("forged", []) for c in self.session.counters.values())
@@ -283,6 +347,7 @@ class JobService:
             session.network, session.plan, session.layout = network, plan, layout
             session.assignments = assignments
             del self.records[job]
+            self.tallies.pop(job, None)
             self.deletions += 1
             session.publish()
             left = {
