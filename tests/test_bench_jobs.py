@@ -58,6 +58,7 @@ def test_a_few_cycles_and_a_short_trace_leave_nothing_behind(tmp_path):
         (["--jobs", "many"], "--jobs: expected a whole number"),
         (["--check-every", "0"], "--check-every: must be at least 1"),
         (["--colour", "red"], "unrecognized arguments: --colour red"),
+        (["--scheme", "nope"], "--scheme: invalid choice: 'nope'"),
     ],
 )
 def test_bad_flags_are_one_line_and_exit_2(args, says):

@@ -43,6 +43,7 @@ import psutil
 
 from controller.model.network import build_network, dump_topology
 from controller.model.topogen import InaOptions, Workload, leaf_spine
+from controller.solvers import scheme_names
 from dataplane.p4rt_client import Client
 from dataplane.schema import load_p4info
 from dataplane.targets import start_target
@@ -88,6 +89,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--jobs", type=_count, default=50, help="jobs in the arrival trace (default 50)")
     p.add_argument("--seed", type=int, default=0, help="seed of the arrival trace (default 0)")
+    p.add_argument(
+        "--scheme",
+        default=SCHEME,
+        choices=scheme_names(),
+        metavar="NAME",
+        help=f"the controller's scheme, for the topology's job and every submitted one "
+        f"(default {SCHEME}, as `ina controller`'s; `ina schemes` lists them)",
+    )
     p.add_argument("--out", default="out/bench/jobs", help="output directory")
     p.set_defaults(func=main)
 
@@ -152,7 +161,7 @@ class Fabric:
 
 
 @contextmanager
-def fabric(work: Path) -> Iterator[Fabric]:
+def fabric(work: Path, scheme: str = SCHEME) -> Iterator[Fabric]:
     """Switches and controller for the bench's leaf-spine, stopped on the way out."""
     doc = leaf_spine(
         leaves=LEAVES,
@@ -177,7 +186,7 @@ def fabric(work: Path) -> Iterator[Fabric]:
         state = work / "state.json"
         controller = multiprocessing.get_context("spawn").Process(
             target=serve_controller,
-            args=(str(topology), addresses, str(state), str(work / "controller.log")),
+            args=(str(topology), addresses, str(state), str(work / "controller.log"), scheme),
             name="ina-bench-jobs-controller",
         )
         controller.start()
@@ -216,11 +225,13 @@ class BenchError(Exception):
     """The bench cannot go on; the message says why."""
 
 
-def serve_controller(topology: str, addresses: dict[str, str], state: str, log: str) -> None:
+def serve_controller(
+    topology: str, addresses: dict[str, str], state: str, log: str, scheme: str
+) -> None:
     """The controller process: what `ina controller TOPOLOGY --switches FILE --api
-    127.0.0.1:0 --job-slots JOB_SLOTS` runs, without its link monitor. The switches have no
-    interfaces for its probes to cross, so it would take every link for dead and plan around
-    them; this bench measures jobs, not links."""
+    127.0.0.1:0 --job-slots JOB_SLOTS --scheme SCHEME` runs, without its link monitor. The
+    switches have no interfaces for its probes to cross, so it would take every link for dead
+    and plan around them; this bench measures jobs, not links."""
     import asyncio
     import logging
 
@@ -234,12 +245,12 @@ def serve_controller(topology: str, addresses: dict[str, str], state: str, log: 
     sock, token, layout = api.prepare("127.0.0.1:0", None, network, JOB_SLOTS)
     session = daemon.Session(
         network,
-        solve(network, SCHEME),
+        solve(network, scheme),
         {n: SwitchTarget(n, a) for n, a in addresses.items()},
         Path(state),
         layout=layout,
     )
-    api.attach(session, sock, token, scheme=SCHEME, time_limit=None, seed=0)
+    api.attach(session, sock, token, scheme=scheme, time_limit=None, seed=0)
     asyncio.run(daemon.run(session, connect_timeout=60, probe_interval=None))
 
 
@@ -440,12 +451,13 @@ def main(args: argparse.Namespace) -> int:
     report: dict = {
         "topology": f"leaf-spine {LEAVES}x{SPINES}, {HOSTS_PER_LEAF} hosts per leaf, all INA",
         "seed": args.seed,
+        "scheme": args.scheme,
         "cpus": os.cpu_count(),
         "load_before": [round(x, 2) for x in os.getloadavg()],
     }
     with tempfile.TemporaryDirectory(prefix="ina-bench-jobs-") as work:
         try:
-            with fabric(Path(work)) as fab:
+            with fabric(Path(work), args.scheme) as fab:
                 report["switches"] = fab.switches
                 _progress(f"{fab.switches} switches and the controller are up")
                 report["cycles"] = cycles(fab, args.cycles, args.check_every)
@@ -456,11 +468,16 @@ def main(args: argparse.Namespace) -> int:
             print(f"error: ina bench jobs: {exc}", file=sys.stderr)
             return 1
     report["load_after"] = [round(x, 2) for x in os.getloadavg()]
-    (out / "jobs.json").write_text(json.dumps(report, indent=1) + "\n")
-    _plot_cycles(report["cycles"], out / "jobs-cycles.png")
-    _plot_trace(report["trace"], out / "jobs-trace.png")
+    written = [out / "jobs.json"]
+    written[0].write_text(json.dumps(report, indent=1) + "\n")
+    if report["cycles"]["cycles"]:
+        written.append(out / "jobs-cycles.png")
+        _plot_cycles(report["cycles"], written[-1])
+    if report["trace"]["jobs"]:
+        written.append(out / "jobs-trace.png")
+        _plot_trace(report["trace"], written[-1])
     print(summary(report))
-    print(f"results in {out / 'jobs.json'}, {out / 'jobs-cycles.png'} and {out / 'jobs-trace.png'}")
+    print(f"results in {', '.join(str(p) for p in written)}")
     bad = report["cycles"]["failures"] or any(report["cycles"]["leaks"].values())
     return 1 if bad else 0
 
@@ -469,19 +486,23 @@ def summary(report: dict) -> str:
     c, t = report["cycles"], report["trace"]
     post, delete = c["post_seconds"], c["delete_seconds"]
     refused = ", ".join(f"{n} {r}" for r, n in sorted(t["refused"].items())) or "none"
-    return "\n".join(
-        [
-            f"{c['cycles']} submit/delete cycles, read back {c['checks']} times: leaked "
-            f"{c['leaks']['entities']} entities, {c['leaks']['slot_regions']} slot regions",
+    lines = [
+        f"{c['cycles']} submit/delete cycles, read back {c['checks']} times: leaked "
+        f"{c['leaks']['entities']} entities, {c['leaks']['slot_regions']} slot regions",
+    ]
+    if c["cycles"]:
+        lines += [
             f"  POST to programmed: median {post['median']} s, p99 {post['p99']} s; "
             f"DELETE: median {delete['median']} s, p99 {delete['p99']} s",
             f"  entries per job {c['entries_per_job']}, read back (with groups) "
             f"{c['entities_per_job_read_back']}; controller RSS {c['rss_mb']['start']} -> "
             f"{c['rss_mb']['end']} MB",
-            f"trace: {t['jobs']} jobs, {t['admitted']} admitted, refused: {refused}; at most "
-            f"{t['max_running']} running",
         ]
+    lines.append(
+        f"trace ({report['scheme']}): {t['jobs']} jobs, {t['admitted']} admitted, refused: "
+        f"{refused}; at most {t['max_running']} running"
     )
+    return "\n".join(lines)
 
 
 def _plot_cycles(c: dict, path: Path) -> None:
