@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -139,6 +141,19 @@ def test_agents_report_and_the_job_shows_their_sums(controller, job):
     assert total["resends"]["result"] == 3 and total["losses"]["timed_out"] == 4
     listed = next(j for j in _call(address, "GET", "/jobs")[1] if j["id"] == job_id)
     assert listed["agent_counters"] == counters
+    shown = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "job", "show", str(job_id), "--api", address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        "2 agents reported: 24 aggregations, 4 collisions, losses 16 (timed out 4, "
+        "detected 10, spurious 2), resends 25 (control 6, timeout 4, loss 10, unblock 2, "
+        "result 3)"
+    ) in shown.stdout
 
     families = {
         f.name: f for f in text_string_to_metric_families(_call(address, "GET", "/metrics")[1])
