@@ -215,3 +215,22 @@ def test_bad_reports_get_a_4xx_with_one_line_each(controller, job):
     view = _call(address, "GET", f"/jobs/{job_id}")[1]
     assert view["agent_counters"]["agents"] == {}  # nothing refused was counted
     assert _call(address, "POST", path, good) == (204, None)
+
+
+def test_a_late_report_of_an_earlier_run_updates_that_run(controller, job):
+    address, job_id = controller["address"], job["id"]
+    path = f"/jobs/{job_id}/counters"
+
+    def report(run: str, sent: int) -> None:
+        body = {"role": "worker", "host": "H21", "run": run, "sent": sent}
+        assert _call(address, "POST", path, body)[0] == 204
+
+    report("a", 1)
+    report("b", 10)
+    report("a", 5)  # run a's final report arrives after run b started: a counts 5, not 1 + 5
+    for k in range(20):  # more runs than the controller keeps apart: the oldest are summed
+        report(f"r{k}", 100)
+    agent = _call(address, "GET", f"/jobs/{job_id}")[1]["agent_counters"]["agents"][
+        "worker H21 task 0"
+    ]
+    assert (agent["runs"], agent["sent"]) == (22, 5 + 10 + 20 * 100)

@@ -63,17 +63,29 @@ class JobRecord:
 
 @dataclass
 class AgentTally:
-    """One agent's reports: its current run's latest counters and the earlier runs' sum."""
+    """One agent's reports: the latest counters of each of its last KEEP_RUNS runs (a late
+    report of an earlier run, still on its way when the next run started, updates that run
+    instead of counting twice) and the sum of the runs before them."""
 
-    run: str
-    current: Counts
+    KEEP_RUNS = 16
+
+    latest: dict[str, Counts] = field(default_factory=dict)  # run -> its last report
     retired: Counts = field(default_factory=Counts)
-    runs: int = 1
+    runs: int = 0
     final: bool = False
     at: float = 0.0
 
+    def take(self, run: str, counts: Counts, final: bool) -> None:
+        if run not in self.latest:
+            self.runs += 1
+            if len(self.latest) >= self.KEEP_RUNS:
+                oldest = next(iter(self.latest))
+                self.retired = summed([self.retired, self.latest.pop(oldest)])
+        self.latest[run] = counts
+        self.final, self.at = final, time.time()
+
     def view(self) -> AgentCountsView:
-        total = summed([self.retired, self.current])
+        total = summed([self.retired, *self.latest.values()])
         return AgentCountsView(
             **total.model_dump(), runs=self.runs, final=self.final, reported_at=self.at
         )
@@ -197,15 +209,7 @@ class JobService:
         counts = Counts(**report.model_dump(exclude={"role", "host", "task", "run", "final"}))
         key = f"{report.role} {report.host} task {report.task}"
         agents = self.tallies.setdefault(job, {})
-        tally = agents.get(key)
-        if tally is None:
-            tally = agents[key] = AgentTally(report.run, counts)
-        elif tally.run != report.run:  # a new run of the agent: keep what the last one counted
-            tally.retired = summed([tally.retired, tally.current])
-            tally.run, tally.current, tally.runs = report.run, counts, tally.runs + 1
-        else:
-            tally.current = counts
-        tally.final, tally.at = report.final, time.time()
+        agents.setdefault(key, AgentTally()).take(report.run, counts, report.final)
 
     def forged(self, job_id: int) -> int:
         cells = (c.get("forged", []) for c in self.session.counters.values())
