@@ -234,3 +234,34 @@ def test_a_late_report_of_an_earlier_run_updates_that_run(controller, job):
         "worker H21 task 0"
     ]
     assert (agent["runs"], agent["sent"]) == (22, 5 + 10 + 20 * 100)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--api-token-file", "/nonexistent/token"], "--api-token-file /nonexistent/token: cannot"),
+        (["--api-token-file", "t", "--workers", "2", "--result-flow-id", "3"], "goes with --api"),
+    ],
+)
+def test_a_token_file_that_cannot_be_used_is_one_line(extra, message):
+    api = ["--api", "http://127.0.0.1:1", "--job", "2"] if "--workers" not in extra else []
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller.cli",
+            "ps",
+            *api,
+            "--iface",
+            "lo",
+            "--ip",
+            "127.0.0.1",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
