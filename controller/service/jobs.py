@@ -6,7 +6,8 @@ thread (`controller.service.admission`, pure: a refusal changes nothing); instal
 daemon's make-before-break: a new job's entries are written beside the running ones (which the
 job layout keeps identical, so they are not rewritten), read back from every switch and only
 then published to the hosts; an ended job's entries are deleted and the switches read again to
-show that none is left.
+show that none is left. It also keeps what each job's agents report of their traffic
+(`report`), until the job ends.
 """
 
 from __future__ import annotations
