@@ -54,6 +54,11 @@ p4: venv
 	@if [ -z "$(P4C)" ]; then echo "p4c-bm2-ss is not on PATH: see README.md for how to get p4c"; exit 1; fi
 	$(BIN)/python -c 'from dataplane.p4build import compile_for_bmv2; print(compile_for_bmv2())'
 
+# The API's OpenAPI schema as committed (tests/test_openapi_file.py checks it is current).
+.PHONY: openapi
+openapi: venv
+	$(BIN)/python -m controller.service.openapi docs/openapi.json
+
 test: setup $(P4_WHEN_PRESENT)
 	$(BIN)/pytest -q
 

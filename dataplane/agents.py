@@ -21,6 +21,8 @@ import signal
 import socket
 import sys
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +35,7 @@ from dataplane.gradients import (
     synthetic_gradient,
     to_fixed_point,
 )
-from dataplane.plan_api import ApiError, ApiWatcher, wait_for_job
+from dataplane.plan_api import ApiError, ApiWatcher, CounterReporter, wait_for_job
 from dataplane.ports import open_raw
 from dataplane.ps import ParameterServer
 from dataplane.session_ps import SessionPS
@@ -129,7 +131,69 @@ def configure(args: argparse.Namespace, role: str) -> list[dict] | None:
                 f"{sorted({r['task_id'] for r in rows})})"
             )
         args.workers, args.result_flow_id = task[0]["workers_in_task"], task[0]["result_flow_id"]
+        args.ps_host = task[0]["ps"]
     return rows
+
+
+def worker_counts(shards: list[Worker]) -> dict:
+    """A worker's counters as the API's `AgentReport` takes them (its shards summed)."""
+    stats = [w.stats for w in shards]
+    return {
+        "sent": sum(s.sent for s in stats),
+        "aggregations": sum(w.done for w in shards),
+        "collisions": sum(s.controls for s in stats),
+        "losses": {
+            "timed_out": sum(s.timed_out for s in stats),
+            "detected": sum(s.detected_lost for s in stats),
+            "spurious": sum(s.spurious for s in stats),
+        },
+        "resends": {
+            "control": sum(s.resent_on_control for s in stats),
+            "timeout": sum(s.resent_on_timeout for s in stats),
+            "loss": sum(s.resent_on_loss for s in stats),
+            "unblock": sum(s.sent_to_unblock for s in stats),
+        },
+    }
+
+
+def ps_counts(ps: ParameterServer) -> dict:
+    """A PS's counters as the API's `AgentReport` takes them."""
+    results, finished = ps.results_sent, ps.finished
+    return {
+        "sent": results,
+        "aggregations": finished,
+        "duplicates": ps.duplicates_ignored,
+        "resends": {"result": max(0, results - finished)},
+    }
+
+
+def reporter(
+    args: argparse.Namespace, role: str, host: str, counts: Callable[[], dict]
+) -> CounterReporter | None:
+    """With --api: the thread that reports this agent's counters to the controller."""
+    if not args.api:
+        return None
+    identity = {"role": role, "host": host, "task": args.task, "run": uuid.uuid4().hex}
+    return CounterReporter(
+        args.api,
+        args.job,
+        lambda: {**identity, **counts()},
+        token=args.api_token,
+        ca=args.api_ca,
+    )
+
+
+def _api_token(args: argparse.Namespace) -> None:
+    """--api-token-file read into `args.api_token`; BadConfig if it cannot be."""
+    args.api_token = None
+    if args.api_token_file is None:
+        return
+    if not args.api:
+        raise BadConfig("--api-token-file goes with --api URL")
+    try:
+        args.api_token = Path(args.api_token_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadConfig(f"--api-token-file {args.api_token_file}: cannot read it ({exc})") from None
 
 
 def _watcher(args: argparse.Namespace, match) -> PlanWatcher | ApiWatcher | None:
@@ -252,6 +316,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.verify and args.gradient:
         raise SystemExit("--verify checks synthetic gradients; it cannot be used with --gradient")
     try:
+        _api_token(args)
         published = configure(args, "worker")
     except (BadConfig, ApiError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -269,6 +334,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"error: ina worker: {exc}", file=sys.stderr)
         return 2
     _stop_on_sigterm()
+    counting = reporter(args, "worker", args.name, lambda: worker_counts(shards))
     try:
         _wait_for_go(args)
         result = run_shards(shards)[: len(gradient)]
@@ -284,6 +350,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             )
         )
         return 3
+    finally:
+        if counting is not None:
+            counting.close()
     report: dict[str, object] = {"worker": args.index, **_worker_report(shards)}
     code = 0
     if args.verify:
@@ -323,6 +392,7 @@ def cmd_ps(args: argparse.Namespace) -> int:
         return _session_ps(args)
     elements = int(args.size_mb * 2**20) // 4
     try:
+        _api_token(args)
         published = configure(args, "ps")
         offset, count = _ps_shard(args, -(-elements // K), published)
     except (BadConfig, ApiError) as exc:
@@ -345,6 +415,7 @@ def cmd_ps(args: argparse.Namespace) -> int:
         offset=offset,
     )
     _stop_on_sigterm()
+    counting = reporter(args, "ps", getattr(args, "ps_host", ""), lambda: ps_counts(ps))
     try:
         _wait_for_go(args)
         start = time.monotonic()
@@ -363,6 +434,9 @@ def cmd_ps(args: argparse.Namespace) -> int:
             )
         )
         return 3
+    finally:
+        if counting is not None:
+            counting.close()
     report = {
         "ps": True,
         "first_fragment": offset,
@@ -447,6 +521,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="with --api, the job submitted under this name, whatever its id (instead of --job)",
     )
     p.add_argument("--api-ca", metavar="PEM", help="the CA of the API's certificate (https)")
+    p.add_argument(
+        "--api-token-file",
+        metavar="FILE",
+        help="with --api, the controller's bearer token: this agent's counters go to "
+        "POST /jobs/{id}/counters every second and at exit (needed when the API has a token)",
+    )
     p.add_argument(
         "--api-wait",
         type=float,

@@ -8,12 +8,17 @@ controller not up yet is waited for, not an error: a scheduler may start a job's
 before or while it submits the job. The controller answers the rows only once every switch
 holds the job's entries, so an agent that has them may send. Standard library only (urllib):
 dataplane/ does not import controller/.
+
+An agent reports its counters back (`CounterReporter`): `POST /jobs/{id}/counters` every
+second from a thread and once more at exit, cumulative since the agent started, so a report
+lost on the way loses nothing.
 """
 
 from __future__ import annotations
 
 import json
 import ssl
+import sys
 import threading
 import time
 import urllib.error
@@ -22,6 +27,7 @@ import urllib.request
 from collections.abc import Callable
 
 POLL = 0.5  # seconds between two reads of the job's rows, waiting or following the plan
+REPORT_EVERY = 1.0  # seconds between two reports of an agent's counters
 
 
 class ApiError(Exception):
@@ -137,3 +143,84 @@ class ApiWatcher:
         if row is not None:
             self.version = rows["version"]
         return row
+
+
+def post_counters(
+    url: str,
+    job: int,
+    body: dict,
+    *,
+    token: str | None = None,
+    ca: str | None = None,
+    timeout: float = 5.0,
+) -> bool:
+    """POST one agent's counters for job `job`; False if the API did not answer (try again
+    later), ApiError with the controller's one line if it refused them (a retry will not
+    change that: no such job, a wrong token, a body it does not take)."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        f"{url.rstrip('/')}/jobs/{job}/counters",
+        data=json.dumps(body).encode(),
+        headers=headers,
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=_context(url, ca)):
+            return True
+    except urllib.error.HTTPError as exc:
+        if exc.code >= 500:
+            return False
+        raise ApiError(
+            f"the API at {url} refuses job {job}'s counters: HTTP {exc.code} {_detail(exc)}"
+        ) from None
+    except (OSError, ValueError):
+        return False
+
+
+class CounterReporter:
+    """Sends `snapshot()` (an agent's cumulative counters, `AgentReport` in the API's schema
+    without `final`) to the API every `every` s from a thread, and once more, final, at
+    `close()`. A refusal ends the reports with one line on stderr; the agent goes on."""
+
+    def __init__(
+        self,
+        url: str,
+        job: int,
+        snapshot: Callable[[], dict],
+        *,
+        token: str | None = None,
+        ca: str | None = None,
+        every: float = REPORT_EVERY,
+    ):
+        self.url, self.job, self.snapshot = url, job, snapshot
+        self.token, self.ca, self.every = token, ca, every
+        self.sent = 0  # reports the API took
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"counters-{job}")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every) and self.error is None:
+            self.send()
+
+    def send(self, final: bool = False) -> bool:
+        if self.error is not None:
+            return False
+        try:
+            body = {**self.snapshot(), "final": final}
+            taken = post_counters(self.url, self.job, body, token=self.token, ca=self.ca)
+        except ApiError as exc:
+            self.error = str(exc)
+            print(f"warning: counters no longer reported: {exc}", file=sys.stderr, flush=True)
+            return False
+        self.sent += taken
+        return taken
+
+    def close(self) -> bool:
+        """Stop the thread and send the final report; whether the API took it."""
+        self._stop.set()
+        self._thread.join()
+        return self.send(final=True)

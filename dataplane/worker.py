@@ -93,6 +93,9 @@ class WorkerStats:
     plan_switches: int = 0
     sent_to_unblock: int = 0
     freed_across_shards: int = 0  # ACKs that broke a wait between two PSs' trees (unblock)
+    controls: int = 0  # CONTROL packets received: collisions in a slot on the path
+    detected_lost: int = 0  # fragments taken for lost from later results or the tail probe
+    timed_out: int = 0  # retransmission timeouts
     seconds: float = 0.0
 
 
@@ -498,6 +501,7 @@ class Worker:
         for frag in self.outstanding.expired(now):
             self.sent_once.pop(frag, None)  # its result may now come from the peers' resends
             self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
+            self.stats.timed_out += 1
             self._cut(now)
             if self.timeouts_spurious and self.timeouts[frag] == 1:
                 # Spurious timeouts so far: its original is likely still queued, so it stays
@@ -524,6 +528,7 @@ class Worker:
         """Take an outstanding fragment out of flight as lost without a timeout (found from
         later results, or by the tail probe), to be resent at once."""
         del self.outstanding[frag]
+        self.stats.detected_lost += 1
         self.sent_once.pop(frag, None)
         self.timeouts_spurious = False  # losses happen: timeouts are resent at once again
         self.detected.add(frag)
@@ -672,6 +677,7 @@ def dispatch(
     if shard is None:
         return
     if flags == CONTROL:
+        shard.stats.controls += 1
         owner = next((w for w in shards if w.owns(split_frag_id(occupant)[1])), shard)
         owner.unblock(occupant, now, other_shard=owner is not shard)
     shard.receive(flags, flow, raw, frame, now)

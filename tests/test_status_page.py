@@ -1,6 +1,7 @@
 """The status page (`GET /`) in a real browser: headless Chromium loads it from a daemon
 programming embedded switches, runs its JavaScript against the JSON endpoints, and the job
-table and the drawing show a job submitted through the API (and not before)."""
+table (with the counters its agents report) and the drawing show a job submitted through the
+API (and not before)."""
 
 from __future__ import annotations
 
@@ -100,10 +101,22 @@ def test_the_page_shows_a_job_submitted_through_the_api(controller, tmp_path):
         address, "POST", "/jobs", {"name": "shown", "workers": ["H02", "H20", "H21"], "ps": "H11"}
     )
     assert status == 201, job
+    report = {
+        "role": "worker",
+        "host": "H02",
+        "run": "r1",
+        "aggregations": 17,
+        "collisions": 5,
+        "losses": {"timed_out": 2, "detected": 1},
+        "resends": {"control": 5, "timeout": 2},
+    }
+    assert _call(address, "POST", f"/jobs/{job['id']}/counters", report)[0] == 204
     dom = _chromium(url, tmp_path, "--dump-dom")
     row = dom[dom.index(f'id="job-{job["id"]}"') :]
     row = row[: row.index("</tr>")]
     assert ">shown<" in row and ">H11<" in row and "H02, H20, H21" in row
+    counted = '<td class="n">17</td><td class="n">5</td><td class="n" title="timed_out 2, '
+    assert counted in row and '">3</td>' in row and '">7</td>' in row  # losses, resends
     assert 'id="job-1"' in dom  # the topology file's job A is listed too
     assert all(f'id="switch-{s}"' in dom for s in API_SWITCHES)
     assert '<div id="error"></div>' in dom  # every JSON endpoint answered

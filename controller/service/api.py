@@ -14,8 +14,9 @@ given; bound to anything else the token is required (`listen` refuses to start w
 With `--api-cert` and `--api-key` it serves HTTPS only (`ApiTLS`).
 Every error is a 4xx with a one-line `detail`: bad JSON (400), a body that does not follow the
 schema (422, naming the field), a body over `MAX_BODY` or without a length (413, 411), no or a
-wrong token (401), an unknown job (404); a refused job is 409 (422 for a host or scheme the
-controller does not know) with the reason, and nothing installed changes.
+wrong token (401), an unknown job (404), counters from a host that is not the job's agent
+(422); a refused job is 409 (422 for a host or scheme the controller does not know) with the
+reason, and nothing installed changes.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from controller.model.network import Network
 from controller.model.tiers import layout
 from controller.service.admission import Refused, initial_layout
 from controller.service.job_model import (
+    AgentReport,
     AgentRows,
     JobRequest,
     JobView,
@@ -217,6 +219,18 @@ def build_app(service: JobService, token: str | None) -> FastAPI:
     async def end(job_id: int) -> Removal:
         """Delete the job's entries from every switch and read them back."""
         return await service.delete(job_named(job_id))
+
+    @app.post(
+        "/jobs/{job_id}/counters",
+        status_code=204,
+        response_class=Response,
+        responses={**errors, 404: {"model": Problem}},
+        dependencies=[Depends(authorized)],
+    )
+    async def counters(job_id: int, report: AgentReport) -> None:
+        """An agent's counters (`ina worker|ps --api`, every second and at exit): the job's
+        view, its metrics and the status page show them summed and per agent."""
+        service.report(job_named(job_id), report)
 
     @app.get("/topology")
     async def topology() -> dict[str, Any]:

@@ -92,6 +92,85 @@ class JobRequest(_Strict):
         return self
 
 
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
+class Losses(_Strict):
+    """Fragments a worker took for lost, by how it found out."""
+
+    timed_out: Count = Field(default=0, description="retransmission timeouts")
+    detected: Count = Field(
+        default=0, description="found lost from later results or by the tail loss probe"
+    )
+    spurious: Count = Field(default=0, description="of those detected, answered after all")
+
+
+class Resends(_Strict):
+    """Packets an agent sent again, by cause."""
+
+    control: Count = Field(default=0, description="on a CONTROL (a slot collision)")
+    timeout: Count = Field(default=0, description="on a retransmission timeout")
+    loss: Count = Field(default=0, description="on a detected loss")
+    unblock: Count = Field(default=0, description="to free a slot a fragment of its held")
+    result: Count = Field(default=0, description="PS: a result sent again")
+
+
+class Counts(_Strict):
+    """An agent's traffic counters since it started (or summed over agents and runs)."""
+
+    sent: Count = Field(default=0, description="packets sent")
+    aggregations: Count = Field(
+        default=0, description="results received (worker) or fragments finished (PS)"
+    )
+    collisions: Count = Field(default=0, description="CONTROL packets seen: slot collisions")
+    duplicates: Count = Field(default=0, description="PS: contributions it had counted already")
+    losses: Losses = Losses()
+    resends: Resends = Resends()
+
+
+def summed(counts: list[Counts]) -> Counts:
+    """Field by field sum of `counts` (nested too)."""
+
+    def add(a: dict, b: dict) -> dict:
+        return {k: add(v, b[k]) if isinstance(v, dict) else v + b[k] for k, v in a.items()}
+
+    total = Counts().model_dump()
+    for c in counts:
+        total = add(total, c.model_dump())
+    return Counts.model_validate(total)
+
+
+class AgentReport(Counts):
+    """`POST /jobs/{id}/counters`: one agent's counters, cumulative since it started (a lost
+    report loses nothing); sent every second and once more, `final`, at exit."""
+
+    role: Literal["worker", "ps"]
+    host: HostName = Field(description="the agent's host: a worker of the task, or its PS")
+    task: int = Field(default=0, ge=0, le=2**16, description="the task id within the job")
+    run: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="one per agent process: a new run of an agent adds to what the earlier "
+        "ones counted instead of replacing it",
+    )
+    final: bool = Field(default=False, description="the agent's last report of this run")
+
+
+class AgentCountsView(Counts):
+    runs: int = Field(description="agent processes that reported so far")
+    final: bool = Field(description="the last run sent its final report")
+    reported_at: float = Field(description="Unix time of the last report")
+
+
+class AgentCountersView(BaseModel):
+    """A job's counters as its agents report them: summed, and per agent
+    (`<role> <host> task <id>`), each over all its runs."""
+
+    total: Counts = Counts()
+    agents: dict[str, AgentCountsView] = {}
+
+
 class AggregationView(BaseModel):
     switch: str
     pipeline: int
@@ -161,6 +240,10 @@ class JobView(BaseModel):
         description="per-job counters of the switches: forged (packets naming the job that "
         "came from a host port not bound to it)"
     )
+    agent_counters: AgentCountersView = Field(
+        default=AgentCountersView(),
+        description="what the job's agents report (POST /jobs/{id}/counters)",
+    )
 
 
 class Refusal(BaseModel):
@@ -180,6 +263,7 @@ class Refusal(BaseModel):
         "unknown scheme",
         "switch error",
         "topology job",
+        "not an agent",
     ]
 
 

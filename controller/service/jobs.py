@@ -6,7 +6,8 @@ thread (`controller.service.admission`, pure: a refusal changes nothing); instal
 daemon's make-before-break: a new job's entries are written beside the running ones (which the
 job layout keeps identical, so they are not rewritten), read back from every switch and only
 then published to the hosts; an ended job's entries are deleted and the switches read again to
-show that none is left.
+show that none is left. It also keeps what each job's agents report of their traffic
+(`report`), until the job ends.
 """
 
 from __future__ import annotations
@@ -25,13 +26,18 @@ from controller.model.network import Network
 from controller.service import admission
 from controller.service.admission import Refused
 from controller.service.job_model import (
+    AgentCountersView,
+    AgentCountsView,
+    AgentReport,
     AggregationView,
+    Counts,
     FlowIds,
     JobRequest,
     JobView,
     Removal,
     SlotRegion,
     TaskView,
+    summed,
 )
 from controller.southbound.p4runtime import P4INFO, diff_programs, verify
 from dataplane.frame import GENERATIONS
@@ -57,6 +63,36 @@ class JobRecord:
 
 
 @dataclass
+class AgentTally:
+    """One agent's reports: the latest counters of each of its last KEEP_RUNS runs (a late
+    report of an earlier run, still on its way when the next run started, updates that run
+    instead of counting twice) and the sum of the runs before them."""
+
+    KEEP_RUNS = 16
+
+    latest: dict[str, Counts] = field(default_factory=dict)  # run -> its last report
+    retired: Counts = field(default_factory=Counts)
+    runs: int = 0
+    final: bool = False
+    at: float = 0.0
+
+    def take(self, run: str, counts: Counts, final: bool) -> None:
+        if run not in self.latest:
+            self.runs += 1
+            if len(self.latest) >= self.KEEP_RUNS:
+                oldest = next(iter(self.latest))
+                self.retired = summed([self.retired, self.latest.pop(oldest)])
+        self.latest[run] = counts
+        self.final, self.at = final, time.time()
+
+    def view(self) -> AgentCountsView:
+        total = summed([self.retired, *self.latest.values()])
+        return AgentCountsView(
+            **total.model_dump(), runs=self.runs, final=self.final, reported_at=self.at
+        )
+
+
+@dataclass
 class JobService:
     """Submits and ends jobs on `session` (a `daemon.Session` with a job layout)."""
 
@@ -69,6 +105,8 @@ class JobService:
     refused: dict[str, int] = field(default_factory=dict)
     admissions: list[dict] = field(default_factory=list)
     deletions: int = 0
+    # job name -> agent ("worker H02 task 0") -> what it reported
+    tallies: dict[str, dict[str, AgentTally]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         session = self.session
@@ -141,7 +179,38 @@ class JobService:
                 for name, d in session.drivers.items()
             },
             counters={"forged": self.forged(own.job_id)},
+            agent_counters=self.agent_counters(job),
         )
+
+    def agent_counters(self, job: str) -> AgentCountersView:
+        agents = {key: t.view() for key, t in sorted(self.tallies.get(job, {}).items())}
+        return AgentCountersView(total=summed(list(agents.values())), agents=agents)
+
+    def report(self, job: str, report: AgentReport) -> None:
+        """Take an agent's counters; Refused (422) from a host that is not the agent it says."""
+        assert self.session.layout is not None
+        job_id = self.session.layout[job].job_id
+        rows = [a for a in self.session.assignments if a.job_id == job_id]
+        in_task = [a for a in rows if a.task_id == report.task]
+        if not in_task:
+            raise Refused(
+                "not an agent",
+                f"job {job_id} has no task {report.task} "
+                f"(its tasks: {sorted({a.task_id for a in rows})})",
+                422,
+            )
+        hosts = {a.ps for a in in_task} if report.role == "ps" else {a.worker for a in in_task}
+        if report.host not in hosts:
+            raise Refused(
+                "not an agent",
+                f"{report.host} is not {'the PS' if report.role == 'ps' else 'a worker'} of "
+                f"job {job_id} task {report.task} ({', '.join(sorted(hosts))})",
+                422,
+            )
+        counts = Counts(**report.model_dump(exclude={"role", "host", "task", "run", "final"}))
+        key = f"{report.role} {report.host} task {report.task}"
+        agents = self.tallies.setdefault(job, {})
+        agents.setdefault(key, AgentTally()).take(report.run, counts, report.final)
 
     def forged(self, job_id: int) -> int:
         cells = (c.get("forged", []) for c in self.session.counters.values())
@@ -283,6 +352,7 @@ class JobService:
             session.network, session.plan, session.layout = network, plan, layout
             session.assignments = assignments
             del self.records[job]
+            self.tallies.pop(job, None)
             self.deletions += 1
             session.publish()
             left = {

@@ -277,3 +277,16 @@ def _print_job(job: dict) -> None:
             f"({job['gradient_mb']:g} MB)"
         )
     print(f"  forged packets: {job['counters']['forged']}")
+    reported = job.get("agent_counters", {})
+    if reported.get("agents"):
+        total = reported["total"]
+
+        def causes(kind: dict) -> str:
+            named = ", ".join(f"{c.replace('_', ' ')} {n}" for c, n in kind.items() if n)
+            return f"{sum(kind.values())}" + (f" ({named})" if named else "")
+
+        print(
+            f"  {len(reported['agents'])} agents reported: {total['aggregations']} "
+            f"aggregations, {total['collisions']} collisions, losses "
+            f"{causes(total['losses'])}, resends {causes(total['resends'])}"
+        )

@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "failover": "controller.tools.bench.failover",
     "reliability": "controller.tools.bench.reliability",
     "scale": "controller.tools.bench.scale",
+    "jobs": "controller.tools.bench.jobs",
 }
 
 
