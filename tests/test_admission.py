@@ -243,3 +243,27 @@ def test_job_ids_run_out_at_31_and_a_freed_id_is_reused_as_late_as_possible():
     del layout["j2"], layout["j9"]  # ids 3 and 10 free again; the last given was 31
     assert admission.new_layout(layout, 1, last).job_id == 3
     assert admission.new_layout(layout, 1, 3).job_id == 10
+
+
+@pytest.mark.parametrize("scheme", ["shortest", "atp", "aro", "grid", "paring"])
+def test_a_job_cut_off_by_dead_links_is_refused_as_unreachable(scheme):
+    """A worker whose leaf lost its only uplink cannot reach the PS: a 409 with the reason,
+    whatever the scheme raises on the way (not an error of the controller)."""
+    network, plan, layout = start()
+    request = JobRequest(workers=["H20", "H02"], ps="H11", scheme=scheme)
+    with pytest.raises(Refused) as refused:
+        admission.admit(
+            network,
+            plan,
+            layout,
+            request,
+            scheme=scheme,
+            name="B",
+            last_id=1,
+            version=1,
+            switches=list(network.switches),
+            p4info=P4INFO,
+            dead_links={("L2", "S0")},
+        )
+    assert (refused.value.reason, refused.value.status) == ("no path", 409)
+    assert "H20" in str(refused.value) and "\n" not in str(refused.value)

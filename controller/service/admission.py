@@ -26,6 +26,8 @@ from collections.abc import Iterable, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import networkx as nx
+
 from controller.compiler.program import (
     GROUPS_PER_GENERATION,
     CompileError,
@@ -36,7 +38,7 @@ from controller.compiler.program import (
     compile_plan,
 )
 from controller.evaluator.evaluate import Evaluation, evaluate, resources, task_flows
-from controller.model.network import Network, Task
+from controller.model.network import Network, Task, hosts_do_not_forward_to
 from controller.model.plan import Plan
 from controller.service.job_model import SLOT_REGION, JobRequest
 from controller.southbound.p4runtime import check_fits
@@ -200,11 +202,15 @@ def admit(
     own = new_layout(layout, request.slots, last_id)
     task = requested_task(network, plan, request, name)
     left = residual(network.without_links(set(dead_links)), plan)
+    if task.placement != "free":
+        _reachable(left, task, dead_links)
     alone = replace(left, tasks=[task], jobs_beta={name: request.priority})
     try:
         mine = solve(alone, scheme, SolveOptions(time_limit=time_limit, seed=seed))
     except UnknownScheme as exc:
         raise Refused("unknown scheme", str(exc), 422) from None
+    except nx.NetworkXException as exc:  # free placement: no free server pair is connected
+        raise Refused("no path", f"{scheme} finds no path for the job: {exc}") from None
     except SchemeInputError as exc:
         raise Refused(
             "no plan", f"{scheme} finds no plan for the job in what the running jobs leave: {exc}"
@@ -253,6 +259,20 @@ def admit(
     if too_big:
         raise Refused("table space", f"the switches' tables cannot hold the job: {too_big[0]}")
     return Admitted(name, own, mine, union_net, union, programs, assignments, alone_eval)
+
+
+def _reachable(network: Network, task: Task, dead_links: Set[tuple[str, str]]) -> None:
+    """Refuse (409, `no path`) a job some worker of which cannot reach its PS over the links
+    alive, before any scheme runs: schemes assume connected tasks and fail each in its own way."""
+    to_ps = hosts_do_not_forward_to(network.graph, task.ps)
+    cut = [w for w in task.workers if not nx.has_path(to_ps, w, task.ps)]
+    if cut:
+        dead = f" (links down: {_some([f'{a}-{b}' for a, b in sorted(dead_links)])})"
+        raise Refused(
+            "no path",
+            f"no path from {_some(cut)} to the PS {task.ps} over the links alive"
+            + (dead if dead_links else ""),
+        )
 
 
 def _asked(request: JobRequest) -> str:
