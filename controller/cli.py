@@ -468,7 +468,15 @@ def cmd_controller(args: argparse.Namespace) -> int:
         )
         console.print(f"API on {session.api_url} once the switches hold the plan")
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(daemon.run(session, connect_timeout=args.connect_timeout, once=args.once))
+        probes = None if args.no_link_monitor else args.probe_interval
+        asyncio.run(
+            daemon.run(
+                session,
+                connect_timeout=args.connect_timeout,
+                once=args.once,
+                probe_interval=probes,
+            )
+        )
     return 0
 
 
@@ -866,6 +874,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="a switch whose P4Runtime channel is down, or that answers no read, "
         "for longer is planned around, all its links at once; back sooner "
         "(a restart), it keeps the plan (default 10)",
+    )
+    p.add_argument(
+        "--probe-interval",
+        type=positive,
+        default=0.5,
+        metavar="S",
+        help="seconds between link probes (default 0.5); a link dies after 2 rounds "
+        "with neither a probe nor a new frame",
+    )
+    p.add_argument(
+        "--no-link-monitor",
+        action="store_true",
+        help="watch no links and switches: no probes and no re-plan around failures "
+        "(for switches without cabled ports, e.g. embedded switch processes alone, "
+        "where every link would read as dead)",
     )
     p.add_argument(
         "--openflow-state",

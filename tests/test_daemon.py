@@ -186,7 +186,7 @@ def _switch_process(address: str) -> subprocess.Popen:
     return proc
 
 
-def _daemon(tmp_path, topology, address: str) -> subprocess.Popen:
+def _daemon(tmp_path, topology, address: str, *extra: str) -> subprocess.Popen:
     (tmp_path / "switches.json").write_text(json.dumps({"S1": {"address": address}}))
     return subprocess.Popen(
         [
@@ -201,6 +201,7 @@ def _daemon(tmp_path, topology, address: str) -> subprocess.Popen:
             str(tmp_path / "state.json"),
             "--log-level",
             "warning",
+            *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -545,3 +546,23 @@ def test_a_hung_switch_with_its_connection_open_fails_and_comes_back(
                 await daemon
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("flags", [(), ("--no-link-monitor",), ("--probe-interval", "0.2")])
+def test_the_link_monitor_runs_at_the_interval_asked_or_not_at_all(
+    tmp_path, embedded_switch, flags
+):
+    proc = _daemon(tmp_path, EXAMPLES / "aro-fig1.yaml", embedded_switch, *flags)
+    try:
+        assert _wait(lambda: _state(tmp_path)["switches"]["S1"]["programmed"])
+        if "--no-link-monitor" in flags:
+            time.sleep(2.0)
+        else:
+            assert _wait(lambda: _state(tmp_path)["link_monitor"].get("rounds", 0) >= 2)
+        monitor = _state(tmp_path)["link_monitor"]
+    finally:
+        _stop(proc)
+    if "--no-link-monitor" in flags:
+        assert monitor == {}
+    else:
+        assert monitor["interval_seconds"] == (0.2 if flags else 0.5), monitor

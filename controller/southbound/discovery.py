@@ -310,9 +310,10 @@ class LinkMonitor:
         self._strays: set[tuple[str, int, str, int]] = set()
 
     def stats(self) -> dict:
-        """For the state file: rounds judged, link-rounds kept alive by counters alone,
-        link-rounds undecided (an end silent)."""
+        """For the state file: the probe interval, rounds judged, link-rounds kept alive by
+        counters alone, link-rounds undecided (an end silent)."""
         return {
+            "interval_seconds": self.interval,
             "rounds": self.judge.rounds,
             "saved_by_traffic": self.judge.saved_by_traffic,
             "undecided": self.judge.undecided,
