@@ -114,6 +114,7 @@ class LinkImpairments:
         self.table = f"{TABLE_PREFIX}{self.tag}"
         self.sites: list[_Site] = []
         self.delayline_stats: dict[str, dict[str, int]] = {}
+        self.unread: list[str] = []  # interfaces whose counters `counters` could not read
         root_interfaces: list[str] = []
         root_node = None
         for node in emu.node.values():
@@ -192,11 +193,17 @@ class LinkImpairments:
         """Per link interface: frames the egress chain saw (`seen`) and acted on (`hit`);
         under loss also what it dropped by `LOST_KINDS` (`lost`)."""
         out: dict[str, dict[str, Any]] = {}
+        self.unread = []
         for site in self.sites:
-            text = site.node.cmd(f"nft -j list table netdev {self.table}")
-            try:
-                rules = [e["rule"] for e in json.loads(text)["nftables"] if "rule" in e]
-            except (ValueError, KeyError):
+            for _ in range(3):  # a listing garbled on a loaded machine is read again
+                text = site.node.cmd(f"nft -j list table netdev {self.table}")
+                try:
+                    rules = [e["rule"] for e in json.loads(text)["nftables"] if "rule" in e]
+                    break
+                except (ValueError, KeyError):
+                    continue
+            else:
+                self.unread += site.interfaces  # counted as unread, not as zero
                 continue
             by_chain: dict[str, list[int]] = {}
             for rule in rules:

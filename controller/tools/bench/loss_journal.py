@@ -146,6 +146,8 @@ class Row:
         lost = [m["frames_lost"] for s in self.sessions if "frames_lost" in (m := s["measured"])]
         if lost:
             measured["frames_lost"] = {k: sum(n[k] for n in lost) for k in lost[0]}
+        if unread := sum(s["measured"].get("interfaces_unread", 0) for s in self.sessions):
+            measured["interfaces_unread"] = unread  # the counts above miss their frames
         return {
             **summary(self.records),
             "measured": measured,

@@ -371,6 +371,8 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                     error = str(exc)[:2000]
                 chains = faults.counters() if faults else {}
             rates = measured(emu, chains, before, interface_packets(emu)) if faults else {}
+            if faults and faults.unread:  # their frames are missing from every count above
+                rates["interfaces_unread"] = len(faults.unread)
             delay_lines = (
                 {
                     key: sum(link[key] for link in faults.delayline_stats.values())
