@@ -69,6 +69,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="switch target, repeatable (default embedded)",
     )
     p.add_argument(
+        "--scheme",
+        action="append",
+        choices=SCHEMES,
+        help="run only this scheme, repeatable (default both; both are solved, as the "
+        "pace depends on the faster plan)",
+    )
+    p.add_argument(
         "--gradient-mb",
         type=float,
         default=0.01,
@@ -159,6 +166,8 @@ def main(args: argparse.Namespace) -> int:
             plans = {scheme: solve(network, scheme) for scheme in SCHEMES}
             pace = wire_scale(plans, args.wire_mbps or WIRE_MBPS[target])
             for scheme, plan in plans.items():
+                if args.scheme and scheme not in args.scheme:
+                    continue
                 console.print(
                     f"[bold]{target}[/bold] {workers} workers ({n}x{n} leaf-spine, "
                     f"{n} servers per leaf), {scheme}, paced at {pace:.3g} Mbps per "
