@@ -262,7 +262,11 @@ def measure(network, plan, pace: float, target: str, args: argparse.Namespace) -
             row["hosts"] = sum(1 for n in emu.nodes if n in network.hosts)
             row["switches"] = sum(1 for n in emu.nodes if n in network.switches)
             row["push"] = _push(emu.state()["switches"])
-            (it,) = emu.iterate(args.gradient_mb, 1, args.timeout)
+            try:
+                (it,) = emu.iterate(args.gradient_mb, 1, args.timeout)
+            finally:  # what the switches counted tells a collapse too
+                time.sleep(2 * POLL_INTERVAL)  # the controller's next read of the counters
+                row["switch_counters"] = _counters(emu.state()["switches"])
             row.update(
                 iteration_seconds=round(it.seconds, 3),
                 exact=it.exact,
@@ -272,8 +276,6 @@ def measure(network, plan, pace: float, target: str, args: argparse.Namespace) -
                 resends=_resends(it.worker_reports),
                 ps_duplicates=it.ps_report.get("duplicates_ignored"),
             )
-            time.sleep(2 * POLL_INTERVAL)  # the controller's next read of the counters
-            row["switch_counters"] = _counters(emu.state()["switches"])
     except RunnerError as exc:
         row["error"] = str(exc)[:600]
     row.update(
