@@ -6,7 +6,12 @@ workers); the runner itself waits for the controller longer than that."""
 from __future__ import annotations
 
 from controller.cli import build_parser
-from controller.emulation.mininet_runner import PROGRAM_SECONDS, controller_wait, program_timeout
+from controller.emulation.mininet_runner import (
+    PROGRAM_SECONDS,
+    controller_wait,
+    program_timeout,
+    switch_grace,
+)
 
 
 def test_the_controller_waits_longer_for_more_switches_and_longest_for_bmv2():
@@ -23,3 +28,11 @@ def test_the_runner_waits_for_the_controller_longer_than_the_controller_waits_fo
     for target in ("embedded", "bmv2"):
         for switches in (1, 34, 48):
             assert controller_wait(target, switches) > program_timeout(target, switches) + 30
+
+
+def test_a_slow_bmv2_switch_among_many_is_not_taken_for_a_failed_one():
+    args = ["controller", "t.yaml", "--switches", "s.json"]
+    default = build_parser().parse_args(args).switch_grace
+    assert switch_grace("embedded", 48) == default  # the failover tests' detection time
+    assert switch_grace("bmv2", 2) < default + 2
+    assert switch_grace("bmv2", 36) > 2 * default  # what starved at 200 workers
