@@ -449,22 +449,28 @@ def _print(report: dict) -> None:
 
 def _plot(report: dict, path: Path) -> None:
     """Four panels against the worker count, one line per target and scheme: set-up time,
-    plan push rate, iteration time, peak memory."""
+    plan push rate, iteration time, peak memory. A run whose iteration failed still shows
+    what it measured before (set-up, push, memory)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ok = [r for r in report["runs"] if "error" not in r]
+    runs = report["runs"]
     panels = [
-        ("set-up (s)", lambda r: sum(r["setup_seconds"].values())),
-        ("plan push (entries/s)", lambda r: r["push"]["entries_per_second"] or 0),
-        (f"iteration, {report['gradient_mb']:g} MB (s)", lambda r: r["iteration_seconds"]),
-        ("peak memory, all processes (GB)", lambda r: r["peak_rss_mb"] / 1024),
+        ("set-up (s)", "setup_seconds", lambda r: sum(r["setup_seconds"].values())),
+        ("plan push (entries/s)", "push", lambda r: r["push"]["entries_per_second"] or 0),
+        (
+            f"iteration, {report['gradient_mb']:g} MB (s)",
+            "iteration_seconds",
+            lambda r: r["iteration_seconds"],
+        ),
+        ("peak memory, all processes (GB)", "peak_rss_mb", lambda r: r["peak_rss_mb"] / 1024),
     ]
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
-    for ax, (title, value) in zip(axes, panels, strict=True):
-        for target in dict.fromkeys(r["target"] for r in ok):
+    for ax, (title, needs, value) in zip(axes, panels, strict=True):
+        ok = [r for r in runs if needs in r]
+        for target in dict.fromkeys(r["target"] for r in runs):
             for scheme in SCHEMES:
                 rows = sorted(
                     (r for r in ok if (r["target"], r["scheme"]) == (target, scheme)),
