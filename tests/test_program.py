@@ -233,3 +233,19 @@ def test_a_compiled_point_sums_its_flows_exactly_once_on_the_embedded_pipeline(w
     expected = elements.astype(np.int64).sum(axis=0).astype(np.int32)
     np.testing.assert_array_equal(np.frombuffer(frame, ">i4", K, OFF_ELEMS), expected)
     assert pipeline.counters["duplicates"][0] == len(again)
+
+
+def test_results_go_only_down_branches_that_lead_to_a_worker():
+    """Two workers under L1 reach L0 by two spines; their results come back by the first
+    (S0): S1 leads to no worker's result, so L0 sends it none, where every copy it got was
+    dropped at S1 (counted as unknown_job; 10 of L0's 17 copies of each result at 100
+    workers on a 17x17 leaf-spine)."""
+    network = build_network(leaf_spine_doc(2, 2, [0, 2]))
+    paths = {"W1_0": ["W1_0", "L1", "S0", "L0", "PS"], "W1_1": ["W1_1", "L1", "S1", "L0", "PS"]}
+    plan = Plan("hand", "heuristic", 1.0, None, 0.0, 0, [TaskPlan("job0", "t0", "PS", 1.0, paths)])
+    programs, _ = compile_plan(network, plan)
+    with_result = {s for s, p in programs.items() if _entries(p, "result_multicast")}
+    assert with_result == {"L0", "S0", "L1"}
+    to_s0 = network.graph.edges["L0", "S0"]["out_port"]
+    (l0_group,) = programs["L0"].multicast_groups
+    assert [port for port, _ in l0_group.replicas] == [to_s0]

@@ -374,14 +374,23 @@ def result_children(network: Network, task: TaskNumbering) -> dict[str, list[int
     """Switch → ports to its children in the task's result tree, by switch name.
 
     The first reversed worker path to reach a node chooses its parent, so every worker receives
-    each result exactly once even where the plan splits paths."""
+    each result exactly once even where the plan splits paths. A node is a child only if its
+    branch leads to a worker: a switch whose workers chose other parents gets no copy."""
     parent: dict[str, str] = {}
-    for trace in task.segments[0].flows.traces.values():  # every segment has the same paths
+    traces = task.segments[0].flows.traces.values()  # every segment has the same paths
+    for trace in traces:
         for hop in reversed(trace):
             parent.setdefault(hop.u, hop.v)
+    on_the_way: set[str] = set()
+    for trace in traces:
+        node = trace[0].u  # the worker
+        while node in parent and node not in on_the_way:
+            on_the_way.add(node)
+            node = parent[node]
     children: dict[str, list[str]] = {}
     for child, up in parent.items():
-        children.setdefault(up, []).append(child)
+        if child in on_the_way:
+            children.setdefault(up, []).append(child)
     return {
         switch: sorted(network.graph.edges[switch, c]["out_port"] for c in below)
         for switch, below in sorted(children.items())

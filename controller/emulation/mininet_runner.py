@@ -56,6 +56,38 @@ AGENT_START_SECONDS = 60.0
 # more share this many processes (dataplane/multihost.py): at 85 MB and seconds of imports per
 # process, one per worker did not fit 200 workers on this 2-core machine.
 DEFAULT_AGENT_PROCESSES = 16
+# The controller waits CONNECT_SECONDS, plus this much per switch, for every switch to hold its
+# pipeline and entries (`--connect-timeout`), and the runner waits CONTROLLER_START_SECONDS
+# more for it (its imports on a loaded machine). Each bmv2 switch parses ina.p4's 3.2 MB JSON:
+# 34 of them did not all take it within 15 s on 2 loaded cores (~1 s each).
+CONNECT_SECONDS = 15.0
+PROGRAM_SECONDS = {"embedded": 0.5, "bmv2": 2.0}
+CONTROLLER_START_SECONDS = 45.0
+
+
+def program_timeout(target: str, switches: int) -> float:
+    """Seconds the controller waits for `switches` switches of `target` to be programmed."""
+    return CONNECT_SECONDS + PROGRAM_SECONDS[target] * switches
+
+
+# A switch that answers no read for longer than the controller's `--switch-grace` (10 s) is
+# planned around. 36 bmv2 switches at 200 workers, on 2 cores at load 55, each missed reads
+# for more than 10 s (ten leaves failed at once, and the controller tried to re-plan around
+# them); the runner gives bmv2 this much more per switch.
+SWITCH_GRACE_SECONDS = 10.0
+GRACE_SECONDS = {"embedded": 0.0, "bmv2": 0.5}
+
+
+def switch_grace(target: str, switches: int) -> float:
+    """Seconds a switch of `switches` of `target` may go unanswered before it counts as failed."""
+    return SWITCH_GRACE_SECONDS + GRACE_SECONDS[target] * switches
+
+
+def controller_wait(target: str, switches: int) -> float:
+    """Seconds the runner waits for the controller to have programmed every switch."""
+    return program_timeout(target, switches) + CONTROLLER_START_SECONDS
+
+
 # The PS serves until every worker has reported, when the runner says stop on its stdin
 # (`_ps_report`): a worker whose copy of a result was lost gets it again only through a PROBE,
 # which it sends with the resend at the fragment's second timeout, up to MAX_RTO +
@@ -378,13 +410,18 @@ class Emulation:
                 str(self.state_file),
                 "--log-level",
                 "warning",
+                "--connect-timeout",
+                f"{program_timeout(self.target, len(self.addresses)):g}",
+                "--switch-grace",
+                f"{switch_grace(self.target, len(self.addresses)):g}",
                 *self.program_args,
                 *(["--openflow-state", str(self.ovs.state)] if self.ovs else []),
             ],
             stdout=self._log("controller.log"),
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 60
+        wait = controller_wait(self.target, len(self.addresses))
+        deadline = time.monotonic() + wait
         while not self.state_file.exists():
             if self.procs["controller"].poll() is not None:
                 raise RunnerError(
@@ -392,7 +429,7 @@ class Emulation:
                     + (self.workdir / "controller.log").read_text()[-800:]
                 )
             if time.monotonic() > deadline:
-                raise RunnerError("controller did not program the switches within 60 s")
+                raise RunnerError(f"controller did not program the switches within {wait:g} s")
             time.sleep(0.1)
 
     @staticmethod

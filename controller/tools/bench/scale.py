@@ -10,8 +10,11 @@ the controller done programming them), the plan push (table entries written per 
 P4Runtime: the updates of every switch's first push over the slowest push, as the controller
 programs them concurrently), the iteration time at a fixed gradient size, whether the sums
 are exact, the peak memory of all processes together (sampled every 0.5 s) and their CPU
-seconds. It writes `scale.json` and `scale.png` into the output directory, with progress on
-stderr; a size that fails is recorded with its error and the next one still runs.
+seconds, and what the iteration cost beyond its packets (the switches' collisions and
+duplicates, the workers' resends by cause, the PS's duplicates). It writes `scale.json` and
+`scale.png` into the output directory, with progress on stderr; a size that fails is
+recorded with its error and the next one still runs. `--add` adds the runs to the JSON
+already there (same settings), so the sizes can be measured in several shorter sessions.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ from controller.emulation.mininet_runner import (
 )
 from controller.model.network import dump_topology, load_topology
 from controller.model.topogen import Workload, leaf_spine
+from controller.service.daemon import POLL_INTERVAL
 from controller.solvers import solve
+from controller.southbound.p4runtime import COUNTERS
 from controller.tools.tables import print_table
 
 console = Console(stderr=True)
@@ -62,6 +67,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         choices=["embedded", "bmv2"],
         help="switch target, repeatable (default embedded)",
+    )
+    p.add_argument(
+        "--scheme",
+        action="append",
+        choices=SCHEMES,
+        help="run only this scheme, repeatable (default both; both are solved, as the "
+        "pace depends on the faster plan)",
     )
     p.add_argument(
         "--gradient-mb",
@@ -96,6 +108,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--timeout", type=float, default=300.0, help="per-iteration limit (s)")
     p.add_argument("--out", default="out/bench/scale", help="output directory")
+    p.add_argument(
+        "--add",
+        action="store_true",
+        help="add the runs to the output directory's scale.json (its settings must be "
+        "these), replacing those of the same target, workers and scheme",
+    )
     p.set_defaults(func=main)
 
 
@@ -128,6 +146,12 @@ def main(args: argparse.Namespace) -> int:
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         "runs": [],
     }
+    if args.add:
+        try:
+            report = earlier(out / "scale.json", report)
+        except ValueError as exc:
+            console.print(f"error: ina bench scale --add: {exc}", highlight=False)
+            return 2
     for target in args.target or ["embedded"]:
         for workers in counts:
             n = side(workers)
@@ -142,6 +166,8 @@ def main(args: argparse.Namespace) -> int:
             plans = {scheme: solve(network, scheme) for scheme in SCHEMES}
             pace = wire_scale(plans, args.wire_mbps or WIRE_MBPS[target])
             for scheme, plan in plans.items():
+                if args.scheme and scheme not in args.scheme:
+                    continue
                 console.print(
                     f"[bold]{target}[/bold] {workers} workers ({n}x{n} leaf-spine, "
                     f"{n} servers per leaf), {scheme}, paced at {pace:.3g} Mbps per "
@@ -156,12 +182,44 @@ def main(args: argparse.Namespace) -> int:
                     **measure(network, plan, pace, target, args),
                 }
                 console.print(f"  {_summary(row)}", highlight=False)
-                report["runs"].append(row)
+                report["runs"] = replaced(report["runs"], row)
                 (out / "scale.json").write_text(json.dumps(report, indent=2) + "\n")
     _plot(report, out / "scale.png")
     _print(report)
     console.print(f"results in {out / 'scale.json'} and {out / 'scale.png'}")
     return 0
+
+
+SETTINGS = ("gradient_mb", "wire_mbps", "emulate_switches", "agent_processes")
+
+
+def earlier(path: Path, report: dict) -> dict:
+    """`report` with the runs of the scale.json at `path`, if there is one; ValueError when
+    that file was measured with other settings (its rows would not compare)."""
+    if not path.exists():
+        return report
+    try:
+        old = json.loads(path.read_text())
+        runs = list(old["runs"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is not a scale.json ({exc})") from None
+    differ = [
+        f"{k} {old.get(k)} there, {report[k]} here" for k in SETTINGS if old.get(k) != report[k]
+    ]
+    if differ:
+        raise ValueError(f"{path} was measured with other settings: " + "; ".join(differ))
+    return {**report, "runs": runs}
+
+
+def replaced(runs: list[dict], row: dict) -> list[dict]:
+    """`runs` with `row` in place of the run of the same target, workers and scheme (or
+    added), ordered by target, then workers, then scheme as SCHEMES lists them."""
+    key = (row["target"], row["workers"], row["scheme"])
+    kept = [r for r in runs if (r["target"], r["workers"], r["scheme"]) != key] + [row]
+    targets = list(dict.fromkeys(r["target"] for r in kept))
+    return sorted(
+        kept, key=lambda r: (targets.index(r["target"]), r["workers"], SCHEMES.index(r["scheme"]))
+    )
 
 
 def wire_scale(plans: dict, wire_mbps: float) -> float:
@@ -204,13 +262,19 @@ def measure(network, plan, pace: float, target: str, args: argparse.Namespace) -
             row["hosts"] = sum(1 for n in emu.nodes if n in network.hosts)
             row["switches"] = sum(1 for n in emu.nodes if n in network.switches)
             row["push"] = _push(emu.state()["switches"])
-            (it,) = emu.iterate(args.gradient_mb, 1, args.timeout)
+            try:
+                (it,) = emu.iterate(args.gradient_mb, 1, args.timeout)
+            finally:  # what the switches counted tells a collapse too
+                time.sleep(2 * POLL_INTERVAL)  # the controller's next read of the counters
+                row["switch_counters"] = _counters(emu.state()["switches"])
             row.update(
                 iteration_seconds=round(it.seconds, 3),
                 exact=it.exact,
                 ps_exact=it.ps_exact,
                 retransmissions=it.retransmissions,
                 ps_link_flows=it.ps_link_flows,
+                resends=_resends(it.worker_reports),
+                ps_duplicates=it.ps_report.get("duplicates_ignored"),
             )
     except RunnerError as exc:
         row["error"] = str(exc)[:600]
@@ -237,6 +301,27 @@ def _push(switches: dict) -> dict:
         "entries": writes,
         "seconds": round(seconds, 3),
         "entries_per_second": round(writes / seconds) if seconds else None,
+    }
+
+
+def _resends(reports: dict) -> dict:
+    """The workers' resends by cause, summed over the workers."""
+    causes = ("resent_on_timeout", "resent_on_control", "resent_on_loss")
+    return {
+        c.removeprefix("resent_on_"): sum(r.get(c, 0) for r in reports.values()) for c in causes
+    }
+
+
+def _counters(switches: dict) -> dict:
+    """Each switch counter summed over the switches, and the switch with the most collisions."""
+    totals = {c: sum(sum(d["counters"].get(c, [])) for d in switches.values()) for c in COUNTERS}
+    worst = max(
+        switches, key=lambda n: sum(switches[n]["counters"].get("collisions", [])), default=None
+    )
+    return {
+        **totals,
+        "most_collisions": worst
+        and [worst, sum(switches[worst]["counters"].get("collisions", []))],
     }
 
 
@@ -364,22 +449,28 @@ def _print(report: dict) -> None:
 
 def _plot(report: dict, path: Path) -> None:
     """Four panels against the worker count, one line per target and scheme: set-up time,
-    plan push rate, iteration time, peak memory."""
+    plan push rate, iteration time, peak memory. A run whose iteration failed still shows
+    what it measured before (set-up, push, memory)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ok = [r for r in report["runs"] if "error" not in r]
+    runs = report["runs"]
     panels = [
-        ("set-up (s)", lambda r: sum(r["setup_seconds"].values())),
-        ("plan push (entries/s)", lambda r: r["push"]["entries_per_second"] or 0),
-        (f"iteration, {report['gradient_mb']:g} MB (s)", lambda r: r["iteration_seconds"]),
-        ("peak memory, all processes (GB)", lambda r: r["peak_rss_mb"] / 1024),
+        ("set-up (s)", "setup_seconds", lambda r: sum(r["setup_seconds"].values())),
+        ("plan push (entries/s)", "push", lambda r: r["push"]["entries_per_second"] or 0),
+        (
+            f"iteration, {report['gradient_mb']:g} MB (s)",
+            "iteration_seconds",
+            lambda r: r["iteration_seconds"],
+        ),
+        ("peak memory, all processes (GB)", "peak_rss_mb", lambda r: r["peak_rss_mb"] / 1024),
     ]
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
-    for ax, (title, value) in zip(axes, panels, strict=True):
-        for target in dict.fromkeys(r["target"] for r in ok):
+    for ax, (title, needs, value) in zip(axes, panels, strict=True):
+        ok = [r for r in runs if needs in r]
+        for target in dict.fromkeys(r["target"] for r in runs):
             for scheme in SCHEMES:
                 rows = sorted(
                     (r for r in ok if (r["target"], r["scheme"]) == (target, scheme)),
