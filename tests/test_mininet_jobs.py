@@ -118,9 +118,11 @@ def test_job_b_joins_and_leaves_while_a_runs_every_sum_exact(target, tmp_path):
             box["b"] = emu.finish_job(b_agents, timeout=120, ready_timeout=120)
 
         box["a_base"] = _tx_packets(ps_port)
-        (beside_b,) = emu.iterate(a_mb, 2, timeout=180, during=_in_background(submit_b, box))
+        try:
+            (beside_b,) = emu.iterate(a_mb, 2, timeout=180, during=_in_background(submit_b, box))
+        finally:
+            b_agents.kill()  # only those still running: after a failure
         if "error" in box:
-            b_agents.kill()
             raise box["error"]
         status, b = box["post"]
         assert status == 201, b
