@@ -159,6 +159,9 @@ def test_job_b_joins_and_leaves_while_a_runs_every_sum_exact(target, tmp_path):
         p["switch"] for p in b["tasks"][0]["aggregation"]
     }
     assert "L0" in shared
+    # one flow per fragment reached each PS: both jobs' two workers merged (at L0)
+    assert run.ps["flows_per_fragment"] == 1, run.ps
+    assert [it.ps_flows for it in (alone, beside_b, during_delete, after)] == [1] * 4
     assert b["id"] != a_view["id"]
     regions = sorted(
         (v["slot_region"]["base"], v["slot_region"]["base"] + v["slot_region"]["count"])
