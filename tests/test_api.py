@@ -75,15 +75,17 @@ def _call(
         return answer.status, text.decode()
 
 
-def _held(addresses: dict[str, str]) -> dict[str, dict[int, set[bytes]]]:
+def _held(
+    addresses: dict[str, str], p4info=None, device_ids: dict[str, int] | None = None
+) -> dict[str, dict[int, set[bytes]]]:
     """Per switch, its table entries and multicast groups read back by our own P4Runtime
     client (a backup: election id 1), grouped by the job they name (0: none, groups by
-    their id's job block)."""
-    p4info = load_p4info()
+    their id's job block). Default: the checked-in P4Info, device id 1."""
+    p4info = p4info or load_p4info()
     tables = {t.preamble.id: t for t in p4info.tables}
     out = {}
     for name, address in addresses.items():
-        client = Client(address, 1, 1, p4info)
+        client = Client(address, (device_ids or {}).get(name, 1), 1, p4info)
         try:
             query = client.read(_wildcard("table"), _wildcard("group"))
         finally:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import signal
 import subprocess
@@ -22,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from controller.compiler.program import Numbering
+from controller.emulation.management import Management, ManagementError
 from controller.emulation.subset import plan_nodes
 from controller.model.network import Network
 from controller.model.plan import Plan, TaskPlan
@@ -177,6 +180,41 @@ class RunResult:
         return {**asdict(self), "exact": self.exact}
 
 
+@dataclass
+class JobAgents:
+    """The running agents of a job that follow the API (`Emulation.start_job`)."""
+
+    name: str
+    iteration: int
+    ps: subprocess.Popen
+    workers: dict[str, subprocess.Popen]
+
+    def kill(self) -> None:
+        for proc in [self.ps, *self.workers.values()]:
+            if proc.poll() is None:
+                proc.kill()
+
+
+@dataclass
+class JobRun:
+    """One iteration of a job run by `Emulation.finish_job`: each worker's report and the
+    PS's (dataplane/agents.py)."""
+
+    name: str
+    workers: dict[str, dict]
+    ps: dict
+
+    @property
+    def exact(self) -> bool:
+        """Every worker's sum and the PS's own check exact, each fragment counted once."""
+        return (
+            all(r.get("exact") for r in self.workers.values())
+            and self.ps.get("exact") is True
+            and self.ps.get("miscounted") == 0
+            and self.ps.get("finished") == self.ps.get("fragments")
+        )
+
+
 class Emulation:
     """The Mininet network plus its switch and controller processes; a context manager."""
 
@@ -192,6 +230,7 @@ class Emulation:
         switches: str = "all",
         agent_processes: int = DEFAULT_AGENT_PROCESSES,
         pace_mbps: float | None = None,
+        api: bool = False,
     ):
         if target == "bmv2" and not switch_path():
             raise RunnerError(
@@ -215,6 +254,15 @@ class Emulation:
         # Only the hosts the plan uses are built; all switches, or only the plan's
         # (controller/emulation/subset.py).
         self.nodes = plan_nodes(network, plan, switches)
+        # With `api`, the controller serves the jobs API on a management network that every
+        # host reaches (controller/emulation/management.py), and every host is built: a job
+        # submitted at run time may use any of them.
+        self.api = api
+        self.management: Management | None = None
+        self.api_url: str | None = None
+        self.api_token = secrets.token_hex(16) if api else None
+        if api:
+            self.nodes |= frozenset(network.hosts)
         self.agent_processes = agent_processes
         # Seconds of each set-up step: Mininet's build, the switches listening, the controller
         # done programming them.
@@ -283,6 +331,9 @@ class Emulation:
         if self.ovs is not None:
             self.ovs.close()
             self.ovs = None
+        if self.management is not None:
+            self.management.close()
+            self.management = None
         for handle in self.logs:
             handle.close()
         self.logs.clear()
@@ -331,6 +382,12 @@ class Emulation:
                 self.switch_ports[model] = node.port_map()
             else:
                 self.host_intf[model] = node.defaultIntf().name
+        if self.api:
+            self.management = Management()
+            try:
+                self.management.connect({h: self.node[h] for h in self.host_intf})
+            except ManagementError as exc:
+                raise RunnerError(f"management network: {exc}") from None
 
     def _start_switches(self) -> None:
         """Start every P4 switch process (Mininet's start), wait until each listens (they boot
@@ -416,6 +473,7 @@ class Emulation:
                 f"{switch_grace(self.target, len(self.addresses)):g}",
                 *self.program_args,
                 *(["--openflow-state", str(self.ovs.state)] if self.ovs else []),
+                *self._api_args(),
             ],
             stdout=self._log("controller.log"),
             stderr=subprocess.STDOUT,
@@ -430,6 +488,34 @@ class Emulation:
                 )
             if time.monotonic() > deadline:
                 raise RunnerError(f"controller did not program the switches within {wait:g} s")
+            time.sleep(0.1)
+        if self.api:
+            self._wait_for_api(deadline)
+
+    def _api_args(self) -> list[str]:
+        """The controller's API on the management network's address, with a token (it is
+        off loopback)."""
+        if self.management is None:
+            return []
+        token = self.workdir / "api-token"
+        token.write_text(f"{self.api_token}\n")
+        return ["--api", f"{self.management.address}:0", "--api-token-file", str(token)]
+
+    def _wait_for_api(self, deadline: float) -> None:
+        """Read the API's URL from the state file and wait until it answers."""
+        while True:
+            try:
+                self.api_url = self.state()["api"]["url"]
+                with urllib.request.urlopen(f"{self.api_url}/healthz", timeout=5) as answer:
+                    if answer.status == 200:
+                        return
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            if self.procs["controller"].poll() is not None or time.monotonic() > deadline:
+                raise RunnerError(
+                    "controller's API did not answer: "
+                    + (self.workdir / "controller.log").read_text()[-800:]
+                )
             time.sleep(0.1)
 
     @staticmethod
@@ -503,6 +589,92 @@ class Emulation:
             for group in self._groups()
             for it in self._iterate_group(group, gradient_mb, iteration, timeout, during)
         ]
+
+    def start_job(
+        self,
+        name: str,
+        workers: list[str],
+        ps: str,
+        gradient_mb: float,
+        iteration: int,
+        *,
+        seed: int | None = None,
+    ) -> JobAgents:
+        """Start, in their hosts' namespaces, the agents of job `name`, submitted (or to be
+        submitted) through the API: each follows the API by the job's name over the
+        management network, waits until the controller has installed it, takes its ids and
+        rate from the job's rows and says it is ready. `finish_job` releases and collects
+        them."""
+        if self.api_url is None:
+            raise RunnerError("start_job needs the emulation's API (Emulation(..., api=True))")
+        common = [
+            "--api",
+            self.api_url,
+            "--job-name",
+            name,
+            "--size-mb",
+            str(gradient_mb),
+            "--epoch",
+            str(iteration),
+            "--seed",
+            str(iteration if seed is None else seed),
+            "--wait-go",
+            "--verify",
+        ]
+
+        def agent(role: str, host: str, *extra: str) -> subprocess.Popen:
+            return self.node[host].popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "controller.cli",
+                    role,
+                    "--iface",
+                    self.host_intf[host],
+                    "--ip",
+                    self.ids.host_ip[host],
+                    *common,
+                    *extra,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+
+        started = JobAgents(name, iteration, agent("ps", ps), {})
+        try:
+            for worker in workers:
+                started.workers[worker] = agent(
+                    "worker",
+                    worker,
+                    "--name",
+                    worker,
+                    "--rate-scale",
+                    f"{self.pace / 1000 * PACING_HEADROOM:.12f}",
+                )
+        except BaseException:
+            started.kill()
+            raise
+        return started
+
+    def finish_job(self, agents: JobAgents, timeout: float, ready_timeout: float) -> JobRun:
+        """Release `agents` together once every one is ready (within `ready_timeout` s: it
+        covers waiting for the job's submission), then collect every worker's report and the
+        PS's within `timeout` s."""
+        everyone = [agents.ps, *agents.workers.values()]
+        with _no_agent_outlives(everyone):
+            ps_name = f"PS of job {agents.name}"
+            _release_when_ready(
+                {ps_name: agents.ps} | agents.workers, time.monotonic() + ready_timeout
+            )
+            reports = _collect(
+                agents.workers,
+                {w: [w] for w in agents.workers},
+                {ps_name: agents.ps},
+                time.monotonic() + timeout,
+                agents.iteration,
+            )
+            return JobRun(agents.name, reports, _ps_report(agents.ps))
 
     def _groups(self) -> list[list[TaskPlan]]:
         """Tasks that run at once: all tasks of a sharded job (each worker sends every task's
