@@ -36,6 +36,7 @@ from dataplane.gradients import (
 from dataplane.plan_api import ApiError, ApiWatcher, wait_for_job
 from dataplane.ports import open_raw
 from dataplane.ps import ParameterServer
+from dataplane.session_ps import SessionPS
 from dataplane.state import PlanWatcher, job_shares, rows_shares
 from dataplane.worker import Worker, run_shards
 
@@ -318,6 +319,8 @@ def _ps_shard(
 
 
 def cmd_ps(args: argparse.Namespace) -> int:
+    if args.session:
+        return _session_ps(args)
     elements = int(args.size_mb * 2**20) // 4
     try:
         published = configure(args, "ps")
@@ -374,6 +377,35 @@ def cmd_ps(args: argparse.Namespace) -> int:
     }
     print(json.dumps(report))
     return 0 if report.get("exact", True) else 1
+
+
+def _session_ps(args: argparse.Namespace) -> int:
+    """`ina ps --session`: serve every step of a training run until stopped (SIGTERM, or a
+    second line on stdin with --wait-go), then print what it served."""
+    try:
+        if args.verify:
+            raise BadConfig("ina ps --session: --verify checks one synthetic iteration; drop it")
+        configure(args, "ps")
+    except (BadConfig, ApiError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    task = (args.job, args.task)
+    ps = SessionPS(
+        open_raw(args.iface),
+        _endpoint(args.iface, args.ip),
+        Task(args.job, args.task),
+        args.workers,
+        args.result_flow_id,
+        plan=_watcher(args, lambda r: (r["job_id"], r["task_id"]) == task),
+    )
+    _stop_on_sigterm()
+    try:
+        _wait_for_go(args)
+        ps.run(stop=sys.stdin if args.wait_go else None)
+    except Stopped:
+        pass
+    print(json.dumps(ps.report()))
+    return 0 if ps.miscounted == 0 else 1
 
 
 def _ps_check(args: argparse.Namespace, ps: ParameterServer, elements: int) -> dict:
@@ -500,5 +532,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="check this PS's sums (its shard of the model) against the exact sum "
         "of the synthetic gradients (--seed)",
+    )
+    p.add_argument(
+        "--session",
+        action="store_true",
+        help="serve every step of a training run's all-reduce sessions (any epoch, "
+        "any size; dataplane/allreduce.py) until SIGTERM",
     )
     p.set_defaults(func=cmd_ps)

@@ -621,26 +621,41 @@ class Worker:
         return run_shards([self])
 
 
-def run_shards(shards: list[Worker]) -> np.ndarray:
+class Stalled(Exception):
+    """No result arrived for `stall_after` seconds (`run_shards`): a peer or the PS is gone."""
+
+    def __init__(self, shards: list[Worker], seconds: float):
+        super().__init__(f"no result for {seconds:g} s")
+        self.shards, self.seconds = shards, seconds
+
+
+def run_shards(shards: list[Worker], stall_after: float | None = None) -> np.ndarray:
     """Send every shard of one gradient, each to its own task's PS over one socket, and return
     the summed gradient (the shards' results in order). One shard is the unsharded case.
+    With `stall_after`, raise Stalled when that many seconds pass without a new result.
 
     A CONTROL goes to the shard owning its occupant's fragment: the partial sum blocking a
     slot on one shard's path may wait for this worker's contribution to another shard."""
     sock = shards[0].sock
     by_task = {(w.task.job, w.task.task): w for w in shards}
-    start = time.monotonic()
+    start = progress_at = time.monotonic()
+    done = 0
     for w in shards:
         w.start(start)
     while not all(w.finished for w in shards):
         now = time.monotonic()
         wait = min(w.pump(now) for w in shards)
-        select.select([sock], [], [], max(0.0, wait))
+        select.select([sock], [], [], max(0.0, min(wait, stall_after or wait)))
         now = time.monotonic()
         for frame in ina_frames(sock):
             dispatch(shards, by_task, frame, now)
         for w in shards:
             w.on_timeouts(time.monotonic())
+        if stall_after is not None:
+            if sum(w.done for w in shards) > done:
+                done, progress_at = sum(w.done for w in shards), now
+            elif now - progress_at > stall_after:
+                raise Stalled(shards, stall_after)
     for w in shards:
         w.stats.fragments = len(w.rows)
     return np.concatenate([w.result for w in shards]).reshape(-1)
