@@ -88,7 +88,7 @@ def _cut(text: str) -> tuple[str, str, int]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from controller.cli import _check_writable, console
+    from controller.cli import _check_writable, _write_json, console
     from controller.emulation import mininet_runner as runner
     from controller.emulation import training
     from controller.model.network import load_topology
@@ -153,10 +153,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     report = _report(args, config, reference, runs, faults)
     _print(console, report)
     if args.json:
-        import json
-
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
-        console.print(f"results written to {args.json}")
+        _write_json(args.json, report, "results")
     if args.png:
         plot(report, Path(args.png))
         console.print(f"plot written to {args.png}")
@@ -241,7 +238,7 @@ def _print(console, report: dict) -> None:
         )
     print_table(console, table)
     summary = Table(title=f"{report['workers']} workers, {report['target']} target")
-    for col in ("scheme", "final %", "vs ref", "ms/step", "KB to PS/step", "exact steps"):
+    for col in ("scheme", "final %", "vs ref", "allreduce ms", "KB to PS/step", "exact steps"):
         summary.add_column(col, justify="right")
     final = report["reference"][-1]["accuracy"]
     for r in runs:
