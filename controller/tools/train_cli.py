@@ -263,10 +263,6 @@ def plot(report: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (acc, step) = plt.subplots(1, 2, figsize=(11, 4))
-    ref = report["reference"]
-    acc.plot(
-        [e["epoch"] for e in ref], [e["accuracy"] * 100 for e in ref], "k--", label="reference"
-    )
     for r in report["runs"]:
         acc.plot(
             [e["epoch"] for e in r["epochs"]],
@@ -280,6 +276,14 @@ def plot(report: dict, path: Path) -> None:
             label=r["scheme"],
             lw=0.8,
         )
+    ref = report["reference"]  # drawn last: the runs it matches would hide it
+    acc.plot(
+        [e["epoch"] for e in ref],
+        [e["accuracy"] * 100 for e in ref],
+        "k--",
+        lw=1.5,
+        label="reference (float64)",
+    )
     acc.set(xlabel="epoch", ylabel="test accuracy (%)", title="accuracy per epoch")
     step.set(xlabel="step", ylabel="all-reduce time (ms)", title="time per step")
     step.set_yscale("log")
