@@ -62,6 +62,7 @@ class TrainRun:
     same_params: bool = False  # every worker ended with the same parameters
     cut_at_step: int | None = None
     replans: int = 0
+    loss_measured: dict = field(default_factory=dict)  # frames offered, dropped, received
     wall_seconds: float = 0.0
 
     @property
@@ -91,15 +92,19 @@ def train(
     names = list(tp.paths)
     result = TrainRun(plan.scheme, worker_rate_gbps(plan), len(names))
     with Emulation(network, plan, target=target) as emu:
-        from controller.emulation.faults.impair import Impairment, LinkImpairments
+        from controller.emulation.faults import impair
 
-        impair = (
-            LinkImpairments(emu, Impairment("loss", faults.loss_percent))
+        before = impair.interface_packets(emu)
+        with (
+            impair.LinkImpairments(emu, impair.Impairment("loss", faults.loss_percent))
             if faults.loss_percent
             else nullcontext()
-        )
-        with impair:
+        ) as lossy:
             _run(emu, names, config, faults, timeout, result, on_epoch)
+            if lossy is not None:  # what really happened, from the counters
+                result.loss_measured = impair.measured(
+                    emu, lossy.counters(), before, impair.interface_packets(emu)
+                )
         result.replans = len(emu.state().get("replans", []))
     return result
 

@@ -254,6 +254,19 @@ def _print(console, report: dict) -> None:
             f"{r['exact_steps']}/{r['steps']}" + ("" if r["same_params"] else " (params differ)"),
         )
     print_table(console, summary)
+    for r in runs:
+        if lost := r.get("loss_measured"):
+            console.print(
+                f"{r['scheme']}: the links dropped {lost['frames_hit']:,} of "
+                f"{lost['frames_offered']:,} frames ({lost['hit_percent']:g} %)",
+                highlight=False,
+            )
+        if r.get("cut_at_step"):
+            console.print(
+                f"{r['scheme']}: link cut at step {r['cut_at_step']}, "
+                f"{r['replans']} re-plan(s) followed",
+                highlight=False,
+            )
 
 
 def plot(report: dict, path: Path) -> None:
