@@ -32,7 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="routing scheme, repeatable to compare schemes side by side (default shortest)",
     )
     p.add_argument(
-        "--workers", type=count, help="train on the task's first N workers (default: all)"
+        "--workers",
+        type=count,
+        metavar="N",
+        help="train on the task's first N workers (default: all)",
     )
     p.add_argument("--epochs", type=count, default=10, help="epochs (default 10)")
     p.add_argument(
@@ -43,9 +46,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="samples per worker per step; the global batch is N*B (default 16)",
     )
     p.add_argument("--lr", type=_fraction, default=0.1, help="learning rate (default 0.1)")
-    p.add_argument("--seed", type=solver_seed, default=0, help="weights and batch order seed")
-    p.add_argument("--target", choices=["embedded", "bmv2"], default="embedded")
-    p.add_argument("--loss", type=_percent, default=0.0, metavar="PCT", help="loss on every link")
+    p.add_argument(
+        "--seed",
+        type=solver_seed,
+        default=0,
+        help="seed of the weights and batch order (default 0)",
+    )
+    p.add_argument(
+        "--target",
+        choices=["embedded", "bmv2"],
+        default="embedded",
+        help="switch program: the embedded Python target (default) or bmv2 running ina.p4",
+    )
+    p.add_argument(
+        "--loss",
+        type=_percent,
+        default=0.0,
+        metavar="PCT",
+        help="percent of frames dropped on every link, both ways (default 0)",
+    )
     p.add_argument(
         "--cut-link",
         type=_cut,
