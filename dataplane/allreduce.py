@@ -170,7 +170,8 @@ class Session:
                 )
             assert ps_ip is not None and index is not None and workers is not None
             row = {"flow_id": flow_id or index + 1, "next_node": next_node, "segments": []}
-            routes = [_Route(Task(job or 1, task or 0), _ps(ps_ip), row, index)]
+            ids = Task(1 if job is None else job, 0 if task is None else task)
+            routes = [_Route(ids, _ps(ps_ip), row, index)]
             shares, count, paced = None, workers, False
             peers = [f"worker {i}" for i in range(workers) if i != index]
         sock, me = _open_interface(iface, ip, netns)
@@ -347,8 +348,10 @@ def _planned_routes(
     if api is not None:
         if (job is None) == (job_name is None):
             raise SessionError("with api, give job (its id) or job_name, one of them")
+        which: int | str | None = job_name if job_name is not None else job
+        assert which is not None
         try:
-            answer = wait_for_job(api, job_name or job, wait=api_wait, ca=api_ca)  # type: ignore[arg-type]
+            answer = wait_for_job(api, which, wait=api_wait, ca=api_ca)
         except ApiError as exc:
             raise SessionError(str(exc)) from None
         rows, job_id, version = answer["workers"], answer["job_id"], answer["version"]

@@ -129,8 +129,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_switch)
 
-    from dataplane import agents, demo, multihost
+    from dataplane import agents, allreduce_demo, demo, multihost
 
     agents.register(subparsers)
     multihost.register(subparsers)
     demo.register(subparsers)
+    allreduce_demo.register(subparsers)

@@ -15,7 +15,8 @@ The switches only add int32. Every step agrees on its scales first, with sums al
 Error per element of a block: |Σ q 2**-k - Σ x| <= N 2**-(k+1) (each worker rounds by at most
 half a unit), then the float32 rounding of the result (half an ulp). Unlike one global scale,
 a block scaled to its own maxima keeps ~31 - log2(N) significant bits of its sum whatever the
-magnitude elsewhere in the array, down to G - 49 or so for blocks far below the largest.
+magnitude elsewhere in the array, down to an absolute floor near N**2 2**(G-R-31) for blocks
+far below the largest value.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ def top_exponent(summed: np.ndarray) -> int | None:
 
 
 def sizes_agree(summed: np.ndarray, elements: int, workers: int) -> bool:
-    """Whether the summed element counts are N times this worker's (a worker whose array
-    differs in size from the others' always sees a mismatch)."""
+    """Whether the summed element counts are N times this worker's: when the sizes differ,
+    at least the worker with the largest array sees that they do not."""
     return int(summed[BUCKETS]) == workers * (elements % 2 ** reference_bits(workers))
 
 

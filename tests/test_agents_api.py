@@ -234,3 +234,24 @@ def test_options_that_leave_an_agent_without_its_ids_are_one_line(argv, message)
     )
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.root
+def test_a_training_session_opens_from_the_api_by_job_name(controller):
+    """dataplane.allreduce: a Session takes its ids from the API as the agents do, and
+    follows the plan there (its watcher starts at the version it was given)."""
+    from dataplane.allreduce import Session
+
+    job = _submit(controller["address"], {"name": "training", **JOB})
+    agents = job["tasks"][0]["agents"]
+    mine = next(a for a in agents if a["worker"] == "H21")
+    with Session.open(
+        iface="lo", ip="10.0.0.9", name="H21", api=controller["url"], job_name="training"
+    ) as session:
+        (route,) = session.routes
+        assert (route.task.job, route.row, route.contributor) == (job["id"], mine, 2)
+        assert route.ps.ip == ip_bytes(mine["ps_ip"]) and session.workers == 3
+        assert session.peers == ["H02", "H20"]
+        time.sleep(1.5)  # the watcher has read the rows again (every 0.5 s): no newer version
+        assert route.plan is not None and route.plan.poll(time.monotonic()) is None
+    _delete(controller["address"], job["id"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -328,3 +330,98 @@ def test_a_sharded_job_opened_from_the_state_file_sends_each_ps_its_shard(tmp_pa
     # each PS finished only its share of each round's fragments
     assert [r["steps"] for r in reports] == [2, 2]
     assert reports[0]["fragments_finished"] > 2 * reports[1]["fragments_finished"] > 0
+
+
+@pytest.mark.root
+def test_the_allreduce_demo_runs_worker_processes_and_writes_json_and_png(tmp_path):
+    reason = missing("embedded")
+    if reason:
+        pytest.skip(reason)
+    command = [sys.executable, "-m", "controller.cli", "allreduce-demo", "--workers", "2"]
+    command += ["--steps", "2", "--elements", "1000", "--out", str(tmp_path)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "allreduce.json").read_text())
+    assert report["all_within_bound"] and len(report["steps"]) == 2
+    assert report["ps"]["steps"] == 2 and report["ps"]["miscounted"] == 0
+    assert (tmp_path / "allreduce.png").stat().st_size > 0
+
+
+def test_ina_ps_session_refuses_verify_in_one_line():
+    command = [sys.executable, "-m", "dataplane", "ps", "--session", "--verify"]
+    command += ["--iface", "lo", "--ip", "10.0.0.9", "--workers", "2", "--result-flow-id", "9"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        "error: ina ps --session: --verify checks one synthetic iteration; drop it"
+    ]
+
+
+@contextlib.contextmanager
+def _lossy(interfaces: list[str], percent: int):
+    """`percent` % of the frames leaving each interface dropped (an nftables egress chain:
+    this kernel has no netem), on this test's own veths (random names: a table left by a
+    killed run touches no other test's interfaces)."""
+    table = f"ina_allreduce_test_{os.getpid()}"
+    nft = ["nft"]
+    subprocess.run([*nft, "add", "table", "netdev", table], check=True)
+    try:
+        for i, dev in enumerate(interfaces):
+            hook = f"{{ type filter hook egress device {dev} priority 0; }}"
+            subprocess.run([*nft, "add", "chain", "netdev", table, f"e{i}", hook], check=True)
+            rule = ["numgen", "random", "mod", "100", "<", str(percent), "counter", "drop"]
+            subprocess.run([*nft, "add", "rule", "netdev", table, f"e{i}", *rule], check=True)
+        seen: dict[str, int] = {}
+        yield seen
+        listing = subprocess.run(
+            [*nft, "-j", "list", "table", "netdev", table], capture_output=True, text=True
+        )
+        seen["dropped"] = sum(
+            part["counter"]["packets"]
+            for item in json.loads(listing.stdout)["nftables"]
+            if "rule" in item
+            for part in item["rule"]["expr"]
+            if "counter" in part
+        )
+    finally:
+        subprocess.run([*nft, "delete", "table", "netdev", table], check=False)
+
+
+@pytest.mark.root
+def test_sums_stay_exact_when_the_switch_drops_5_percent_of_what_it_sends(switch_net):
+    """Lost results, CONTROLs and merged DATA on every port: the rounds recover (each a
+    Worker transfer) and every step's result is still the exact quantized sum."""
+    if shutil.which("nft") is None:
+        pytest.skip("nft is not installed")
+    shape, steps = (37, 29), 3
+    grads = [
+        [
+            np.random.default_rng([5, i, s]).standard_normal(shape).astype(np.float32)
+            for s in range(steps)
+        ]
+        for i in range(WORKERS)
+    ]
+    results: dict[int, list[np.ndarray]] = {}
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        try:
+            with _open(switch_net, index, timeout=60) as session:
+                results[index] = [session.allreduce(g) for g in grads[index]]
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    with _lossy(list(switch_net.switch_if.values()), 5) as loss, _session_ps(switch_net) as ps:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(WORKERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+    assert not errors, errors
+    assert loss["dropped"] > 10 and ps["miscounted"] == 0, (loss, ps)
+    for step in range(steps):
+        quantized, _ = reduce_locally([grads[i][step].reshape(-1) for i in range(WORKERS)])
+        for index in range(WORKERS):
+            np.testing.assert_array_equal(
+                results[index][step].reshape(-1), quantized.astype(np.float32)
+            )
