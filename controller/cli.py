@@ -1061,6 +1061,7 @@ def _plugins() -> list[Callable[[argparse._SubParsersAction], None]]:
         "dataplane.cli",
         "controller.tools.bench",
         "controller.tools.jobs_cli",
+        "controller.tools.train_cli",
     ):
         try:
             mod = __import__(module, fromlist=["register"])
