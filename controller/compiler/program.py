@@ -189,6 +189,8 @@ def compile_plan(
     """Compile `plan` as plan `version`, with each job's ids from `layout` if given (see the
     module docstring) and ports marking congestion from `mark_depth` queued packets; raises
     CompileError if the plan is inconsistent or exceeds the target."""
+    if not 0 <= mark_depth < 1 << 19:  # `mark_above`'s parameter: bmv2's enq_qdepth, 19 bits
+        raise CompileError(f"mark depth {mark_depth} is not within 0..{(1 << 19) - 1} packets")
     network = built_network(network, plan)
     ids = Numbering(network, layout)
     gen = generation(version)
