@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from controller.tools.bench.loss_journal import Journal, JournalMismatch, code_revision
+from controller.tools.bench.loss_journal import (
+    Journal,
+    JournalMismatch,
+    code_revision,
+    recovery_cost,
+)
 
 SETTINGS = {
     "item": "loss",
@@ -298,3 +303,33 @@ def test_the_delay_lines_counts_are_summed_over_a_rows_emulations(tmp_path):
         "held_at_stop": 2,
         "dropped_before_read": 6,
     }
+
+
+def test_recovery_cost_sets_resends_against_the_frames_the_loss_rules_dropped(tmp_path):
+    """Resends per frame dropped (the nft loss rules' own counters, by kind, summed over a
+    row's emulations) and resends as a share of the fragments the workers sent."""
+    journal = Journal(tmp_path / "loss.jsonl", SETTINGS, resume=False)
+    for resent, lost in ((7, {"contributions": 3, "results": 2, "acks_probes": 0}), (9, None)):
+        journal.started("fig1", "loss 1 %")
+        journal.iteration("fig1", "loss 1 %", {**_record(10.0, resent), "workers": 5})
+        session = _session(1000, 5, 995, 1)
+        if lost:
+            session["measured"]["frames_lost"] = lost
+        else:  # the second emulation dropped as much again
+            session["measured"]["frames_lost"] = {
+                "contributions": 1,
+                "results": 4,
+                "acks_probes": 0,
+            }
+        journal.ended("fig1", "loss 1 %", session)
+    cost = recovery_cost(journal.row("fig1", "loss 1 %").report())
+    assert cost["frames_lost"] == 10
+    assert cost["frames_lost_by_kind"] == {"contributions": 4, "results": 6, "acks_probes": 0}
+    assert cost["resends"] == 16 and cost["resends_per_lost_frame"] == 1.6
+    assert cost["resends_by_cause"] == {"loss": 0, "timeout": 16, "control": 0}
+    assert cost["resent_percent"] == 1.6  # 16 of 2 x 100 fragments x 5 workers
+    journal.started("fig1", "none")
+    journal.iteration("fig1", "none", _record(10.0, 3))  # recorded before `workers` was kept
+    journal.ended("fig1", "none", _session(1000, 0, 1000, 1))
+    unimpaired = recovery_cost(journal.row("fig1", "none").report())
+    assert unimpaired["resends_per_lost_frame"] is None and unimpaired["resent_percent"] is None

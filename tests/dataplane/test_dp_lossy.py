@@ -17,7 +17,13 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES, ROOT
 
-from controller.emulation.faults.lossy_sim import MBPS_PER_GBPS, Emulation, Impairments, main
+from controller.emulation.faults.lossy_sim import (
+    MBPS_PER_GBPS,
+    Emulation,
+    Impairments,
+    Stalls,
+    main,
+)
 from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
 from dataplane.frame import FRAME_LEN, K
@@ -78,6 +84,34 @@ def test_loss_on_every_link_is_recovered_exactly_within_a_bounded_slowdown(
     assert it.seconds <= bound * unimpaired, (
         f"{it.seconds:.1f} virtual s against {unimpaired:.2f} s without loss"
     )
+
+
+def test_the_simulator_counts_what_each_link_dropped_and_the_resends_per_frame_lost(fig1):
+    """Recovery's cost against what was lost: the frames the links dropped, by kind, and
+    the workers' resends per frame dropped; nothing dropped, no ratio."""
+    network, plan = fig1
+    emulation = Emulation(network, Impairments(loss=0.01), seed=1, plan=plan)
+    it = emulation.iteration(0, GRADIENT_MB, timeout=120)
+    _exactly_once(it)
+    dropped = sum(link.counts["lost"] for link in emulation.links.values())
+    assert sum(it.lost.values()) == dropped > 0
+    assert it.lost["contributions"] > 0 and it.lost["results"] > 0
+    cost = it.recovery()
+    assert cost["frames_lost"] == dropped and cost["resends"] == it.resends > 0
+    assert cost["resends_per_lost_frame"] == round(it.resends / dropped, 3)
+    (clean,) = _run(fig1, Impairments(), 1)
+    assert clean.recovery()["resends_per_lost_frame"] is None
+
+
+def test_stalled_agents_make_resends_without_any_loss(fig1):
+    """A loaded machine holds processes off the CPU: the no-loss resends seen on Mininet
+    (docs/loop-profile.md, finding 4) come back in the simulation with stalls, and not
+    without them."""
+    network, plan = fig1
+    stalled = Emulation(network, seed=0, plan=plan, stalls=Stalls(2.0, 0.03))
+    it = stalled.iteration(0, GRADIENT_MB, timeout=120)
+    _exactly_once(it)
+    assert sum(it.lost.values()) == 0 and it.resends > 0
 
 
 def test_five_percent_loss_at_a_megabyte_costs_a_few_unimpaired_iterations_not_twenty(fig1):

@@ -39,10 +39,15 @@ from pathlib import Path
 from typing import Any, Self
 
 from controller.emulation.faults.delayline import PASS_MARK
+from dataplane.frame import ACK, DATA, INA_UDP_PORT, OFF_INA, OFF_UDP, PROBE, RESULT
 
 KINDS = ("loss", "duplicate", "reorder")
 TABLE_PREFIX = "ina_faults_"
 DUP_MARK = 0x2
+# What a dropped frame was, by its INA flags: contributions (and the partial sums switches
+# send on) go towards the PS, results away from it; CONTROL and non-INA frames are "other".
+LOST_KINDS = ("contributions", "results", "acks_probes", "other")
+KIND_OF_FLAGS = {DATA: "contributions", RESULT: "results", ACK: "acks_probes", PROBE: "acks_probes"}
 
 
 class ImpairError(RuntimeError):
@@ -71,6 +76,25 @@ def _chain(interface: str) -> str:
     return "eg_" + interface.replace("-", "_")
 
 
+def _lost_chain(interface: str) -> str:
+    return "ls_" + interface.replace("-", "_")
+
+
+def _lost_rules(interface: str) -> str:
+    """A regular chain the loss rule jumps to: the frame is dropped by the rule of its kind,
+    whose counter says what was lost (`LOST_KINDS`, in order; raw link-layer offsets of
+    dataplane/frame.py)."""
+    port = f"@ll,{8 * (OFF_UDP + 2)},16 != {INA_UDP_PORT}"
+    flags = f"@ll,{8 * (OFF_INA + 3)},8"
+    by_kind = {k: [f for f, kind in KIND_OF_FLAGS.items() if kind == k] for k in LOST_KINDS}
+    rules = [f"{port} counter drop"]  # not INA: counted with "other" below
+    for kind in LOST_KINDS[:-1]:
+        values = ", ".join(str(f) for f in by_kind[kind])
+        rules.append(f"{flags} {{ {values} }} counter drop")
+    rules.append("counter drop")
+    return f"chain {_lost_chain(interface)} {{ " + "; ".join(rules) + "; }"
+
+
 @dataclass
 class _Site:
     """One namespace (a host, or the root namespace of all the switches): its interfaces."""
@@ -90,6 +114,7 @@ class LinkImpairments:
         self.table = f"{TABLE_PREFIX}{self.tag}"
         self.sites: list[_Site] = []
         self.delayline_stats: dict[str, dict[str, int]] = {}
+        self.unread: list[str] = []  # interfaces whose counters `counters` could not read
         root_interfaces: list[str] = []
         root_node = None
         for node in emu.node.values():
@@ -122,7 +147,8 @@ class LinkImpairments:
         chains = []
         for n, interface in enumerate(site.interfaces):
             if imp.kind == "loss":
-                action = "counter drop"
+                action = f"counter goto {_lost_chain(interface)}"
+                chains.append(_lost_rules(interface))
             elif imp.kind == "duplicate":
                 action = f'meta mark set {DUP_MARK} counter dup to "{interface}" meta mark set 0'
             else:
@@ -163,14 +189,21 @@ class LinkImpairments:
                     f"{delayline.stdout.read().decode()[-400:]}"
                 )
 
-    def counters(self) -> dict[str, dict[str, int]]:
-        """Per link interface: frames the egress chain saw (`seen`) and acted on (`hit`)."""
-        out: dict[str, dict[str, int]] = {}
+    def counters(self) -> dict[str, dict[str, Any]]:
+        """Per link interface: frames the egress chain saw (`seen`) and acted on (`hit`);
+        under loss also what it dropped by `LOST_KINDS` (`lost`)."""
+        out: dict[str, dict[str, Any]] = {}
+        self.unread = []
         for site in self.sites:
-            text = site.node.cmd(f"nft -j list table netdev {self.table}")
-            try:
-                rules = [e["rule"] for e in json.loads(text)["nftables"] if "rule" in e]
-            except (ValueError, KeyError):
+            for _ in range(3):  # a listing garbled on a loaded machine is read again
+                text = site.node.cmd(f"nft -j list table netdev {self.table}")
+                try:
+                    rules = [e["rule"] for e in json.loads(text)["nftables"] if "rule" in e]
+                    break
+                except (ValueError, KeyError):
+                    continue
+            else:
+                self.unread += site.interfaces  # counted as unread, not as zero
                 continue
             by_chain: dict[str, list[int]] = {}
             for rule in rules:
@@ -180,6 +213,11 @@ class LinkImpairments:
             for interface in site.interfaces:
                 seen, hit = by_chain.get(_chain(interface), [0, 0])[:2]
                 out[interface] = {"seen": seen, "hit": hit}
+                lost = by_chain.get(_lost_chain(interface))
+                if lost:  # non-INA first, then LOST_KINDS in order ("other" last)
+                    counts = dict(zip(LOST_KINDS, lost[1:], strict=True))
+                    counts["other"] += lost[0]
+                    out[interface]["lost"] = counts
         return out
 
     def close(self) -> None:
@@ -222,10 +260,10 @@ def interface_packets(emu) -> dict[str, tuple[int, int]]:
 
 def measured(
     emu,
-    chains: dict[str, dict[str, int]],
+    chains: dict[str, dict[str, Any]],
     before: dict[str, tuple[int, int]],
     after: dict[str, tuple[int, int]],
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """The rate that really happened, from counters only: frames the egress chains saw against
     what the far ends received (interface rx), and the chains' own hit ratio."""
     peer = {}
@@ -234,7 +272,13 @@ def measured(
     seen = sum(c["seen"] for c in chains.values())
     hit = sum(c["hit"] for c in chains.values())
     received = sum(after[peer[i]][1] - before[peer[i]][1] for i in chains if i in peer)
-    return frame_rates(seen, hit, received)
+    rates: dict[str, Any] = frame_rates(seen, hit, received)
+    if any("lost" in c for c in chains.values()):
+        rates["frames_lost"] = {
+            kind: sum(c.get("lost", {}).get(kind, 0) for c in chains.values())
+            for kind in LOST_KINDS
+        }
+    return rates
 
 
 def frame_rates(offered: int, hit: int, received: int) -> dict[str, float]:

@@ -37,6 +37,7 @@ from finsy import P4Schema
 from finsy.proto import p4r
 
 from controller.compiler.program import Numbering, WorkerAssignment, compile_plan
+from controller.emulation.faults.impair import KIND_OF_FLAGS, LOST_KINDS
 from controller.emulation.mininet_runner import DEFAULT_SCALE_MBPS, PACING_HEADROOM
 from controller.model.inputs import InputError
 from controller.model.network import Network, load_topology
@@ -71,6 +72,13 @@ MBPS_PER_GBPS = DEFAULT_SCALE_MBPS["embedded"]  # what the Mininet runner emulat
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
 
+def frame_kind(frame: bytes) -> str:
+    """What `frame` is among the `LOST_KINDS` the Mininet impairment counts."""
+    if len(frame) <= OFF_INA + 3 or frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT:
+        return "other"
+    return KIND_OF_FLAGS.get(frame[OFF_INA + 3], "other")
+
+
 @dataclass(frozen=True)
 class Impairments:
     """Per-frame probabilities on the egress of every interface (both ends of every link)."""
@@ -79,6 +87,17 @@ class Impairments:
     duplicate: float = 0.0
     reorder: float = 0.0
     reorder_delay: float = 0.020
+
+
+@dataclass(frozen=True)
+class Stalls:
+    """Scheduling lag on a loaded machine: every switch and worker is held off the CPU for
+    `seconds` at random moments, `per_second` times a second on average (0: never); frames
+    that arrive meanwhile wait. The Mininet emulation shares two cores among a dozen Python
+    processes, which the links and switches alone do not model."""
+
+    per_second: float = 0.0
+    seconds: float = 0.0
 
 
 class Clock:
@@ -118,6 +137,7 @@ class Link:
     up: bool = True
     _fifo: deque = field(default_factory=deque)
     _busy: bool = False
+    lost: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOST_KINDS, 0))
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
             ("offered", "lost", "copies", "held", "tail_drops", "delivered"), 0
@@ -130,6 +150,7 @@ class Link:
             roll = self.rng.random()
             if roll < self.impair.loss:
                 self.counts["lost"] += 1
+                self.lost[frame_kind(frame)] += 1
                 return
             if self.rng.random() < self.impair.duplicate:
                 self.counts["copies"] += 1
@@ -199,6 +220,7 @@ class SimSwitch:
     ports: dict[int, Link] = field(default_factory=dict)
     _inbox: deque = field(default_factory=deque)
     _busy: bool = False
+    stalled_until: float = 0.0  # held off the CPU until then (`Stalls`)
 
     def receive(self, port: int, frame: bytes) -> None:
         self._inbox.append((port, frame))
@@ -207,6 +229,9 @@ class SimSwitch:
             self.clock.at(self.clock.now + self.service, self._serve)
 
     def _serve(self) -> None:
+        if self.clock.now < self.stalled_until:
+            self.clock.at(self.stalled_until, self._serve)
+            return
         port, frame = self._inbox.popleft()
         for out_port, out in self.pipeline.process(port, frame):
             if out_port != CPU_PORT and out_port in self.ports:
@@ -225,6 +250,8 @@ class SimWorker:
     clock: Clock
     worker: Worker
     _wake: float = float("inf")
+    stalled_until: float = 0.0  # held off the CPU until then (`Stalls`)
+    _held: deque = field(default_factory=deque)  # frames that arrived meanwhile
 
     def start(self) -> None:
         self.worker.start(self.clock.now)
@@ -233,13 +260,30 @@ class SimWorker:
     def receive(self, frame: bytes) -> None:
         if frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT or self.worker.finished:
             return
+        if self.clock.now < self.stalled_until:
+            if not self._held:
+                self.clock.at(self.stalled_until, self._release)
+            self._held.append(frame)
+            return
         w = self.worker
         dispatch([w], {(w.task.job, w.task.task): w}, frame, self.clock.now)
         self.step()
 
+    def _release(self) -> None:
+        if self.clock.now < self.stalled_until:  # stalled again meanwhile
+            self.clock.at(self.stalled_until, self._release)
+            return
+        held, self._held = self._held, deque()
+        for frame in held:
+            self.receive(frame)
+
     def step(self) -> None:
         w, now = self.worker, self.clock.now
         if w.finished:
+            return
+        if now < self.stalled_until:
+            self._wake = self.stalled_until
+            self.clock.at(self.stalled_until, self._woken)
             return
         w.on_timeouts(now)
         wake = now + w.pump(now)
@@ -274,6 +318,25 @@ class Iteration:
     # link dropped from a full queue: what the link into the PS spent its time on.
     ps_intake: dict[str, int] = field(default_factory=dict)
     tail_drops_into_ps: int = 0
+    # Frames the impairment dropped on every link during the iteration, by `LOST_KINDS`.
+    lost: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def resends(self) -> int:
+        """Fragments the workers sent again, whatever the cause."""
+        return self.resent_on_timeout + self.resent_on_control + self.resent_on_loss
+
+    def recovery(self) -> dict[str, float | None]:
+        """What recovery cost against what was lost: resends per frame dropped (None when
+        nothing was) and the share of the workers' fragments resent, in %."""
+        lost = sum(self.lost.values())
+        sent = self.fragments * len(self.exact)
+        return {
+            "frames_lost": lost,
+            "resends": self.resends,
+            "resends_per_lost_frame": round(self.resends / lost, 3) if lost else None,
+            "resent_percent": round(100 * self.resends / max(1, sent), 3),
+        }
 
 
 class SimPlan:
@@ -316,10 +379,12 @@ class Emulation:
         service: float = 30e-6,
         plan: Plan | None = None,
         mark_depth: int | None = None,
+        stalls: Stalls = Stalls(),
     ) -> None:
         self.network = network
         self.clock = Clock()
         self.rng = random.Random(seed)
+        self.stalls, self._stall_rng = stalls, random.Random(seed + 1)
         self.impair = impair
         self.plan = plan or solve(
             network, scheme, SolveOptions(time_limit=20, seed=0, params={"num_workers": 1})
@@ -342,6 +407,7 @@ class Emulation:
             for entity in programs[name].entities():
                 entities.write(p4r.Update(type=INSERT, entity=entity.encode(finsy_schema)))
             self.switches[name] = SimSwitch(name, self.clock, pipeline, service)
+            self._stall(self.switches[name])
             self.entities[name] = entities
         self.sockets = {h: SimSocket() for h in network.hosts}
         self.receivers: dict[str, Callable[[bytes], None]] = {}
@@ -443,6 +509,7 @@ class Emulation:
         self.receivers[first.ps] = intake.receive
         into_ps = [link for (_, v), link in self.links.items() if v == first.ps]
         drops_before = sum(link.counts["tail_drops"] for link in into_ps)
+        lost_before = self.lost_by_kind()
         self._ps, self.watchers = ps, []
         workers = []
         for index, a in enumerate(rows):
@@ -467,6 +534,7 @@ class Emulation:
                 mark_depth=self.mark_depth,
             )
             sim = SimWorker(self.clock, w)
+            self._stall(sim)
             self.receivers[a.worker] = sim.receive
             workers.append((a.worker, sim))
         start = self.clock.now
@@ -502,7 +570,24 @@ class Emulation:
             [s.worker.rto for _, s in workers],
             intake.counts,
             sum(link.counts["tail_drops"] for link in into_ps) - drops_before,
+            {k: n - lost_before[k] for k, n in self.lost_by_kind().items()},
         )
+
+    def _stall(self, agent: SimSwitch | SimWorker) -> None:
+        """Hold `agent` off the CPU now and then (`Stalls`), until the clock stops."""
+        if not self.stalls.per_second:
+            return
+
+        def stall() -> None:
+            agent.stalled_until = self.clock.now + self.stalls.seconds
+            self.clock.at(self.clock.now + self._stall_rng.expovariate(rate), stall)
+
+        rate = self.stalls.per_second
+        self.clock.at(self.clock.now + self._stall_rng.expovariate(rate), stall)
+
+    def lost_by_kind(self) -> dict[str, int]:
+        """Frames every link's impairment dropped so far, by `LOST_KINDS`."""
+        return {k: sum(link.lost[k] for link in self.links.values()) for k in LOST_KINDS}
 
 
 class PsIntake:
@@ -602,6 +687,18 @@ def main(argv: list[str] | None = None) -> int:
         help="workers pace at this fraction of their planned rate",
     )
     parser.add_argument(
+        "--stalls",
+        type=_positive(float),
+        default=0.0,
+        help="times a second each switch and worker is held off the CPU (a loaded machine)",
+    )
+    parser.add_argument(
+        "--stall-ms",
+        type=_positive(float),
+        default=20.0,
+        help="how long each of those stalls lasts (ms)",
+    )
+    parser.add_argument(
         "--cut",
         metavar="U-V",
         help="cut link U-V during the last iteration; the plan is recomputed "
@@ -625,6 +722,7 @@ def main(argv: list[str] | None = None) -> int:
         impair=Impairments(args.loss, args.duplicate, args.reorder),
         mbps_per_gbps=args.link_scale * MBPS_PER_GBPS,
         queue=args.queue,
+        stalls=Stalls(args.stalls, args.stall_ms / 1000),
     )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:
@@ -637,6 +735,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         row = {k: v for k, v in it.__dict__.items() if k != "waiting"}
         row["exact"] = all(it.exact)
+        row.update(it.recovery())
         row["plan_version"] = emulation.version
         print(
             json.dumps(row if it.seconds is not None else {**row, "waiting": it.waiting}),

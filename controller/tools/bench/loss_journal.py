@@ -71,6 +71,30 @@ def iteration_record(it: IterationResult) -> dict:
         "fragments_finished": it.ps_report.get("finished", 0),
         "miscounted": it.ps_report.get("miscounted", 0),
         "duplicates_ignored_at_ps": it.ps_report.get("duplicates_ignored", 0),
+        "workers": len(it.worker_reports),
+    }
+
+
+def recovery_cost(run: dict) -> dict:
+    """What a row's recovery cost against what its impairment dropped: the workers' resends
+    by cause, the frames the nft loss rules dropped (by kind), resends per frame dropped,
+    and resends as a share of the fragments the workers sent (the figure that counts for
+    an unimpaired row, where nothing is dropped)."""
+    lost = run["measured"].get("frames_lost")
+    dropped = sum(lost.values()) if lost else None
+    resends = run["retransmissions"]
+    sent = run.get("worker_fragments")
+    return {
+        "resends": resends,
+        "resends_by_cause": {
+            cause: run[f"resent_on_{cause}"] for cause in ("loss", "timeout", "control")
+        },
+        "frames_lost": dropped,
+        "frames_lost_by_kind": lost,
+        "resends_per_lost_frame": (
+            round(resends / dropped, 3) if dropped and resends is not None else None
+        ),
+        "resent_percent": round(100 * resends / sent, 3) if sent and resends is not None else None,
     }
 
 
@@ -92,6 +116,8 @@ def summary(records: list[dict]) -> dict:
         **{key: sum(r[key] for r in records) for key in PER_ITERATION},
         "rto_ms": [r["rto_ms"] for r in records],
         "seconds": [r["seconds"] for r in records],
+        # fragments all workers sent once each (records before this was kept have none)
+        "worker_fragments": sum(r["fragments"] * r.get("workers", 0) for r in records),
     }
 
 
@@ -116,7 +142,12 @@ class Row:
         """The row as the report gives it: its iterations' figures, and its emulations'
         counters summed (plan versions: the most any one emulation made)."""
         frames = [sum(s["measured"].get(key, 0) for s in self.sessions) for key in _FRAME_COUNTS]
-        measured = frame_rates(*frames) if frames[0] else {}
+        measured: dict = dict(frame_rates(*frames)) if frames[0] else {}
+        lost = [m["frames_lost"] for s in self.sessions if "frames_lost" in (m := s["measured"])]
+        if lost:
+            measured["frames_lost"] = {k: sum(n[k] for n in lost) for k in lost[0]}
+        if unread := sum(s["measured"].get("interfaces_unread", 0) for s in self.sessions):
+            measured["interfaces_unread"] = unread  # the counts above miss their frames
         return {
             **summary(self.records),
             "measured": measured,

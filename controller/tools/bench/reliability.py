@@ -57,6 +57,7 @@ from controller.tools.bench.loss_journal import (
     Journal,
     JournalMismatch,
     iteration_record,
+    recovery_cost,
     summary,
 )
 from controller.tools.tables import print_table
@@ -370,6 +371,8 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                     error = str(exc)[:2000]
                 chains = faults.counters() if faults else {}
             rates = measured(emu, chains, before, interface_packets(emu)) if faults else {}
+            if faults and faults.unread:  # their frames are missing from every count above
+                rates["interfaces_unread"] = len(faults.unread)
             delay_lines = (
                 {
                     key: sum(link[key] for link in faults.delayline_stats.values())
@@ -396,6 +399,7 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
     base = runs["none"]["mean_seconds"] if "none" in runs else None
     for run in runs.values():
         run["slowdown"] = run["mean_seconds"] / base if base and run["mean_seconds"] else None
+        run["recovery"] = recovery_cost(run)
     _table(
         f"{topology}: {args.iterations} × {args.gradient_mb:g} MB",
         [
@@ -423,6 +427,22 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                 "rx/offered": v["measured"].get("received_per_offered", 1.0),
             }
             for k, v in runs.items()
+        ],
+    )
+    _table(
+        f"{topology}: what recovery cost against what was lost",
+        [
+            {
+                "impairment": k,
+                "lost": _dash(r["frames_lost"]),
+                "lost c/r/a/o": "/".join(str(n) for n in (r["frames_lost_by_kind"] or {}).values())
+                or "–",
+                "resent": _dash(r["resends"]),
+                "loss/timeout/control": "/".join(str(n) for n in r["resends_by_cause"].values()),
+                "resent per lost": _dash(r["resends_per_lost_frame"]),
+                "resent % of sent": _dash(r["resent_percent"]),
+            }
+            for k, r in ((k, v["recovery"]) for k, v in runs.items())
         ],
     )
     for label, run in runs.items():
@@ -485,6 +505,11 @@ def _counted(run: dict, key: str) -> int | str:
     """A per-iteration count of `run`, or "–" when no iteration finished (reports written
     before such counts were null say 0 there, so the finished count decides)."""
     return run[key] if run["iterations_completed"] else "–"
+
+
+def _dash(value: object) -> object:
+    """`value`, or "–" when there is none (nothing dropped, or no iteration finished)."""
+    return "–" if value is None else value
 
 
 def _rounded(value: float | None) -> float | str:
