@@ -34,6 +34,7 @@ from controller.southbound.p4runtime import SouthboundError
 from controller.tools.arguments import (
     UserError,
     count,
+    mark_depth,
     param_pair,
     param_values,
     positive,
@@ -41,6 +42,7 @@ from controller.tools.arguments import (
     solver_seed,
 )
 from controller.tools.tables import print_table
+from dataplane.frame import MARK_DEPTH
 
 console = Console(soft_wrap=True)  # piped into a log, lines stay whole (tables: print_table)
 
@@ -455,6 +457,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
         switch_grace=args.switch_grace,
         watch_primary=args.watch_primary,
         primary_stale=args.primary_stale,
+        mark_depth=args.mark_depth,
     )
     if northbound is not None:
         northbound.attach(
@@ -913,6 +916,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds without a write that make the watched primary hung "
         "(default 5; it writes every second)",
+    )
+    p.add_argument(
+        "--mark-depth",
+        type=mark_depth,
+        default=MARK_DEPTH,
+        metavar="N",
+        help="switch ports mark INA packets congested from N packets queued ahead of them "
+        f"(default {MARK_DEPTH}, half of Mininet's 1000-packet queues; a shorter queue needs "
+        "about half its size: 1 for 2-packet queues; p4src/README.md)",
     )
     _add_channel_options(p)
     p.add_argument(

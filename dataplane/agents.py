@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dataplane.frame import BROADCAST, Endpoint, K, Task, ip_bytes, mac_bytes
+from dataplane.frame import BROADCAST, MARK_DEPTH, Endpoint, K, Task, ip_bytes, mac_bytes
 from dataplane.gradients import (
     FIXED_POINT_SCALE,
     fragments,
@@ -231,6 +231,7 @@ def _worker_shards(
         "timeout": args.timeout,
         "rate_scale": args.rate_scale,
         "epoch": args.epoch,
+        "mark_depth": args.mark_depth,
     }
 
     def watcher(task: int) -> PlanWatcher | ApiWatcher | None:
@@ -502,6 +503,21 @@ def sending_options(p: argparse.ArgumentParser) -> None:
         default=1.0,
         help="wire Gbps per planned Gbps when pacing at the state file's rate",
     )
+    p.add_argument(
+        "--mark-depth",
+        type=_depth,
+        default=MARK_DEPTH,
+        metavar="N",
+        help="mark DATA congested from N frames waiting in this host's own egress queue "
+        f"(default {MARK_DEPTH}; p4src/README.md, Congestion mark)",
+    )
+
+
+def _depth(text: str) -> int:
+    """argparse type of --mark-depth: a count of frames, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of frames (0 or more)")
+    return int(text)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

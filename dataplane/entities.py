@@ -72,6 +72,7 @@ class Entities:
                 ("host_job", self._host_job),
             )
         }
+        self._translate[schema.table_named("InaEgress.mark_threshold").id] = self._mark_threshold
         self._counters = {
             c.id: c.name.removeprefix(COUNTER_PREFIX)
             for c in schema.counters.values()
@@ -392,6 +393,13 @@ class Entities:
             self.pipeline.fwd.host_jobs.discard(bound)
         else:
             self.pipeline.fwd.host_jobs.add(bound)
+
+    def _mark_threshold(self, key: Key, action: Params | None) -> None:
+        port = _int(key[0][1])
+        if action is None:
+            self.pipeline.fwd.mark_depth.pop(port, None)
+        else:
+            self.pipeline.fwd.mark_depth[port] = action["depth"]
 
     def _job_slots(self, key: Key, action: Params | None) -> None:
         job, generation = _int(key[0][1]), _int(key[1][1])

@@ -51,12 +51,46 @@ DATA, RESULT, CONTROL, ACK, PROBE = 0x01, 0x02, 0x04, 0x08, 0x10
 RETRANSMITTED = 1
 CONTRIBUTOR_SHIFT = 1
 FLAGS = frozenset((DATA, RESULT, CONTROL, ACK, PROBE))
+# Bit 7 of `flags` beside the kind (p4src/README.md, "Congestion mark"): a switch sets it on a
+# DATA, ACK, PROBE or RESULT that found at least the port's threshold of frames queued ahead of
+# it, aggregation ORs it over the contributions, the PS echoes it in the result. Its own bit, not
+# the IPv4 ECN field: ECN CE is what tells plain OpenFlow switches a CONTROL packet.
+CONGESTED = 0x80
+KIND = 0x7F  # the bits of `flags` that name the kind
+# Default threshold: packets queued ahead of an INA packet in an egress queue from which it is
+# marked (the controller's `mark_threshold` entries, a worker's own queue): half of the
+# 1000-frame queues Mininet gives every port. Marks from shallower depths of those queues cut
+# windows on the queues that recovery traffic builds under random loss, and the windows, not
+# the recovery, gave way (docs/reliability/congestion.md); a port with a shorter queue needs
+# a lower threshold: half its capacity (1 for the 2-frame queues of RELIABILITY.md, section 2).
+MARK_DEPTH = 500
+
 
 OFF_IP = 14
 OFF_UDP = 34
 OFF_INA = 42
 OFF_ELEMS = OFF_INA + INA_HEADER_LEN
 ECN_CE = 3
+
+
+def kind_of(flags: int) -> int:
+    """The kind of packet `flags` names (DATA, ...), the congestion mark left out."""
+    return flags & KIND
+
+
+def is_marked(frame: bytes | bytearray | memoryview) -> bool:
+    """Whether an INA frame carries the congestion mark."""
+    return bool(frame[OFF_INA + 3] & CONGESTED)
+
+
+def with_mark(frame: bytes) -> bytes:
+    """`frame` with the congestion mark set (it carries no checksum over the INA header)."""
+    if frame[OFF_INA + 3] & CONGESTED:
+        return frame
+    return b"".join(
+        (frame[: OFF_INA + 3], bytes((frame[OFF_INA + 3] | CONGESTED,)), frame[OFF_INA + 4 :])
+    )
+
 
 INA_HEADER = struct.Struct("!HBBHHIHHI")
 _ETH_IP_UDP = struct.Struct("!6s6sHBBHHHBBH4s4sHHHH")

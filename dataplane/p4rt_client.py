@@ -96,10 +96,12 @@ class Client:
     # *** entities by name
 
     def _table(self, name: str) -> p4i.Table:
-        return next(t for t in self.p4info.tables if t.preamble.name == f"InaIngress.{name}")
+        names = (f"InaIngress.{name}", f"InaEgress.{name}")
+        return next(t for t in self.p4info.tables if t.preamble.name in names)
 
     def _action(self, name: str) -> p4i.Action:
-        return next(a for a in self.p4info.actions if a.preamble.name == f"InaIngress.{name}")
+        names = (f"InaIngress.{name}", f"InaEgress.{name}")
+        return next(a for a in self.p4info.actions if a.preamble.name in names)
 
     def table_entry(
         self, table: str, match: dict[str, int | tuple[int, int]], action: str, **params: int

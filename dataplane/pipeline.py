@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from dataplane.frame import (
     ACK,
+    CONGESTED,
     CONTROL,
     CPU_PORT,
     DATA,
@@ -26,6 +27,7 @@ from dataplane.frame import (
     INA_HEADER,
     INA_UDP_LEN,
     INA_UDP_PORT,
+    KIND,
     MAX_JOBS,
     MAX_PIPES,
     OFF_ELEMS,
@@ -41,6 +43,7 @@ from dataplane.frame import (
     K,
     ipv4_checksum,
     set_ipv4_checksum,
+    with_mark,
 )
 
 # Counter name -> cells: the event counters are indexed by pipe, `forged` by the job a packet
@@ -64,6 +67,7 @@ _PARSED_END = _PARSED.size
 _LANE_HIGH = int.from_bytes(b"\x80\0\0\0" * K, "big")
 _LANE_LOW = (1 << 32 * K) - 1 ^ _LANE_HIGH
 _UDP_INA = struct.Struct("!HHHHHBBHHIHHI")  # UDP header + INA header: what `_emit` rewrites
+_INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,8 @@ class Forwarding:
     # a hit): `port_pipeline`'s pipe and `ina_aggregate`'s parameters (None: NoAction).
     default_pipe: int = 0
     default_aggregate: Aggregate | None = None
+    # `mark_threshold`: egress port -> frames queued ahead of a packet from which it is marked
+    mark_depth: dict[int, int] = field(default_factory=dict)
 
 
 class Slots:
@@ -109,6 +115,7 @@ class Slots:
         self.count = [0] * cells
         self.touched = [0.0] * cells  # monotonic seconds of the last contribution or duplicate
         self.values = [0] * cells  # the K int32 partial sums as one integer (see _LANE_HIGH)
+        self.mark = [0] * cells  # CONGESTED if any contribution summed here carried the mark
 
 
 def slot_of(frag_id: int, base: int, count: int) -> int:
@@ -169,6 +176,7 @@ class Pipeline:
             return []
         if dport != INA_UDP_PORT:
             return self._ipv4(frame)
+        mark, flags = flags & CONGESTED, flags & KIND
         if length < _ELEMS_END or udp_len != INA_UDP_LEN or k != K or flags not in FLAGS:
             self._count("malformed", pipe)  # step 2
             return []
@@ -179,7 +187,7 @@ class Pipeline:
             return self._result(pipe, frame)
         if flags == CONTROL:
             return self._ipv4(frame)
-        return self._data_or_ack(port, pipe, frame, flags)
+        return self._data_or_ack(port, pipe, frame, flags, mark)
 
     @staticmethod
     def packet_out(port: int, payload: bytes) -> list[tuple[int, bytes]]:
@@ -201,8 +209,28 @@ class Pipeline:
         out = _with_checksum(frame)
         return [(p, out) for p in self.fwd.mcast.get(group, ())]
 
+    def marks(self, port: int) -> bool:
+        """Whether packets leaving `port` are marked by its queue (a `mark_threshold` entry):
+        only then need a target measure that queue."""
+        return port in self.fwd.mark_depth
+
+    def mark(self, port: int, frame: bytes, queued: int) -> bytes:
+        """Egress (README "Congestion mark"): `frame` leaving `port` with `queued` frames
+        ahead of it in the port's queue, marked if that is at least the port's threshold. Only
+        INA packets but CONTROL are marked (a CONTROL already is the collision's signal)."""
+        depth = self.fwd.mark_depth.get(port)
+        if (
+            depth is None
+            or queued < depth
+            or len(frame) < _ELEMS_END
+            or frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT
+            or frame[OFF_INA + 3] & KIND == CONTROL
+        ):
+            return frame
+        return with_mark(frame)
+
     def _data_or_ack(
-        self, port: int, pipe: int, frame: bytes, flags: int
+        self, port: int, pipe: int, frame: bytes, flags: int, mark: int
     ) -> list[tuple[int, bytes]]:
         job, task, _, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         region = self.fwd.job_slots.get((job, flow >> 14))  # step 4.1: (job, generation)
@@ -213,7 +241,7 @@ class Pipeline:
         )
         if action is not None and region is not None:
             cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
-            result = self._aggregate(action, cell, frame, flags, frag, count)
+            result = self._aggregate(action, cell, frame, flags, frag, count, mark)
             if result is None:
                 return []
             if result == "collision":
@@ -232,9 +260,10 @@ class Pipeline:
         return [(out_port, _with_checksum(frame))]
 
     def _aggregate(
-        self, act: Aggregate, cell: int, frame: bytes, flags: int, frag: int, count: int
+        self, act: Aggregate, cell: int, frame: bytes, flags: int, frag: int, count: int, mark: int
     ) -> bytes | str | None:
-        """Step 4.2. Returns the frame to forward, "collision", "duplicate", or None (consumed)."""
+        """Step 4.2. Returns the frame to forward, "collision", "duplicate", or None (consumed).
+        A sum leaves with the congestion mark if any of its contributions carried it."""
         s = self.slots
         now = self.clock()
         stale = now - s.touched[cell] > STALE_AFTER_SECONDS
@@ -244,7 +273,9 @@ class Pipeline:
             # resend whose original made it) gets the sum again; it must not open a new
             # partial sum that nobody completes (README 4.2, "completed").
             self._count("duplicates", cell // SLOTS_PER_PIPE)
-            return self._emit(frame, act, s.count[cell] & 0xFFFF, s.values[cell])
+            return self._emit(
+                frame, act, s.count[cell] & 0xFFFF, s.values[cell], s.mark[cell] | mark
+            )
         free = s.bitmap[cell] == 0 or stale
         bitmap = 0 if free else s.bitmap[cell]
         mine = not free and same
@@ -261,22 +292,30 @@ class Pipeline:
         elems = int.from_bytes(frame[OFF_ELEMS:_ELEMS_END], "big")
         if free:
             s.frag[cell], s.tag[cell], s.count[cell] = frag, act.tag, count
-            s.values[cell] = elems
+            s.values[cell], s.mark[cell] = elems, mark
         else:
             s.count[cell] += count
             s.values[cell] = lane_sum(s.values[cell], elems)
+            s.mark[cell] |= mark
         bitmap |= act.member
         if bitmap != act.full:
             s.bitmap[cell] = bitmap
             return None
         s.bitmap[cell] = 0
         self._count("aggregations_completed", pipe=cell // SLOTS_PER_PIPE)
-        return self._emit(frame, act, s.count[cell] & 0xFFFF, s.values[cell])
+        return self._emit(frame, act, s.count[cell] & 0xFFFF, s.values[cell], s.mark[cell])
 
     @staticmethod
-    def _emit(frame: bytes, act: Aggregate, count: int | None, values: int | None) -> bytes:
+    def _emit(
+        frame: bytes,
+        act: Aggregate,
+        count: int | None,
+        values: int | None,
+        mark: int | None = None,
+    ) -> bytes:
         """The frame with flow id (also the UDP source port), next node, no UDP checksum and,
-        on completion, the count and the sums: UDP and INA headers packed in one call."""
+        on completion, the count, the sums and the sum's congestion mark: UDP and INA headers
+        packed in one call."""
         (_, dport, length, _, job, task, flags, _, _, frag, old_count, k, aux) = (
             _UDP_INA.unpack_from(frame, OFF_UDP)
         )
@@ -287,7 +326,7 @@ class Pipeline:
             0,
             job,
             task,
-            flags,
+            flags if mark is None else flags & KIND | mark,
             act.out_flow,
             act.next_node,
             frag,

@@ -14,8 +14,10 @@ put back from there, as libpcap does, and the pipeline sees the frame as it was 
 
 from __future__ import annotations
 
+import fcntl
 import socket
 import struct
+import termios
 from collections.abc import Callable
 
 from dataplane.frame import INA_UDP_PORT, OFF_ELEMS, OFF_UDP, K
@@ -35,6 +37,7 @@ ETH_P_8021Q = 0x8100
 _AUXDATA = struct.Struct("=IIIHHHH")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_AUXDATA.size)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+SIOCOUTQ = termios.TIOCOUTQ  # the same request number: bytes a socket sent not yet freed
 
 
 def open_raw(ifname: str) -> socket.socket:
@@ -108,3 +111,27 @@ def send(sock: socket.socket, frame: bytes) -> bool:
     except OSError:  # full buffer (BlockingIOError) or link down (ENETDOWN, ENXIO)
         return False
     return True
+
+
+class Backlog:
+    """Frames waiting in the egress queue of the interface a packet socket sends on, read with
+    SIOCOUTQ: the kernel charges each sent frame's buffer (its truesize, about a kilobyte for
+    an INA frame, not its length) to the socket until the interface takes it from its queue
+    disciplines (a veth hands it to its peer), so the charge is the backlog of this socket's
+    frames behind the port's shaper. The charge of one frame is taken as the least non-zero
+    value read so far: it is what one waiting frame costs, whatever the kernel's sizes. The
+    embedded switch reads it for its congestion mark (p4src/README.md, "Congestion mark")."""
+
+    def __init__(self) -> None:
+        self.unit = 0  # bytes one waiting frame is charged (0: none seen yet)
+
+    def frames(self, sock: socket.socket) -> int:
+        try:
+            outq = struct.unpack("i", fcntl.ioctl(sock.fileno(), SIOCOUTQ, b"\0" * 4))[0]
+        except OSError:
+            return 0
+        if outq <= 0:
+            return 0
+        if not self.unit or outq < self.unit:
+            self.unit = outq
+        return outq // self.unit

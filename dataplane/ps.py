@@ -7,6 +7,10 @@ task's result flow id (published by the controller as `result_flow_id`). A DATA,
 for a finished fragment makes it send the result again (a worker lost it). It keeps no timer:
 recovery is the workers' (dataplane/recovery.py).
 
+Congestion: a result carries the congestion mark (p4src/README.md, "Congestion mark") when any
+sum the PS added into it came marked, and a result sent again carries the mark of the packet
+that asked for it: the workers learn of the queues on the way in, where the sums go.
+
 With model sharding each PS finishes only its own shard of the fragments (`offset`); with
 partial aggregation it needs no change: it finishes each fragment by the `count` its packets
 carry, whatever flows brought them.
@@ -25,6 +29,7 @@ import numpy as np
 from dataplane.frame import (
     ACK,
     BROADCAST,
+    CONGESTED,
     DATA,
     FLOW_IDS_PER_GENERATION,
     INA_HEADER,
@@ -38,6 +43,7 @@ from dataplane.frame import (
     K,
     Task,
     build_frame,
+    kind_of,
 )
 from dataplane.gradients import EPOCHS, frag_id, split_frag_id
 from dataplane.ports import ina_frames, send
@@ -74,6 +80,7 @@ class ParameterServer:
     def __post_init__(self) -> None:
         self.epoch %= EPOCHS  # as it reads back from a fragment id
         self.done = np.zeros(self.fragments, dtype=bool)
+        self.marked = np.zeros(self.fragments, dtype=bool)  # a sum of it came marked
         self.result = np.zeros((self.fragments, K), dtype=np.int32)
 
     def _generation(self, flow: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,13 +90,14 @@ class ParameterServer:
             self.counts[gen] = np.zeros(self.fragments, dtype=np.int64)
         return self.sums[gen], self.counts[gen]
 
-    def _send_result(self, frag: int, aux: int = RETRANSMITTED) -> None:
+    def _send_result(self, frag: int, aux: int = RETRANSMITTED, mark: int = 0) -> None:
         """`aux`: that of the contribution that completed the fragment; a repeated result is
-        marked RETRANSMITTED (no worker takes its round trip as a sample, dataplane/rto.py)."""
+        marked RETRANSMITTED (no worker takes its round trip as a sample, dataplane/rto.py).
+        `mark`: CONGESTED to echo the congestion mark."""
         header = InaHeader(
             self.task.job,
             self.task.task,
-            RESULT,
+            RESULT | mark,
             self.result_flow_id,
             0,
             frag_id(self.epoch, self.offset + frag),
@@ -104,6 +112,7 @@ class ParameterServer:
 
     def handle(self, frame: bytes) -> None:
         job, task, flags, flow, _, raw, count, _, aux = INA_HEADER.unpack_from(frame, OFF_INA)
+        mark, flags = flags & CONGESTED, kind_of(flags)
         epoch, wire = split_frag_id(raw)
         frag = wire - self.offset
         if (
@@ -115,7 +124,7 @@ class ParameterServer:
         if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
             self.duplicates_ignored += flags == DATA
             if self.done[frag]:
-                self._send_result(frag)
+                self._send_result(frag, mark=mark)
             return
         if flags != DATA:
             return
@@ -123,6 +132,7 @@ class ParameterServer:
             self.duplicates_ignored += 1
             return
         self.seen.add((flow, frag))
+        self.marked[frag] |= bool(mark)
         sums, counts = self._generation(flow)
         sums[frag] += np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
         counts[frag] += count
@@ -133,7 +143,7 @@ class ParameterServer:
             self.finished += 1
             # Aggregation forwards the `aux` of the contribution that completed a slot, so this
             # is the last contribution to arrive along the fragment's slowest path.
-            self._send_result(frag, aux)
+            self._send_result(frag, aux, CONGESTED if self.marked[frag] else 0)
 
     def flows_per_fragment(self) -> float:
         """Distinct (flow, fragment) contributions that reached the PS per fragment: how many

@@ -48,6 +48,7 @@ REQUIRED_TABLES: dict[str, tuple[tuple[tuple[str, int, str], ...], tuple[str, ..
         (("ingress_port", 9, "EXACT"), ("job", 16, "EXACT")),
         ("InaIngress.permit_job",),
     ),
+    "InaEgress.mark_threshold": ((("egress_port", 9, "EXACT"),), ("InaEgress.mark_above",)),
 }
 REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.set_pipeline": (("pipe", 8),),
@@ -64,6 +65,7 @@ REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.set_result_group": (("group", 16),),
     "InaIngress.mark_host_port": (),
     "InaIngress.permit_job": (),
+    "InaEgress.mark_above": (("depth", 19),),
 }
 COUNTER_PREFIX = "InaIngress."
 # Controller headers (packet-in / packet-out through CPU_PORT): name -> its one metadata field.

@@ -7,6 +7,11 @@ pipeline sends to CPU_PORT become PacketIns; PacketOuts come back through `trans
 Frames waiting on several ports are taken one per port in turn, as a switch's input arbiter
 (and bmv2's receive loop) does: draining one port's whole queue first let one sender's
 fragments run ahead of the other's and collide where a switch aggregates them.
+
+Congestion marks (p4src/README.md, "Congestion mark"): the queue of a port is the kernel's,
+the queue disciplines of its interface (under Mininet a shaper and a short FIFO), since the
+loop hands every frame to the kernel at once. Its depth is read per frame sent to a port that
+has a `mark_threshold` entry, from the socket's unsent bytes (`dataplane.ports.Backlog`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import grpc
 
 from dataplane.frame import CPU_PORT
 from dataplane.pipeline import Pipeline
-from dataplane.ports import open_raw, receive, send
+from dataplane.ports import Backlog, open_raw, receive, send
 from dataplane.server import P4RuntimeService, serve
 
 LOG = logging.getLogger(__name__)
@@ -37,6 +42,7 @@ async def run_switch(
     `interfaces` (port -> name)."""
     pipeline = Pipeline()
     sockets = {port: open_raw(name) for port, name in interfaces.items()}
+    backlogs = {port: Backlog() for port in sockets}
 
     def transmit(port: int, frame: bytes) -> None:
         sock = sockets.get(port)
@@ -51,7 +57,7 @@ async def run_switch(
         """The ports' input queues served round-robin, one frame per port per turn. This is
         the per-packet path: names are bound locally and nothing is allocated but the frames
         (see dataplane/README.md, "Throughput")."""
-        process, outputs = pipeline.process, sockets.get
+        process, outputs, marks, mark = pipeline.process, sockets.get, pipeline.marks, pipeline.mark
         active = list(sockets.items())
         for _ in range(ROUNDS_PER_TURN):
             busy = []
@@ -66,6 +72,8 @@ async def run_switch(
                     else:
                         out_sock = outputs(out_port)
                         if out_sock is not None:
+                            if marks(out_port):
+                                out = mark(out_port, out, backlogs[out_port].frames(out_sock))
                             send(out_sock, out)
             if not busy:
                 return

@@ -10,7 +10,10 @@ is already out, else its own contribution to it, sent out of order, or sent agai
 sent a round trip ago), so that neither a lost ACK, a lost contribution nor diverged windows
 can block a slot for good. Fragments sent ahead of order that way take no place in the window:
 a window full of them would wait for fragments that only its own in-order sending can provide
-(a deadlock seen after re-plans). Optionally paced at the task's published rate.
+(a deadlock seen after re-plans). Optionally paced at the task's published rate. A result
+carrying the congestion mark cuts the window as DCTCP does and grows nothing
+(dataplane/congestion.py); the worker's own egress queue marks its DATA as a switch port
+would, so that workers outpacing their own links hear of it too.
 
 Model sharding (EINA Sec. III-C): when the controller's state file gives the tasks of the job
 a `model_share`, the worker splits its fragments into contiguous shards, one per task in task
@@ -35,16 +38,20 @@ import socket
 import time
 from bisect import bisect_right
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dataplane.congestion import MarkReaction
 from dataplane.frame import (
     ACK,
+    CONGESTED,
     CONTROL,
     DATA,
     FRAME_LEN,
     INA_HEADER,
+    MARK_DEPTH,
     OFF_ELEMS,
     OFF_INA,
     PROBE,
@@ -57,9 +64,11 @@ from dataplane.frame import (
     build_frame,
     completed_by,
     data_aux,
+    is_marked,
+    kind_of,
 )
 from dataplane.gradients import EPOCHS, frag_id, segment_rows, split_frag_id
-from dataplane.ports import ina_frames, send
+from dataplane.ports import Backlog, ina_frames, send
 from dataplane.recovery import (
     CONTROL_RESEND_GAP,
     CUT_FLOOR,
@@ -91,6 +100,7 @@ class WorkerStats:
     acks: int = 0
     probes: int = 0
     plan_switches: int = 0
+    marked: int = 0  # results that came with the congestion mark
     sent_to_unblock: int = 0
     freed_across_shards: int = 0  # ACKs that broke a wait between two PSs' trees (unblock)
     controls: int = 0  # CONTROL packets received: collisions in a slot on the path
@@ -121,6 +131,11 @@ class Worker:
     # names the contributor whose DATA completed the fragment, so each worker knows which
     # round trips were its own (`own_rtt`, PEER_WAIT_CAP).
     contributor: int = 0
+    # Frames waiting in this worker's own egress queue (None: read from the socket, SIOCOUTQ):
+    # a DATA sent with `mark_depth` of them ahead carries the congestion mark, as a switch
+    # port marks (p4src/README.md, "Congestion mark").
+    queued: Callable[[], int] | None = None
+    mark_depth: int = MARK_DEPTH
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
     _blocking: dict[int, float] = field(default_factory=dict)  # occupant -> first named (shards)
@@ -182,6 +197,7 @@ class Worker:
     # found from later results clears it.
     timeouts_spurious: bool = False
     _next_cut: float = 0.0  # timeouts halve the window at most once per round trip
+    marks: MarkReaction = field(default_factory=MarkReaction)  # DCTCP on marked results
     next_frag: int = 0
     epoch: int = 0  # the iteration, carried in every fragment id
     # Fragment index on the wire of rows[0]: a shard of a gradient keeps its fragments' place
@@ -204,6 +220,9 @@ class Worker:
         self.have = np.zeros(len(self.rows), dtype=bool)
         self.rtt = RtoEstimator(initial=self.timeout)
         self.own_rtt = RtoEstimator()
+        if self.queued is None:
+            backlog, sock = Backlog(), self.sock
+            self.queued = lambda: backlog.frames(sock)
 
     @property
     def rto(self) -> float:
@@ -270,10 +289,11 @@ class Worker:
         count = 1 if flags == DATA else 0
         flow, node = self.ids(frag)
         aux = data_aux(self.contributor, frag in self.first_sent) if flags == DATA else 0
+        marked = flags == DATA and self.queued is not None and self.queued() >= self.mark_depth
         header = InaHeader(
             self.task.job,
             self.task.task,
-            flags,
+            flags | CONGESTED if marked else flags,
             flow,
             node,
             frag_id(self.epoch if epoch is None else epoch, self.offset + frag),
@@ -471,7 +491,9 @@ class Worker:
                     self.ahead.discard(frag)  # already sent to unblock a slot
                     continue
                 self._first_send(frag, now)
-            self.next_send = max(self.next_send, now) + self.gap
+            self.next_send = max(self.next_send, now) + max(
+                self.gap, self.marks.gap(self.window, self.rtt.srtt)
+            )
         earliest = self.outstanding.earliest()
         wait = (now + self.rto if earliest is None else earliest) - now
         if self._probe_due is not None:
@@ -584,13 +606,16 @@ class Worker:
                 self._detect_losses(first - self.reo_wnd, now)
             self._probe_due = now + self._pto() if self.outstanding else None
             self._probes_unanswered = 0
-            if not slow:
+            marked = is_marked(frame)
+            self.stats.marked += marked
+            self.window = self.marks.on_result(marked, self.window)
+            if not slow and not marked:
                 # A result later than its timeout and not held up by a recovery shows a full
                 # path, not room for one more fragment: grown on those too, the windows of
                 # 16 workers behind slow switches regrew while the queues were still long,
                 # and timed out again (2694 resends on timeout instead of 195, 4x4, 0.5 ms
                 # a frame, no loss).
-                self.window = min(self.max_window, self.window + 1)
+                self.window = min(self.max_window, self.window + self.marks.growth(self.window))
             if frag in self.resent and self.timeouts.get(frag):
                 # A resend on a timeout may come late enough to find its slot reused or
                 # abandoned and leave a partial sum there. Fast resends (RACK, the tail probe)
@@ -673,6 +698,7 @@ def dispatch(
     the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this
     too."""
     job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
+    flags = kind_of(flags)  # the mark is read from the frame (`Worker.receive`)
     shard = by_task.get((job, task))
     if shard is None:
         return

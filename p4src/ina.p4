@@ -48,6 +48,9 @@ const bit<8> FLAG_RESULT = 0x02;
 const bit<8> FLAG_CONTROL = 0x04;
 const bit<8> FLAG_ACK = 0x08;
 const bit<8> FLAG_PROBE = 0x10;
+// Bit 7 of `flags` is the congestion mark, beside the kind (README "Congestion mark").
+const bit<8> FLAG_CONGESTED = 0x80;
+const bit<8> FLAG_KIND = 0x7f;
 
 // What the aggregation step decided for a DATA, ACK or PROBE packet.
 const bit<3> V_PASS = 0;      // no aggregation here: forward under the packet's own flow id
@@ -157,6 +160,8 @@ struct metadata_t {
     bit<16> next_node;
     @field_list(1)  // FL_CONTROL
     bit<32> occupant;
+    bit<8> congested;   // the packet's congestion mark (FLAG_CONGESTED or 0), kept apart
+    bit<19> mark_depth; // the egress port's `mark_threshold`
 }
 
 // *** PARSER
@@ -198,6 +203,9 @@ parser InaParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
     }
     state parse_ina {
         packet.extract(hdr.ina);
+        // The mark is kept apart while ingress looks at the kind; ingress puts it back.
+        meta.congested = hdr.ina.flags & FLAG_CONGESTED;
+        hdr.ina.flags = hdr.ina.flags & FLAG_KIND;
         verify(hdr.udp.length == INA_UDP_LEN && hdr.ina.k == K, error.InaBadLength);
         verify(hdr.ina.flags == FLAG_DATA || hdr.ina.flags == FLAG_RESULT
                || hdr.ina.flags == FLAG_CONTROL || hdr.ina.flags == FLAG_ACK
@@ -225,6 +233,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     @name("slot_count") register<bit<16>>(CELLS) slot_count;
     @name("slot_values") register<bit<32>>(VALUE_CELLS) slot_values;
     @name("slot_time") register<bit<48>>(CELLS) slot_time;  // last contribution or duplicate
+    @name("slot_mark") register<bit<8>>(CELLS) slot_mark;   // OR of the contributions' marks
 
     // Events the controller observes, indexed by pipe.
     @name("aggregations_completed") counter(MAX_PIPES, CounterType.packets) aggregations_completed;
@@ -317,12 +326,14 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bitmap_t bitmap;
         bit<16> stored_count;
         bit<48> touched;
+        bit<8> marked;
         bit<48> now = standard_metadata.ingress_global_timestamp;
         slot_frag.read(frag, meta.cell);
         slot_tag.read(owner, meta.cell);
         slot_bitmap.read(bitmap, meta.cell);
         slot_count.read(stored_count, meta.cell);
         slot_time.read(touched, meta.cell);
+        slot_mark.read(marked, meta.cell);
 
         bool is_data = hdr.ina.flags == FLAG_DATA;
         bool stale = now - touched > STALE_AFTER_US;
@@ -340,6 +351,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bool freed = hdr.ina.flags == FLAG_ACK && mine;  // a PROBE frees nothing
         bool release = done || freed;
         bit<16> new_count = free ? hdr.ina.count : stored_count + hdr.ina.count;
+        bit<8> new_mark = free ? meta.congested : (marked | meta.congested);
 
         slot_frag.write(meta.cell, take ? hdr.ina.frag_id : frag);
         // An ACK forgets the owner too: a freed partial sum is not a completed one.
@@ -347,7 +359,10 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_bitmap.write(meta.cell, release ? (bitmap_t)0 : (take ? new_bitmap : bitmap));
         slot_count.write(meta.cell, take ? new_count : stored_count);
         slot_time.write(meta.cell, (take || dup) ? now : touched);
+        slot_mark.write(meta.cell, take ? new_mark : marked);
         hdr.ina.count = done ? new_count : (again ? stored_count : hdr.ina.count);
+        // A sum leaves marked if any contribution summed into it was.
+        meta.congested = done ? new_mark : (again ? (marked | meta.congested) : meta.congested);
 
         bit<32> vbase = meta.cell * K;
         bit<32> v;
@@ -508,6 +523,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         } else {
             mark_to_drop(standard_metadata);
         }
+        if (hdr.ina.isValid()) {
+            hdr.ina.flags = hdr.ina.flags | meta.congested;
+        }
     }
 }
 
@@ -515,10 +533,34 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
 // Only the collision clone is rewritten: it becomes the ECN-marked CONTROL packet naming the
 // fragment (and, in aux, the fragment occupying the slot) and goes back toward the sender.
 
+// Every other INA packet but CONTROL is marked congested when it found at least the port's
+// threshold of packets queued ahead of it (README "Congestion mark").
+
 control InaEgress(inout headers_t hdr, inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
+
+    @name("mark_above")
+    action mark_above(bit<19> depth) {
+        meta.mark_depth = depth;
+    }
+
+    // The egress ports whose queue marks packets, and from what depth (README "Congestion mark").
+    @name("mark_threshold")
+    table mark_threshold {
+        key = { standard_metadata.egress_port: exact @name("egress_port"); }
+        actions = { mark_above; NoAction; }
+        default_action = NoAction();
+        size = 512;
+    }
+
     apply {
-        if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE
+        if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE
+                && hdr.ina.isValid() && (hdr.ina.flags & FLAG_KIND) != FLAG_CONTROL) {
+            if (mark_threshold.apply().hit
+                    && standard_metadata.enq_qdepth >= meta.mark_depth) {
+                hdr.ina.flags = hdr.ina.flags | FLAG_CONGESTED;
+            }
+        } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE
                 && hdr.ina.isValid()) {
             hdr.ina.flags = FLAG_CONTROL;
             hdr.ina.aux = meta.occupant;

@@ -22,7 +22,9 @@ switches realise exactly the flows the evaluator scored:
   installs the switch's port→pipeline map, and clone session p sends control packets back out
   of port p;
 * `host_port` / `host_job` bind every port facing a host to the jobs that host takes part in
-  (worker or PS), so a host cannot send for another job (p4src/README.md step 2b).
+  (worker or PS), so a host cannot send for another job (p4src/README.md step 2b);
+* `mark_threshold` makes every port mark INA packets congested from `mark_depth` packets
+  queued ahead of them (p4src/README.md, "Congestion mark").
 
 Jobs are numbered from the topology's task order, flow ids run on across the plan and the slot
 region of a generation is split evenly, unless a `JobLayout` per job is given: then each job
@@ -55,7 +57,13 @@ from controller.evaluator.evaluate import FlowId, TaskFlows, task_flows
 from controller.model import patch_panel
 from controller.model.network import Network, hosts_do_not_forward
 from controller.model.plan import Plan, TaskPlan
-from dataplane.frame import FLOW_IDS_PER_GENERATION, GENERATIONS, MAX_FAN_IN, SLOTS_PER_PIPE
+from dataplane.frame import (
+    FLOW_IDS_PER_GENERATION,
+    GENERATIONS,
+    MARK_DEPTH,
+    MAX_FAN_IN,
+    SLOTS_PER_PIPE,
+)
 
 # Plan versions cycle through GENERATIONS, each with its own flow ids, tags, slot region and
 # multicast groups, so that a new plan's entries can be installed beside the old one's
@@ -172,16 +180,23 @@ def job_layout(layout: Layout, job: str) -> JobLayout:
 
 
 def compile_plan(
-    network: Network, plan: Plan, version: int = 1, layout: Layout | None = None
+    network: Network,
+    plan: Plan,
+    version: int = 1,
+    layout: Layout | None = None,
+    mark_depth: int = MARK_DEPTH,
 ) -> tuple[dict[str, SwitchProgram], list[WorkerAssignment]]:
     """Compile `plan` as plan `version`, with each job's ids from `layout` if given (see the
-    module docstring); raises CompileError if the plan is inconsistent or exceeds the target."""
+    module docstring) and ports marking congestion from `mark_depth` queued packets; raises
+    CompileError if the plan is inconsistent or exceeds the target."""
+    if not 0 <= mark_depth < 1 << 19:  # `mark_above`'s parameter: bmv2's enq_qdepth, 19 bits
+        raise CompileError(f"mark depth {mark_depth} is not within 0..{(1 << 19) - 1} packets")
     network = built_network(network, plan)
     ids = Numbering(network, layout)
     gen = generation(version)
     programs = {s: SwitchProgram(s) for s in network.switches}
     for name, prog in programs.items():
-        _base_entries(network, plan, ids, name, prog)
+        _base_entries(network, plan, ids, name, prog, mark_depth)
     jobs = list(dict.fromkeys(tp.job for tp in plan.tasks))
     region = SLOTS_PER_PIPE // GENERATIONS
     share = region // max(1, len(jobs))
@@ -258,10 +273,15 @@ def _is_slots_for(entry: P4TableEntry, job_id: int) -> bool:
 
 
 def _base_entries(
-    network: Network, plan: Plan, ids: Numbering, switch: str, prog: SwitchProgram
+    network: Network,
+    plan: Plan,
+    ids: Numbering,
+    switch: str,
+    prog: SwitchProgram,
+    mark_depth: int = MARK_DEPTH,
 ) -> None:
-    """Port→pipeline map, host ports bound to their hosts' jobs, collision clone sessions and
-    IPv4 routes to every host."""
+    """Port→pipeline map, host ports bound to their hosts' jobs, collision clone sessions,
+    congestion marking on every port and IPv4 routes to every host."""
     for port, pipe in sorted(network.pipeline_map(switch).items()):
         prog.table_entries.append(
             _entry("port_pipeline", {"ingress_port": port}, "set_pipeline", pipe=pipe)
@@ -273,6 +293,9 @@ def _base_entries(
         ]
     ports = sorted(d["out_port"] for _, _, d in network.graph.out_edges(switch, data=True))
     prog.clone_sessions = [P4CloneSessionEntry(p, replicas=[(p, 0)]) for p in ports]
+    prog.table_entries += [
+        _entry("mark_threshold", {"egress_port": p}, "mark_above", depth=mark_depth) for p in ports
+    ]
     for ip, port in host_routes(network, ids, switch).items():
         prog.table_entries.append(
             _entry("ipv4_lpm", {"dst_addr": f"{ip}/32"}, "forward", port=port)

@@ -231,6 +231,7 @@ class Emulation:
         agent_processes: int = DEFAULT_AGENT_PROCESSES,
         pace_mbps: float | None = None,
         api: bool = False,
+        mark_depth: int | None = None,
     ):
         if target == "bmv2" and not switch_path():
             raise RunnerError(
@@ -238,6 +239,9 @@ class Emulation:
                 + HOW_TO_GET_BMV2
             )
         self.program_args = self._program_args(target)  # p4c first: fails before Mininet
+        # Congestion marks from this many queued packets, switch ports and workers alike
+        # (None: the controller's and the workers' default, p4src/README.md "Congestion mark").
+        self.mark_args = [] if mark_depth is None else ["--mark-depth", str(mark_depth)]
         self.network, self.plan, self.target = network, plan, target
         self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]
         # Workers pace at `pace` Mbps per model Gbps (default: the links' scale). Below the
@@ -472,6 +476,7 @@ class Emulation:
                 "--switch-grace",
                 f"{switch_grace(self.target, len(self.addresses)):g}",
                 *self.program_args,
+                *self.mark_args,
                 *(["--openflow-state", str(self.ovs.state)] if self.ovs else []),
                 *self._api_args(),
             ],
@@ -831,6 +836,7 @@ class Emulation:
             f"{first.rate_gbps * self.pace / 1000 * PACING_HEADROOM:.9f}",
             "--rate-scale",
             f"{self.pace / 1000 * PACING_HEADROOM:.12f}",
+            *self.mark_args,
             "--verify",
             "--task",
             str(self.ids.task_id(first.job, first.task)),

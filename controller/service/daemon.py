@@ -54,6 +54,7 @@ from controller.southbound.p4runtime import (
     check_fits,
 )
 from controller.southbound.tls import certificate_problem
+from dataplane.frame import MARK_DEPTH
 
 LOG = logging.getLogger(__name__)
 POLL_INTERVAL = 1.0  # seconds between counter reads (which double as liveness checks)
@@ -123,12 +124,15 @@ class Session:
     api_address: str | None = None
     api_url: str | None = None  # http:// or https:// (`--api-cert`) and the address
     changing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    mark_depth: int = MARK_DEPTH  # every port's `mark_threshold` (p4src/README.md)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.targets) - set(self.network.switches))
         if unknown:
             raise SouthboundError(f"switches file names unknown switch(es): {', '.join(unknown)}")
-        programs, self.assignments = compile_plan(self.network, self.plan, layout=self.layout)
+        programs, self.assignments = compile_plan(
+            self.network, self.plan, layout=self.layout, mark_depth=self.mark_depth
+        )
         p4info = self.p4info or P4INFO
         too_big = [p for name in self.targets for p in check_fits(programs[name], p4info)]
         if too_big:
@@ -240,7 +244,11 @@ async def _replan(session: Session, dead: set[tuple[str, str]]) -> None:
             SolveOptions(warm_start=session.plan, params=session.plan.details.get("params", {})),
         )
         programs, assignments = compile_plan(
-            view, plan, version=session.version + 1, layout=session.layout
+            view,
+            plan,
+            version=session.version + 1,
+            layout=session.layout,
+            mark_depth=session.mark_depth,
         )
     except Exception as exc:  # whatever the scheme raises, the daemon lives on
         # No plan for what is left (a PS cut off, say): keep the current one and keep watching;

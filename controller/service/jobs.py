@@ -273,6 +273,7 @@ class JobService:
                     dead_links=set(session.dead_links),
                     time_limit=self.time_limit,
                     seed=self.seed,
+                    mark_depth=session.mark_depth,
                 )
                 planned = time.perf_counter()
                 before = {switch: d.program for switch, d in session.drivers.items()}
@@ -341,7 +342,7 @@ class JobService:
                 session.network, session.plan, session.layout, job, self.base
             )
             programs, assignments = await asyncio.to_thread(
-                compile_plan, network, plan, session.version, layout
+                compile_plan, network, plan, session.version, layout, session.mark_depth
             )
             before = sum(
                 _names_job(e, own.job_id)

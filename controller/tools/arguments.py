@@ -75,6 +75,17 @@ def count(text: str) -> int:
     return value
 
 
+def mark_depth(text: str) -> int:
+    """argparse type of --mark-depth: packets queued ahead, 0 up to bmv2's 19-bit queue depth."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value < 1 << 19:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of packets from 0 to 524287")
+    return value
+
+
 def solver_seed(text: str) -> int:
     """argparse type of --seed: an integer CP-SAT accepts as its random seed (32 bits)."""
     try:

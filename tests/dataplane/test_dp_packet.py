@@ -117,7 +117,7 @@ def test_p4info_names_are_the_programs() -> None:
         name = entity.preamble.name
         if name == "NoAction":
             continue
-        local = name.removeprefix("InaIngress.")
+        local = name.removeprefix("InaIngress.").removeprefix("InaEgress.")
         assert local in pinned, f"{name} has no @name in ina.p4"
         assert local in readme, f"{name} is not documented in p4src/README.md"
     for table in p4info.tables:
@@ -202,6 +202,8 @@ def test_every_size_in_ina_p4_is_the_wire_modules() -> None:
         "FLAG_CONTROL": wire.CONTROL,
         "FLAG_ACK": wire.ACK,
         "FLAG_PROBE": wire.PROBE,
+        "FLAG_CONGESTED": wire.CONGESTED,
+        "FLAG_KIND": wire.KIND,
     }
     assert _p4_sizes() == expected
 

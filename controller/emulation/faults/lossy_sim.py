@@ -15,7 +15,9 @@ Links model what the Mininet emulation does (RELIABILITY.md): impairment on the 
 every interface (nftables' netdev egress hook, before the queue), then a FIFO of at most
 `queue` frames drained at the link's rate, then a propagation delay. A reordered frame is held
 `reorder_delay` and queued again, so later frames overtake it. A switch serves its arrivals
-one at a time, `service` seconds each.
+one at a time, `service` seconds each, and its pipeline marks what it sends by the number of
+frames waiting in the link's queue (p4src/README.md, "Congestion mark"), as the embedded
+target reads its port's kernel queue; a worker marks by its own link's queue.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from dataplane.frame import (
     K,
     Task,
     ip_bytes,
+    kind_of,
 )
 from dataplane.gradients import fragments, split_frag_id, synthetic_gradient
 from dataplane.pipeline import Pipeline
@@ -160,6 +163,12 @@ class Link:
                 return
         self._enqueue(frame)
 
+    @property
+    def queued(self) -> int:
+        """Frames waiting in the queue (the one on the wire not counted), as a switch's
+        egress queue depth reads."""
+        return len(self._fifo)
+
     def _enqueue(self, frame: bytes) -> None:
         if len(self._fifo) >= self.queue:
             self.counts["tail_drops"] += 1
@@ -195,6 +204,10 @@ class SimSocket:
         if self.link is not None:
             self.link.send(frame)
 
+    def queued(self) -> int:
+        """Frames waiting in the host's own egress queue (what SIOCOUTQ reads on Linux)."""
+        return 0 if self.link is None else self.link.queued
+
 
 @dataclass
 class SimSwitch:
@@ -222,7 +235,8 @@ class SimSwitch:
         port, frame = self._inbox.popleft()
         for out_port, out in self.pipeline.process(port, frame):
             if out_port != CPU_PORT and out_port in self.ports:
-                self.ports[out_port].send(out)
+                link = self.ports[out_port]
+                link.send(self.pipeline.mark(out_port, out, link.queued))
         if self._inbox:
             self.clock.at(self.clock.now + self.service, self._serve)
         else:
@@ -350,7 +364,9 @@ class Emulation:
     """A topology's switches, programmed with `plan` (default: `scheme` solved here), its
     hosts and impaired links; links carry `mbps_per_gbps` per model Gbps and hold `queue`
     frames, workers pace at the plan's rate × MBPS_PER_GBPS × PACING_HEADROOM (so a lower
-    `mbps_per_gbps` congests the links, as `controller.emulation.faults.impair.congest` does)."""
+    `mbps_per_gbps` congests the links, as `controller.emulation.faults.impair.congest` does).
+    Ports and workers mark congestion from `mark_depth` waiting frames (default: half the
+    queue, at least 1)."""
 
     def __init__(
         self,
@@ -362,6 +378,7 @@ class Emulation:
         queue: int = 1000,
         service: float = 30e-6,
         plan: Plan | None = None,
+        mark_depth: int | None = None,
         stalls: Stalls = Stalls(),
     ) -> None:
         self.network = network
@@ -373,7 +390,10 @@ class Emulation:
             network, scheme, SolveOptions(time_limit=20, seed=0, params={"num_workers": 1})
         )
         self.scheme, self.version = scheme, 1
-        self.programs, self.assignments = compile_plan(network, self.plan)
+        self.mark_depth = max(1, queue // 2) if mark_depth is None else mark_depth
+        self.programs, self.assignments = compile_plan(
+            network, self.plan, mark_depth=self.mark_depth
+        )
         programs = self.programs
         schema, self._finsy = Schema(load_p4info()), P4Schema(P4INFO_PATH)
         finsy_schema = self._finsy
@@ -420,7 +440,9 @@ class Emulation:
             plan = solve(
                 network, self.scheme, SolveOptions(time_limit=20, seed=0, params={"num_workers": 1})
             )
-            programs, self.assignments = compile_plan(network, plan, self.version)
+            programs, self.assignments = compile_plan(
+                network, plan, self.version, mark_depth=self.mark_depth
+            )
             stale = {}
             for name, entities in self.entities.items():
                 inserts, modifies, deletes = diff_programs(self.programs[name], programs[name])
@@ -508,6 +530,8 @@ class Emulation:
                 rate_scale=MBPS_PER_GBPS / 1000 * pacing_headroom,
                 epoch=epoch,
                 contributor=index,
+                queued=self.sockets[a.worker].queued,
+                mark_depth=self.mark_depth,
             )
             sim = SimWorker(self.clock, w)
             self._stall(sim)
@@ -581,6 +605,7 @@ class PsIntake:
         if frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT or len(frame) < FRAME_LEN:
             return
         job, task, flags, flow, _, raw, *_ = INA_HEADER.unpack_from(frame, OFF_INA)
+        flags = kind_of(flags)
         epoch, wire = split_frag_id(raw)
         ps, frag = self.ps, wire - self.ps.offset
         if (

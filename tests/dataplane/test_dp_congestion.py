@@ -1,0 +1,270 @@
+"""The congestion mark (p4src/README.md, "Congestion mark") without root: the embedded
+pipeline's egress marking and its OR through aggregation, the PS's echo, the worker's DCTCP rule
+against the RFC 8257 formulas written out here, the own-queue mark, and the compiler's entries.
+Real packets on both targets: tests/dataplane/test_dp_congestion_target.py (root)."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES
+from finsy import P4Schema, P4TableAction, P4TableEntry, P4TableMatch
+from finsy.proto import p4r
+
+from controller.compiler.program import compile_plan
+from controller.model.network import load_topology
+from controller.solvers import SolveOptions, solve
+from dataplane.congestion import GAIN, MarkReaction
+from dataplane.entities import INSERT, Entities
+from dataplane.frame import (
+    ACK,
+    CONGESTED,
+    CONTROL,
+    DATA,
+    MARK_DEPTH,
+    PROBE,
+    RESULT,
+    Endpoint,
+    InaHeader,
+    K,
+    Task,
+    build_frame,
+    is_marked,
+    kind_of,
+)
+from dataplane.pipeline import Aggregate, Pipeline
+from dataplane.ps import ParameterServer
+from dataplane.schema import P4INFO_PATH, Schema, load_p4info
+from dataplane.worker import Worker
+
+SRC = Endpoint(b"\x02\0\0\0\0\x01", bytes([10, 0, 0, 1]))
+DST = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
+JOB, TASK, OUT_FLOW, NEXT_NODE, OUT_PORT = 3, 1, 100, 7, 9
+
+
+def _frame(flow: int, frag: int, flags: int = DATA, count: int = 1, value: int = 1) -> bytes:
+    header = InaHeader(JOB, TASK, flags, flow, NEXT_NODE, frag, count)
+    return build_frame(SRC, DST, header, np.full(K, value, ">i4").tobytes())
+
+
+def _programmed(depth: int) -> Pipeline:
+    """A pipeline whose port OUT_PORT marks from `depth`, written as the controller writes it."""
+    pipeline = Pipeline()
+    entity = P4TableEntry(
+        "mark_threshold",
+        match=P4TableMatch({"egress_port": OUT_PORT}),
+        action=P4TableAction("mark_above", depth=depth),
+    )
+    Entities(Schema(load_p4info()), pipeline).write(
+        p4r.Update(type=INSERT, entity=entity.encode(P4Schema(P4INFO_PATH)))
+    )
+    return pipeline
+
+
+@pytest.mark.parametrize("kind", [DATA, ACK, PROBE, RESULT])
+def test_a_port_marks_from_its_threshold_of_queued_frames(kind: int) -> None:
+    pipeline = _programmed(depth=3)
+    frame = _frame(1, 5, kind)
+    assert [is_marked(pipeline.mark(OUT_PORT, frame, q)) for q in range(6)] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]
+    marked = pipeline.mark(OUT_PORT, frame, 3)
+    assert kind_of(marked[42 + 3]) == kind, "the kind stays"
+    assert marked[:45] == frame[:45] and marked[46:] == frame[46:], "only the flags byte changes"
+
+
+def test_a_port_without_an_entry_and_a_control_packet_are_never_marked() -> None:
+    pipeline = _programmed(depth=0)
+    assert not is_marked(pipeline.mark(OUT_PORT + 1, _frame(1, 5), 100))
+    assert not is_marked(pipeline.mark(OUT_PORT, _frame(1, 5, CONTROL), 100))
+    assert is_marked(pipeline.mark(OUT_PORT, _frame(1, 5), 0))
+    assert pipeline.marks(OUT_PORT) and not pipeline.marks(OUT_PORT + 1)
+
+
+def _aggregating(fan_in: int) -> Pipeline:
+    pipeline = Pipeline()
+    fwd = pipeline.fwd
+    fwd.job_slots[(JOB, 0)] = (0, 64)
+    for i in range(fan_in):
+        fwd.aggregate[(JOB, TASK, 0, i + 1)] = Aggregate(
+            1, 1 << i, (1 << fan_in) - 1, OUT_FLOW, NEXT_NODE
+        )
+    fwd.forward[(JOB, TASK, OUT_FLOW)] = OUT_PORT
+    return pipeline
+
+
+def _marked(frame: bytes) -> bytes:
+    out = bytearray(frame)
+    out[42 + 3] |= CONGESTED
+    return bytes(out)
+
+
+@pytest.mark.parametrize("which", [None, 0, 1, 2])
+def test_a_sum_is_marked_if_any_of_its_contributions_was(which: int | None) -> None:
+    pipeline = _aggregating(3)
+    outputs = []
+    for i in range(3):
+        frame = _frame(i + 1, 40, value=i + 1)
+        outputs += pipeline.process(i + 1, _marked(frame) if i == which else frame)
+    [(port, out)] = outputs
+    header = InaHeader.unpack(out)
+    assert (port, header.count, kind_of(header.flags)) == (OUT_PORT, 3, DATA)
+    assert np.frombuffer(out, ">i4", K, 62).tolist() == [6] * K
+    assert is_marked(out) == (which is not None)
+    # A copy of a counted contribution gets the stored sum again, with the stored mark.
+    [(_, again)] = pipeline.process(1, _frame(1, 40, value=1))
+    assert is_marked(again) == (which is not None)
+    # The next fragment in the same slot starts from its own contributions' marks.
+    outputs = [pipeline.process(i + 1, _frame(i + 1, 40 + 64, value=1)) for i in range(3)]
+    assert not is_marked(outputs[-1][0][1])
+
+
+def test_a_marked_contribution_is_neither_malformed_nor_taken_for_another_kind() -> None:
+    pipeline = _aggregating(1)
+    [(port, out)] = pipeline.process(1, _marked(_frame(1, 3)))
+    assert port == OUT_PORT and is_marked(out)
+    assert pipeline.counters["malformed"] == [0] * 4
+    [(_, ack)] = pipeline.process(1, _marked(_frame(1, 3, ACK, count=0)))
+    assert kind_of(ack[45]) == ACK and is_marked(ack), "an ACK passes with its mark"
+
+
+def _ps(workers: int = 2) -> tuple[ParameterServer, socket.socket]:
+    ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    return ParameterServer(ps_end, DST, Task(JOB, TASK), workers, 4, 50), observer
+
+
+def _sent(sock: socket.socket) -> list[bytes]:
+    out = []
+    while True:
+        try:
+            out.append(sock.recv(4096))
+        except BlockingIOError:
+            return out
+
+
+@pytest.mark.parametrize("marked", [False, True])
+def test_the_ps_echoes_a_mark_on_any_sum_of_the_fragment_in_its_result(marked: bool) -> None:
+    ps, observer = _ps()
+    first = _frame(1, 2)
+    ps.handle(_marked(first) if marked else first)
+    ps.handle(_frame(2, 2))
+    [result] = _sent(observer)
+    assert kind_of(result[45]) == RESULT and is_marked(result) == marked
+    assert np.frombuffer(result, ">i4", K, 62).tolist() == [2] * K
+    # A result sent again answers the packet that asked for it with that packet's mark.
+    ps.handle(_marked(_frame(1, 2, ACK, count=0)))
+    ps.handle(_frame(1, 2, PROBE, count=0))
+    assert [is_marked(r) for r in _sent(observer)] == [True, False]
+    assert (ps.finished, ps.miscounted) == (1, 0)
+
+
+def _reference_alphas(marks: list[bool], window: int) -> list[float]:
+    """RFC 8257 section 3.3 by hand: alpha = (1 - g) alpha + g F once per window of results,
+    F the marked share of that window, alpha from 1; the window held fixed."""
+    alpha, out = 1.0, []
+    for start in range(0, len(marks), window):
+        chunk = marks[start : start + window]
+        if len(chunk) == window:
+            alpha = (1 - GAIN) * alpha + GAIN * sum(chunk) / window
+            out.append(alpha)
+    return out
+
+
+def test_alpha_is_rfc_8257s_moving_average_of_the_marked_share_per_window() -> None:
+    rng = np.random.default_rng(1)
+    marks = [bool(m) for m in rng.random(400) < 0.3]
+    reaction, alphas = MarkReaction(window_left=8), []
+    for i, m in enumerate(marks):
+        reaction.on_result(m, 8.0)  # the window the caller holds; cuts are tested below
+        if (i + 1) % 8 == 0:
+            alphas.append(reaction.alpha)
+    assert alphas == pytest.approx(_reference_alphas(marks, 8))
+
+
+def test_a_marked_result_cuts_the_window_by_half_alpha_once_per_window() -> None:
+    reaction = MarkReaction()
+    assert reaction.on_result(True, 40.0) == pytest.approx(40 * (1 - reaction.alpha / 2))
+    window = 40 * (1 - reaction.alpha / 2)
+    for _ in range(int(window) - 1):  # the rest of that window: no second cut
+        assert reaction.on_result(True, window) == window
+    assert reaction.on_result(True, window) < window
+    assert reaction.cuts == 2
+    assert MarkReaction().on_result(True, 1.0) == 1.0, "never below one fragment"
+
+
+def test_growth_is_one_per_result_until_the_first_cut_then_one_per_window() -> None:
+    reaction = MarkReaction()
+    assert reaction.growth(10.0) == 1.0
+    window = reaction.on_result(True, 20.0)
+    assert reaction.ssthresh == window
+    assert reaction.growth(window) == pytest.approx(1 / window)
+    assert reaction.growth(window / 2) == 1.0, "below the cut's window: one per result"
+
+
+def test_pacing_spreads_the_window_over_a_round_trip_once_marks_came() -> None:
+    reaction = MarkReaction()
+    assert reaction.gap(10.0, 0.02) == 0.0
+    window = reaction.on_result(True, 20.0)
+    assert reaction.gap(window, 0.02) == pytest.approx(0.02 / window)
+
+
+def _worker(queued: int = 0) -> tuple[Worker, socket.socket]:
+    mine, wire = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    wire.setblocking(False)
+    rows = np.ones((64, K), np.int32)
+    w = Worker(mine, SRC, DST, Task(JOB, TASK), 1, NEXT_NODE, rows, window=20.0, timeout=0.5)
+    w.queued = lambda: queued
+    return w, wire
+
+
+def _result(frag: int, marked: bool) -> bytes:
+    frame = build_frame(
+        DST, SRC, InaHeader(JOB, TASK, RESULT, 50, 0, frag, 2), np.ones(K, ">i4").tobytes()
+    )
+    return _marked(frame) if marked else frame
+
+
+def test_a_worker_cuts_on_a_marked_result_and_grows_on_an_unmarked_one() -> None:
+    w, _ = _worker()
+    w.start(0.0)
+    w.pump(0.0)
+    w.receive(RESULT, 50, 0, _result(0, False), 0.01)
+    assert w.window == 21.0
+    w.receive(RESULT, 50, 1, _result(1, True), 0.02)
+    assert w.window == pytest.approx(21 * (1 - w.marks.alpha / 2))
+    assert w.stats.marked == 1
+
+
+@pytest.mark.parametrize("queued", [0, MARK_DEPTH - 1, MARK_DEPTH, MARK_DEPTH + 5])
+def test_a_worker_marks_its_data_when_its_own_queue_holds_the_threshold(queued: int) -> None:
+    w, wire = _worker(queued)
+    w.start(0.0)
+    w.pump(0.0)
+    frames = _sent(wire)
+    assert frames and all(kind_of(f[45]) == DATA for f in frames)
+    assert {is_marked(f) for f in frames} == {queued >= MARK_DEPTH}
+
+
+def test_the_compiler_makes_every_port_of_every_switch_mark_from_the_depth_asked() -> None:
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
+    for depth, programs in (
+        (MARK_DEPTH, compile_plan(network, plan)[0]),
+        (5, compile_plan(network, plan, mark_depth=5)[0]),
+    ):
+        for name, program in programs.items():
+            entries = {
+                e.match["egress_port"]: e.action.args["depth"]
+                for e in program.table_entries
+                if e.table_id == "mark_threshold"
+            }
+            ports = {d["out_port"] for _, _, d in network.graph.out_edges(name, data=True)}
+            assert entries == dict.fromkeys(ports, depth), name

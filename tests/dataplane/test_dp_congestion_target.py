@@ -1,0 +1,135 @@
+"""The congestion mark (p4src/README.md, "Congestion mark") on running targets through veth
+pairs, real packets in and out: the `mark_threshold` entry, the OR of the contributions' marks
+through aggregation, CONTROL never marked, on the embedded target and on bmv2 (the fixtures
+of tests/dataplane/test_dp_target.py); and a queue the kernel really holds (an htb shaper on the
+switch's port) read by the embedded target. bmv2's own egress queue does not build behind a
+kernel shaper, and simple_switch_grpc has no P4Runtime knob for its queue rate, so its deep
+queue is not produced here."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+import test_dp_target
+from test_dp_target import (
+    JOB,
+    OUT_FLOW,
+    TASK,
+    Target,
+    _elements,
+    _frame,
+    _install_aggregation,
+    _receive,
+)
+
+from dataplane.frame import CONGESTED, CONTROL, DATA, OFF_INA, InaHeader, is_marked, kind_of
+from dataplane.p4rt_client import Client
+
+pytestmark = pytest.mark.root
+# The switch fixtures of the contract tests: one switch of each kind for this module.
+target = test_dp_target.target
+sw = test_dp_target.sw
+
+
+def _threshold(sw: Client, port: int, depth: int) -> None:
+    sw.write(sw.table_entry("mark_threshold", {"egress_port": port}, "mark_above", depth=depth))
+
+
+def _marked(frame: bytes) -> bytes:
+    out = bytearray(frame)
+    out[OFF_INA + 3] |= CONGESTED
+    return bytes(out)
+
+
+def test_a_port_with_a_threshold_of_zero_marks_every_ina_packet(target: Target, sw: Client):
+    _install_aggregation(sw, {1: 0, 2: 0})
+    target.sockets[1].send(_frame(1, 9, 1, _elements(1)))
+    target.sockets[2].send(_frame(2, 9, 2, _elements(2)))
+    [unmarked] = _receive(target.sockets[4], expect=1)
+    assert not is_marked(unmarked), "no entry, no mark"
+    _threshold(sw, 4, 0)
+    target.sockets[1].send(_frame(1, 10, 1, _elements(1)))
+    target.sockets[2].send(_frame(2, 10, 2, _elements(2)))
+    [out] = _receive(target.sockets[4], expect=1)
+    header = InaHeader.unpack(out)
+    assert is_marked(out) and kind_of(header.flags) == DATA and header.count == 2
+    np.testing.assert_array_equal(
+        np.frombuffer(out, ">i4", 32, OFF_INA + 20), _elements(1) + _elements(2)
+    )
+
+
+@pytest.mark.parametrize("which", [None, 1, 2])
+def test_a_sum_leaves_marked_when_a_contribution_came_marked(
+    target: Target, sw: Client, which: int | None
+) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    _threshold(sw, 4, 10_000)  # the port itself never marks here
+    for flow in (1, 2):
+        frame = _frame(flow, 20, flow, _elements(flow))
+        target.sockets[flow].send(_marked(frame) if flow == which else frame)
+    [out] = _receive(target.sockets[4], expect=1)
+    assert InaHeader.unpack(out).count == 2
+    assert is_marked(out) == (which is not None)
+
+
+def test_a_control_packet_is_never_marked(target: Target, sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=1)  # one slot: the second fragment collides
+    for port in (1, 2, 3, 4):
+        _threshold(sw, port, 0)
+    target.sockets[1].send(_frame(1, 1, 1, _elements(1)))
+    target.sockets[1].send(_frame(1, 2, 1, _elements(1)))
+    control = [f for f in _receive(target.sockets[1], expect=1) if f[OFF_INA + 3] & 0x7F == CONTROL]
+    assert control and not any(is_marked(f) for f in control)
+
+
+def _shape(interface: str, rate: str) -> None:
+    for args in (
+        ["qdisc", "add", "dev", interface, "root", "handle", "1:", "htb", "default", "1"],
+        ["class", "add", "dev", interface, "parent", "1:", "classid", "1:1", "htb", "rate", rate],
+        [
+            "qdisc",
+            "add",
+            "dev",
+            interface,
+            "parent",
+            "1:1",
+            "handle",
+            "10:",
+            "pfifo",
+            "limit",
+            "1000",
+        ],
+    ):
+        subprocess.run(["tc", *args], check=True, capture_output=True)
+
+
+def test_the_embedded_target_marks_from_the_kernels_queue_behind_its_port(
+    target: Target, sw: Client
+) -> None:
+    """40 frames at once into a port shaped to 200 kbit/s (7.6 ms a frame): the switch hands
+    them to the kernel faster than the shaper lets them go, so the socket's unsent frames
+    (SIOCOUTQ) grow by one per frame once htb's burst (about 9 frames) is spent; from 5 queued
+    on, they leave marked: 14 unmarked, then 26 marked, in three runs."""
+    if target.kind != "embedded":
+        pytest.skip("bmv2 marks from its own egress queue, which a kernel shaper never fills")
+    interface = target.net.switch_if[4]
+    sw.write(
+        sw.table_entry(
+            "ina_forward", {"job": JOB, "task": TASK, "flow_id": OUT_FLOW}, "forward", port=4
+        )
+    )
+    _threshold(sw, 4, 5)
+    _shape(interface, "200kbit")
+    try:
+        for frag in range(40):
+            target.sockets[1].send(_frame(1, frag, OUT_FLOW, _elements(frag)))
+        out = _receive(target.sockets[4], wait=3.0, expect=40)
+    finally:
+        subprocess.run(["tc", "qdisc", "del", "dev", interface, "root"], capture_output=True)
+    marks = [is_marked(f) for f in sorted(out, key=lambda f: InaHeader.unpack(f).frag_id)]
+    assert len(marks) == 40
+    seen = "".join("x" if m else "." for m in marks)  # ..............xxxxxxxxxxxxxxxxxxxxxxxxxx
+    assert marks[:5] == [False] * 5, f"the first frames found fewer than 5 ahead: {seen}"
+    assert marks[20:] == [True] * 20, f"later frames found the queue the shaper holds: {seen}"
