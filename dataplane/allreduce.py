@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,9 @@ class Session:
     # the workers' float32 inputs: the quantization's N 2**-(k+1) per block, plus float32
     # rounding of the result.
     last_bound: np.ndarray | None = None
+    # Called after every int32 round with its name, what this worker sent and the sum that
+    # came back: a caller can check each sum against every worker's values, bit for bit.
+    on_round: Callable[[str, np.ndarray, np.ndarray], None] | None = None
     _failed: str | None = None
 
     @classmethod
@@ -271,7 +275,10 @@ class Session:
             for route, w in zip(self.routes, shards, strict=True):
                 route.rtt, route.own_rtt = w.rtt, w.own_rtt
             self.window = max(1.0, min(w.window for w in shards))
-        return result[: len(values)]
+        summed = result[: len(values)]
+        if self.on_round is not None:
+            self.on_round(round_name, values, summed)
+        return summed
 
     def _workers(self, rows: np.ndarray, offset: int) -> list[Worker]:
         ranges = shard_ranges(len(rows), self.shares) if self.shares else [(0, len(rows))]

@@ -23,22 +23,19 @@ from dataplane.train import loop
 
 
 class Recorder:
-    """Wraps a session's rounds: what this worker sent, and what sum came back, per step."""
+    """Records a session's rounds (`Session.on_round`): what this worker sent, and what sum
+    came back, per step."""
 
     def __init__(self, session) -> None:
         self.sent: list[np.ndarray] = []  # per step: every round's int32, concatenated
         self.got: list[str] = []  # per step: sha256 of every round's sum, as int64
         self._sent: list[np.ndarray] = []
         self._got = hashlib.sha256()
-        exchange = session._exchange
+        session.on_round = self._record
 
-        def recording(values, offset, round_name):
-            out = exchange(values, offset, round_name)
-            self._sent.append(np.asarray(values, dtype=np.int64))
-            self._got.update(np.asarray(out, dtype=np.int64).tobytes())
-            return out
-
-        session._exchange = recording
+    def _record(self, _round: str, sent: np.ndarray, summed: np.ndarray) -> None:
+        self._sent.append(np.asarray(sent, dtype=np.int64))
+        self._got.update(np.asarray(summed, dtype=np.int64).tobytes())
 
     def step_done(self) -> None:
         self.sent.append(np.concatenate(self._sent) if self._sent else np.zeros(0, np.int64))

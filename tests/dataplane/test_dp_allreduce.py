@@ -209,12 +209,16 @@ def test_three_workers_allreduce_float_arrays_step_after_step_over_the_switch(sw
     quantized values and within the stated bound of the float64 sum."""
     first = EPOCHS - 2
     results: dict[int, list] = {}
+    rounds: dict[int, list] = {i: [] for i in range(WORKERS)}  # what `on_round` reported
     errors: list[BaseException] = []
 
     def worker(index: int) -> None:
         try:
             with _open(switch_net, index) as session:
                 session.step = first
+                session.on_round = lambda name, sent, summed: rounds[index].append(
+                    (name, np.array(sent, dtype=np.int64), np.array(summed, dtype=np.int64))
+                )
                 out = []
                 for grad in _steps(index):
                     op = "mean" if len(out) == 1 else "sum"
@@ -242,6 +246,14 @@ def test_three_workers_allreduce_float_arrays_step_after_step_over_the_switch(sw
             assert got.shape == shape and got.dtype == np.float32
             np.testing.assert_array_equal(got.reshape(-1), (quantized / divide).astype(np.float32))
             assert np.all(np.abs(got.reshape(-1) - exact / divide) <= bound.reshape(-1))
+    # Every round, as `on_round` saw it: three per step, each sum every worker's values'.
+    assert [[name for name, _, _ in rounds[i]] for i in range(WORKERS)] == [
+        ["exponent", "bound", "payload"] * len(SHAPES)
+    ] * WORKERS
+    for r in range(3 * len(SHAPES)):
+        total = sum(rounds[i][r][1] for i in range(WORKERS))
+        for i in range(WORKERS):
+            np.testing.assert_array_equal(rounds[i][r][2], total)
 
 
 @pytest.mark.root
