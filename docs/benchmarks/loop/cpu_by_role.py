@@ -1,4 +1,4 @@
-"""CPU seconds of every `controller.cli` process of a run, by role, and of the whole machine.
+"""CPU seconds of every `controller.cli` and `python -m dataplane` process of a run, by role, and of the whole machine.
 
 Run as root beside `ina mininet` (docs/loop-profile.md): it samples /proc every 0.5 s until
 STOPFILE exists, keeps each process's last utime + stime (processes exit during the run) and
@@ -40,7 +40,8 @@ def sample(last: dict[tuple[str, str], tuple[float, float]]) -> None:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
-            if "controller.cli" not in cmdline or (name := role(cmdline)) is None:
+            ours = "controller.cli" in cmdline or "-m dataplane " in cmdline
+            if not ours or (name := role(cmdline)) is None:
                 continue
             stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
