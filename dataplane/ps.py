@@ -22,7 +22,7 @@ import select
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Protocol, TextIO
 
 import numpy as np
 
@@ -48,6 +48,32 @@ from dataplane.frame import (
 from dataplane.gradients import EPOCHS, frag_id, split_frag_id
 from dataplane.ports import ina_frames, send
 from dataplane.state import PlanSource
+
+
+class _ResultSender(Protocol):
+    me: Endpoint
+    task: Task
+    workers: int
+    result_flow_id: int
+
+
+def result_frame(
+    ps: _ResultSender, fragment_id: int, values: np.ndarray, aux: int, mark: int = 0
+) -> bytes:
+    """The RESULT of one fragment, to every worker (broadcast; the switches multicast it down
+    the tree), with the PS's current result flow id: `aux` as the contribution that completed
+    it (RETRANSMITTED for one sent again) and `mark` (CONGESTED or 0) echoing the mark."""
+    header = InaHeader(
+        ps.task.job,
+        ps.task.task,
+        RESULT | mark,
+        ps.result_flow_id,
+        0,
+        fragment_id,
+        ps.workers,
+        aux=aux,
+    )
+    return build_frame(ps.me, BROADCAST, header, values.astype(">i4").tobytes())
 
 
 @dataclass
@@ -94,20 +120,8 @@ class ParameterServer:
         """`aux`: that of the contribution that completed the fragment; a repeated result is
         marked RETRANSMITTED (no worker takes its round trip as a sample, dataplane/rto.py).
         `mark`: CONGESTED to echo the congestion mark."""
-        header = InaHeader(
-            self.task.job,
-            self.task.task,
-            RESULT | mark,
-            self.result_flow_id,
-            0,
-            frag_id(self.epoch, self.offset + frag),
-            self.workers,
-            aux=aux,
-        )
-        send(
-            self.sock,
-            build_frame(self.me, BROADCAST, header, self.result[frag].astype(">i4").tobytes()),
-        )
+        fid = frag_id(self.epoch, self.offset + frag)
+        send(self.sock, result_frame(self, fid, self.result[frag], aux, mark))
         self.results_sent += 1
 
     def handle(self, frame: bytes) -> None:

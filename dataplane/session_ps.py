@@ -5,10 +5,11 @@ size, until stopped.
 one all-reduce per step, of sizes the PS does not know (the rounds of dataplane/allreduce.py),
 so this one keeps its state per fragment id as fragments arrive: per epoch (the step), per
 fragment the sums per flow-id generation, the flows counted and, once `workers` contributions
-are in, the result. It finishes and answers fragments exactly as `ParameterServer` does. A
-step's results stay for the next KEEP_EPOCHS - 1 epochs seen: a worker that lost one asks
-again (ACK, PROBE) while its peers already send the next step; no worker can be further behind,
-since a step completes only with every worker's contribution.
+are in, the result. It finishes and answers fragments exactly as `ParameterServer` does
+(`ps.result_frame`, the congestion mark echoed). A step's results stay for the next
+KEEP_EPOCHS - 1 epochs seen: a worker that lost one asks again (ACK, PROBE) while its peers
+already send the next step; no worker can be further behind, since a step completes only with
+every worker's contribution.
 """
 
 from __future__ import annotations
@@ -25,23 +26,22 @@ import numpy as np
 
 from dataplane.frame import (
     ACK,
-    BROADCAST,
+    CONGESTED,
     DATA,
     FLOW_IDS_PER_GENERATION,
     INA_HEADER,
     OFF_ELEMS,
     OFF_INA,
     PROBE,
-    RESULT,
     RETRANSMITTED,
     Endpoint,
-    InaHeader,
     K,
     Task,
-    build_frame,
+    kind_of,
 )
 from dataplane.gradients import frag_id, split_frag_id
 from dataplane.ports import ina_frames, send
+from dataplane.ps import result_frame
 from dataplane.state import PlanSource
 
 KEEP_EPOCHS = 8
@@ -53,6 +53,7 @@ class _Epoch:
     counts: dict[tuple[int, int], int] = field(default_factory=dict)
     seen: set[tuple[int, int]] = field(default_factory=set)  # (flow, wire) counted
     results: dict[int, np.ndarray] = field(default_factory=dict)  # wire -> finished sum
+    marked: set[int] = field(default_factory=set)  # wires a congestion-marked sum came for
 
 
 @dataclass
@@ -72,18 +73,10 @@ class SessionPS:
     miscounted: int = 0
     steps: int = 0  # epochs seen
 
-    def _send_result(self, epoch: int, wire: int, values: np.ndarray, aux: int) -> None:
-        header = InaHeader(
-            self.task.job,
-            self.task.task,
-            RESULT,
-            self.result_flow_id,
-            0,
-            frag_id(epoch, wire),
-            self.workers,
-            aux=aux,
-        )
-        send(self.sock, build_frame(self.me, BROADCAST, header, values.astype(">i4").tobytes()))
+    def _send_result(
+        self, epoch: int, wire: int, values: np.ndarray, aux: int, mark: int = 0
+    ) -> None:
+        send(self.sock, result_frame(self, frag_id(epoch, wire), values, aux, mark))
         self.results_sent += 1
 
     def _epoch(self, epoch: int) -> _Epoch:
@@ -99,13 +92,14 @@ class SessionPS:
         job, task, flags, flow, _, raw, count, _, aux = INA_HEADER.unpack_from(frame, OFF_INA)
         if (job, task) != (self.task.job, self.task.task):
             return
+        mark, flags = flags & CONGESTED, kind_of(flags)
         epoch, wire = split_frag_id(raw)
         known = self.epochs.get(epoch)
         done = known.results.get(wire) if known is not None else None
         if flags in (ACK, PROBE) or (flags == DATA and done is not None):
             self.duplicates_ignored += flags == DATA
             if done is not None:
-                self._send_result(epoch, wire, done, RETRANSMITTED)
+                self._send_result(epoch, wire, done, RETRANSMITTED, mark)
             return
         if flags != DATA:
             return
@@ -114,6 +108,8 @@ class SessionPS:
             self.duplicates_ignored += 1
             return
         state.seen.add((flow, wire))
+        if mark:
+            state.marked.add(wire)
         key = (flow // FLOW_IDS_PER_GENERATION, wire)
         total = state.sums.get(key)
         values = np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
@@ -125,7 +121,9 @@ class SessionPS:
             self.finished += 1
             for gen_key in [k for k in state.sums if k[1] == wire]:  # done: free the sums
                 del state.sums[gen_key], state.counts[gen_key]
-            self._send_result(epoch, wire, state.results[wire], aux)
+            marked = CONGESTED if wire in state.marked else 0
+            state.marked.discard(wire)
+            self._send_result(epoch, wire, state.results[wire], aux, marked)
 
     def report(self) -> dict[str, object]:
         return {

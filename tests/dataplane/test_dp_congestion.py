@@ -37,6 +37,7 @@ from dataplane.frame import (
 from dataplane.pipeline import Aggregate, Pipeline
 from dataplane.ps import ParameterServer
 from dataplane.schema import P4INFO_PATH, Schema, load_p4info
+from dataplane.session_ps import SessionPS
 from dataplane.worker import Worker
 
 SRC = Endpoint(b"\x02\0\0\0\0\x01", bytes([10, 0, 0, 1]))
@@ -135,9 +136,12 @@ def test_a_marked_contribution_is_neither_malformed_nor_taken_for_another_kind()
     assert kind_of(ack[45]) == ACK and is_marked(ack), "an ACK passes with its mark"
 
 
-def _ps(workers: int = 2) -> tuple[ParameterServer, socket.socket]:
+def _ps(session: bool, workers: int = 2) -> tuple[ParameterServer | SessionPS, socket.socket]:
+    """The PS of one iteration (`ina ps`), or of a training run (`ina ps --session`)."""
     ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
+    if session:
+        return SessionPS(ps_end, DST, Task(JOB, TASK), workers, 50), observer
     return ParameterServer(ps_end, DST, Task(JOB, TASK), workers, 4, 50), observer
 
 
@@ -150,9 +154,12 @@ def _sent(sock: socket.socket) -> list[bytes]:
             return out
 
 
+@pytest.mark.parametrize("session", [False, True], ids=["ps", "session-ps"])
 @pytest.mark.parametrize("marked", [False, True])
-def test_the_ps_echoes_a_mark_on_any_sum_of_the_fragment_in_its_result(marked: bool) -> None:
-    ps, observer = _ps()
+def test_the_ps_echoes_a_mark_on_any_sum_of_the_fragment_in_its_result(
+    marked: bool, session: bool
+) -> None:
+    ps, observer = _ps(session)
     first = _frame(1, 2)
     ps.handle(_marked(first) if marked else first)
     ps.handle(_frame(2, 2))
