@@ -56,6 +56,12 @@ def command_for(
     """The switch's command line; `interfaces` maps port numbers to Linux interfaces."""
     if kind == "bmv2":
         return bmv2_command(interfaces, address, device_id=device_id)
+    return embedded_command(interfaces, address, device_id)
+
+
+def embedded_command(interfaces: Mapping[int, str], address: str, device_id: int = 1) -> list[str]:
+    """`python -m dataplane switch` (`ina switch` without the controller's imports) under this
+    interpreter, with simple_switch_grpc's flags."""
     ifaces = [arg for port, name in sorted(interfaces.items()) for arg in ("-i", f"{port}@{name}")]
     return [
         sys.executable,

@@ -31,6 +31,7 @@ from controller.compiler.program import Numbering
 from controller.model.network import Network, load_topology
 from dataplane.bmv2 import bmv2_command, free_tcp_port, wait_listening
 from dataplane.p4build import compile_for_bmv2
+from dataplane.targets import embedded_command
 
 # p4lang's tutorials put switch N's gRPC server on 50050 + N; `mn --custom` does the same so
 # that the switches file it writes stays valid from one run to the next.
@@ -152,13 +153,6 @@ class P4RuntimeSwitch(Switch):
         self.launch()
         self.wait_started()
 
-    def _interfaces(self) -> list[str]:
-        return [
-            arg
-            for port, name in sorted(self.port_map().items())
-            for arg in ("-i", f"{port}@{name}")
-        ]
-
 
 class EmbeddedSwitch(P4RuntimeSwitch):
     """The embedded software target (`python -m dataplane switch`, the same as `ina switch`
@@ -171,19 +165,7 @@ class EmbeddedSwitch(P4RuntimeSwitch):
         return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
     def command(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "dataplane",
-            "switch",
-            "--device-id",
-            str(self.device_id),
-            "--grpc-addr",
-            self.address,
-            *self._interfaces(),
-            "--log-level",
-            "warning",
-        ]
+        return embedded_command(self.port_map(), self.address, self.device_id)
 
 
 class Bmv2Switch(P4RuntimeSwitch):
