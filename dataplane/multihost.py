@@ -72,19 +72,13 @@ class SharedPlanWatcher(PlanWatcher):
     cache: StateCache = field(default_factory=lambda: StateCache(Path()))
 
     def poll(self, now: float) -> dict | None:
-        if now < self._next_check:
+        if not self._due(now):
             return None
-        self._next_check = now + 0.1
         stamp, state = self.cache.read()
         if not stamp or stamp == self._stamp or state is None:
             return None
         self._stamp = stamp
-        if state["version"] <= self.version:
-            return None
-        row = next((r for r in state["workers"] if self.match(r)), None)
-        if row is not None:
-            self.version = state["version"]
-        return row
+        return self._adopt(state)
 
 
 @dataclass

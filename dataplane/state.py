@@ -36,9 +36,8 @@ class PlanWatcher:
 
     def poll(self, now: float) -> dict | None:
         """The matching row of a newer plan version, at most every 0.1 s; else None."""
-        if now < self._next_check:
+        if not self._due(now):
             return None
-        self._next_check = now + 0.1
         try:
             stamp = os.stat(self.path).st_mtime_ns
             if stamp == self._stamp:
@@ -47,6 +46,16 @@ class PlanWatcher:
             state = json.loads(self.path.read_text())
         except (OSError, json.JSONDecodeError):
             return None
+        return self._adopt(state)
+
+    def _due(self, now: float) -> bool:
+        if now < self._next_check:
+            return False
+        self._next_check = now + 0.1
+        return True
+
+    def _adopt(self, state: dict) -> dict | None:
+        """The matching row of `state` if its plan version is newer than the one followed."""
         if state["version"] <= self.version:
             return None
         row = next((r for r in state["workers"] if self.match(r)), None)
