@@ -12,6 +12,7 @@ import pytest
 from conftest import EXAMPLES
 from finsy import P4Schema, P4TableAction, P4TableEntry, P4TableMatch
 from finsy.proto import p4r
+from test_dp_fastpath import DST, JOB, NEXT_NODE, OUT_PORT, SRC, TASK, aggregating
 
 from controller.compiler.program import compile_plan
 from controller.model.network import load_topology
@@ -26,7 +27,6 @@ from dataplane.frame import (
     MARK_DEPTH,
     PROBE,
     RESULT,
-    Endpoint,
     InaHeader,
     K,
     Task,
@@ -34,15 +34,11 @@ from dataplane.frame import (
     is_marked,
     kind_of,
 )
-from dataplane.pipeline import Aggregate, Pipeline
+from dataplane.pipeline import Pipeline
 from dataplane.ps import ParameterServer
 from dataplane.schema import P4INFO_PATH, Schema, load_p4info
 from dataplane.session_ps import SessionPS
 from dataplane.worker import Worker
-
-SRC = Endpoint(b"\x02\0\0\0\0\x01", bytes([10, 0, 0, 1]))
-DST = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
-JOB, TASK, OUT_FLOW, NEXT_NODE, OUT_PORT = 3, 1, 100, 7, 9
 
 
 def _frame(flow: int, frag: int, flags: int = DATA, count: int = 1, value: int = 1) -> bytes:
@@ -89,18 +85,6 @@ def test_a_port_without_an_entry_and_a_control_packet_are_never_marked() -> None
     assert pipeline.marks(OUT_PORT) and not pipeline.marks(OUT_PORT + 1)
 
 
-def _aggregating(fan_in: int) -> Pipeline:
-    pipeline = Pipeline()
-    fwd = pipeline.fwd
-    fwd.job_slots[(JOB, 0)] = (0, 64)
-    for i in range(fan_in):
-        fwd.aggregate[(JOB, TASK, 0, i + 1)] = Aggregate(
-            1, 1 << i, (1 << fan_in) - 1, OUT_FLOW, NEXT_NODE
-        )
-    fwd.forward[(JOB, TASK, OUT_FLOW)] = OUT_PORT
-    return pipeline
-
-
 def _marked(frame: bytes) -> bytes:
     out = bytearray(frame)
     out[42 + 3] |= CONGESTED
@@ -109,7 +93,7 @@ def _marked(frame: bytes) -> bytes:
 
 @pytest.mark.parametrize("which", [None, 0, 1, 2])
 def test_a_sum_is_marked_if_any_of_its_contributions_was(which: int | None) -> None:
-    pipeline = _aggregating(3)
+    pipeline = aggregating(3)
     outputs = []
     for i in range(3):
         frame = _frame(i + 1, 40, value=i + 1)
@@ -128,7 +112,7 @@ def test_a_sum_is_marked_if_any_of_its_contributions_was(which: int | None) -> N
 
 
 def test_a_marked_contribution_is_neither_malformed_nor_taken_for_another_kind() -> None:
-    pipeline = _aggregating(1)
+    pipeline = aggregating(1)
     [(port, out)] = pipeline.process(1, _marked(_frame(1, 3)))
     assert port == OUT_PORT and is_marked(out)
     assert pipeline.counters["malformed"] == [0] * 4

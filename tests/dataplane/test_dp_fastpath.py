@@ -51,7 +51,8 @@ def test_lane_sum_is_numpys_wrapping_int32_sum() -> None:
         assert lane_sum(_packed(a), _packed(b)) == _packed(expected)
 
 
-def _aggregating(fan_in: int) -> Pipeline:
+def aggregating(fan_in: int) -> Pipeline:
+    """A pipeline that merges `fan_in` flows of JOB's TASK into OUT_FLOW, out of OUT_PORT."""
     pipeline = Pipeline()
     fwd = pipeline.fwd
     fwd.job_slots[(JOB, 0)] = (0, 64)
@@ -76,7 +77,7 @@ def _frame(flow: int, frag: int, elements: np.ndarray, flags: int = DATA, ecn: i
 @pytest.mark.parametrize("fan_in", [2, 3, 5])
 def test_completed_fragment_carries_the_exact_sum_and_a_valid_checksum(fan_in: int) -> None:
     rng = np.random.default_rng(fan_in)
-    pipeline = _aggregating(fan_in)
+    pipeline = aggregating(fan_in)
     for frag in range(20):
         contributions = rng.integers(
             INT32.min, INT32.max, size=(fan_in, K), endpoint=True, dtype=np.int32
@@ -105,7 +106,7 @@ def test_completed_fragment_carries_the_exact_sum_and_a_valid_checksum(fan_in: i
 
 
 def test_ack_passing_an_aggregation_point_is_rewritten_not_summed() -> None:
-    pipeline = _aggregating(2)
+    pipeline = aggregating(2)
     elements = np.arange(K, dtype=np.int32)
     [(port, out)] = pipeline.process(1, _frame(1, 5, elements, flags=ACK))
     assert port == OUT_PORT
@@ -114,7 +115,7 @@ def test_ack_passing_an_aggregation_point_is_rewritten_not_summed() -> None:
 
 
 def test_a_wrong_checksum_is_corrected_on_the_way_out() -> None:
-    pipeline = _aggregating(1)
+    pipeline = aggregating(1)
     frame = bytearray(_frame(1, 0, np.zeros(K, dtype=np.int32)))
     frame[24:26] = b"\xde\xad"  # IPv4 header checksum
     [(_, out)] = pipeline.process(1, bytes(frame))
@@ -127,7 +128,7 @@ def test_a_wrong_checksum_is_corrected_on_the_way_out() -> None:
 def test_a_frame_cut_short_anywhere_is_dropped_where_the_readme_says() -> None:
     """Below the UDP header's end (42 bytes) a frame is not INA and is dropped silently;
     from there to a full frame it is INA and malformed (README step 2)."""
-    pipeline = _aggregating(2)
+    pipeline = aggregating(2)
     whole = _frame(1, 0, np.ones(K, dtype=np.int32))
     for length in range(len(whole)):
         before = sum(pipeline.counters["malformed"])
