@@ -37,6 +37,7 @@ class Joint:
     trees: list[tuple[str, dict[str, str]]] | None  # per PS: (ps, parent) of those trees
     workers: list[str]
     probes: int
+    stopped: bool = False  # the deadline ended the search before it settled `bound`
 
 
 def candidates(
@@ -92,7 +93,7 @@ def solve(
         if any(r[0] >= x[0] and r[1] >= x[1] for x in refuted):  # more than an impossible pair
             continue
         if time.perf_counter() >= deadline:
-            return Joint(r[0] + r[1], None, None, [], probes)
+            return Joint(r[0] + r[1], None, None, [], probes, stopped=True)
         probes += 1
         if report:
             report(None, r[0] + r[1])
@@ -101,7 +102,7 @@ def solve(
             refuted.append(r)
             continue
         if trees is None:  # time ran out on this candidate: it stays possible
-            return Joint(r[0] + r[1], None, None, [], probes)
+            return Joint(r[0] + r[1], None, None, [], probes, stopped=True)
         if report:
             report(r[0] + r[1], r[0] + r[1])
         return Joint(r[0] + r[1], r, trees, workers, probes)

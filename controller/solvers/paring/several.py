@@ -292,15 +292,17 @@ def rate_bounds(
     seed: int,
     report: Callable[[Rate | None, Rate], None] | None = None,
     fan_in: int = 0,
-) -> Rate:
+) -> tuple[Rate, bool]:
     """A proven bound on Σ_p r_p: every shard's tree is a one-PS tree of problem (1) on the
     full B_v, so r_p is at most that problem's optimal rate (exact.py: its first candidate not
     refuted, an upper bound even when time runs out); and Σ r_p ≤ R. Links only lower it.
-    `report(None, bound)` hears the bound as the candidates of each PS fall."""
+    Also whether the deadline left some PS's rate unsettled (a candidate neither refuted nor
+    reached). `report(None, bound)` hears the bound as the candidates of each PS fall."""
     g = convert(network, tasks[0], fan_in)
     n = len(tasks[0].workers)
     caps = [task.ps_aggregation_capacity_gbps for task in tasks]
     known: dict = {}  # tasks whose PS capacity is the same share one solve; the bound so far
+    stopped = False
 
     def total() -> Rate:
         return min(sum((known.get(c, INF) for c in caps), Fraction(0)), g.rate_cap)
@@ -314,7 +316,9 @@ def rate_bounds(
         capacity = task.ps_aggregation_capacity_gbps
         if capacity not in known:
             g_p = _as_ps_of(g, network, task, g.hosts)
-            known[capacity] = solve_exactly(
+            found = solve_exactly(
                 g_p, n, deadline, threads, seed, report=functools.partial(hear, capacity=capacity)
-            ).rate
-    return total()
+            )
+            known[capacity] = found.rate
+            stopped = stopped or (found.parent is None and found.cp_status != "INFEASIBLE")
+    return total(), stopped

@@ -186,7 +186,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
         )
         report = _reporter("summed rate")
         report(plan.objective, INF)
-        bounds = several.rate_bounds(
+        bounds, stopped = several.rate_bounds(
             network, tasks, started + limit, threads, options.seed or 0, report, fan_in
         )
         if len(tasks) == 2 and bounds != INF:  # two PSs: the joint optimum (joint.py)
@@ -204,12 +204,13 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
                 better = several.joint_plan(network, tasks, pair, options.seed, fan_in)
                 plan = better if better and better.objective > plan.objective else plan
             bounds = min(bounds, pair.bound)
+            stopped = pair.stopped
             plan.details["joint_candidates_probed"] = pair.probes
         plan.bound = max(float(bounds), plan.objective)
         plan.details["rate_optimal"] = plan.objective >= float(bounds) * (1 - 1e-9)
         several.describe(plan, network, gradient_gb)
         plan.solve_seconds = time.perf_counter() - started
-        _timed_out(plan, limit)
+        _timed_out(plan, limit, stopped)
         report(plan.objective, plan.bound)
         return plan
     task = tasks[0]
@@ -255,7 +256,7 @@ def solve_paring_opt(network: Network, options: SolveOptions) -> Plan:
     )
     describe(plan, network, trees[best], gradient_gb)
     plan.solve_seconds = time.perf_counter() - started
-    _timed_out(plan, limit)
+    _timed_out(plan, limit, found.cp_status in {"UNKNOWN", "FEASIBLE"})
     report(plan.objective, plan.bound)
     return plan
 
@@ -272,10 +273,9 @@ def _reporter(what: str):
     return report
 
 
-def _timed_out(plan: Plan, limit: float) -> None:
-    """A plan not proven optimal whose search the time limit stopped reads `timeout`: the
-    clock ran out, or CP-SAT answered without a proof (UNKNOWN or FEASIBLE: it only stops
-    unproven at its time limit, which is what is left of ours)."""
-    stopped = plan.details.get("cp_sat_status") in {"UNKNOWN", "FEASIBLE"}
-    if plan.status != "optimal" and (stopped or plan.solve_seconds >= limit * 0.98):
+def _timed_out(plan: Plan, limit: float, stopped: bool) -> None:
+    """A plan not proven optimal whose search the time limit stopped reads `timeout`: a
+    search said so (`stopped`: CP-SAT answered UNKNOWN or FEASIBLE, which it only does at its
+    time limit, what is left of ours), or the clock ran out between searches."""
+    if plan.status != "optimal" and (stopped or plan.solve_seconds >= limit):
         plan.status = "timeout"
