@@ -30,6 +30,9 @@ from dataplane.server import P4RuntimeService, serve
 LOG = logging.getLogger(__name__)
 # Rounds of the input arbiter before the loop serves P4Runtime again.
 ROUNDS_PER_TURN = 256
+# Longest wait for gRPC's own shutdown after SIGTERM: grpc.aio's stop can wait on a stream
+# whose client died, and a switch that outlives its SIGTERM blocks whoever restarts it.
+STOP_SECONDS = 3.0
 
 
 async def run_switch(
@@ -86,7 +89,12 @@ async def run_switch(
         loop.add_signal_handler(sig, stop.set)
     LOG.info("device %d serving P4Runtime on %s, ports %s", device_id, address, interfaces)
     await stop.wait()
-    await server.stop(grace=0.5)
+    try:
+        await asyncio.wait_for(server.stop(grace=0.5), STOP_SECONDS)
+    except TimeoutError:
+        LOG.warning(
+            "device %d: gRPC did not stop within %g s; leaving anyway", device_id, STOP_SECONDS
+        )
     for sock in sockets.values():
         loop.remove_reader(sock.fileno())
         sock.close()

@@ -211,7 +211,7 @@ def embedded_switch_process():
     yield address, proc
     proc.send_signal(signal.SIGCONT)  # a stopped process takes SIGTERM only once continued
     proc.terminate()
-    proc.wait(timeout=10)
+    proc.wait(timeout=20)  # its own bound is switch.STOP_SECONDS; the rest is a loaded machine
 
 
 # Module marks of every test that builds a Mininet network: it needs root, and it must leave
