@@ -19,7 +19,7 @@ from controller.compiler.program import compile_plan
 from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
 from dataplane import qdisc
-from dataplane.congestion import GAIN, MarkReaction
+from dataplane.congestion import GAIN, QUIET_WINDOWS, MarkReaction
 from dataplane.entities import INSERT, Entities
 from dataplane.frame import (
     ACK,
@@ -237,6 +237,26 @@ def test_pacing_spreads_the_window_over_a_round_trip_once_marks_came() -> None:
     assert reaction.gap(10.0, 0.02) == 0.0
     window = reaction.on_result(True, 20.0)
     assert reaction.gap(window, 0.02) == pytest.approx(0.02 / window)
+
+
+def test_windows_of_results_without_a_mark_forget_the_cuts_window() -> None:
+    """Once the marking queue has drained (QUIET_WINDOWS windows of results in a row, none
+    marked) a worker grows one per result again and stops pacing; one mark restarts the
+    count."""
+    reaction = MarkReaction()
+    window = reaction.on_result(True, 20.0)
+    for quiet in range(QUIET_WINDOWS):
+        for _ in range(int(window)):
+            reaction.on_result(False, window)
+        if quiet == QUIET_WINDOWS // 2:
+            reaction.on_result(True, window)  # a mark: the count starts again
+            window = reaction.ssthresh
+    assert reaction.ssthresh == window, "a mark came fewer than QUIET_WINDOWS windows ago"
+    assert reaction.growth(window) == pytest.approx(1 / window)
+    for _ in range(QUIET_WINDOWS * int(window)):
+        reaction.on_result(False, window)
+    assert reaction.ssthresh == float("inf")
+    assert reaction.growth(window) == 1.0 and reaction.gap(window, 0.02) == 0.0
 
 
 def _worker(queued: int = 0) -> tuple[Worker, socket.socket]:
