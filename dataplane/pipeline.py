@@ -225,17 +225,16 @@ class Pipeline:
         `mark_from_queue`, what `own` says: half the port's queue, None when it has none). Only
         INA packets but CONTROL are marked (a CONTROL already is the collision's signal)."""
         depth = self.fwd.mark_depth.get(port)
-        if depth == FROM_QUEUE:
-            depth = own()
         if (
             depth is None
-            or queued < depth
             or len(frame) < _ELEMS_END
             or frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT
             or frame[OFF_INA + 3] & KIND == CONTROL
         ):
             return frame
-        return with_mark(frame)
+        if depth == FROM_QUEUE:
+            depth = own()
+        return frame if depth is None or queued < depth else with_mark(frame)
 
     def _data_or_ack(
         self, port: int, pipe: int, frame: bytes, flags: int, mark: int

@@ -18,6 +18,7 @@ import fcntl
 import socket
 import struct
 import termios
+import threading
 import time
 from collections.abc import Callable
 
@@ -41,7 +42,8 @@ _ANCILLARY_BYTES = socket.CMSG_SPACE(_AUXDATA.size)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 SIOCOUTQ = termios.TIOCOUTQ  # the same request number: bytes a socket sent not yet freed
 # Seconds between two reads of an interface's queue limit: links are shaped after the switches
-# and workers have started (Mininet, `congest`), and one read runs `tc` (a few ms).
+# and workers have started (Mininet, `congest`). A read runs `tc` (milliseconds on a loaded
+# machine), so it runs on a thread of its own and the packet path takes the last value.
 QUEUE_REREAD = 1.0
 
 
@@ -141,6 +143,7 @@ class Backlog:
         self.interface = interface
         self._depth: int | None = None
         self._read_at = -QUEUE_REREAD
+        self._reading: threading.Thread | None = None
 
     def frames(self, sock: socket.socket) -> int:
         try:
@@ -155,10 +158,16 @@ class Backlog:
 
     def depth(self) -> int | None:
         """The depth this queue marks from when none is given: half the frames the interface's
-        queue holds (`dataplane.qdisc`), read again every QUEUE_REREAD seconds; None when it
-        has no queue or no interface was named."""
+        queue holds (`dataplane.qdisc`), read again every QUEUE_REREAD seconds on a thread;
+        None when it has no queue, no interface was named or the first read is under way."""
         now = time.monotonic()
-        if self.interface is not None and now - self._read_at >= QUEUE_REREAD:
+        stale = self.interface is not None and now - self._read_at >= QUEUE_REREAD
+        if stale and (self._reading is None or not self._reading.is_alive()):
             self._read_at = now
-            self._depth = qdisc.mark_depth(qdisc.queue_limit(self.interface))
+            self._reading = threading.Thread(target=self._read, args=(self.interface,))
+            self._reading.daemon = True
+            self._reading.start()
         return self._depth
+
+    def _read(self, interface: str) -> None:
+        self._depth = qdisc.mark_depth(qdisc.queue_limit(interface))

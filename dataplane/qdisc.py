@@ -21,18 +21,27 @@ PACKET_LIMITS = frozenset(
 )
 
 
-def show(interface: str, stats: bool = False, namespace_cmd: tuple[str, ...] = ()) -> list[dict]:
-    """`tc -j [-s] qdisc show dev INTERFACE` parsed ([] when tc fails or the interface is gone);
-    `namespace_cmd` prefixes the command (e.g. `ip netns exec NAME`)."""
-    args = [*namespace_cmd, "tc", "-j", *(["-s"] if stats else []), "qdisc", "show", "dev"]
+def command(interface: str, stats: bool = False) -> list[str]:
+    """The `tc` command that lists `interface`'s qdiscs as JSON (with `stats`: their counters)."""
+    return ["tc", "-j", *(["-s"] if stats else []), "qdisc", "show", "dev", interface]
+
+
+def parse(text: str) -> list[dict]:
+    """`command`'s output as a list of qdiscs ([] for anything else: tc failed, no device)."""
     try:
-        out = subprocess.run(
-            [*args, interface], capture_output=True, text=True, timeout=5, check=True
-        ).stdout
-        found = json.loads(out or "[]")
-    except (OSError, subprocess.SubprocessError, ValueError):
+        found = json.loads(text or "[]")
+    except ValueError:
         return []
     return found if isinstance(found, list) else []
+
+
+def show(interface: str, stats: bool = False) -> list[dict]:
+    """`interface`'s qdiscs, read with `tc` in this process's network namespace."""
+    try:
+        done = subprocess.run(command(interface, stats), capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return parse(done.stdout)
 
 
 def limit_of(qdiscs: list[dict], txqueuelen: int) -> int | None:

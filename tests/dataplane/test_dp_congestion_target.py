@@ -194,6 +194,11 @@ def test_a_port_with_its_default_queue_marks_before_it_drops(target: Target, sw:
         sent, gap = 60, 0.0
         _shape(interface, "1mbit", limit=10)
     try:
+        # One frame first: the embedded target reads the new limit on a thread, the packet
+        # path takes it from the next frame on.
+        target.sockets[1].send(_frame(1, sent, OUT_FLOW, _elements(0)))
+        _receive(target.sockets[4], wait=0.5, expect=1)
+        time.sleep(0.5)
         for frag in range(sent):
             target.sockets[1].send(_frame(1, frag, OUT_FLOW, _elements(frag)))
             if gap:

@@ -38,7 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+import networkx as nx
+
 from controller.emulation.faults.delayline import PASS_MARK
+from dataplane import qdisc
 from dataplane.frame import ACK, DATA, INA_UDP_PORT, OFF_INA, OFF_UDP, PROBE, RESULT
 
 KINDS = ("loss", "duplicate", "reorder")
@@ -346,3 +349,23 @@ def congest(emu, fraction: float, queue_packets: int | None = None) -> None:
                     f"tc qdisc add dev {intf.name} parent 5:1 handle 10: pfifo "
                     f"limit {queue_packets}",
                 )
+
+
+def queue_drops(emu, skip: frozenset[frozenset[str]] = frozenset()) -> dict[str, int]:
+    """Frames the queue disciplines of `emu`'s link interfaces have dropped so far (`tc -s`),
+    by direction: "to PS", out of an interface whose far end is nearer a PS of the plan
+    (contributions, ACKs, PROBEs), and "to workers" (results, CONTROL). Links in `skip`
+    (pairs of node names, e.g. a cut link whose qdisc drops everything on bmv2) are left out."""
+    graph = nx.Graph(emu.network.graph)
+    hops = nx.multi_source_dijkstra_path_length(graph, {tp.ps for tp in emu.plan.tasks})
+    model = {node.name: name for name, node in emu.node.items()}
+    found = {"to PS": 0, "to workers": 0}
+    for link in emu.net.links:
+        for intf, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
+            u, v = model[intf.node.name], model[peer.node.name]
+            if frozenset((u, v)) in skip:
+                continue
+            text = intf.node.cmd(" ".join(qdisc.command(intf.name, stats=True)))
+            toward = "to PS" if hops[v] < hops[u] else "to workers"
+            found[toward] += qdisc.drops(qdisc.parse(text))
+    return found
