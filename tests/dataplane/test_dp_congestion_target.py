@@ -209,7 +209,7 @@ def test_a_port_with_its_default_queue_marks_before_it_drops(target: Target, sw:
             _bmv2_queue_rate(target, 4, 1_000_000_000)
         else:
             subprocess.run(["tc", "qdisc", "del", "dev", interface, "root"], capture_output=True)
-    seen = _pattern(out, sent)  # bmv2: 48 ., 48 x, then _ and x as the queue drains
+    seen = _pattern(out, sent)  # bmv2: 46 ., 45 x, then _ and x as the queue drains
     print(f"{target.kind}: {seen}")
     assert "_" in seen, f"the queue never overflowed: {seen}"
     first_lost = seen.index("_")
