@@ -6,6 +6,7 @@ Real packets on both targets: tests/dataplane/test_dp_congestion_target.py (root
 
 from __future__ import annotations
 
+import re
 import socket
 
 import numpy as np
@@ -16,6 +17,8 @@ from finsy.proto import p4r
 from test_dp_fastpath import DST, JOB, NEXT_NODE, OUT_PORT, SRC, TASK, aggregating
 
 from controller.compiler.program import compile_plan
+from controller.emulation.faults.impair import KIND_OF_FLAGS, LOST_KINDS, _lost_rules
+from controller.emulation.faults.lossy_sim import frame_kind
 from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
 from dataplane import qdisc
@@ -322,3 +325,16 @@ def test_the_compiler_makes_every_port_of_every_switch_mark_from_the_depth_asked
             }
             ports = {d["out_port"] for _, _, d in network.graph.out_edges(name, data=True)}
             assert entries == dict.fromkeys(ports, depth), name
+
+
+@pytest.mark.parametrize("kind", [DATA, RESULT, ACK, PROBE])
+def test_a_lost_marked_frame_is_counted_by_its_kind(kind: int) -> None:
+    """What the impairments count as lost, in the simulation and in Mininet's nftables rules
+    (one counting rule per kind, in LOST_KINDS order): a marked frame is still its kind."""
+    frame = _marked(_frame(1, 5, kind))
+    assert frame_kind(frame) == KIND_OF_FLAGS[kind]
+    chain = _lost_rules("s1-eth1")
+    sets = [{int(v) for v in m.split(",")} for m in re.findall(r"\{ ([\d, ]+) \}", chain)]
+    assert [frame[45] in values for values in sets] == [
+        name == KIND_OF_FLAGS[kind] for name in LOST_KINDS[:-1]
+    ]

@@ -42,7 +42,7 @@ import networkx as nx
 
 from controller.emulation.faults.delayline import PASS_MARK
 from dataplane import qdisc
-from dataplane.frame import ACK, DATA, INA_UDP_PORT, OFF_INA, OFF_UDP, PROBE, RESULT
+from dataplane.frame import ACK, CONGESTED, DATA, INA_UDP_PORT, OFF_INA, OFF_UDP, PROBE, RESULT
 
 KINDS = ("loss", "duplicate", "reorder")
 TABLE_PREFIX = "ina_faults_"
@@ -86,13 +86,13 @@ def _lost_chain(interface: str) -> str:
 def _lost_rules(interface: str) -> str:
     """A regular chain the loss rule jumps to: the frame is dropped by the rule of its kind,
     whose counter says what was lost (`LOST_KINDS`, in order; raw link-layer offsets of
-    dataplane/frame.py)."""
+    dataplane/frame.py); a frame's kind with or without the congestion mark."""
     port = f"@ll,{8 * (OFF_UDP + 2)},16 != {INA_UDP_PORT}"
     flags = f"@ll,{8 * (OFF_INA + 3)},8"
     by_kind = {k: [f for f, kind in KIND_OF_FLAGS.items() if kind == k] for k in LOST_KINDS}
     rules = [f"{port} counter drop"]  # not INA: counted with "other" below
     for kind in LOST_KINDS[:-1]:
-        values = ", ".join(str(f) for f in by_kind[kind])
+        values = ", ".join(str(v) for f in by_kind[kind] for v in (f, f | CONGESTED))
         rules.append(f"{flags} {{ {values} }} counter drop")
     rules.append("counter drop")
     return f"chain {_lost_chain(interface)} {{ " + "; ".join(rules) + "; }"
