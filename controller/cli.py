@@ -42,7 +42,7 @@ from controller.tools.arguments import (
     solver_seed,
 )
 from controller.tools.tables import print_table
-from dataplane.frame import MARK_DEPTH
+from dataplane.frame import BMV2_QUEUE_DEPTH
 
 console = Console(soft_wrap=True)  # piped into a log, lines stay whole (tables: print_table)
 
@@ -920,11 +920,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mark-depth",
         type=mark_depth,
-        default=MARK_DEPTH,
         metavar="N",
         help="switch ports mark INA packets congested from N packets queued ahead of them "
-        f"(default {MARK_DEPTH}, half of Mininet's 1000-packet queues; a shorter queue needs "
-        "about half its size: 1 for 2-packet queues; p4src/README.md)",
+        f"(default: half of the queue each port has: {BMV2_QUEUE_DEPTH // 2} of bmv2's "
+        f"{BMV2_QUEUE_DEPTH}, half the qdisc limit of the embedded target's interface; "
+        "p4src/README.md)",
     )
     _add_channel_options(p)
     p.add_argument(

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dataplane.frame import BROADCAST, MARK_DEPTH, Endpoint, K, Task, ip_bytes, mac_bytes
+from dataplane.frame import BROADCAST, Endpoint, K, Task, ip_bytes, mac_bytes
 from dataplane.gradients import (
     FIXED_POINT_SCALE,
     fragments,
@@ -506,10 +506,9 @@ def sending_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mark-depth",
         type=_depth,
-        default=MARK_DEPTH,
         metavar="N",
         help="mark DATA congested from N frames waiting in this host's own egress queue "
-        f"(default {MARK_DEPTH}; p4src/README.md, Congestion mark)",
+        "(default: half of what that queue holds; p4src/README.md, Congestion mark)",
     )
 
 

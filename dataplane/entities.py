@@ -20,7 +20,7 @@ from finsy.proto import p4i, p4r
 from grpc import StatusCode
 
 from dataplane.frame import MAX_PIPES, PORTS, SLOTS_PER_PIPE
-from dataplane.pipeline import COUNTERS, Aggregate, Pipeline
+from dataplane.pipeline import COUNTERS, FROM_QUEUE, Aggregate, Pipeline
 from dataplane.schema import COUNTER_PREFIX, Schema
 
 Key = tuple[tuple[int, bytes, int], ...]
@@ -399,7 +399,8 @@ class Entities:
         if action is None:
             self.pipeline.fwd.mark_depth.pop(port, None)
         else:
-            self.pipeline.fwd.mark_depth[port] = action["depth"]
+            # mark_above(depth), or mark_from_queue(): half of the port's own queue
+            self.pipeline.fwd.mark_depth[port] = action.get("depth", FROM_QUEUE)
 
     def _job_slots(self, key: Key, action: Params | None) -> None:
         job, generation = _int(key[0][1]), _int(key[1][1])

@@ -57,13 +57,13 @@ FLAGS = frozenset((DATA, RESULT, CONTROL, ACK, PROBE))
 # the IPv4 ECN field: ECN CE is what tells plain OpenFlow switches a CONTROL packet.
 CONGESTED = 0x80
 KIND = 0x7F  # the bits of `flags` that name the kind
-# Default threshold: packets queued ahead of an INA packet in an egress queue from which it is
-# marked (the controller's `mark_threshold` entries, a worker's own queue): half of the
-# 1000-frame queues Mininet gives every port. Marks from shallower depths of those queues cut
-# windows on the queues that recovery traffic builds under random loss, and the windows, not
-# the recovery, gave way (docs/reliability/congestion.md); a port with a shorter queue needs
-# a lower threshold: half its capacity (1 for the 2-frame queues of RELIABILITY.md, section 2).
-MARK_DEPTH = 500
+# Packets simple_switch's egress queue of a port holds (bmv2's default queue depth). A port
+# marks from half of the queue it really has unless the controller is given a depth: bmv2 from
+# half of this, the embedded target and a worker from half of their interface's queue
+# discipline (`dataplane.qdisc`): a queue marks before it drops, and a deep one does not mark
+# from the few frames that recovery traffic keeps waiting under random loss
+# (docs/reliability/congestion.md).
+BMV2_QUEUE_DEPTH = 64
 
 
 OFF_IP = 14

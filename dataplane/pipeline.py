@@ -58,6 +58,8 @@ COUNTERS = {
     "port_packets": PORTS,
 }
 _ELEMS_END = OFF_ELEMS + 4 * K
+# A `mark_threshold` entry of action `mark_from_queue`: the port marks from half of its queue.
+FROM_QUEUE = -1
 # From offset 0: EtherType, IPv4 version/IHL and protocol, UDP destination port and length,
 # INA job, flags and k.
 _PARSED = struct.Struct("!12xHB8xB12xHH2xHxB10xH")
@@ -101,6 +103,7 @@ class Forwarding:
     default_pipe: int = 0
     default_aggregate: Aggregate | None = None
     # `mark_threshold`: egress port -> frames queued ahead of a packet from which it is marked
+    # (FROM_QUEUE: half of the frames the port's own queue holds, which the target knows)
     mark_depth: dict[int, int] = field(default_factory=dict)
 
 
@@ -214,20 +217,24 @@ class Pipeline:
         only then need a target measure that queue."""
         return port in self.fwd.mark_depth
 
-    def mark(self, port: int, frame: bytes, queued: int) -> bytes:
+    def mark(
+        self, port: int, frame: bytes, queued: int, own: Callable[[], int | None] = lambda: None
+    ) -> bytes:
         """Egress (README "Congestion mark"): `frame` leaving `port` with `queued` frames
-        ahead of it in the port's queue, marked if that is at least the port's threshold. Only
+        ahead of it in the port's queue, marked if that is at least the port's threshold (for
+        `mark_from_queue`, what `own` says: half the port's queue, None when it has none). Only
         INA packets but CONTROL are marked (a CONTROL already is the collision's signal)."""
         depth = self.fwd.mark_depth.get(port)
         if (
             depth is None
-            or queued < depth
             or len(frame) < _ELEMS_END
             or frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT
             or frame[OFF_INA + 3] & KIND == CONTROL
         ):
             return frame
-        return with_mark(frame)
+        if depth == FROM_QUEUE:
+            depth = own()
+        return frame if depth is None or queued < depth else with_mark(frame)
 
     def _data_or_ack(
         self, port: int, pipe: int, frame: bytes, flags: int, mark: int

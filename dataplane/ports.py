@@ -18,8 +18,11 @@ import fcntl
 import socket
 import struct
 import termios
+import threading
+import time
 from collections.abc import Callable
 
+from dataplane import qdisc
 from dataplane.frame import INA_UDP_PORT, OFF_ELEMS, OFF_UDP, K
 
 ETH_P_ALL = 0x0003
@@ -38,6 +41,10 @@ _AUXDATA = struct.Struct("=IIIHHHH")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_AUXDATA.size)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 SIOCOUTQ = termios.TIOCOUTQ  # the same request number: bytes a socket sent not yet freed
+# Seconds between two reads of an interface's queue limit: links are shaped after the switches
+# and workers have started (Mininet, `congest`). A read runs `tc` (milliseconds on a loaded
+# machine), so it runs on a thread of its own and the packet path takes the last value.
+QUEUE_REREAD = 1.0
 
 
 def open_raw(ifname: str) -> socket.socket:
@@ -113,6 +120,15 @@ def send(sock: socket.socket, frame: bytes) -> bool:
     return True
 
 
+def interface_of(sock: object) -> str | None:
+    """The interface a packet socket is bound to (None for any other socket)."""
+    try:
+        name = sock.getsockname()[0]  # type: ignore[attr-defined]
+    except (AttributeError, OSError, IndexError, TypeError):
+        return None
+    return name if isinstance(name, str) and name else None
+
+
 class Backlog:
     """Frames waiting in the egress queue of the interface a packet socket sends on, read with
     SIOCOUTQ: the kernel charges each sent frame's buffer (its truesize, about a kilobyte for
@@ -122,8 +138,12 @@ class Backlog:
     value read so far: it is what one waiting frame costs, whatever the kernel's sizes. The
     embedded switch reads it for its congestion mark (p4src/README.md, "Congestion mark")."""
 
-    def __init__(self) -> None:
+    def __init__(self, interface: str | None = None) -> None:
         self.unit = 0  # bytes one waiting frame is charged (0: none seen yet)
+        self.interface = interface
+        self._depth: int | None = None
+        self._read_at = -QUEUE_REREAD
+        self._reading: threading.Thread | None = None
 
     def frames(self, sock: socket.socket) -> int:
         try:
@@ -135,3 +155,19 @@ class Backlog:
         if not self.unit or outq < self.unit:
             self.unit = outq
         return outq // self.unit
+
+    def depth(self) -> int | None:
+        """The depth this queue marks from when none is given: half the frames the interface's
+        queue holds (`dataplane.qdisc`), read again every QUEUE_REREAD seconds on a thread;
+        None when it has no queue, no interface was named or the first read is under way."""
+        now = time.monotonic()
+        stale = self.interface is not None and now - self._read_at >= QUEUE_REREAD
+        if stale and (self._reading is None or not self._reading.is_alive()):
+            self._read_at = now
+            self._reading = threading.Thread(target=self._read, args=(self.interface,))
+            self._reading.daemon = True
+            self._reading.start()
+        return self._depth
+
+    def _read(self, interface: str) -> None:
+        self._depth = qdisc.mark_depth(qdisc.queue_limit(interface))

@@ -48,7 +48,10 @@ REQUIRED_TABLES: dict[str, tuple[tuple[tuple[str, int, str], ...], tuple[str, ..
         (("ingress_port", 9, "EXACT"), ("job", 16, "EXACT")),
         ("InaIngress.permit_job",),
     ),
-    "InaEgress.mark_threshold": ((("egress_port", 9, "EXACT"),), ("InaEgress.mark_above",)),
+    "InaEgress.mark_threshold": (
+        (("egress_port", 9, "EXACT"),),
+        ("InaEgress.mark_above", "InaEgress.mark_from_queue"),
+    ),
 }
 REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.set_pipeline": (("pipe", 8),),
@@ -66,6 +69,7 @@ REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.mark_host_port": (),
     "InaIngress.permit_job": (),
     "InaEgress.mark_above": (("depth", 19),),
+    "InaEgress.mark_from_queue": (),
 }
 COUNTER_PREFIX = "InaIngress."
 # Controller headers (packet-in / packet-out through CPU_PORT): name -> its one metadata field.

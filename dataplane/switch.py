@@ -11,7 +11,8 @@ fragments run ahead of the other's and collide where a switch aggregates them.
 Congestion marks (p4src/README.md, "Congestion mark"): the queue of a port is the kernel's,
 the queue disciplines of its interface (under Mininet a shaper and a short FIFO), since the
 loop hands every frame to the kernel at once. Its depth is read per frame sent to a port that
-has a `mark_threshold` entry, from the socket's unsent bytes (`dataplane.ports.Backlog`).
+has a `mark_threshold` entry, from the socket's unsent bytes (`dataplane.ports.Backlog`); a port
+told to mark from its own queue (`mark_from_queue`) marks from half its qdisc's limit.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ async def run_switch(
     `interfaces` (port -> name)."""
     pipeline = Pipeline()
     sockets = {port: open_raw(name) for port, name in interfaces.items()}
-    backlogs = {port: Backlog() for port in sockets}
+    backlogs = {port: Backlog(name) for port, name in interfaces.items()}
 
     def transmit(port: int, frame: bytes) -> None:
         sock = sockets.get(port)
@@ -76,7 +77,8 @@ async def run_switch(
                         out_sock = outputs(out_port)
                         if out_sock is not None:
                             if marks(out_port):
-                                out = mark(out_port, out, backlogs[out_port].frames(out_sock))
+                                backlog = backlogs[out_port]
+                                out = mark(out_port, out, backlog.frames(out_sock), backlog.depth)
                             send(out_sock, out)
             if not busy:
                 return

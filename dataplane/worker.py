@@ -51,7 +51,6 @@ from dataplane.frame import (
     DATA,
     FRAME_LEN,
     INA_HEADER,
-    MARK_DEPTH,
     OFF_ELEMS,
     OFF_INA,
     PROBE,
@@ -68,7 +67,7 @@ from dataplane.frame import (
     kind_of,
 )
 from dataplane.gradients import EPOCHS, frag_id, segment_rows, split_frag_id
-from dataplane.ports import Backlog, ina_frames, send
+from dataplane.ports import Backlog, ina_frames, interface_of, send
 from dataplane.recovery import (
     CONTROL_RESEND_GAP,
     CUT_FLOOR,
@@ -133,9 +132,10 @@ class Worker:
     contributor: int = 0
     # Frames waiting in this worker's own egress queue (None: read from the socket, SIOCOUTQ):
     # a DATA sent with `mark_depth` of them ahead carries the congestion mark, as a switch
-    # port marks (p4src/README.md, "Congestion mark").
+    # port marks (p4src/README.md, "Congestion mark"); None: from half of what its own
+    # interface's queue holds (never with `queued` given, or no queue).
     queued: Callable[[], int] | None = None
-    mark_depth: int = MARK_DEPTH
+    mark_depth: int | None = None
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
     _blocking: dict[int, float] = field(default_factory=dict)  # occupant -> first named (shards)
@@ -220,9 +220,11 @@ class Worker:
         self.have = np.zeros(len(self.rows), dtype=bool)
         self.rtt = RtoEstimator(initial=self.timeout)
         self.own_rtt = RtoEstimator()
+        self._own_depth: Callable[[], int | None] = lambda: None
         if self.queued is None:
-            backlog, sock = Backlog(), self.sock
+            backlog, sock = Backlog(interface_of(self.sock)), self.sock
             self.queued = lambda: backlog.frames(sock)
+            self._own_depth = backlog.depth
 
     @property
     def rto(self) -> float:
@@ -289,7 +291,9 @@ class Worker:
         count = 1 if flags == DATA else 0
         flow, node = self.ids(frag)
         aux = data_aux(self.contributor, frag in self.first_sent) if flags == DATA else 0
-        marked = flags == DATA and self.queued is not None and self.queued() >= self.mark_depth
+        depth = self.mark_depth if self.mark_depth is not None else self._own_depth()
+        queued = self.queued
+        marked = flags == DATA and depth is not None and queued is not None and queued() >= depth
         header = InaHeader(
             self.task.job,
             self.task.task,

@@ -35,6 +35,7 @@
 #define VALUE_CELLS 524288       // CELLS * K
 #define PORTS 512                // ingress_port is 9 bits
 #define STALE_AFTER_US 2000000   // a partial sum untouched this long is abandoned (README 4.2)
+#define BMV2_QUEUE_DEPTH 64      // packets simple_switch's egress queue of a port holds by default
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_LLDP = 0x88cc;
@@ -544,11 +545,17 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta,
         meta.mark_depth = depth;
     }
 
+    // The default: from half of the port's own queue, so a queue marks before it drops.
+    @name("mark_from_queue")
+    action mark_from_queue() {
+        meta.mark_depth = BMV2_QUEUE_DEPTH / 2;
+    }
+
     // The egress ports whose queue marks packets, and from what depth (README "Congestion mark").
     @name("mark_threshold")
     table mark_threshold {
         key = { standard_metadata.egress_port: exact @name("egress_port"); }
-        actions = { mark_above; NoAction; }
+        actions = { mark_above; mark_from_queue; NoAction; }
         default_action = NoAction();
         size = 512;
     }

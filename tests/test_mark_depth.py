@@ -1,6 +1,6 @@
 """The controller's congestion-mark threshold (`ina controller --mark-depth`, p4src/README.md
 "Congestion mark"): what it accepts and that every program it compiles, re-plans included,
-carries it on every port."""
+carries it on every port; without it every port marks from half of its own queue."""
 
 from __future__ import annotations
 
@@ -16,11 +16,15 @@ from controller.model.network import load_topology
 from controller.service.daemon import Session, replan
 from controller.solvers import solve
 from controller.southbound.p4runtime import SwitchTarget
-from dataplane.frame import MARK_DEPTH
 
 
-def _depths(program) -> set[int]:
-    return {e.action.args["depth"] for e in program.table_entries if e.table_id == "mark_threshold"}
+def _depths(program) -> set[int | str]:
+    """The depths of `program`'s `mark_threshold` entries ("own queue": `mark_from_queue`)."""
+    return {
+        e.action.args.get("depth", "own queue")
+        for e in program.table_entries
+        if e.table_id == "mark_threshold"
+    }
 
 
 def test_the_session_compiles_its_depth_into_every_program_and_every_replan(tmp_path):
@@ -32,7 +36,7 @@ def test_the_session_compiles_its_depth_into_every_program_and_every_replan(tmp_
     assert session.version == 2
     assert {s: _depths(d.program) for s, d in session.drivers.items()} == {"L0": {1}, "S1": {1}}
     default = Session(network, solve(network, "aro"), targets, tmp_path / "d.json")
-    assert _depths(default.drivers["L0"].program) == {MARK_DEPTH}
+    assert _depths(default.drivers["L0"].program) == {"own queue"}
 
 
 def test_a_depth_beyond_bmv2s_queue_depth_field_is_refused():

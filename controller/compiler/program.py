@@ -24,7 +24,8 @@ switches realise exactly the flows the evaluator scored:
 * `host_port` / `host_job` bind every port facing a host to the jobs that host takes part in
   (worker or PS), so a host cannot send for another job (p4src/README.md step 2b);
 * `mark_threshold` makes every port mark INA packets congested from `mark_depth` packets
-  queued ahead of them (p4src/README.md, "Congestion mark").
+  queued ahead of them, by default (None) from half of the queue the port has
+  (`mark_from_queue`; p4src/README.md, "Congestion mark").
 
 Jobs are numbered from the topology's task order, flow ids run on across the plan and the slot
 region of a generation is split evenly, unless a `JobLayout` per job is given: then each job
@@ -60,7 +61,6 @@ from controller.model.plan import Plan, TaskPlan
 from dataplane.frame import (
     FLOW_IDS_PER_GENERATION,
     GENERATIONS,
-    MARK_DEPTH,
     MAX_FAN_IN,
     SLOTS_PER_PIPE,
 )
@@ -184,12 +184,14 @@ def compile_plan(
     plan: Plan,
     version: int = 1,
     layout: Layout | None = None,
-    mark_depth: int = MARK_DEPTH,
+    mark_depth: int | None = None,
 ) -> tuple[dict[str, SwitchProgram], list[WorkerAssignment]]:
     """Compile `plan` as plan `version`, with each job's ids from `layout` if given (see the
-    module docstring) and ports marking congestion from `mark_depth` queued packets; raises
-    CompileError if the plan is inconsistent or exceeds the target."""
-    if not 0 <= mark_depth < 1 << 19:  # `mark_above`'s parameter: bmv2's enq_qdepth, 19 bits
+    module docstring) and ports marking congestion from `mark_depth` queued packets (None:
+    half their own queue); raises CompileError if the plan is inconsistent or exceeds the
+    target."""
+    # `mark_above`'s parameter: bmv2's enq_qdepth, 19 bits
+    if mark_depth is not None and not 0 <= mark_depth < 1 << 19:
         raise CompileError(f"mark depth {mark_depth} is not within 0..{(1 << 19) - 1} packets")
     network = built_network(network, plan)
     ids = Numbering(network, layout)
@@ -278,7 +280,7 @@ def _base_entries(
     ids: Numbering,
     switch: str,
     prog: SwitchProgram,
-    mark_depth: int = MARK_DEPTH,
+    mark_depth: int | None = None,
 ) -> None:
     """Port→pipeline map, host ports bound to their hosts' jobs, collision clone sessions,
     congestion marking on every port and IPv4 routes to every host."""
@@ -294,7 +296,10 @@ def _base_entries(
     ports = sorted(d["out_port"] for _, _, d in network.graph.out_edges(switch, data=True))
     prog.clone_sessions = [P4CloneSessionEntry(p, replicas=[(p, 0)]) for p in ports]
     prog.table_entries += [
-        _entry("mark_threshold", {"egress_port": p}, "mark_above", depth=mark_depth) for p in ports
+        _entry("mark_threshold", {"egress_port": p}, "mark_from_queue")
+        if mark_depth is None
+        else _entry("mark_threshold", {"egress_port": p}, "mark_above", depth=mark_depth)
+        for p in ports
     ]
     for ip, port in host_routes(network, ids, switch).items():
         prog.table_entries.append(

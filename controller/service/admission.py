@@ -42,7 +42,7 @@ from controller.model.network import Network, Task, hosts_do_not_forward_to
 from controller.model.plan import Plan
 from controller.service.job_model import SLOT_REGION, JobRequest
 from controller.southbound.p4runtime import check_fits
-from dataplane.frame import FLOW_IDS_PER_GENERATION, MARK_DEPTH, MAX_JOBS
+from dataplane.frame import FLOW_IDS_PER_GENERATION, MAX_JOBS
 
 MAX_JOB_ID = MAX_JOBS - 1  # ids 1..31: the tags' 5 bits, the per-job `forged` counter cells
 FLOW_BLOCK = FLOW_IDS_PER_GENERATION // MAX_JOBS  # 512 flow ids per job id
@@ -194,7 +194,7 @@ def admit(
     dead_links: Set[tuple[str, str]] = frozenset(),
     time_limit: float | None = None,
     seed: int | None = 0,
-    mark_depth: int = MARK_DEPTH,
+    mark_depth: int | None = None,
 ) -> Admitted:
     """Plan `request` as job `name` beside the running `plan` on `network`, around the links
     known dead (module docstring); raises Refused with the reason."""

@@ -54,7 +54,6 @@ from controller.southbound.p4runtime import (
     check_fits,
 )
 from controller.southbound.tls import certificate_problem
-from dataplane.frame import MARK_DEPTH
 
 LOG = logging.getLogger(__name__)
 POLL_INTERVAL = 1.0  # seconds between counter reads (which double as liveness checks)
@@ -124,7 +123,8 @@ class Session:
     api_address: str | None = None
     api_url: str | None = None  # http:// or https:// (`--api-cert`) and the address
     changing: asyncio.Lock = field(default_factory=asyncio.Lock)
-    mark_depth: int = MARK_DEPTH  # every port's `mark_threshold` (p4src/README.md)
+    # every port's `mark_threshold` (p4src/README.md); None: half of each port's own queue
+    mark_depth: int | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.targets) - set(self.network.switches))

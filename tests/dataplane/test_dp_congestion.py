@@ -1,10 +1,12 @@
 """The congestion mark (p4src/README.md, "Congestion mark") without root: the embedded
 pipeline's egress marking and its OR through aggregation, the PS's echo, the worker's DCTCP rule
-against the RFC 8257 formulas written out here, the own-queue mark, and the compiler's entries.
+against the RFC 8257 formulas written out here, the own-queue mark, the compiler's entries and
+the default depth: half of the queue a port or worker has, read from `tc`'s JSON.
 Real packets on both targets: tests/dataplane/test_dp_congestion_target.py (root)."""
 
 from __future__ import annotations
 
+import re
 import socket
 
 import numpy as np
@@ -15,16 +17,18 @@ from finsy.proto import p4r
 from test_dp_fastpath import DST, JOB, NEXT_NODE, OUT_PORT, SRC, TASK, aggregating
 
 from controller.compiler.program import compile_plan
+from controller.emulation.faults.impair import KIND_OF_FLAGS, LOST_KINDS, _lost_rules
+from controller.emulation.faults.lossy_sim import frame_kind
 from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
-from dataplane.congestion import GAIN, MarkReaction
+from dataplane import qdisc
+from dataplane.congestion import GAIN, QUIET_WINDOWS, MarkReaction
 from dataplane.entities import INSERT, Entities
 from dataplane.frame import (
     ACK,
     CONGESTED,
     CONTROL,
     DATA,
-    MARK_DEPTH,
     PROBE,
     RESULT,
     InaHeader,
@@ -46,13 +50,16 @@ def _frame(flow: int, frag: int, flags: int = DATA, count: int = 1, value: int =
     return build_frame(SRC, DST, header, np.full(K, value, ">i4").tobytes())
 
 
-def _programmed(depth: int) -> Pipeline:
-    """A pipeline whose port OUT_PORT marks from `depth`, written as the controller writes it."""
+def _programmed(depth: int | None) -> Pipeline:
+    """A pipeline whose port OUT_PORT marks from `depth` (None: from its own queue,
+    `mark_from_queue`), written as the controller writes it."""
     pipeline = Pipeline()
     entity = P4TableEntry(
         "mark_threshold",
         match=P4TableMatch({"egress_port": OUT_PORT}),
-        action=P4TableAction("mark_above", depth=depth),
+        action=P4TableAction("mark_above", depth=depth)
+        if depth is not None
+        else P4TableAction("mark_from_queue"),
     )
     Entities(Schema(load_p4info()), pipeline).write(
         p4r.Update(type=INSERT, entity=entity.encode(P4Schema(P4INFO_PATH)))
@@ -83,6 +90,34 @@ def test_a_port_without_an_entry_and_a_control_packet_are_never_marked() -> None
     assert not is_marked(pipeline.mark(OUT_PORT, _frame(1, 5, CONTROL), 100))
     assert is_marked(pipeline.mark(OUT_PORT, _frame(1, 5), 0))
     assert pipeline.marks(OUT_PORT) and not pipeline.marks(OUT_PORT + 1)
+
+
+@pytest.mark.parametrize(("own", "marked_from"), [(5, 5), (1, 1), (None, None)])
+def test_a_port_told_to_mark_from_its_own_queue_marks_from_what_its_target_says(
+    own: int | None, marked_from: int | None
+) -> None:
+    """`mark_from_queue`: the target's own depth of the port (the embedded switch: half its
+    qdisc's limit), never when the port has no queue."""
+    pipeline = _programmed(depth=None)
+    marks = [is_marked(pipeline.mark(OUT_PORT, _frame(1, 5), q, lambda: own)) for q in range(8)]
+    assert marks == [marked_from is not None and q >= marked_from for q in range(8)]
+    assert pipeline.marks(OUT_PORT)
+
+
+# `tc -j qdisc show` of a veth as Mininet leaves it, shaped (htb), and shaped over a short FIFO.
+NOQUEUE = [{"kind": "noqueue", "handle": "0:", "root": True, "refcnt": 2, "options": {}}]
+HTB = [{"kind": "htb", "handle": "5:", "root": True, "options": {"default": "0x1"}}]
+PFIFO = [*HTB, {"kind": "pfifo", "handle": "10:", "parent": "5:1", "options": {"limit": 2}}]
+
+
+@pytest.mark.parametrize(
+    ("qdiscs", "limit", "depth"),
+    [(NOQUEUE, None, None), (HTB, 1000, 500), (PFIFO, 2, 1), ([], None, None)],
+    ids=["noqueue", "htb over the default leaf", "htb over pfifo 2", "tc failed"],
+)
+def test_the_default_depth_is_half_the_queue_an_interface_has(qdiscs, limit, depth) -> None:
+    assert qdisc.limit_of(qdiscs, txqueuelen=1000) == limit
+    assert qdisc.mark_depth(limit) == depth
 
 
 def _marked(frame: bytes) -> bytes:
@@ -207,6 +242,26 @@ def test_pacing_spreads_the_window_over_a_round_trip_once_marks_came() -> None:
     assert reaction.gap(window, 0.02) == pytest.approx(0.02 / window)
 
 
+def test_windows_of_results_without_a_mark_forget_the_cuts_window() -> None:
+    """Once the marking queue has drained (QUIET_WINDOWS windows of results in a row, none
+    marked) a worker grows one per result again and stops pacing; one mark restarts the
+    count."""
+    reaction = MarkReaction()
+    window = reaction.on_result(True, 20.0)
+    for quiet in range(QUIET_WINDOWS):
+        for _ in range(int(window)):
+            reaction.on_result(False, window)
+        if quiet == QUIET_WINDOWS // 2:
+            reaction.on_result(True, window)  # a mark: the count starts again
+            window = reaction.ssthresh
+    assert reaction.ssthresh == window, "a mark came fewer than QUIET_WINDOWS windows ago"
+    assert reaction.growth(window) == pytest.approx(1 / window)
+    for _ in range(QUIET_WINDOWS * int(window)):
+        reaction.on_result(False, window)
+    assert reaction.ssthresh == float("inf")
+    assert reaction.growth(window) == 1.0 and reaction.gap(window, 0.02) == 0.0
+
+
 def _worker(queued: int = 0) -> tuple[Worker, socket.socket]:
     mine, wire = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     wire.setblocking(False)
@@ -234,28 +289,52 @@ def test_a_worker_cuts_on_a_marked_result_and_grows_on_an_unmarked_one() -> None
     assert w.stats.marked == 1
 
 
-@pytest.mark.parametrize("queued", [0, MARK_DEPTH - 1, MARK_DEPTH, MARK_DEPTH + 5])
+@pytest.mark.parametrize("queued", [0, 9, 10, 15])
 def test_a_worker_marks_its_data_when_its_own_queue_holds_the_threshold(queued: int) -> None:
     w, wire = _worker(queued)
+    w.mark_depth = 10
     w.start(0.0)
     w.pump(0.0)
     frames = _sent(wire)
     assert frames and all(kind_of(f[45]) == DATA for f in frames)
-    assert {is_marked(f) for f in frames} == {queued >= MARK_DEPTH}
+    assert {is_marked(f) for f in frames} == {queued >= 10}
+
+
+def test_a_worker_with_no_depth_and_no_queue_of_its_own_never_marks() -> None:
+    """No depth given: half of its interface's queue; a socket that is no packet socket has
+    no interface, so nothing to read and no mark, however much is said to wait."""
+    w, wire = _worker(10_000)
+    w.start(0.0)
+    w.pump(0.0)
+    frames = _sent(wire)
+    assert frames and not any(is_marked(f) for f in frames)
 
 
 def test_the_compiler_makes_every_port_of_every_switch_mark_from_the_depth_asked() -> None:
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     plan = solve(network, "aro", SolveOptions(time_limit=20, seed=0, params={"num_workers": 1}))
     for depth, programs in (
-        (MARK_DEPTH, compile_plan(network, plan)[0]),
+        ("own queue", compile_plan(network, plan)[0]),
         (5, compile_plan(network, plan, mark_depth=5)[0]),
     ):
         for name, program in programs.items():
             entries = {
-                e.match["egress_port"]: e.action.args["depth"]
+                e.match["egress_port"]: e.action.args.get("depth", "own queue")
                 for e in program.table_entries
                 if e.table_id == "mark_threshold"
             }
             ports = {d["out_port"] for _, _, d in network.graph.out_edges(name, data=True)}
             assert entries == dict.fromkeys(ports, depth), name
+
+
+@pytest.mark.parametrize("kind", [DATA, RESULT, ACK, PROBE])
+def test_a_lost_marked_frame_is_counted_by_its_kind(kind: int) -> None:
+    """What the impairments count as lost, in the simulation and in Mininet's nftables rules
+    (one counting rule per kind, in LOST_KINDS order): a marked frame is still its kind."""
+    frame = _marked(_frame(1, 5, kind))
+    assert frame_kind(frame) == KIND_OF_FLAGS[kind]
+    chain = _lost_rules("s1-eth1")
+    sets = [{int(v) for v in m.split(",")} for m in re.findall(r"\{ ([\d, ]+) \}", chain)]
+    assert [frame[45] in values for values in sets] == [
+        name == KIND_OF_FLAGS[kind] for name in LOST_KINDS[:-1]
+    ]

@@ -2,13 +2,18 @@
 pairs, real packets in and out: the `mark_threshold` entry, the OR of the contributions' marks
 through aggregation, CONTROL never marked, on the embedded target and on bmv2 (the fixtures
 of tests/dataplane/test_dp_target.py); and a queue the kernel really holds (an htb shaper on the
-switch's port) read by the embedded target. bmv2's own egress queue does not build behind a
-kernel shaper, and simple_switch_grpc has no P4Runtime knob for its queue rate, so its deep
-queue is not produced here."""
+switch's port) read by the embedded target; and the default entry, `mark_from_queue`, on a
+queue that really fills: bmv2's own 64-packet egress queue (its drain rate slowed through
+bmv2's Thrift runtime service, which P4Runtime has no knob for: a kernel shaper never fills
+bmv2's queue, bmv2 drops what the kernel does not take), and a `pfifo limit 10` behind the
+embedded target's port. Each marks before it drops."""
 
 from __future__ import annotations
 
+import socket
+import struct
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -33,8 +38,13 @@ target = test_dp_target.target
 sw = test_dp_target.sw
 
 
-def _threshold(sw: Client, port: int, depth: int) -> None:
-    sw.write(sw.table_entry("mark_threshold", {"egress_port": port}, "mark_above", depth=depth))
+def _threshold(sw: Client, port: int, depth: int | None) -> None:
+    """Port `port` marks from `depth` (None: from half its own queue, the controller's
+    default)."""
+    if depth is None:
+        sw.write(sw.table_entry("mark_threshold", {"egress_port": port}, "mark_from_queue"))
+    else:
+        sw.write(sw.table_entry("mark_threshold", {"egress_port": port}, "mark_above", depth=depth))
 
 
 def _marked(frame: bytes) -> bytes:
@@ -84,7 +94,7 @@ def test_a_control_packet_is_never_marked(target: Target, sw: Client) -> None:
     assert control and not any(is_marked(f) for f in control)
 
 
-def _shape(interface: str, rate: str) -> None:
+def _shape(interface: str, rate: str, limit: int = 1000) -> None:
     for args in (
         ["qdisc", "add", "dev", interface, "root", "handle", "1:", "htb", "default", "1"],
         ["class", "add", "dev", interface, "parent", "1:", "classid", "1:1", "htb", "rate", rate],
@@ -99,7 +109,7 @@ def _shape(interface: str, rate: str) -> None:
             "10:",
             "pfifo",
             "limit",
-            "1000",
+            str(limit),
         ],
     ):
         subprocess.run(["tc", *args], check=True, capture_output=True)
@@ -133,3 +143,75 @@ def test_the_embedded_target_marks_from_the_kernels_queue_behind_its_port(
     seen = "".join("x" if m else "." for m in marks)  # ..............xxxxxxxxxxxxxxxxxxxxxxxxxx
     assert marks[:5] == [False] * 5, f"the first frames found fewer than 5 ahead: {seen}"
     assert marks[20:] == [True] * 20, f"later frames found the queue the shaper holds: {seen}"
+
+
+def _bmv2_queue_rate(target: Target, port: int, packets_per_second: int) -> None:
+    """bmv2's `set_egress_queue_rate(port, pps)` (simple_switch.thrift) over its Thrift port:
+    one call in Thrift's strict binary protocol on a buffered transport, multiplexed as
+    service "simple_switch", as bmv2's runtime CLI sends it (no Thrift library here)."""
+    args = list(target.process.args)
+    thrift_port = int(args[args.index("--thrift-port") + 1])
+    name = b"simple_switch:set_egress_queue_rate"
+    call = (
+        struct.pack("!Ii", 0x80010001, len(name))  # version 1, CALL
+        + name
+        + struct.pack("!i", 1)  # sequence id
+        + struct.pack("!bhi", 8, 1, port)  # field 1: i32 port_num
+        + struct.pack("!bhq", 10, 2, packets_per_second)  # field 2: i64 rate_pps
+        + b"\0"  # end of the arguments
+    )
+    with socket.create_connection(("127.0.0.1", thrift_port), timeout=5) as conn:
+        conn.sendall(call)
+        reply = conn.recv(4096)
+    # the reply's result: field 0, i32 0 (success), end
+    assert reply.endswith(struct.pack("!bhib", 8, 0, 0, 0)), reply
+
+
+def _pattern(out: list[bytes], sent: int) -> str:
+    """One character per frame sent: x arrived marked, . arrived unmarked, _ lost."""
+    got = {InaHeader.unpack(f).frag_id: is_marked(f) for f in out}
+    return "".join("x" if got.get(i) else "." if i in got else "_" for i in range(sent))
+
+
+def test_a_port_with_its_default_queue_marks_before_it_drops(target: Target, sw: Client) -> None:
+    """The controller's default entry (`mark_from_queue`) on a queue that really fills:
+    bmv2's own egress queue of 64 packets drained at 100 packets/s while 150 frames come at
+    400/s; the embedded target's kernel queue, a `pfifo limit 10` under a 1 Mbit/s shaper,
+    while 60 frames come at once. With the old default (500) bmv2 marked nothing, and the
+    embedded port nothing below 500 queued. bmv2 marks from 32 queued, the embedded port from
+    5; frames arrive unmarked, then marked, and only then are frames lost."""
+    interface = target.net.switch_if[4]
+    sw.write(
+        sw.table_entry(
+            "ina_forward", {"job": JOB, "task": TASK, "flow_id": OUT_FLOW}, "forward", port=4
+        )
+    )
+    _threshold(sw, 4, None)
+    if target.kind == "bmv2":
+        sent, gap = 150, 0.0025
+        _bmv2_queue_rate(target, 4, 100)
+    else:
+        sent, gap = 60, 0.0
+        _shape(interface, "1mbit", limit=10)
+    try:
+        # One frame first: the embedded target reads the new limit on a thread, the packet
+        # path takes it from the next frame on.
+        target.sockets[1].send(_frame(1, sent, OUT_FLOW, _elements(0)))
+        _receive(target.sockets[4], wait=0.5, expect=1)
+        time.sleep(0.5)
+        for frag in range(sent):
+            target.sockets[1].send(_frame(1, frag, OUT_FLOW, _elements(frag)))
+            if gap:
+                time.sleep(gap)
+        out = _receive(target.sockets[4], wait=3.0, expect=sent)
+    finally:
+        if target.kind == "bmv2":
+            _bmv2_queue_rate(target, 4, 1_000_000_000)
+        else:
+            subprocess.run(["tc", "qdisc", "del", "dev", interface, "root"], capture_output=True)
+    seen = _pattern(out, sent)  # bmv2: 46 ., 45 x, then _ and x as the queue drains
+    print(f"{target.kind}: {seen}")
+    assert "_" in seen, f"the queue never overflowed: {seen}"
+    first_lost = seen.index("_")
+    assert "x" in seen[:first_lost], f"no mark before the first loss: {seen}"
+    assert seen[: seen.index("x")].count(".") >= 5, f"marked from the start: {seen}"

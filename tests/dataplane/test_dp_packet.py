@@ -190,6 +190,7 @@ def test_every_size_in_ina_p4_is_the_wire_modules() -> None:
         "VALUE_CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE * wire.K,
         "PORTS": wire.PORTS,
         "STALE_AFTER_US": round(wire.STALE_AFTER_SECONDS * 1_000_000),
+        "BMV2_QUEUE_DEPTH": wire.BMV2_QUEUE_DEPTH,
         "MAX_FAN_IN": wire.MAX_FAN_IN,
         "ETHERTYPE_IPV4": wire.ETHERTYPE_IPV4,
         "ETHERTYPE_LLDP": wire.ETHERTYPE_LLDP,

@@ -38,8 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+import networkx as nx
+
 from controller.emulation.faults.delayline import PASS_MARK
-from dataplane.frame import ACK, DATA, INA_UDP_PORT, OFF_INA, OFF_UDP, PROBE, RESULT
+from dataplane import qdisc
+from dataplane.frame import ACK, CONGESTED, DATA, INA_UDP_PORT, OFF_INA, OFF_UDP, PROBE, RESULT
 
 KINDS = ("loss", "duplicate", "reorder")
 TABLE_PREFIX = "ina_faults_"
@@ -83,13 +86,13 @@ def _lost_chain(interface: str) -> str:
 def _lost_rules(interface: str) -> str:
     """A regular chain the loss rule jumps to: the frame is dropped by the rule of its kind,
     whose counter says what was lost (`LOST_KINDS`, in order; raw link-layer offsets of
-    dataplane/frame.py)."""
+    dataplane/frame.py); a frame's kind with or without the congestion mark."""
     port = f"@ll,{8 * (OFF_UDP + 2)},16 != {INA_UDP_PORT}"
     flags = f"@ll,{8 * (OFF_INA + 3)},8"
     by_kind = {k: [f for f, kind in KIND_OF_FLAGS.items() if kind == k] for k in LOST_KINDS}
     rules = [f"{port} counter drop"]  # not INA: counted with "other" below
     for kind in LOST_KINDS[:-1]:
-        values = ", ".join(str(f) for f in by_kind[kind])
+        values = ", ".join(str(v) for f in by_kind[kind] for v in (f, f | CONGESTED))
         rules.append(f"{flags} {{ {values} }} counter drop")
     rules.append("counter drop")
     return f"chain {_lost_chain(interface)} {{ " + "; ".join(rules) + "; }"
@@ -346,3 +349,23 @@ def congest(emu, fraction: float, queue_packets: int | None = None) -> None:
                     f"tc qdisc add dev {intf.name} parent 5:1 handle 10: pfifo "
                     f"limit {queue_packets}",
                 )
+
+
+def queue_drops(emu, skip: frozenset[frozenset[str]] = frozenset()) -> dict[str, int]:
+    """Frames the queue disciplines of `emu`'s link interfaces have dropped so far (`tc -s`),
+    by direction: "to PS", out of an interface whose far end is nearer a PS of the plan
+    (contributions, ACKs, PROBEs), and "to workers" (results, CONTROL). Links in `skip`
+    (pairs of node names, e.g. a cut link whose qdisc drops everything on bmv2) are left out."""
+    graph = nx.Graph(emu.network.graph)
+    hops = nx.multi_source_dijkstra_path_length(graph, {tp.ps for tp in emu.plan.tasks})
+    model = {node.name: name for name, node in emu.node.items()}
+    found = {"to PS": 0, "to workers": 0}
+    for link in emu.net.links:
+        for intf, peer in ((link.intf1, link.intf2), (link.intf2, link.intf1)):
+            u, v = model[intf.node.name], model[peer.node.name]
+            if frozenset((u, v)) in skip:
+                continue
+            text = intf.node.cmd(" ".join(qdisc.command(intf.name, stats=True)))
+            toward = "to PS" if hops[v] < hops[u] else "to workers"
+            found[toward] += qdisc.drops(qdisc.parse(text))
+    return found

@@ -73,10 +73,10 @@ _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 
 
 def frame_kind(frame: bytes) -> str:
-    """What `frame` is among the `LOST_KINDS` the Mininet impairment counts."""
+    """What `frame` is among the `LOST_KINDS` the Mininet impairment counts, marked or not."""
     if len(frame) <= OFF_INA + 3 or frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT:
         return "other"
-    return KIND_OF_FLAGS.get(frame[OFF_INA + 3], "other")
+    return KIND_OF_FLAGS.get(kind_of(frame[OFF_INA + 3]), "other")
 
 
 @dataclass(frozen=True)
