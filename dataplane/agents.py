@@ -232,6 +232,7 @@ def _worker_shards(
         "rate_scale": args.rate_scale,
         "epoch": args.epoch,
         "mark_depth": args.mark_depth,
+        "query": args.loss_query,
     }
 
     def watcher(task: int) -> PlanWatcher | ApiWatcher | None:
@@ -509,6 +510,12 @@ def sending_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="mark DATA congested from N frames waiting in this host's own egress queue "
         "(default: half of what that queue holds; p4src/README.md, Congestion mark)",
+    )
+    p.add_argument(
+        "--loss-query",
+        action="store_true",
+        help="ask the switches whose loss a fragment found lost is before resending it "
+        "(switches that answer loss queries: the embedded target; p4src/README.md, PROBE)",
     )
 
 

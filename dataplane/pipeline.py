@@ -119,6 +119,8 @@ class Slots:
         self.touched = [0.0] * cells  # monotonic seconds of the last contribution or duplicate
         self.values = [0] * cells  # the K int32 partial sums as one integer (see _LANE_HIGH)
         self.mark = [0] * cells  # CONGESTED if any contribution summed here carried the mark
+        # the highest loss-query round a completed sum was sent on again for (README 4.2)
+        self.repaired = [0] * cells
 
 
 def slot_of(frag_id: int, base: int, count: int) -> int:
@@ -257,6 +259,8 @@ class Pipeline:
             if result == "duplicate":
                 self._count("duplicates", pipe)
                 return []
+            if result == "nack":
+                return self._control(port, frame, frag, count=0)
             assert isinstance(result, bytes)
             frame = result
             flow = action.out_flow
@@ -275,6 +279,8 @@ class Pipeline:
         now = self.clock()
         stale = now - s.touched[cell] > STALE_AFTER_SECONDS
         same = s.frag[cell] == frag and s.tag[cell] == act.tag
+        if flags == PROBE and count:
+            return self._query(act, cell, frame, frag, count, mark, stale)
         if flags == DATA and same and s.bitmap[cell] == 0 and not stale:
             # Completed here less than STALE_AFTER ago: a copy of a counted contribution (a
             # resend whose original made it) gets the sum again; it must not open a new
@@ -299,7 +305,7 @@ class Pipeline:
         elems = int.from_bytes(frame[OFF_ELEMS:_ELEMS_END], "big")
         if free:
             s.frag[cell], s.tag[cell], s.count[cell] = frag, act.tag, count
-            s.values[cell], s.mark[cell] = elems, mark
+            s.values[cell], s.mark[cell], s.repaired[cell] = elems, mark, 0
         else:
             s.count[cell] += count
             s.values[cell] = lane_sum(s.values[cell], elems)
@@ -312,6 +318,39 @@ class Pipeline:
         self._count("aggregations_completed", pipe=cell // SLOTS_PER_PIPE)
         return self._emit(frame, act, s.count[cell] & 0xFFFF, s.values[cell], s.mark[cell])
 
+    def _query(
+        self,
+        act: Aggregate,
+        cell: int,
+        frame: bytes,
+        frag: int,
+        rounds: int,
+        mark: int,
+        stale: bool,
+    ) -> bytes | str | None:
+        """A loss query (a PROBE with its round in `count`, README 4.2): whose loss is it?
+        Completed here: the loss is further on, and the stored sum goes on again as a DATA,
+        once per round (the sum is repaired here, not by every worker below); a partial sum
+        holding the asker's bit: the loss is a peer's, nothing to do; a slot another fragment
+        took since: this one left, the query goes on as a PROBE does, for the next
+        aggregation point to answer; otherwise (a partial sum without the asker's bit, a free
+        or stale slot) the asker's contribution is missing here: "nack", answered towards it."""
+        s = self.slots
+        if (s.bitmap[cell] == 0 and s.tag[cell] == 0) or stale:
+            return "nack"
+        if s.frag[cell] != frag or s.tag[cell] != act.tag:
+            return self._emit(frame, act, None, None)
+        if s.bitmap[cell] == 0:
+            if rounds <= s.repaired[cell]:
+                return None
+            s.repaired[cell] = rounds
+            return self._emit(
+                frame, act, s.count[cell] & 0xFFFF, s.values[cell], s.mark[cell] | mark, DATA
+            )
+        if s.bitmap[cell] & act.member:
+            return None
+        return "nack"
+
     @staticmethod
     def _emit(
         frame: bytes,
@@ -319,6 +358,7 @@ class Pipeline:
         count: int | None,
         values: int | None,
         mark: int | None = None,
+        kind: int | None = None,
     ) -> bytes:
         """The frame with flow id (also the UDP source port), next node, no UDP checksum and,
         on completion, the count, the sums and the sum's congestion mark: UDP and INA headers
@@ -333,7 +373,7 @@ class Pipeline:
             0,
             job,
             task,
-            flags if mark is None else flags & KIND | mark,
+            flags if mark is None else (kind or flags & KIND) | mark,
             act.out_flow,
             act.next_node,
             frag,
@@ -344,8 +384,11 @@ class Pipeline:
         elements = frame[OFF_ELEMS:_ELEMS_END] if values is None else values.to_bytes(4 * K, "big")
         return b"".join((frame[:OFF_UDP], head, elements, frame[_ELEMS_END:]))
 
-    def _control(self, port: int, frame: bytes, occupant: int) -> list[tuple[int, bytes]]:
-        """The I2E clone of a collision, rewritten as egress does (README Flags: CONTROL)."""
+    def _control(
+        self, port: int, frame: bytes, occupant: int, count: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        """The I2E clone of a collision, rewritten as egress does (README Flags: CONTROL);
+        with `count` 0, the NACK of a loss query (occupant: the queried fragment)."""
         ports = self.fwd.clone.get(port)
         if not ports:
             return []
@@ -357,6 +400,8 @@ class Pipeline:
         out[OFF_UDP + 6 : OFF_UDP + 8] = b"\0\0"
         out[OFF_INA + 3] = CONTROL
         struct.pack_into("!I", out, OFF_INA + 16, occupant)
+        if count is not None:
+            struct.pack_into("!H", out, OFF_INA + 12, count)
         set_ipv4_checksum(out)
         data = bytes(out)
         return [(p, data) for p in ports]

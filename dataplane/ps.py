@@ -4,8 +4,9 @@ PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
 workers, and sends one RESULT per fragment that the switches multicast to the workers, under the
 task's result flow id (published by the controller as `result_flow_id`). A DATA, ACK or PROBE
-for a finished fragment makes it send the result again (a worker lost it). It keeps no timer:
-recovery is the workers' (dataplane/recovery.py).
+for a finished fragment makes it send the result again (a worker lost it); a loss query (a PROBE
+with a round in `count`) for an unfinished fragment whose flow it has not counted gets a NACK
+back to its sender. It keeps no timer: recovery is the workers' (dataplane/recovery.py).
 
 Congestion: a result carries the congestion mark (p4src/README.md, "Congestion mark") when any
 sum the PS added into it came marked, and a result sent again carries the mark of the packet
@@ -30,11 +31,14 @@ from dataplane.frame import (
     ACK,
     BROADCAST,
     CONGESTED,
+    CONTROL,
     DATA,
+    ECN_CE,
     FLOW_IDS_PER_GENERATION,
     INA_HEADER,
     OFF_ELEMS,
     OFF_INA,
+    OFF_IP,
     PROBE,
     RESULT,
     RETRANSMITTED,
@@ -100,6 +104,7 @@ class ParameterServer:
     # count other than `workers` (a contribution counted twice or missed: must stay 0).
     duplicates_ignored: int = 0
     miscounted: int = 0
+    nacks_sent: int = 0  # answers to loss queries: the asker's contribution is missing here
     epoch: int = 0  # the iteration; fragments of other iterations are ignored
     offset: int = 0  # wire index of this PS's first fragment (its shard's place in the model)
 
@@ -135,6 +140,10 @@ class ParameterServer:
             or not 0 <= frag < self.fragments
         ):
             return
+        if flags == PROBE and count and not self.done[frag]:
+            if (flow, frag) not in self.seen:
+                self._nack(frame)
+            return
         if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
             self.duplicates_ignored += flags == DATA
             if self.done[frag]:
@@ -158,6 +167,15 @@ class ParameterServer:
             # Aggregation forwards the `aux` of the contribution that completed a slot, so this
             # is the last contribution to arrive along the fragment's slowest path.
             self._send_result(frag, aux, CONGESTED if self.marked[frag] else 0)
+
+    def _nack(self, query: bytes) -> None:
+        """Answer a loss query to its sender as a switch does (p4src/README.md, PROBE): a
+        CONTROL with `count` 0 naming the fragment, ECN CE as every CONTROL."""
+        job, task, _, flow, node, raw, *_ = INA_HEADER.unpack_from(query, OFF_INA)
+        asker = Endpoint(bytes(query[6:12]), bytes(query[OFF_IP + 12 : OFF_IP + 16]))
+        header = InaHeader(job, task, CONTROL, flow, node, raw, 0, aux=raw)
+        send(self.sock, build_frame(self.me, asker, header, bytes(4 * K), ECN_CE))
+        self.nacks_sent += 1
 
     def flows_per_fragment(self) -> float:
         """Distinct (flow, fragment) contributions that reached the PS per fragment: how many

@@ -73,6 +73,7 @@ from dataplane.recovery import (
     CUT_FLOOR,
     DETECTED,
     PEER_WAIT_CAP,
+    QUERY_ROUNDS,
     REPLANNED,
     TIMED_OUT,
     TLP_FLOOR,
@@ -105,6 +106,8 @@ class WorkerStats:
     controls: int = 0  # CONTROL packets received: collisions in a slot on the path
     detected_lost: int = 0  # fragments taken for lost from later results or the tail probe
     timed_out: int = 0  # retransmission timeouts
+    queries: int = 0  # loss queries sent (`Worker.query`)
+    nacks: int = 0  # NACKs received: the path named this worker's contribution missing
     seconds: float = 0.0
 
 
@@ -136,6 +139,10 @@ class Worker:
     # interface's queue holds (never with `queued` given, or no queue).
     queued: Callable[[], int] | None = None
     mark_depth: int | None = None
+    # Ask the path before resending a fragment found lost from later results or by the tail
+    # probe (dataplane/recovery.py, "Loss queries"): needs switches that answer loss queries
+    # (the embedded target); without them a fragment is resent QUERY_ROUNDS PTOs late.
+    query: bool = False
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
     _blocking: dict[int, float] = field(default_factory=dict)  # occupant -> first named (shards)
@@ -178,6 +185,13 @@ class Worker:
     # take a place in the window, or a window full of them could wait for its own fragments
     ahead: set[int] = field(default_factory=set)
     resent: set[int] = field(default_factory=set)  # fragments sent more than once
+    asked: dict[int, int] = field(default_factory=dict)  # fragment -> loss queries so far
+    last_asked: dict[int, float] = field(default_factory=dict)  # fragment -> its last query
+    # (when to ask again, fragment), earliest first: a fragment still without an answer a PTO
+    # after a query is asked again, and resent after QUERY_ROUNDS queries (the query or its
+    # NACK may be lost, or the repair late; a window full of fragments waiting for answers
+    # sends nothing whose result would show it)
+    _reask: list[tuple[float, int]] = field(default_factory=list)
     controlled: dict[int, float] = field(default_factory=dict)  # fragment -> next CONTROL resend
     timeouts: dict[int, int] = field(default_factory=dict)  # fragment -> timeouts so far
     # fragments sent exactly once -> when: the only round trips sampled (Karn's rule)
@@ -286,11 +300,13 @@ class Worker:
                 self._lose(frag, REPLANNED)
         return self._gap()
 
-    def _send(self, frag: int, flags: int = DATA, epoch: int | None = None) -> None:
-        """Send fragment `frag` (an index into this worker's rows) or a DATA-less packet."""
-        count = 1 if flags == DATA else 0
+    def _send(self, frag: int, flags: int = DATA, epoch: int | None = None, count: int = 0) -> None:
+        """Send fragment `frag` (an index into this worker's rows) or a DATA-less packet
+        (`count`: a loss query's round)."""
         flow, node = self.ids(frag)
-        aux = data_aux(self.contributor, frag in self.first_sent) if flags == DATA else 0
+        # a query's `aux` is that of a resend: a sum it has sent on again waited for a recovery
+        aux = data_aux(self.contributor, frag in self.first_sent) if flags == DATA or count else 0
+        count = 1 if flags == DATA else count
         depth = self.mark_depth if self.mark_depth is not None else self._own_depth()
         queued = self.queued
         marked = flags == DATA and depth is not None and queued is not None and queued() >= depth
@@ -314,6 +330,11 @@ class Worker:
         self.outstanding.pop(frag, None)
         self.outstanding[frag] = deadline
         self.last_sent[frag] = now
+        self.last_asked.pop(frag, None)
+
+    def _last_touched(self, frag: int) -> float:
+        """When `frag` last went out: its DATA, or a loss query after it."""
+        return self.last_asked.get(frag, self.last_sent[frag])
 
     def _pto(self) -> float:
         """2 SRTT (at most the RTO), doubled per probe nothing answered, at most
@@ -346,12 +367,12 @@ class Worker:
         """Outstanding fragments last sent before `before` are lost: queue them for resending
         (one window cut per round trip, like timeouts)."""
         gone = []
-        for frag in self.outstanding:  # in order of last send
-            if self.last_sent[frag] >= before:
+        for frag in self.outstanding:  # in order of last send or query
+            if self._last_touched(frag) >= before:
                 break
             gone.append(frag)
         for frag in gone:
-            self._declare_lost(frag)
+            self._declare_lost(frag, now)
         if gone:
             self._cut(now)
 
@@ -500,6 +521,8 @@ class Worker:
             )
         earliest = self.outstanding.earliest()
         wait = (now + self.rto if earliest is None else earliest) - now
+        if (reask := self._next_reask()) is not None:
+            wait = min(wait, reask - now)
         if self._probe_due is not None:
             wait = min(wait, self._probe_due - now)
         if not self.timeouts_spurious and (resend_at := self._next_keepalive()) is not None:
@@ -537,29 +560,78 @@ class Worker:
                 continue
             del self.outstanding[frag]
             self._lose(frag)
+        while (due := self._next_reask()) is not None and due <= now:
+            frag = heapq.heappop(self._reask)[1]
+            if self.asked[frag] < QUERY_ROUNDS:
+                self._ask(frag, now)
+                continue
+            del self.outstanding[frag]  # unanswered: resent as without queries
+            self._lose(frag, DETECTED)
+            self._detected.append(frag)
         if self._probe_due is not None and now >= self._probe_due:
             pto = self._pto()
             self._probes_unanswered += 1
             self._probe_due = now + self._pto() if self._tail() else float("inf")
             if self._tail():  # the few left: each quiet for a PTO goes again, with a PROBE
-                probed = [f for f in self.outstanding if now - self.last_sent[f] >= pto]
+                probed = [f for f in self.outstanding if now - self._last_touched(f) >= pto]
             elif self.outstanding and not (self._has_more() and self._window_open()):
                 probed = [next(reversed(self.outstanding))]
             else:
                 probed = []
             for frag in probed:
-                self._declare_lost(frag)
+                self._declare_lost(frag, now)
 
-    def _declare_lost(self, frag: int) -> None:
-        """Take an outstanding fragment out of flight as lost without a timeout (found from
-        later results, or by the tail probe), to be resent at once."""
-        del self.outstanding[frag]
+    def _declare_lost(self, frag: int, now: float) -> None:
+        """Take an outstanding fragment as lost without a timeout (found from later results,
+        or by the tail probe): out of flight to be resent at once, or with `query`, asked
+        about and left in flight until its answer."""
         self.stats.detected_lost += 1
         self.sent_once.pop(frag, None)
         self.timeouts_spurious = False  # losses happen: timeouts are resent at once again
         self.detected.add(frag)
+        if self.query:
+            self._ask(frag, now)
+            return
+        del self.outstanding[frag]
         self._lose(frag, DETECTED)
         self._detected.append(frag)
+
+    def _ask(self, frag: int, now: float) -> None:
+        """Send a loss query for `frag` along its data path (dataplane/recovery.py, "Loss
+        queries"); it stays in flight, now last in the order loss detection walks, its
+        deadline an RTO from now at least: a NACK resends it, a repaired result ends it, no
+        answer for a PTO asks again (`_reask`)."""
+        rounds = self.asked[frag] = self.asked.get(frag, 0) + 1
+        self._send(frag, PROBE, count=min(rounds, 0xFFFF))
+        self.stats.queries += 1
+        # a peer's repair takes its own round trip from now: the timeout counts from the query
+        self.outstanding[frag] = max(self.outstanding.pop(frag), now + self.rto)
+        self.last_asked[frag] = now
+        heapq.heappush(self._reask, (now + self._pto(), frag))
+
+    def _next_reask(self) -> float | None:
+        """When the next fragment asked about is due to be resent without an answer
+        (entries of fragments answered or resent since are dropped)."""
+        while self._reask:
+            due, frag = self._reask[0]
+            if frag in self.outstanding and frag in self.last_asked:
+                return due
+            heapq.heappop(self._reask)
+        return None
+
+    def nack(self, raw_frag: int, now: float) -> None:
+        """A switch or the PS answered a loss query: this worker's contribution to the
+        fragment is missing there. Resent at once, unless it has been since the query."""
+        epoch, wire = split_frag_id(raw_frag)
+        frag = wire - self.offset
+        if epoch != self.epoch or not 0 <= frag < len(self.rows) or self.have[frag]:
+            return
+        self.stats.nacks += 1
+        if frag not in self.last_asked:
+            return  # resent since its query (or never asked): that copy answers
+        self.lost.pop(frag, None)
+        self._resend(frag, now)
+        self.stats.resent_on_loss += 1
 
     def receive(self, flags: int, flow: int, raw_frag: int, frame: bytes, now: float) -> None:
         """A RESULT, or the CONTROL of a collision, of this worker's task."""
@@ -574,6 +646,7 @@ class Worker:
             in_flight = self.outstanding.pop(frag, None) is not None
             waiting = self.lost.pop(frag, None)
             self.ahead.discard(frag)
+            asked = self.last_asked.pop(frag, None)
             sent = self.sent_once.pop(frag, None)
             # Karn's rule across workers (`aux`, p4src/README.md): a result that a
             # retransmission completed waited for a recovery, and one that a peer's DATA
@@ -602,7 +675,8 @@ class Worker:
             if frag in self.detected:
                 self.detected.discard(frag)
                 if waiting == DETECTED or (
-                    self.min_rtt is not None and now - self.last_sent[frag] < self.min_rtt
+                    self.min_rtt is not None
+                    and now - (asked or self.last_sent[frag]) < self.min_rtt
                 ):
                     self.stats.spurious += 1  # the original answered: it was not lost
                     self._reo_steps += 1
@@ -701,10 +775,13 @@ def dispatch(
     """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
     the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this
     too."""
-    job, task, flags, flow, _, raw, _, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
+    job, task, flags, flow, _, raw, count, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
     flags = kind_of(flags)  # the mark is read from the frame (`Worker.receive`)
     shard = by_task.get((job, task))
     if shard is None:
+        return
+    if flags == CONTROL and count == 0:  # a NACK: the answer to a loss query
+        shard.nack(raw, now)
         return
     if flags == CONTROL:
         shard.stats.controls += 1

@@ -320,6 +320,9 @@ class Iteration:
     tail_drops_into_ps: int = 0
     # Frames the impairment dropped on every link during the iteration, by `LOST_KINDS`.
     lost: dict[str, int] = field(default_factory=dict)
+    # Loss queries the workers sent and NACKs they received (`Worker.query`): not resends.
+    queries: int = 0
+    nacks: int = 0
 
     @property
     def resends(self) -> int:
@@ -336,6 +339,8 @@ class Iteration:
             "resends": self.resends,
             "resends_per_lost_frame": round(self.resends / lost, 3) if lost else None,
             "resent_percent": round(100 * self.resends / max(1, sent), 3),
+            "queries": self.queries,
+            "nacks": self.nacks,
         }
 
 
@@ -380,8 +385,10 @@ class Emulation:
         plan: Plan | None = None,
         mark_depth: int | None = None,
         stalls: Stalls = Stalls(),
+        query: bool = True,
     ) -> None:
         self.network = network
+        self.query = query  # workers send loss queries (`Worker.query`)
         self.clock = Clock()
         self.rng = random.Random(seed)
         self.stalls, self._stall_rng = stalls, random.Random(seed + 1)
@@ -532,6 +539,7 @@ class Emulation:
                 contributor=index,
                 queued=self.sockets[a.worker].queued,
                 mark_depth=self.mark_depth,
+                query=self.query,
             )
             sim = SimWorker(self.clock, w)
             self._stall(sim)
@@ -571,6 +579,8 @@ class Emulation:
             intake.counts,
             sum(link.counts["tail_drops"] for link in into_ps) - drops_before,
             {k: n - lost_before[k] for k, n in self.lost_by_kind().items()},
+            sum(s.worker.stats.queries for _, s in workers),
+            sum(s.worker.stats.nacks for _, s in workers),
         )
 
     def _stall(self, agent: SimSwitch | SimWorker) -> None:
@@ -699,6 +709,11 @@ def main(argv: list[str] | None = None) -> int:
         help="how long each of those stalls lasts (ms)",
     )
     parser.add_argument(
+        "--no-query",
+        action="store_true",
+        help="workers resend what they find lost without asking the switches first",
+    )
+    parser.add_argument(
         "--cut",
         metavar="U-V",
         help="cut link U-V during the last iteration; the plan is recomputed "
@@ -723,6 +738,7 @@ def main(argv: list[str] | None = None) -> int:
         mbps_per_gbps=args.link_scale * MBPS_PER_GBPS,
         queue=args.queue,
         stalls=Stalls(args.stalls, args.stall_ms / 1000),
+        query=not args.no_query,
     )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:

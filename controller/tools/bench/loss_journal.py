@@ -65,6 +65,9 @@ def iteration_record(it: IterationResult) -> dict:
         "resent_on_control": sum(r["resent_on_control"] for r in reports),
         # found lost from later results or by the tail probe (dataplane/worker.py, RACK)
         "resent_on_loss": sum(r.get("resent_on_loss", 0) for r in reports),
+        # loss queries sent and NACKs received (Worker.query): not resends
+        "queries": sum(r.get("queries", 0) for r in reports),
+        "nacks": sum(r.get("nacks", 0) for r in reports),
         # the workers' retransmission timeout at the end of the iteration (median, ms)
         "rto_ms": statistics.median(r.get("rto_ms", 0) for r in reports),
         "fragments": it.ps_report.get("fragments", 0),
@@ -95,6 +98,8 @@ def recovery_cost(run: dict) -> dict:
             round(resends / dropped, 3) if dropped and resends is not None else None
         ),
         "resent_percent": round(100 * resends / sent, 3) if sent and resends is not None else None,
+        "queries": run.get("queries"),
+        "nacks": run.get("nacks"),
     }
 
 
@@ -118,6 +123,8 @@ def summary(records: list[dict]) -> dict:
         "seconds": [r["seconds"] for r in records],
         # fragments all workers sent once each (records before this was kept have none)
         "worker_fragments": sum(r["fragments"] * r.get("workers", 0) for r in records),
+        "queries": sum(r.get("queries", 0) for r in records),
+        "nacks": sum(r.get("nacks", 0) for r in records),
     }
 
 

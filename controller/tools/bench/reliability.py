@@ -441,6 +441,7 @@ def _impaired_runs(path: str, args: argparse.Namespace, journal: Journal) -> dic
                 "loss/timeout/control": "/".join(str(n) for n in r["resends_by_cause"].values()),
                 "resent per lost": _dash(r["resends_per_lost_frame"]),
                 "resent % of sent": _dash(r["resent_percent"]),
+                "queries/NACKs": f"{_dash(r.get('queries'))}/{_dash(r.get('nacks'))}",
             }
             for k, r in ((k, v["recovery"]) for k, v in runs.items())
         ],
