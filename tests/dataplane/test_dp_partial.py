@@ -33,6 +33,7 @@ from dataplane.frame import (
     K,
     Task,
     build_frame,
+    kind_of,
 )
 from dataplane.gradients import EPOCH_SHIFT, segment_rows
 from dataplane.netns import VethNet, ip
@@ -271,7 +272,7 @@ def test_a_partial_plan_sums_exactly_and_each_switch_merges_its_share(target, tm
     # the PS gets one sum of all three for [0, 768), three raw flows for [768, 1024)
     per_fragment: dict[int, set[tuple[int, int]]] = defaultdict(set)
     for h in seen:
-        if h.flags == DATA:
+        if kind_of(h.flags) == DATA:
             per_fragment[h.frag_id & ((1 << EPOCH_SHIFT) - 1)].add((h.flow_id, h.count))
     assert sorted(per_fragment) == list(range(FRAGMENTS))
     assert {f for f, got in per_fragment.items() if sorted(c for _, c in got) == [3]} == set(

@@ -45,6 +45,7 @@ from dataplane.frame import (
     K,
     Task,
     build_frame,
+    kind_of,
 )
 from dataplane.gradients import frag_id, fragments
 from dataplane.netns import VethNet
@@ -489,7 +490,11 @@ def test_a_partial_sum_left_by_an_earlier_iteration_is_freed_not_merged(
     thread.start()
     time.sleep(0.5)  # collision, CONTROL, ACK of the leftover, the worker's resend stored
     target.sockets[2].send(_frame(2, frag_id(1, 0), 2, _elements(2)))
-    sums = [f for f in _receive(target.sockets[4], wait=1.0) if InaHeader.unpack(f).flags == DATA]
+    sums = [
+        f
+        for f in _receive(target.sockets[4], wait=1.0)
+        if kind_of(InaHeader.unpack(f).flags) == DATA
+    ]
     assert sums, "no sum of this iteration's fragment 0 left the switch"
     for out in sums:  # the worker's resends after completion get the same sum again
         assert InaHeader.unpack(out).frag_id == frag_id(1, 0)
