@@ -37,6 +37,10 @@ ETH_P_8021Q = 0x8100
 _AUXDATA = struct.Struct("=IIIHHHH")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_AUXDATA.size)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+# A packet loop woken by a frame lets the frames of this many seconds gather before it
+# serves them, as NAPI does with interrupts: one wake-up and one read of every port per
+# turn cost as much as the frame itself (docs/loop-profile.md).
+GATHER = 0.001
 SIOCOUTQ = termios.TIOCOUTQ  # the same request number: bytes a socket sent not yet freed
 
 

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import signal
+import socket
 
 import grpc
 
 from dataplane.frame import CPU_PORT
 from dataplane.pipeline import Pipeline
-from dataplane.ports import Backlog, open_raw, receive, send
+from dataplane.ports import GATHER, Backlog, open_raw, receive, send
 from dataplane.server import P4RuntimeService, serve
 
 LOG = logging.getLogger(__name__)
@@ -53,12 +55,11 @@ async def run_switch(
     server = await serve(address, service, credentials)
     loop = asyncio.get_running_loop()
 
-    def serve_ports() -> None:
-        """The ports' input queues served round-robin, one frame per port per turn. This is
-        the per-packet path: names are bound locally and nothing is allocated but the frames
-        (see dataplane/README.md, "Throughput")."""
+    def serve_ports(active: list[tuple[int, socket.socket]]) -> None:
+        """The `active` ports' input queues served round-robin, one frame per port per turn.
+        This is the per-packet path: names are bound locally and nothing is allocated but the
+        frames (see dataplane/README.md, "Throughput")."""
         process, outputs, marks, mark = pipeline.process, sockets.get, pipeline.marks, pipeline.mark
-        active = list(sockets.items())
         for _ in range(ROUNDS_PER_TURN):
             busy = []
             for port, sock in active:
@@ -79,14 +80,38 @@ async def run_switch(
                 return
             active = busy
 
-    for sock in sockets.values():
-        loop.add_reader(sock.fileno(), serve_ports)
+    # The loop watches one epoll set of every port (its own file descriptor is readable while
+    # any port is). Woken, it stops watching for GATHER seconds, so the frames of that time
+    # are served in one turn instead of one turn (an epoll wake-up and a read of every
+    # port) per frame: on paced links a turn per frame was most of a switch's CPU
+    # (docs/loop-profile.md).
+    ready = select.epoll()
+    by_fd = {sock.fileno(): (port, sock) for port, sock in sockets.items()}
+    for fd in by_fd:
+        ready.register(fd, select.EPOLLIN)
+
+    pending: list[asyncio.TimerHandle] = []
+
+    def wake() -> None:
+        loop.remove_reader(ready.fileno())
+        pending[:] = [loop.call_later(GATHER, turn)]
+
+    def turn() -> None:
+        try:
+            serve_ports([by_fd[fd] for fd, _ in ready.poll(0)])
+        finally:
+            loop.add_reader(ready.fileno(), wake)
+
+    loop.add_reader(ready.fileno(), wake)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     LOG.info("device %d serving P4Runtime on %s, ports %s", device_id, address, interfaces)
     await stop.wait()
     await server.stop(grace=0.5)
+    loop.remove_reader(ready.fileno())
+    for handle in pending:
+        handle.cancel()
+    ready.close()
     for sock in sockets.values():
-        loop.remove_reader(sock.fileno())
         sock.close()

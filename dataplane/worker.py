@@ -68,7 +68,7 @@ from dataplane.frame import (
     kind_of,
 )
 from dataplane.gradients import EPOCHS, frag_id, segment_rows, split_frag_id
-from dataplane.ports import Backlog, ina_frames, send
+from dataplane.ports import GATHER, Backlog, ina_frames, send
 from dataplane.recovery import (
     CONTROL_RESEND_GAP,
     CUT_FLOOR,
@@ -675,7 +675,9 @@ def run_shards(shards: list[Worker], stall_after: float | None = None) -> np.nda
     while not all(w.finished for w in shards):
         now = time.monotonic()
         wait = min(w.pump(now) for w in shards)
-        select.select([sock], [], [], max(0.0, min(wait, stall_after or wait)))
+        wait = max(0.0, min(wait, stall_after or wait))
+        if select.select([sock], [], [], wait)[0]:  # results gather till the next send is due
+            time.sleep(max(0.0, min(GATHER, now + wait - time.monotonic())))
         now = time.monotonic()
         for frame in ina_frames(sock):
             dispatch(shards, by_task, frame, now)
