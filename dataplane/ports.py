@@ -18,6 +18,7 @@ import fcntl
 import socket
 import struct
 import termios
+import weakref
 from collections.abc import Callable
 
 from dataplane.frame import INA_UDP_PORT, OFF_ELEMS, OFF_UDP, K
@@ -139,3 +140,38 @@ class Backlog:
         if not self.unit or outq < self.unit:
             self.unit = outq
         return outq // self.unit
+
+
+class EgressDepth:
+    """The frames in a packet socket's egress queue as a congestion mark needs them, read
+    (`read`, a Backlog's) only when they may have reached the threshold: the sender counts
+    the frames it sends (`sent`) and the interface only takes frames out, so the last read
+    plus the frames sent since bounds the queue from above. Below the threshold that bound
+    decides as a fresh read does; a read (an ioctl) per frame sent cost as much as the send."""
+
+    def __init__(self, read: Callable[[], int]) -> None:
+        self.read = read
+        self.bound: int | None = None
+
+    def at(self, threshold: int) -> int:
+        """The queue's depth if it may be `threshold` or more, else a number below it."""
+        if self.bound is None or self.bound >= threshold:
+            self.bound = self.read()
+        return self.bound
+
+    def sent(self) -> None:
+        """One more frame was sent on the socket."""
+        if self.bound is not None:
+            self.bound += 1
+
+
+_DEPTHS: weakref.WeakKeyDictionary[socket.socket, EgressDepth] = weakref.WeakKeyDictionary()
+
+
+def egress_depth(sock: socket.socket) -> EgressDepth:
+    """The one EgressDepth of `sock`, whoever sends on it (a worker's shards share a socket)."""
+    depth = _DEPTHS.get(sock)
+    if depth is None:
+        backlog = Backlog()
+        depth = _DEPTHS[sock] = EgressDepth(lambda: backlog.frames(sock))
+    return depth

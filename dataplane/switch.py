@@ -10,8 +10,9 @@ fragments run ahead of the other's and collide where a switch aggregates them.
 
 Congestion marks (p4src/README.md, "Congestion mark"): the queue of a port is the kernel's,
 the queue disciplines of its interface (under Mininet a shaper and a short FIFO), since the
-loop hands every frame to the kernel at once. Its depth is read per frame sent to a port that
-has a `mark_threshold` entry, from the socket's unsent bytes (`dataplane.ports.Backlog`).
+loop hands every frame to the kernel at once. Its depth is known per frame sent to a port that
+has a `mark_threshold` entry, from the socket's unsent bytes (`dataplane.ports.Backlog`), read
+only when it may have reached the threshold (`dataplane.ports.EgressDepth`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import grpc
 
 from dataplane.frame import CPU_PORT
 from dataplane.pipeline import Pipeline
-from dataplane.ports import GATHER, Backlog, open_raw, receive, send
+from dataplane.ports import GATHER, egress_depth, open_raw, receive, send
 from dataplane.server import P4RuntimeService, serve
 
 LOG = logging.getLogger(__name__)
@@ -44,12 +45,13 @@ async def run_switch(
     `interfaces` (port -> name)."""
     pipeline = Pipeline()
     sockets = {port: open_raw(name) for port, name in interfaces.items()}
-    backlogs = {port: Backlog() for port in sockets}
+    depths = {port: egress_depth(sock) for port, sock in sockets.items()}
 
     def transmit(port: int, frame: bytes) -> None:
         sock = sockets.get(port)
         if sock is not None:
             send(sock, frame)
+            depths[port].sent()
 
     service = P4RuntimeService(device_id, pipeline, transmit)
     server = await serve(address, service, credentials)
@@ -73,9 +75,12 @@ async def run_switch(
                     else:
                         out_sock = outputs(out_port)
                         if out_sock is not None:
+                            depth = depths[out_port]
                             if marks(out_port):
-                                out = mark(out_port, out, backlogs[out_port].frames(out_sock))
+                                threshold = pipeline.fwd.mark_depth[out_port]
+                                out = mark(out_port, out, depth.at(threshold))
                             send(out_sock, out)
+                            depth.sent()
             if not busy:
                 return
             active = busy

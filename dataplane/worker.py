@@ -68,7 +68,7 @@ from dataplane.frame import (
     kind_of,
 )
 from dataplane.gradients import EPOCHS, frag_id, segment_rows, split_frag_id
-from dataplane.ports import GATHER, Backlog, ina_frames, send
+from dataplane.ports import GATHER, EgressDepth, egress_depth, ina_frames, send
 from dataplane.recovery import (
     CONTROL_RESEND_GAP,
     CUT_FLOOR,
@@ -213,6 +213,7 @@ class Worker:
     next_send: float = 0.0
     gap: float = 0.0
     _started: float = 0.0
+    _depth: EgressDepth | None = None  # the socket's, when `queued` is read from it
 
     def __post_init__(self) -> None:
         self.epoch %= EPOCHS  # as it reads back from a fragment id
@@ -221,8 +222,8 @@ class Worker:
         self.rtt = RtoEstimator(initial=self.timeout)
         self.own_rtt = RtoEstimator()
         if self.queued is None:
-            backlog, sock = Backlog(), self.sock
-            self.queued = lambda: backlog.frames(sock)
+            depth = self._depth = egress_depth(self.sock)
+            self.queued = lambda: depth.at(self.mark_depth)  # exact from mark_depth on
 
     @property
     def rto(self) -> float:
@@ -302,6 +303,8 @@ class Worker:
         )
         payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
         send(self.sock, build_frame(self.me, self.ps, header, payload))
+        if self._depth is not None:
+            self._depth.sent()
         self.stats.sent += 1
 
     def _track(self, frag: int, now: float, deadline: float) -> None:

@@ -13,6 +13,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dataplane.ps as ps_module
 import dataplane.worker as worker_module
@@ -34,7 +36,7 @@ from dataplane.frame import (
 from dataplane.gradients import fragments
 from dataplane.netns import VethNet, in_netns
 from dataplane.p4rt_client import Client
-from dataplane.ports import GATHER, ina_frames, open_raw, send
+from dataplane.ports import GATHER, EgressDepth, ina_frames, open_raw, send
 from dataplane.ps import ParameterServer, result_frame
 from dataplane.targets import program_for, start_target
 from dataplane.worker import Worker, run_shards
@@ -155,3 +157,45 @@ def test_a_switch_serves_every_frame_of_bursts_longer_than_its_turn_in_order():
             switch.terminate()
             switch.wait(timeout=10)
     assert got == list(range(700))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 20),
+    st.lists(st.tuples(st.sampled_from(["send", "drain", "check"]), st.integers(0, 6))),
+)
+def test_egress_depth_decides_every_mark_as_a_read_per_frame_would(threshold, steps):
+    """Against the queue itself: a sender's frames only add to its egress queue, the interface
+    only takes them out, so below the threshold the last read plus the frames sent since
+    decides as a fresh read does, and reads are only needed near or above the threshold."""
+    queue, reads = [0], [0]
+
+    def read() -> int:
+        reads[0] += 1
+        return queue[0]
+
+    depth = EgressDepth(read)
+    checks = 0
+    for action, n in steps:
+        if action == "send":
+            queue[0] += 1
+            depth.sent()
+        elif action == "drain":
+            queue[0] = max(0, queue[0] - n)
+        else:
+            checks += 1
+            assert (depth.at(threshold) >= threshold) == (queue[0] >= threshold)
+
+
+def test_egress_depth_reads_once_while_the_queue_stays_low():
+    reads = [0]
+
+    def read() -> int:
+        reads[0] += 1
+        return 0
+
+    depth = EgressDepth(read)
+    for _ in range(100):
+        assert depth.at(500) < 500
+        depth.sent()
+    assert reads[0] == 1
