@@ -86,15 +86,14 @@ async def run_switch(
             active = busy
 
     # The loop watches one epoll set of every port (its own file descriptor is readable while
-    # any port is). Woken, it stops watching for GATHER seconds, so the frames of that time
-    # are served in one turn instead of one turn (an epoll wake-up and a read of every
-    # port) per frame: on paced links a turn per frame was most of a switch's CPU
-    # (docs/loop-profile.md).
+    # any port is). Woken, it stops watching and serves the ports every GATHER seconds until
+    # a turn finds none ready: the frames of that time go in one turn instead of one turn (an
+    # epoll wake-up and a read of every port) per frame, which on paced links was most of a
+    # switch's CPU (docs/loop-profile.md).
     ready = select.epoll()
     by_fd = {sock.fileno(): (port, sock) for port, sock in sockets.items()}
     for fd in by_fd:
         ready.register(fd, select.EPOLLIN)
-
     pending: list[asyncio.TimerHandle] = []
 
     def wake() -> None:
@@ -102,10 +101,12 @@ async def run_switch(
         pending[:] = [loop.call_later(GATHER, turn)]
 
     def turn() -> None:
-        try:
-            serve_ports([by_fd[fd] for fd, _ in ready.poll(0)])
-        finally:
+        active = [by_fd[fd] for fd, _ in ready.poll(0)]
+        if not active:
             loop.add_reader(ready.fileno(), wake)
+            return
+        pending[:] = [loop.call_later(GATHER, turn)]
+        serve_ports(active)
 
     loop.add_reader(ready.fileno(), wake)
     stop = asyncio.Event()
