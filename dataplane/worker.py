@@ -221,7 +221,7 @@ class Worker:
         self.have = np.zeros(len(self.rows), dtype=bool)
         self.rtt = RtoEstimator(initial=self.timeout)
         self.own_rtt = RtoEstimator()
-        if self.queued is None:
+        if self.queued is None and self.sock is not None:  # no socket: built, never run
             depth = self._depth = egress_depth(self.sock)
             self.queued = lambda: depth.at(self.mark_depth)  # exact from mark_depth on
 
