@@ -20,6 +20,7 @@ import struct
 import termios
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 from dataplane import qdisc
@@ -40,6 +41,10 @@ ETH_P_8021Q = 0x8100
 _AUXDATA = struct.Struct("=IIIHHHH")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_AUXDATA.size)
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+# A packet loop woken by a frame lets the frames of this many seconds gather before it
+# serves them, as NAPI does with interrupts: one wake-up and one read of every port per
+# turn cost as much as the frame itself (docs/loop-profile.md).
+GATHER = 0.001
 SIOCOUTQ = termios.TIOCOUTQ  # the same request number: bytes a socket sent not yet freed
 # Seconds between two reads of an interface's queue limit: links are shaped after the switches
 # and workers have started (Mininet, `congest`). A read runs `tc` (milliseconds on a loaded
@@ -171,3 +176,38 @@ class Backlog:
 
     def _read(self, interface: str) -> None:
         self._depth = qdisc.mark_depth(qdisc.queue_limit(interface))
+
+
+class EgressDepth:
+    """The frames in a packet socket's egress queue as a congestion mark needs them, read
+    (`read`, a Backlog's) only when they may have reached the threshold: the sender counts
+    the frames it sends (`sent`) and the interface only takes frames out, so the last read
+    plus the frames sent since bounds the queue from above. Below the threshold that bound
+    decides as a fresh read does; a read (an ioctl) per frame sent cost as much as the send."""
+
+    def __init__(self, read: Callable[[], int]) -> None:
+        self.read = read
+        self.bound: int | None = None
+
+    def at(self, threshold: int) -> int:
+        """The queue's depth if it may be `threshold` or more, else a number below it."""
+        if self.bound is None or self.bound >= threshold:
+            self.bound = self.read()
+        return self.bound
+
+    def sent(self) -> None:
+        """One more frame was sent on the socket."""
+        if self.bound is not None:
+            self.bound += 1
+
+
+_DEPTHS: weakref.WeakKeyDictionary[socket.socket, EgressDepth] = weakref.WeakKeyDictionary()
+
+
+def egress_depth(sock: socket.socket) -> EgressDepth:
+    """The one EgressDepth of `sock`, whoever sends on it (a worker's shards share a socket)."""
+    depth = _DEPTHS.get(sock)
+    if depth is None:
+        backlog = Backlog()
+        depth = _DEPTHS[sock] = EgressDepth(lambda: backlog.frames(sock))
+    return depth

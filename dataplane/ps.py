@@ -50,7 +50,7 @@ from dataplane.frame import (
     kind_of,
 )
 from dataplane.gradients import EPOCHS, frag_id, split_frag_id
-from dataplane.ports import ina_frames, send
+from dataplane.ports import GATHER, ina_frames, send
 from dataplane.state import PlanSource
 
 
@@ -208,6 +208,7 @@ class ParameterServer:
                 stop.readline()
                 return
             if self.sock in ready:
+                time.sleep(GATHER)  # one wake-up for the frames of GATHER seconds
                 for frame in ina_frames(self.sock):
                     self.handle(frame)
                 quiet_since = time.monotonic()

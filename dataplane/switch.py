@@ -10,22 +10,25 @@ fragments run ahead of the other's and collide where a switch aggregates them.
 
 Congestion marks (p4src/README.md, "Congestion mark"): the queue of a port is the kernel's,
 the queue disciplines of its interface (under Mininet a shaper and a short FIFO), since the
-loop hands every frame to the kernel at once. Its depth is read per frame sent to a port that
-has a `mark_threshold` entry, from the socket's unsent bytes (`dataplane.ports.Backlog`); a port
-told to mark from its own queue (`mark_from_queue`) marks from half its qdisc's limit.
+loop hands every frame to the kernel at once. Its depth is known per frame sent to a port that
+has a `mark_threshold` entry, from the socket's unsent bytes (`dataplane.ports.Backlog`), read
+only when it may have reached the threshold (`dataplane.ports.EgressDepth`); a port told to
+mark from its own queue (`mark_from_queue`) marks from half its qdisc's limit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import signal
+import socket
 
 import grpc
 
 from dataplane.frame import CPU_PORT
-from dataplane.pipeline import Pipeline
-from dataplane.ports import Backlog, open_raw, receive, send
+from dataplane.pipeline import FROM_QUEUE, Pipeline
+from dataplane.ports import GATHER, Backlog, egress_depth, open_raw, receive, send
 from dataplane.server import P4RuntimeService, serve
 
 LOG = logging.getLogger(__name__)
@@ -46,23 +49,24 @@ async def run_switch(
     `interfaces` (port -> name)."""
     pipeline = Pipeline()
     sockets = {port: open_raw(name) for port, name in interfaces.items()}
-    backlogs = {port: Backlog(name) for port, name in interfaces.items()}
+    backlogs = {port: Backlog(name) for port, name in interfaces.items()}  # queue limits
+    depths = {port: egress_depth(sock) for port, sock in sockets.items()}
 
     def transmit(port: int, frame: bytes) -> None:
         sock = sockets.get(port)
         if sock is not None:
             send(sock, frame)
+            depths[port].sent()
 
     service = P4RuntimeService(device_id, pipeline, transmit)
     server = await serve(address, service, credentials)
     loop = asyncio.get_running_loop()
 
-    def serve_ports() -> None:
-        """The ports' input queues served round-robin, one frame per port per turn. This is
-        the per-packet path: names are bound locally and nothing is allocated but the frames
-        (see dataplane/README.md, "Throughput")."""
+    def serve_ports(active: list[tuple[int, socket.socket]]) -> None:
+        """The `active` ports' input queues served round-robin, one frame per port per turn.
+        This is the per-packet path: names are bound locally and nothing is allocated but the
+        frames (see dataplane/README.md, "Throughput")."""
         process, outputs, marks, mark = pipeline.process, sockets.get, pipeline.marks, pipeline.mark
-        active = list(sockets.items())
         for _ in range(ROUNDS_PER_TURN):
             busy = []
             for port, sock in active:
@@ -76,16 +80,44 @@ async def run_switch(
                     else:
                         out_sock = outputs(out_port)
                         if out_sock is not None:
+                            depth = depths[out_port]
                             if marks(out_port):
                                 backlog = backlogs[out_port]
-                                out = mark(out_port, out, backlog.frames(out_sock), backlog.depth)
+                                threshold: int | None = pipeline.fwd.mark_depth[out_port]
+                                if threshold == FROM_QUEUE:
+                                    threshold = backlog.depth()
+                                queued = 0 if threshold is None else depth.at(threshold)
+                                out = mark(out_port, out, queued, backlog.depth)
                             send(out_sock, out)
+                            depth.sent()
             if not busy:
                 return
             active = busy
 
-    for sock in sockets.values():
-        loop.add_reader(sock.fileno(), serve_ports)
+    # The loop watches one epoll set of every port (its own file descriptor is readable while
+    # any port is). Woken, it stops watching and serves the ports every GATHER seconds until
+    # a turn finds none ready: the frames of that time go in one turn instead of one turn (an
+    # epoll wake-up and a read of every port) per frame, which on paced links was most of a
+    # switch's CPU (docs/loop-profile.md).
+    ready = select.epoll()
+    by_fd = {sock.fileno(): (port, sock) for port, sock in sockets.items()}
+    for fd in by_fd:
+        ready.register(fd, select.EPOLLIN)
+    pending: list[asyncio.TimerHandle] = []
+
+    def wake() -> None:
+        loop.remove_reader(ready.fileno())
+        pending[:] = [loop.call_later(GATHER, turn)]
+
+    def turn() -> None:
+        active = [by_fd[fd] for fd, _ in ready.poll(0)]
+        if not active:
+            loop.add_reader(ready.fileno(), wake)
+            return
+        pending[:] = [loop.call_later(GATHER, turn)]
+        serve_ports(active)
+
+    loop.add_reader(ready.fileno(), wake)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -97,6 +129,9 @@ async def run_switch(
         LOG.warning(
             "device %d: gRPC did not stop within %g s; leaving anyway", device_id, STOP_SECONDS
         )
+    loop.remove_reader(ready.fileno())
+    for handle in pending:
+        handle.cancel()
+    ready.close()
     for sock in sockets.values():
-        loop.remove_reader(sock.fileno())
         sock.close()

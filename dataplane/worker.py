@@ -67,7 +67,15 @@ from dataplane.frame import (
     kind_of,
 )
 from dataplane.gradients import EPOCHS, frag_id, segment_rows, split_frag_id
-from dataplane.ports import Backlog, ina_frames, interface_of, send
+from dataplane.ports import (
+    GATHER,
+    Backlog,
+    EgressDepth,
+    egress_depth,
+    ina_frames,
+    interface_of,
+    send,
+)
 from dataplane.recovery import (
     CONTROL_RESEND_GAP,
     CUT_FLOOR,
@@ -227,6 +235,7 @@ class Worker:
     next_send: float = 0.0
     gap: float = 0.0
     _started: float = 0.0
+    _depth: EgressDepth | None = None  # the socket's, when `queued` is read from it
 
     def __post_init__(self) -> None:
         self.epoch %= EPOCHS  # as it reads back from a fragment id
@@ -235,10 +244,16 @@ class Worker:
         self.rtt = RtoEstimator(initial=self.timeout)
         self.own_rtt = RtoEstimator()
         self._own_depth: Callable[[], int | None] = lambda: None
-        if self.queued is None:
-            backlog, sock = Backlog(interface_of(self.sock)), self.sock
-            self.queued = lambda: backlog.frames(sock)
-            self._own_depth = backlog.depth
+        if self.queued is None and self.sock is not None:  # no socket: built, never run
+            backlog, egress = Backlog(interface_of(self.sock)), egress_depth(self.sock)
+            self._depth, self._own_depth = egress, backlog.depth
+            # exact from the threshold on: `_send` compares it with the same threshold
+            self.queued = lambda: egress.at(self._threshold() or 0)
+
+    def _threshold(self) -> int | None:
+        """Frames queued ahead from which a DATA is marked: `mark_depth`, else half this
+        worker's own queue (None: it has none)."""
+        return self.mark_depth if self.mark_depth is not None else self._own_depth()
 
     @property
     def rto(self) -> float:
@@ -307,7 +322,7 @@ class Worker:
         # a query's `aux` is that of a resend: a sum it has sent on again waited for a recovery
         aux = data_aux(self.contributor, frag in self.first_sent) if flags == DATA or count else 0
         count = 1 if flags == DATA else count
-        depth = self.mark_depth if self.mark_depth is not None else self._own_depth()
+        depth = self._threshold()
         queued = self.queued
         marked = flags == DATA and depth is not None and queued is not None and queued() >= depth
         header = InaHeader(
@@ -322,6 +337,8 @@ class Worker:
         )
         payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
         send(self.sock, build_frame(self.me, self.ps, header, payload))
+        if self._depth is not None:
+            self._depth.sent()
         self.stats.sent += 1
 
     def _track(self, frag: int, now: float, deadline: float) -> None:
@@ -753,7 +770,9 @@ def run_shards(shards: list[Worker], stall_after: float | None = None) -> np.nda
     while not all(w.finished for w in shards):
         now = time.monotonic()
         wait = min(w.pump(now) for w in shards)
-        select.select([sock], [], [], max(0.0, min(wait, stall_after or wait)))
+        wait = max(0.0, min(wait, stall_after or wait))
+        if select.select([sock], [], [], wait)[0]:  # results gather till the next send is due
+            time.sleep(max(0.0, min(GATHER, now + wait - time.monotonic())))
         now = time.monotonic()
         for frame in ina_frames(sock):
             dispatch(shards, by_task, frame, now)

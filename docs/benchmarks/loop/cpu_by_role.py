@@ -1,11 +1,14 @@
-"""CPU seconds of every `controller.cli` and `python -m dataplane` process of a run, by role, and of the whole machine.
+"""CPU seconds of every `controller.cli` and `python -m dataplane` process of a run, by role.
+
+And of the whole machine.
 
 Run as root beside `ina mininet` (docs/loop-profile.md): it samples /proc every 0.5 s until
 STOPFILE exists, keeps each process's last utime + stime (processes exit during the run) and
 writes the totals per role (switch by device id, worker by name, ps, controller, runner) and
-the machine's /proc/stat deltas to OUT.json.
+the machine's /proc/stat deltas to OUT.json. With ROOT_PID, only that process and its
+descendants count (others' tests and runs on the same machine start the same commands).
 
-    python docs/benchmarks/loop/cpu_by_role.py OUT.json STOPFILE &
+    python docs/benchmarks/loop/cpu_by_role.py OUT.json STOPFILE [ROOT_PID] &
 """
 
 from __future__ import annotations
@@ -18,8 +21,13 @@ import time
 from pathlib import Path
 
 HZ = os.sysconf("SC_CLK_TCK")
-ROLES = (("switch", r" switch .*--device-id (\d+)"), ("worker", r" worker .*--name (\S+)"),
-         ("ps", r" ps ()"), ("controller", r" controller ()"), ("runner", r" mininet ()"))
+ROLES = (
+    ("switch", r" switch .*--device-id (\d+)"),
+    ("worker", r" worker .*--name (\S+)"),
+    ("ps", r" ps ()"),
+    ("controller", r" controller ()"),
+    ("runner", r" mininet ()"),
+)
 
 
 def role(cmdline: str) -> str | None:
@@ -32,12 +40,29 @@ def role(cmdline: str) -> str | None:
 def machine() -> dict[str, float]:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     values = [int(v) / HZ for v in fields]
-    return dict(zip(("user", "nice", "system", "idle", "iowait", "irq", "softirq"), values,
-                    strict=False))
+    return dict(
+        zip(("user", "nice", "system", "idle", "iowait", "irq", "softirq"), values, strict=False)
+    )
 
 
-def sample(last: dict[tuple[str, str], tuple[float, float]]) -> None:
+def descendants(root: str) -> set[str]:
+    parent = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent[pid] = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            continue
+    tree, grew = {root}, True
+    while grew:
+        new = {pid for pid, ppid in parent.items() if ppid in tree} - tree
+        tree |= new
+        grew = bool(new)
+    return tree
+
+
+def sample(last: dict[tuple[str, str], tuple[float, float]], root: str | None) -> None:
+    pids = descendants(root) if root else filter(str.isdigit, os.listdir("/proc"))
+    for pid in pids:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
             ours = "controller.cli" in cmdline or "-m dataplane " in cmdline
@@ -49,11 +74,11 @@ def sample(last: dict[tuple[str, str], tuple[float, float]]) -> None:
         last[(pid, name)] = (int(stat[11]) / HZ, int(stat[12]) / HZ)
 
 
-def main(out: str, stop: str) -> None:
+def main(out: str, stop: str, root: str | None = None) -> None:
     last: dict[tuple[str, str], tuple[float, float]] = {}
     before, started = machine(), time.time()
     while not os.path.exists(stop):
-        sample(last)
+        sample(last, root)
         time.sleep(0.5)
     after = machine()
     roles: dict[str, dict[str, float]] = {}
@@ -62,11 +87,17 @@ def main(out: str, stop: str) -> None:
         total["cpu"] += user + system
         total["user"] += user
         total["system"] += system
-    Path(out).write_text(json.dumps({
-        "wall": time.time() - started,
-        "machine": {k: round(after[k] - before[k], 2) for k in before},
-        "roles": roles}, indent=1))
+    Path(out).write_text(
+        json.dumps(
+            {
+                "wall": time.time() - started,
+                "machine": {k: round(after[k] - before[k], 2) for k in before},
+                "roles": roles,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])
