@@ -54,13 +54,16 @@ const bit<8> FLAG_CONGESTED = 0x80;
 const bit<8> FLAG_KIND = 0x7f;
 
 // What the aggregation step decided for a DATA, ACK or PROBE packet.
-const bit<3> V_PASS = 0;      // no aggregation here: forward under the packet's own flow id
-const bit<3> V_OUT = 1;       // ACK/PROBE at an aggregation point: forward under the outgoing flow id
-const bit<3> V_PARTIAL = 2;   // contribution stored, fragment not complete: consumed
-const bit<3> V_DONE = 3;      // fan-in reached: the packet carries the sum onward
-const bit<3> V_DUP = 4;       // contribution already counted
-const bit<3> V_COLLIDE = 5;   // slot busy with another fragment
-const bit<3> V_AGAIN = 6;     // a copy of a contribution to a completed slot: the sum onward again
+const bit<4> V_PASS = 0;      // no aggregation here: forward under the packet's own flow id
+const bit<4> V_OUT = 1;       // ACK/PROBE at an aggregation point: forward under the outgoing flow id
+const bit<4> V_PARTIAL = 2;   // contribution stored, fragment not complete: consumed
+const bit<4> V_DONE = 3;      // fan-in reached: the packet carries the sum onward
+const bit<4> V_DUP = 4;       // contribution already counted
+const bit<4> V_COLLIDE = 5;   // slot busy with another fragment
+const bit<4> V_AGAIN = 6;     // a copy of a contribution to a completed slot: the sum onward again
+const bit<4> V_NACK = 7;      // loss query, the asker's contribution is missing here: NACK it
+const bit<4> V_REPAIR = 8;    // loss query at a completed slot, new round: the sum onward as DATA
+const bit<4> V_QUIET = 9;     // loss query answered already, or a peer's loss: dropped
 
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
 const bit<8> FL_CONTROL = 1;  // field list preserved into the collision clone
@@ -156,11 +159,13 @@ struct metadata_t {
     bit<32> slot_count;
     bit<32> slot;
     bit<32> cell;
-    bit<3> verdict;
+    bit<4> verdict;
     bit<16> out_flow;
     bit<16> next_node;
     @field_list(1)  // FL_CONTROL
     bit<32> occupant;
+    @field_list(1)  // FL_CONTROL: the CONTROL is a loss query's NACK (count 0)
+    bit<1> nack;
     bit<8> congested;   // the packet's congestion mark (FLAG_CONGESTED or 0), kept apart
     bit<19> mark_depth; // the egress port's `mark_threshold`
 }
@@ -235,6 +240,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     @name("slot_values") register<bit<32>>(VALUE_CELLS) slot_values;
     @name("slot_time") register<bit<48>>(CELLS) slot_time;  // last contribution or duplicate
     @name("slot_mark") register<bit<8>>(CELLS) slot_mark;   // OR of the contributions' marks
+    // The last loss-query round a completed sum was sent on again for (README 4.2).
+    @name("slot_repaired") register<bit<16>>(CELLS) slot_repaired;
 
     // Events the controller observes, indexed by pipe.
     @name("aggregations_completed") counter(MAX_PIPES, CounterType.packets) aggregations_completed;
@@ -316,7 +323,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_values.read(v, vbase + i); \
         sum = free ? hdr.ina_data.e##i : v + hdr.ina_data.e##i; \
         slot_values.write(vbase + i, take ? sum : v); \
-        hdr.ina_data.e##i = done ? sum : (again ? v : hdr.ina_data.e##i);
+        hdr.ina_data.e##i = done ? sum : (resend ? v : hdr.ina_data.e##i);
 
     // The whole slot read-modify-write: one action, so bmv2 runs it atomically (README 4.2).
     @name("aggregate")
@@ -328,6 +335,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bit<16> stored_count;
         bit<48> touched;
         bit<8> marked;
+        bit<16> repaired;
         bit<48> now = standard_metadata.ingress_global_timestamp;
         slot_frag.read(frag, meta.cell);
         slot_tag.read(owner, meta.cell);
@@ -335,6 +343,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_count.read(stored_count, meta.cell);
         slot_time.read(touched, meta.cell);
         slot_mark.read(marked, meta.cell);
+        slot_repaired.read(repaired, meta.cell);
 
         bool is_data = hdr.ina.flags == FLAG_DATA;
         bool stale = now - touched > STALE_AFTER_US;
@@ -353,6 +362,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bool release = done || freed;
         bit<16> new_count = free ? hdr.ina.count : stored_count + hdr.ina.count;
         bit<8> new_mark = free ? meta.congested : (marked | meta.congested);
+        // A loss query (PROBE with its round in `count`): whose loss is it? (README 4.2)
+        bool query = hdr.ina.flags == FLAG_PROBE && hdr.ina.count != 0;
+        bool q_free = (bitmap == 0 && owner == 0) || stale;
+        bool q_done = query && !q_free && same && bitmap == 0;
+        bool repair = q_done && hdr.ina.count > repaired;
+        bool q_held = !q_free && same && bitmap != 0 && (bitmap & member) != 0;
+        bool nack = query && (q_free || (same && bitmap != 0 && !q_held));
+        bool quiet = (q_done && !repair) || (query && q_held);
+        bool resend = again || repair;  // the stored sum leaves again
 
         slot_frag.write(meta.cell, take ? hdr.ina.frag_id : frag);
         // An ACK forgets the owner too: a freed partial sum is not a completed one.
@@ -361,9 +379,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_count.write(meta.cell, take ? new_count : stored_count);
         slot_time.write(meta.cell, (take || dup) ? now : touched);
         slot_mark.write(meta.cell, take ? new_mark : marked);
-        hdr.ina.count = done ? new_count : (again ? stored_count : hdr.ina.count);
+        slot_repaired.write(meta.cell,
+                            (take && free) ? 16w0 : (repair ? hdr.ina.count : repaired));
+        hdr.ina.count = done ? new_count : (resend ? stored_count : hdr.ina.count);
         // A sum leaves marked if any contribution summed into it was.
-        meta.congested = done ? new_mark : (again ? (marked | meta.congested) : meta.congested);
+        meta.congested = done ? new_mark : (resend ? (marked | meta.congested) : meta.congested);
 
         bit<32> vbase = meta.cell * K;
         bit<32> v;
@@ -379,12 +399,17 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
 
         // Nested conditionals in parentheses: p4c groups an unparenthesised chain left to right.
         meta.verdict = collide ? V_COLLIDE
+                     : (nack ? V_NACK
+                     : (repair ? V_REPAIR
+                     : (quiet ? V_QUIET
                      : (dup ? V_DUP
                      : (again ? V_AGAIN
                      : (done ? V_DONE
                      : (take ? V_PARTIAL
-                     : V_OUT))));
-        meta.occupant = frag;
+                     : V_OUT)))))));
+        // A NACK names the queried fragment, a collision's CONTROL the occupying one.
+        meta.occupant = nack ? hdr.ina.frag_id : frag;
+        meta.nack = nack ? 1w1 : 1w0;
         meta.out_flow = out_flow;
         meta.next_node = next_node;
     }
@@ -489,21 +514,25 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
                 meta.cell = pipe * SLOTS_PER_PIPE + meta.slot;
                 ina_aggregate.apply();
             }
-            if (meta.verdict == V_COLLIDE) {
-                collisions.count(pipe);
+            if (meta.verdict == V_COLLIDE || meta.verdict == V_NACK) {
+                if (meta.verdict == V_COLLIDE) {
+                    collisions.count(pipe);
+                }
                 clone_preserving_field_list(CloneType.I2E,
                                             (bit<32>)standard_metadata.ingress_port, FL_CONTROL);
                 mark_to_drop(standard_metadata);
             } else if (meta.verdict == V_DUP) {
                 duplicates.count(pipe);
                 mark_to_drop(standard_metadata);
-            } else if (meta.verdict == V_PARTIAL) {
+            } else if (meta.verdict == V_PARTIAL || meta.verdict == V_QUIET) {
                 mark_to_drop(standard_metadata);
             } else {
                 if (meta.verdict == V_DONE) {
                     aggregations_completed.count(pipe);
                 } else if (meta.verdict == V_AGAIN) {
                     duplicates.count(pipe);
+                } else if (meta.verdict == V_REPAIR) {
+                    hdr.ina.flags = FLAG_DATA;  // the stored sum, like a copy of a contribution
                 }
                 if (meta.verdict != V_PASS) {
                     // The UDP source port is the flow id on every INA packet (README).
@@ -531,8 +560,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
 }
 
 // *** EGRESS
-// Only the collision clone is rewritten: it becomes the ECN-marked CONTROL packet naming the
-// fragment (and, in aux, the fragment occupying the slot) and goes back toward the sender.
+// Only the I2E clone is rewritten: it becomes the ECN-marked CONTROL packet naming the
+// fragment (and, in aux, the fragment occupying the slot; for a loss query's NACK, the queried
+// fragment, with count 0) and goes back toward the sender.
 
 // Every other INA packet but CONTROL is marked congested when it found at least the port's
 // threshold of packets queued ahead of it (README "Congestion mark").
@@ -571,6 +601,9 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta,
                 && hdr.ina.isValid()) {
             hdr.ina.flags = FLAG_CONTROL;
             hdr.ina.aux = meta.occupant;
+            if (meta.nack == 1) {
+                hdr.ina.count = 0;
+            }
             bit<48> mac = hdr.ethernet.dst_addr;
             hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
             hdr.ethernet.src_addr = mac;

@@ -1,8 +1,9 @@
 """Loss queries: the network names the loser (p4src/README.md, PROBE; dataplane/recovery.py).
 
 A worker that finds a fragment lost from later results cannot tell its own loss from a peer's;
-instead of resending it asks its data path. The embedded pipeline and the PS answer each case
-of the contract here, frame by frame; the simulator (real workers, PS and pipelines on ARO
+instead of resending it asks its data path. Both targets (the embedded switch and bmv2 running
+ina.p4, through P4Runtime and veths as in test_dp_target.py) and the PS answer each case of
+the contract here, frame by frame; the simulator (real workers, PS and pipelines on ARO
 Fig. 1 over lossy links, virtual time) holds the whole to about one resend per lost frame,
 against the 2.9-3.4 of resending on every detection (docs/reliability/loss.md).
 """
@@ -13,8 +14,18 @@ import statistics
 
 import numpy as np
 import pytest
+import test_dp_target
 from conftest import EXAMPLES
 from test_dp_fastpath import DST, JOB, OUT_FLOW, OUT_PORT, SRC, TASK, aggregating
+from test_dp_target import (
+    HOSTS,
+    Target,
+    _elements,
+    _install_aggregation,
+    _receive,
+    _values,
+)
+from test_dp_target import _frame as _target_frame
 
 from controller.emulation.faults.lossy_sim import Emulation, Impairments
 from controller.model.network import load_topology
@@ -32,10 +43,14 @@ from dataplane.frame import (
     Task,
     build_frame,
 )
+from dataplane.p4rt_client import Client
 from dataplane.pipeline import Pipeline, slot_of
 from dataplane.ps import ParameterServer
 
 IN_PORT = 1  # flow 1 comes in here; flow 2 on port 2
+# The switch fixtures of the contract tests: one switch of each kind for this module.
+target = test_dp_target.target
+sw = test_dp_target.sw
 
 
 def _frame(flow: int, frag: int, flags: int = DATA, count: int = 1, value: int = 0) -> bytes:
@@ -96,6 +111,92 @@ def test_a_query_whose_slot_another_fragment_took_goes_on_for_the_next_hop() -> 
     [(port, out)] = pipeline.process(2, _query(2, 7))
     header = InaHeader.unpack(out)
     assert (port, header.flags, header.flow_id, header.count) == (OUT_PORT, PROBE, OUT_FLOW, 1)
+
+
+# *** the same answers from a running target (embedded and bmv2), through real ports
+
+
+def _ask(target: Target, host: int, frag: int, rounds: int = 1) -> None:
+    target.sockets[host].send(
+        _target_frame(host, frag, host, np.zeros(K, np.int32), flags=PROBE, count=rounds)
+    )
+
+
+def _nack_to(target: Target, host: int, frag: int) -> bool:
+    """One NACK back to `host`. bmv2 clones to each replica a clone session was ever given,
+    and the fixture inserts the sessions again after each test's pipeline reset
+    (p4lang/behavioral-model#891): there, copies of the one NACK are allowed."""
+    out = _receive(target.sockets[host], wait=0.5)
+    if not out or out != [out[0]] * len(out) or (len(out) > 1 and target.kind != "bmv2"):
+        return False
+    header = InaHeader.unpack(out[0])
+    return (
+        (header.flags, header.count, header.frag_id, header.aux, header.flow_id)
+        == (CONTROL, 0, frag, frag, host)
+        and out[0][OFF_IP + 1] & 3 == ECN_CE
+        and out[0][OFF_IP + 16 : OFF_IP + 20] == HOSTS[host].ip
+        and out[0][0:6] == HOSTS[host].mac
+    )
+
+
+def _quiet(target: Target) -> bool:
+    return all(_receive(s, wait=0.2 if p == 4 else 0) == [] for p, s in target.sockets.items())
+
+
+@pytest.mark.root
+def test_a_target_answers_a_query_missing_from_a_partial_sum(target: Target, sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    target.sockets[2].send(_target_frame(2, 7, 2, _elements(2)))
+    _ask(target, 1, 7)
+    assert _nack_to(target, 1, 7), "flow 1's contribution is missing: a NACK back to it"
+    _ask(target, 2, 7)
+    assert _quiet(target), "flow 2's own is there: a peer's loss, the query is dropped"
+    target.sockets[1].send(_target_frame(1, 7, 1, _elements(1)))  # the resend completes it
+    out = _receive(target.sockets[4], expect=1)
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+    assert sw.counter("collisions") == [0, 0, 0, 0] == sw.counter("duplicates")
+
+
+@pytest.mark.root
+def test_a_target_answers_a_query_finding_no_partial_sum(target: Target, sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    _ask(target, 1, 8)
+    assert _nack_to(target, 1, 8) and _quiet(target)
+
+
+@pytest.mark.root
+def test_a_target_sends_a_completed_sum_on_once_per_query_round(target: Target, sw: Client) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0})
+    a, b = _elements(1), _elements(2)
+    target.sockets[1].send(_target_frame(1, 9, 1, a))
+    target.sockets[2].send(_target_frame(2, 9, 2, b))
+    assert len(_receive(target.sockets[4], expect=1)) == 1
+    _ask(target, 1, 9)
+    [again] = _receive(target.sockets[4], expect=1)
+    header = InaHeader.unpack(again)
+    assert (header.flags, header.flow_id, header.count, header.frag_id) == (DATA, OUT_FLOW, 2, 9)
+    np.testing.assert_array_equal(_values(again), a + b)
+    _ask(target, 2, 9)
+    assert _quiet(target), "round 1 was answered already"
+    _ask(target, 2, 9, rounds=2)
+    assert len(_receive(target.sockets[4], expect=1)) == 1
+    assert sw.counter("duplicates") == [0, 0, 0, 0], "a repair is not a duplicate"
+
+
+@pytest.mark.root
+def test_a_target_passes_a_query_whose_slot_another_fragment_took(
+    target: Target, sw: Client
+) -> None:
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=1)  # one slot for every fragment
+    target.sockets[1].send(_target_frame(1, 10, 1, _elements(1)))
+    target.sockets[2].send(_target_frame(2, 10, 2, _elements(2)))
+    assert len(_receive(target.sockets[4], expect=1)) == 1
+    target.sockets[1].send(_target_frame(1, 11, 1, _elements(1)))  # 11 takes the slot
+    _ask(target, 2, 10, rounds=3)
+    [out] = _receive(target.sockets[4], expect=1)
+    header = InaHeader.unpack(out)
+    assert (header.flags, header.flow_id, header.count, header.frag_id) == (PROBE, OUT_FLOW, 3, 10)
+    assert _quiet(target)
 
 
 class _Sent(list):
