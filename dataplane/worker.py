@@ -149,7 +149,7 @@ class Worker:
     mark_depth: int | None = None
     # Ask the path before resending a fragment found lost from later results or by the tail
     # probe (dataplane/recovery.py, "Loss queries"): needs switches that answer loss queries
-    # (the embedded target); without them a fragment is resent QUERY_ROUNDS PTOs late.
+    # (both targets do); without them a fragment is resent QUERY_ROUNDS PTOs late.
     query: bool = False
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help

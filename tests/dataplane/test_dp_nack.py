@@ -11,6 +11,8 @@ against the 2.9-3.4 of resending on every detection (docs/reliability/loss.md).
 from __future__ import annotations
 
 import statistics
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -43,9 +45,11 @@ from dataplane.frame import (
     Task,
     build_frame,
 )
+from dataplane.gradients import frag_id, fragments
 from dataplane.p4rt_client import Client
 from dataplane.pipeline import Pipeline, slot_of
 from dataplane.ps import ParameterServer
+from dataplane.worker import Worker
 
 IN_PORT = 1  # flow 1 comes in here; flow 2 on port 2
 # The switch fixtures of the contract tests: one switch of each kind for this module.
@@ -197,6 +201,64 @@ def test_a_target_passes_a_query_whose_slot_another_fragment_took(
     header = InaHeader.unpack(out)
     assert (header.flags, header.flow_id, header.count, header.frag_id) == (PROBE, OUT_FLOW, 3, 10)
     assert _quiet(target)
+
+
+@pytest.mark.root
+def test_a_worker_whose_data_was_lost_is_named_by_the_target_and_resends_once(
+    target: Target, sw: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real worker asking: its first DATA of fragment 3 is lost on the link, later results
+    reveal it, its query meets flow 2's partial sum without it, and the target's NACK makes
+    it resend that fragment alone (no timeout). The test plays flow 2 and the PS."""
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=4096)
+    sw.write(
+        sw.group(8, [1]),
+        sw.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group", group=8),
+    )
+    gradient = np.concatenate([_elements(10 + f) for f in range(8)])
+    peer = np.concatenate([_elements(30 + f) for f in range(8)])
+    for f in range(8):  # flow 2's contributions wait in their slots
+        target.sockets[2].send(_target_frame(2, frag_id(0, f), 2, peer[f * K : (f + 1) * K]))
+    dropped = []
+
+    def lossy_send(sock, frame: bytes) -> None:
+        header = InaHeader.unpack(frame)
+        if header.flags == DATA and header.frag_id == frag_id(0, 3) and not dropped:
+            dropped.append(frame)  # lost on the link
+            return
+        sock.send(frame)
+
+    monkeypatch.setattr("dataplane.worker.send", lossy_send)
+    worker = Worker(
+        target.sockets[1],
+        HOSTS[1],
+        HOSTS[5],
+        Task(JOB, TASK),
+        1,
+        0,
+        fragments(gradient),
+        timeout=2.0,
+        query=True,
+    )
+    summed: dict[str, np.ndarray] = {}
+    thread = threading.Thread(target=lambda: summed.update(values=worker.run()), daemon=True)
+    thread.start()
+    sums = 0
+    deadline = time.monotonic() + 10
+    while thread.is_alive() and time.monotonic() < deadline:  # the PS: each sum, its result
+        for out in _receive(target.sockets[4], wait=0.1):
+            header = InaHeader.unpack(out)
+            if header.flags == DATA:
+                sums += 1
+                target.sockets[4].send(
+                    _target_frame(4, header.frag_id, OUT_FLOW, _values(out), flags=RESULT, count=2)
+                )
+    thread.join(timeout=1)
+    assert not thread.is_alive(), "the worker never finished"
+    np.testing.assert_array_equal(summed["values"].ravel(), gradient + peer)
+    stats = worker.stats
+    assert stats.queries >= 1 and stats.nacks >= 1 and stats.resent_on_loss >= 1, stats
+    assert (stats.resent_on_timeout, stats.resent_on_control, sums) == (0, 0, 8), stats
 
 
 class _Sent(list):
