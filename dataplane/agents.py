@@ -515,7 +515,7 @@ def sending_options(p: argparse.ArgumentParser) -> None:
         "--loss-query",
         action="store_true",
         help="ask the switches whose loss a fragment found lost is before resending it "
-        "(switches that answer loss queries: the embedded target; p4src/README.md, PROBE)",
+        "(both targets answer loss queries; p4src/README.md, PROBE)",
     )
 
 

@@ -16,7 +16,7 @@ a PROBE from the second timeout of a fragment on, in case its copy of the result
 After receiving the result of a fragment it resent on a timeout, the worker sends an ACK so that no
 switch keeps a stale partial sum of it (p4src/README.md, Flags).
 
-Loss queries (`Worker.query`, the embedded target): every contributor whose result is missing
+Loss queries (`Worker.query`, both targets): every contributor whose result is missing
 finds the fragment lost at the same time, and the results cannot tell it whose loss it was, so
 each resending on detection made 3-5 resends per lost frame. With queries a worker that finds
 a fragment lost sends a loss query along its data path instead (a PROBE whose `count` is the
