@@ -837,7 +837,7 @@ class Emulation:
             "--rate-scale",
             f"{self.pace / 1000 * PACING_HEADROOM:.12f}",
             *self.mark_args,
-            *(["--loss-query"] if self.target == "embedded" else []),
+            "--loss-query",
             "--verify",
             "--task",
             str(self.ids.task_id(first.job, first.task)),
