@@ -23,13 +23,15 @@ import itertools
 import json
 import os
 import select
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +89,30 @@ def _copies(frag: int, senders: int) -> tuple[bytes, ...]:
         build_frame(SRC, DST, InaHeader(JOB, TASK, DATA, flow, 0, frag), elements)
         for flow in range(1, senders + 1)
     )
+
+
+@contextmanager
+def two_into_one() -> Iterator[tuple[subprocess.Popen, list[socket.socket]]]:
+    """An embedded switch on three veths that aggregates ports 1 and 2 into port 3, every slot
+    of a pipe in use: (the switch process, the host ends' raw sockets of ports 1, 2, 3)."""
+    program = program_for("embedded")
+    with VethNet(3) as net:
+        address = f"127.0.0.1:{free_tcp_port()}"
+        switch = start_target("embedded", net.switch_if, address)
+        try:
+            client = Client(address, 1, 10, program.p4info)
+            client.set_pipeline(program.device_config)
+            program_aggregation(client, [1, 2], 3, slots=SLOTS_PER_PIPE)
+            ports = [in_netns(net.ns, lambda p=p: open_raw(net.host_if[p])) for p in (1, 2, 3)]
+            try:
+                yield switch, ports
+            finally:
+                client.close()
+                for sock in ports:
+                    sock.close()
+        finally:
+            switch.terminate()
+            switch.wait(timeout=10)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -18,15 +18,13 @@ from hypothesis import strategies as st
 
 import dataplane.ps as ps_module
 import dataplane.worker as worker_module
-from dataplane.bench import _copies
-from dataplane.bmv2 import free_tcp_port
-from dataplane.demo import AGG_FLOW, program_aggregation
+from dataplane.bench import _copies, two_into_one
+from dataplane.demo import AGG_FLOW
 from dataplane.frame import (
     DATA,
     INA_HEADER,
     OFF_ELEMS,
     OFF_INA,
-    SLOTS_PER_PIPE,
     Endpoint,
     InaHeader,
     K,
@@ -34,11 +32,9 @@ from dataplane.frame import (
     build_frame,
 )
 from dataplane.gradients import fragments
-from dataplane.netns import VethNet, in_netns
-from dataplane.p4rt_client import Client
+from dataplane.netns import VethNet
 from dataplane.ports import GATHER, EgressDepth, ina_frames, open_raw, send
 from dataplane.ps import ParameterServer, result_frame
-from dataplane.targets import program_for, start_target
 from dataplane.worker import Worker, run_shards
 
 pytestmark = pytest.mark.root
@@ -123,39 +119,24 @@ def test_a_ps_takes_paced_contributions_a_gathering_at_a_time(pair, monkeypatch)
 def test_a_switch_serves_every_frame_of_bursts_longer_than_its_turn_in_order():
     """Two senders' copies of 700 fragments, 600 back to back (more than a turn serves) and
     100 paced after a pause: every aggregate leaves, in fragment order."""
-    program = program_for("embedded")
-    with VethNet(3) as net:
-        address = f"127.0.0.1:{free_tcp_port()}"
-        switch = start_target("embedded", net.switch_if, address)
-        try:
-            client = Client(address, 1, 10, program.p4info)
-            client.set_pipeline(program.device_config)
-            program_aggregation(client, [1, 2], 3, slots=SLOTS_PER_PIPE)
-            ports = [in_netns(net.ns, lambda p=p: open_raw(net.host_if[p])) for p in (1, 2, 3)]
-            one, two, out = ports
-            frames = [_copies(frag, 2) for frag in range(700)]
-            for first, second in frames[:600]:
-                send(one, first)
-                send(two, second)
-            time.sleep(10 * GATHER)
-            for first, second in frames[600:]:
-                send(one, first)
-                send(two, second)
-                time.sleep(SPACING)
-            got: list[int] = []
-            deadline = time.monotonic() + 20
-            while len(got) < 700 and time.monotonic() < deadline:
-                for frame in ina_frames(out):
-                    flow, _, frag = INA_HEADER.unpack_from(frame, OFF_INA)[3:6]
-                    if flow == AGG_FLOW:
-                        got.append(frag)
-                time.sleep(0.01)
-            client.close()
-            for sock in ports:
-                sock.close()
-        finally:
-            switch.terminate()
-            switch.wait(timeout=10)
+    with two_into_one() as (_switch, (one, two, out)):
+        frames = [_copies(frag, 2) for frag in range(700)]
+        for first, second in frames[:600]:
+            send(one, first)
+            send(two, second)
+        time.sleep(10 * GATHER)
+        for first, second in frames[600:]:
+            send(one, first)
+            send(two, second)
+            time.sleep(SPACING)
+        got: list[int] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 700 and time.monotonic() < deadline:
+            for frame in ina_frames(out):
+                flow, _, frag = INA_HEADER.unpack_from(frame, OFF_INA)[3:6]
+                if flow == AGG_FLOW:
+                    got.append(frag)
+            time.sleep(0.01)
     assert got == list(range(700))
 
 

@@ -13,45 +13,25 @@ import select
 import sys
 import time
 
-from dataplane.bench import _copies, cpu_seconds
-from dataplane.bmv2 import free_tcp_port
-from dataplane.demo import program_aggregation
-from dataplane.frame import SLOTS_PER_PIPE
-from dataplane.netns import VethNet, in_netns
-from dataplane.p4rt_client import Client
-from dataplane.ports import ina_frames, open_raw
-from dataplane.targets import program_for, start_target
+from dataplane.bench import _copies, cpu_seconds, two_into_one
+from dataplane.ports import ina_frames
 
 
 def main(fragments: int, gap: float) -> dict:
-    program = program_for("embedded")
-    with VethNet(3) as net:
-        address = f"127.0.0.1:{free_tcp_port()}"
-        switch = start_target("embedded", net.switch_if, address)
-        try:
-            client = Client(address, 1, 10, program.p4info)
-            client.set_pipeline(program.device_config)
-            program_aggregation(client, [1, 2], 3, slots=SLOTS_PER_PIPE)
-            one, two, out = (
-                in_netns(net.ns, lambda p=p: open_raw(net.host_if[p])) for p in (1, 2, 3)
-            )
-            frames = [_copies(i, 2) for i in range(fragments)]
-            got, sent = 0, 0
-            cpu, start = cpu_seconds(switch.pid), time.monotonic()
-            due = start
-            while sent < fragments or (got < fragments and time.monotonic() < due + 1.0):
-                if sent < fragments and time.monotonic() >= due:
-                    first, second = frames[sent]
-                    one.send(first)
-                    two.send(second)
-                    sent, due = sent + 1, due + gap
-                if select.select([out], [], [], max(0.0, due - time.monotonic()))[0]:
-                    got += len(ina_frames(out))
-            cpu = cpu_seconds(switch.pid) - cpu
-            client.close()
-        finally:
-            switch.terminate()
-            switch.wait(timeout=10)
+    with two_into_one() as (switch, (one, two, out)):
+        frames = [_copies(i, 2) for i in range(fragments)]
+        got, sent = 0, 0
+        cpu, start = cpu_seconds(switch.pid), time.monotonic()
+        due = start
+        while sent < fragments or (got < fragments and time.monotonic() < due + 1.0):
+            if sent < fragments and time.monotonic() >= due:
+                first, second = frames[sent]
+                one.send(first)
+                two.send(second)
+                sent, due = sent + 1, due + gap
+            if select.select([out], [], [], max(0.0, due - time.monotonic()))[0]:
+                got += len(ina_frames(out))
+        cpu = cpu_seconds(switch.pid) - cpu
     return {
         "fragments": fragments,
         "gap_us": gap * 1e6,
