@@ -185,9 +185,10 @@ class EgressDepth:
     plus the frames sent since bounds the queue from above. Below the threshold that bound
     decides as a fresh read does; a read (an ioctl) per frame sent cost as much as the send."""
 
-    def __init__(self, read: Callable[[], int]) -> None:
+    def __init__(self, read: Callable[[], int], backlog: Backlog | None = None) -> None:
         self.read = read
         self.bound: int | None = None
+        self.backlog = backlog or Backlog()  # whose `depth` gives the queue's own threshold
 
     def at(self, threshold: int) -> int:
         """The queue's depth if it may be `threshold` or more, else a number below it."""
@@ -208,6 +209,6 @@ def egress_depth(sock: socket.socket) -> EgressDepth:
     """The one EgressDepth of `sock`, whoever sends on it (a worker's shards share a socket)."""
     depth = _DEPTHS.get(sock)
     if depth is None:
-        backlog = Backlog()
-        depth = _DEPTHS[sock] = EgressDepth(lambda: backlog.frames(sock))
+        backlog = Backlog(interface_of(sock))
+        depth = _DEPTHS[sock] = EgressDepth(lambda: backlog.frames(sock), backlog)
     return depth

@@ -28,7 +28,7 @@ import grpc
 
 from dataplane.frame import CPU_PORT
 from dataplane.pipeline import FROM_QUEUE, Pipeline
-from dataplane.ports import GATHER, Backlog, egress_depth, open_raw, receive, send
+from dataplane.ports import GATHER, egress_depth, open_raw, receive, send
 from dataplane.server import P4RuntimeService, serve
 
 LOG = logging.getLogger(__name__)
@@ -49,7 +49,6 @@ async def run_switch(
     `interfaces` (port -> name)."""
     pipeline = Pipeline()
     sockets = {port: open_raw(name) for port, name in interfaces.items()}
-    backlogs = {port: Backlog(name) for port, name in interfaces.items()}  # queue limits
     depths = {port: egress_depth(sock) for port, sock in sockets.items()}
 
     def transmit(port: int, frame: bytes) -> None:
@@ -82,7 +81,7 @@ async def run_switch(
                         if out_sock is not None:
                             depth = depths[out_port]
                             if marks(out_port):
-                                backlog = backlogs[out_port]
+                                backlog = depth.backlog
                                 threshold: int | None = pipeline.fwd.mark_depth[out_port]
                                 if threshold == FROM_QUEUE:
                                     threshold = backlog.depth()

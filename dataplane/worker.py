@@ -69,11 +69,9 @@ from dataplane.frame import (
 from dataplane.gradients import EPOCHS, frag_id, segment_rows, split_frag_id
 from dataplane.ports import (
     GATHER,
-    Backlog,
     EgressDepth,
     egress_depth,
     ina_frames,
-    interface_of,
     send,
 )
 from dataplane.recovery import (
@@ -245,8 +243,8 @@ class Worker:
         self.own_rtt = RtoEstimator()
         self._own_depth: Callable[[], int | None] = lambda: None
         if self.queued is None and self.sock is not None:  # no socket: built, never run
-            backlog, egress = Backlog(interface_of(self.sock)), egress_depth(self.sock)
-            self._depth, self._own_depth = egress, backlog.depth
+            egress = egress_depth(self.sock)
+            self._depth, self._own_depth = egress, egress.backlog.depth
             # exact from the threshold on: `_send` compares it with the same threshold
             self.queued = lambda: egress.at(self._threshold() or 0)
 
