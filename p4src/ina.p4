@@ -509,7 +509,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             meta.verdict = V_PASS;
             meta.generation = hdr.ina.flow_id[15:14];
             if (job_slots.apply().hit) {
-                hash(meta.slot, HashAlgorithm.crc32, meta.slot_base, { hdr.ina.frag_id },
+                hash(meta.slot, HashAlgorithm.identity, meta.slot_base, { hdr.ina.frag_id },
                      meta.slot_count);
                 meta.cell = pipe * SLOTS_PER_PIPE + meta.slot;
                 ina_aggregate.apply();

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import re
 import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -88,9 +87,13 @@ def test_scapy_layer_names_flags_and_defaults_to_k_elements() -> None:
     assert len(bytes(pkt)) == 20 + 4 * K
 
 
-def test_slot_hash_is_zlib_crc32_of_the_big_endian_fragment_id() -> None:
-    assert slot_of(0x01020304, 100, 7) == 100 + zlib.crc32(b"\x01\x02\x03\x04") % 7
+def test_slot_is_the_fragment_id_mod_the_region_so_neighbours_never_share_one() -> None:
+    assert slot_of(0x01020304, 100, 7) == 100 + 0x01020304 % 7
     assert slot_of(5, 0, 1) == 0
+    for count in (1, 7, 4096):
+        ids = range(4096 - count // 2, 4096 + count)  # across an aligned block of `count`
+        window = [slot_of(f, 0, count) for f in ids[:count]]
+        assert sorted(window) == list(range(count))
 
 
 def test_p4info_parses_and_is_accepted() -> None:
