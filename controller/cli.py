@@ -619,6 +619,10 @@ def cmd_mininet(args: argparse.Namespace) -> int:
     network = load_topology(args.topology)
     params = param_values(args.param)
     args.scale_mbps = args.scale_mbps or runner.DEFAULT_SCALE_MBPS[args.target]
+    try:
+        runner.check_scale(network, args.scale_mbps)
+    except runner.RunnerError as exc:
+        raise UserError(f"--scale-mbps: {exc}") from None
     console.print(f"link scale: 1 model Gbps = {args.scale_mbps:g} Mbps of TCLink bandwidth")
     results = []
     for spec in args.scheme or ["shortest"]:

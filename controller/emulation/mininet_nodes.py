@@ -11,6 +11,8 @@ Hosts and switches are named h1.., s1.. in the order of the topology file (Minin
 names stay short whatever the model calls them); `InaTopo.model_name` maps them back. Links are
 TCLinks shaped to the model's capacities times `scale_mbps` (Mbps per model Gbps), with the
 model's port numbers, so the controller's port numbers hold on the emulated switches.
+Their htb class gets an explicit quantum (`ShapedIntf`): left to htb, a class of more than
+16 Mbit/s gets a quantum it warns about, and Mininet prints every warning as an error.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO
 
-from mininet.link import TCLink
+from mininet.link import TCIntf, TCLink
 from mininet.node import Host, Switch
 from mininet.topo import Topo
 
@@ -32,6 +34,28 @@ from controller.model.network import Network, load_topology
 from dataplane.bmv2 import bmv2_command, free_tcp_port, wait_listening
 from dataplane.p4build import compile_for_bmv2
 from dataplane.targets import embedded_command
+
+# Bytes an htb class may send per round among its siblings: one full frame. Each link has one
+# class, so it only needs to be valid; htb's own choice (rate / 10) warns above 16 Mbit/s.
+HTB_QUANTUM = 1514
+
+
+class ShapedIntf(TCIntf):
+    """Mininet's shaped interface, with `HTB_QUANTUM` set on its htb class."""
+
+    def bwCmds(self, *args: object, **kwargs: object) -> tuple[list[str], str]:
+        cmds, parent = super().bwCmds(*args, **kwargs)
+        return [c + f" quantum {HTB_QUANTUM}" if " htb rate " in c else c for c in cmds], parent
+
+
+class ShapedLink(TCLink):
+    """A TCLink of `ShapedIntf`s."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("cls1", ShapedIntf)
+        kwargs.setdefault("cls2", ShapedIntf)
+        super().__init__(*args, **kwargs)
+
 
 # p4lang's tutorials put switch N's gRPC server on 50050 + N; `mn --custom` does the same so
 # that the switches file it writes stays valid from one run to the next.
@@ -266,7 +290,7 @@ class InaTopo(Topo):
             self.addLink(
                 self.mininet_name[u],
                 self.mininet_name[v],
-                cls=TCLink,
+                cls=ShapedLink,
                 port1=data["out_port"],
                 port2=data["in_port"],
                 params1={"bw": data["capacity_gbps"] * scale_mbps},

@@ -244,6 +244,7 @@ class Emulation:
         self.mark_args = [] if mark_depth is None else ["--mark-depth", str(mark_depth)]
         self.network, self.plan, self.target = network, plan, target
         self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]
+        check_scale(network, self.scale)
         # Workers pace at `pace` Mbps per model Gbps (default: the links' scale). Below the
         # links' scale the links never queue: at 200 workers the emulated switches forward
         # only a few Mbps in all, and links shaped that slow queued a window of fragments for
@@ -1044,6 +1045,23 @@ def _sample(interface: str, base: int, started: float, out: list, stop: threadin
 
 def _tx_packets(interface: str) -> int:
     return int(Path(f"/sys/class/net/{interface}/statistics/tx_packets").read_text())
+
+
+# Mininet shapes a link with htb up to this many Mbps (TCIntf.bwParamMax); above it, it prints
+# an error and leaves the link unshaped.
+MAX_SHAPED_MBPS = 1000
+
+
+def check_scale(network: Network, scale_mbps: float) -> None:
+    """Refuse a link scale that would leave the network's fastest link unshaped."""
+    fastest = max(data["capacity_gbps"] for _, _, data in network.graph.edges(data=True))
+    if fastest * scale_mbps > MAX_SHAPED_MBPS:
+        raise RunnerError(
+            f"at {scale_mbps:g} Mbps per model Gbps the {fastest:g} Gbps links would be shaped "
+            f"at {fastest * scale_mbps:g} Mbps, and Mininet shapes at most {MAX_SHAPED_MBPS} "
+            f"Mbps per link (it would leave them unshaped): use a link scale of at most "
+            f"{MAX_SHAPED_MBPS / fastest:g}"
+        )
 
 
 def worker_rate_gbps(plan: Plan) -> float:
