@@ -103,15 +103,18 @@ def test_the_simulator_counts_what_each_link_dropped_and_the_resends_per_frame_l
     assert clean.recovery()["resends_per_lost_frame"] is None
 
 
-def test_stalled_agents_make_resends_without_any_loss(fig1):
-    """A loaded machine holds processes off the CPU: the no-loss resends seen on Mininet
-    (docs/loop-profile.md, finding 4) come back in the simulation with stalls, and not
-    without them."""
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_stalled_agents_without_loss_resend_at_most_half_a_percent(fig1, seed):
+    """A loaded machine holds processes off the CPU and the senders drift apart. Their
+    windows of consecutive fragments never share a slot (the slot is the id mod the region),
+    so nothing collides and nothing is resent: with a CRC-32 of the id as the slot, seeds 0
+    and 2 resent 69 and 159 fragments here (0.7 and 1.6 %), every one of them spurious."""
     network, plan = fig1
-    stalled = Emulation(network, seed=0, plan=plan, stalls=Stalls(2.0, 0.03))
+    stalled = Emulation(network, seed=seed, plan=plan, stalls=Stalls(2.0, 0.03))
     it = stalled.iteration(0, GRADIENT_MB, timeout=120)
     _exactly_once(it)
-    assert sum(it.lost.values()) == 0 and it.resends > 0
+    assert sum(it.lost.values()) == 0
+    assert it.resends <= 0.005 * it.fragments * len(it.exact), it.resends
 
 
 def test_five_percent_loss_at_a_megabyte_costs_a_few_unimpaired_iterations_not_twenty(fig1):
