@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES, MININET
 
-from controller.emulation.faults.impair import congest, queue_drops
+from controller.emulation.faults.impair import congest, mark_thresholds, queue_drops
 from controller.emulation.mininet_runner import Emulation
 from controller.model.network import load_topology
 from controller.solvers import solve
@@ -27,6 +27,7 @@ def test_marked_two_packet_queues_stay_exact_through_a_replan(target, marks):
     depth = None if marks == "own queue" else NEVER
     with Emulation(network, solve(network, "aro"), target=target, mark_depth=depth) as emu:
         congest(emu, 0.3, 2)
+        thresholds = mark_thresholds(emu)
         start = queue_drops(emu)
         (before,) = emu.iterate(0.1, 1, timeout=90)
         middle = queue_drops(emu)
@@ -53,8 +54,13 @@ def test_marked_two_packet_queues_stay_exact_through_a_replan(target, marks):
         f"{before.retransmissions} resends, queues dropped {lost['before']} "
         f"({per_lost['before']:.2f} resends per frame); after {after.seconds:.2f} s, "
         f"{after.retransmissions} resends, dropped {lost['after']} "
-        f"({per_lost['after']:.2f} per frame), {marked} marked results"
+        f"({per_lost['after']:.2f} per frame), {marked} marked results; "
+        f"marks from {thresholds}"
     )
+    # half of each queue: 1 of the 2-packet pfifos, 32 of bmv2's own 64-packet queues
+    own = "32" if target == "bmv2" else "1"
+    assert set(thresholds["switch ports"]) == {own if depth is None else str(depth)}
+    assert set(thresholds["worker ports"]) == {"1" if depth is None else str(depth)}
     assert before.exact and after.exact
     assert final["version"] == 2, f"one cut, plans: {final['replans']}"
     if marks == "own queue":
