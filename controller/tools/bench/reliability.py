@@ -880,6 +880,11 @@ def _plot(report: dict, path: Path) -> None:
             [
                 f"{k}\ncut → new plan "
                 f"{runs[k].get('cut_to_new_plan_seconds') or float('nan'):.2f} s"
+                + (
+                    f"\nmarks from: {_mark_from(runs[k]['mark_from'])}"
+                    if "mark_from" in runs[k]
+                    else ""
+                )
                 for k in labels
             ],
         )
