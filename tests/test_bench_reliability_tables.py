@@ -95,3 +95,41 @@ def test_iterations_that_ended_before_a_hang_are_kept_with_the_hang_error():
         "iteration 3: no result within 90 s",
     )
     assert _until_hang(iter(["iteration 1"])) == (["iteration 1"], None)
+
+
+def test_the_congestion_table_says_from_what_depth_each_kind_of_port_marked():
+    """A run's congestion marks depend on the depth its ports mark from (half of each
+    queue by default): the table names it per kind of port, as the JSON keeps it."""
+    import argparse
+
+    from controller.tools.bench.reliability import congestion_rows
+
+    run = {
+        "congested": {
+            "iterations_completed": 3,
+            "plan_versions": 1,
+            "exact": True,
+            "link_monitor": {"saved_by_traffic": 0},
+        },
+        "after_cut": {"exact": True, "plan_versions": 2},
+        "cut_to_new_plan_seconds": 1.5,
+    }
+    runs = {
+        "1000-packet queues": {
+            **run,
+            "mark_from": {"switch ports": {"32": 14}, "worker ports": {"500": 5}},
+        },
+        "2-packet queues": {
+            **run,
+            "mark_from": {"switch ports": {"1": 12, "never": 2}, "worker ports": {"1": 5}},
+        },
+    }
+    rows = congestion_rows(runs, argparse.Namespace(iterations=3))
+    cells = [row["marks from (frames queued)"] for row in rows]
+    assert cells == [
+        "switch ports 32, worker ports 500",
+        "switch ports 1 (12) / never (2), worker ports 1",
+    ]
+    out = io.StringIO()
+    _table("congestion", rows, Console(file=out, width=80, force_terminal=False))
+    assert "…" not in out.getvalue() and "never (2)" in out.getvalue()

@@ -10,10 +10,11 @@ from __future__ import annotations
 import pytest
 from conftest import EXAMPLES, MININET
 
-from controller.emulation.faults.impair import congest, queue_drops
+from controller.emulation.faults.impair import congest, mark_thresholds, queue_drops
 from controller.emulation.mininet_runner import Emulation
 from controller.model.network import load_topology
 from controller.solvers import solve
+from dataplane.frame import FRAME_LEN, K
 
 pytestmark = MININET
 NEVER = (1 << 19) - 1  # a depth no queue here reaches: marks off
@@ -27,6 +28,7 @@ def test_marked_two_packet_queues_stay_exact_through_a_replan(target, marks):
     depth = None if marks == "own queue" else NEVER
     with Emulation(network, solve(network, "aro"), target=target, mark_depth=depth) as emu:
         congest(emu, 0.3, 2)
+        thresholds = mark_thresholds(emu)
         start = queue_drops(emu)
         (before,) = emu.iterate(0.1, 1, timeout=90)
         middle = queue_drops(emu)
@@ -39,7 +41,15 @@ def test_marked_two_packet_queues_stay_exact_through_a_replan(target, marks):
         (after,) = emu.iterate(0.1, 2, timeout=90, during=cut)
         end = queue_drops(emu, skip=CUT)
         final = emu.state()
+        # 2.5 x the seconds two sums per fragment take on the PS link (as test_dp_lossy)
+        bound = 2.5 * 2 * -(-int(0.1 * 2**20) // 4 // K) * FRAME_LEN * 8 / (0.3 * emu.scale * 1e6)
     marked = sum(r.get("marked", 0) for r in after.worker_reports.values())
+    # resends by cause (loss / timeout / CONTROL), then loss queries and NACKs
+    keys = ("resent_on_loss", "resent_on_timeout", "resent_on_control", "queries", "nacks")
+    causes = {
+        name: "/".join(str(sum(r.get(k, 0) for r in it.worker_reports.values())) for k in keys)
+        for name, it in (("before", before), ("after", after))
+    }
     lost = {
         "before": {k: middle[k] - start[k] for k in start},
         "after": {k: end[k] - kept[k] for k in start},
@@ -50,11 +60,18 @@ def test_marked_two_packet_queues_stay_exact_through_a_replan(target, marks):
     }
     print(
         f"{target}, marks {marks}: before the cut {before.seconds:.2f} s, "
-        f"{before.retransmissions} resends, queues dropped {lost['before']} "
-        f"({per_lost['before']:.2f} resends per frame); after {after.seconds:.2f} s, "
-        f"{after.retransmissions} resends, dropped {lost['after']} "
-        f"({per_lost['after']:.2f} per frame), {marked} marked results"
+        f"{before.retransmissions} resends (loss/timeout/CONTROL/queries/NACKs "
+        f"{causes['before']}), queues dropped {lost['before']} "
+        f"({per_lost['before']:.2f} resends per frame); after {after.seconds:.2f} s "
+        f"(bound {bound:.1f} s), "
+        f"{after.retransmissions} resends ({causes['after']}), dropped {lost['after']} "
+        f"({per_lost['after']:.2f} per frame), {marked} marked results; "
+        f"marks from {thresholds}"
     )
+    # half of each queue: 1 of the 2-packet pfifos, 32 of bmv2's own 64-packet queues
+    own = "32" if target == "bmv2" else "1"
+    assert set(thresholds["switch ports"]) == {own if depth is None else str(depth)}
+    assert set(thresholds["worker ports"]) == {"1" if depth is None else str(depth)}
     assert before.exact and after.exact
     assert final["version"] == 2, f"one cut, plans: {final['replans']}"
     if marks == "own queue":

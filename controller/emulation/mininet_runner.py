@@ -241,6 +241,7 @@ class Emulation:
         self.program_args = self._program_args(target)  # p4c first: fails before Mininet
         # Congestion marks from this many queued packets, switch ports and workers alike
         # (None: the controller's and the workers' default, p4src/README.md "Congestion mark").
+        self.mark_depth = mark_depth
         self.mark_args = [] if mark_depth is None else ["--mark-depth", str(mark_depth)]
         self.network, self.plan, self.target = network, plan, target
         self.scale = scale_mbps or DEFAULT_SCALE_MBPS[target]

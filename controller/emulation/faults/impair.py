@@ -42,7 +42,17 @@ import networkx as nx
 
 from controller.emulation.faults.delayline import PASS_MARK
 from dataplane import qdisc
-from dataplane.frame import ACK, CONGESTED, DATA, INA_UDP_PORT, OFF_INA, OFF_UDP, PROBE, RESULT
+from dataplane.frame import (
+    ACK,
+    BMV2_QUEUE_DEPTH,
+    CONGESTED,
+    DATA,
+    INA_UDP_PORT,
+    OFF_INA,
+    OFF_UDP,
+    PROBE,
+    RESULT,
+)
 
 KINDS = ("loss", "duplicate", "reorder")
 TABLE_PREFIX = "ina_faults_"
@@ -368,4 +378,35 @@ def queue_drops(emu, skip: frozenset[frozenset[str]] = frozenset()) -> dict[str,
             text = intf.node.cmd(" ".join(qdisc.command(intf.name, stats=True)))
             toward = "to PS" if hops[v] < hops[u] else "to workers"
             found[toward] += qdisc.drops(qdisc.parse(text))
+    return found
+
+
+def mark_thresholds(emu) -> dict[str, dict[str, int]]:
+    """The depths `emu`'s ports mark congestion from (p4src/README.md, "Congestion mark"), by
+    port kind ("switch ports", "worker ports": a worker marks its own DATA), each as
+    {depth: ports}, "never" for a port without a queue. The emulation's `mark_depth` where
+    given, else what each port takes by default: bmv2's switches half of their own egress
+    queue, the embedded target's switches and the workers half of their interface's qdisc
+    limit, read here as they read it (`dataplane.qdisc`) in the node's namespace."""
+    model = {node.name: name for name, node in emu.node.items()}
+    found: dict[str, dict[str, int]] = {"switch ports": {}, "worker ports": {}}
+    for link in emu.net.links:
+        for intf in (link.intf1, link.intf2):
+            name = model[intf.node.name]
+            if emu.network.is_switch(name):
+                kind = "switch ports"
+            elif emu.network.role(name) == "worker":
+                kind = "worker ports"
+            else:
+                continue
+            if emu.mark_depth is not None:
+                depth: int | None = emu.mark_depth
+            elif kind == "switch ports" and emu.target == "bmv2":
+                depth = BMV2_QUEUE_DEPTH // 2
+            else:
+                qdiscs = qdisc.parse(intf.node.cmd(" ".join(qdisc.command(intf.name))))
+                txqueuelen = intf.node.cmd(f"cat /sys/class/net/{intf.name}/tx_queue_len")
+                depth = qdisc.mark_depth(qdisc.limit_of(qdiscs, int(txqueuelen.strip() or 0)))
+            key = "never" if depth is None else str(depth)
+            found[kind][key] = found[kind].get(key, 0) + 1
     return found

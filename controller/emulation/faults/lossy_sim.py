@@ -138,6 +138,8 @@ class Link:
     _fifo: deque = field(default_factory=deque)
     _busy: bool = False
     lost: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOST_KINDS, 0))
+    # Frames the full queue dropped, by `LOST_KINDS` (what a qdisc's drop counter counts).
+    dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LOST_KINDS, 0))
     counts: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(
             ("offered", "lost", "copies", "held", "tail_drops", "delivered"), 0
@@ -172,6 +174,7 @@ class Link:
     def _enqueue(self, frame: bytes) -> None:
         if len(self._fifo) >= self.queue:
             self.counts["tail_drops"] += 1
+            self.dropped[frame_kind(frame)] += 1
             return
         self._fifo.append(frame)
         if not self._busy:
@@ -323,6 +326,8 @@ class Iteration:
     # Loss queries the workers sent and NACKs they received (`Worker.query`): not resends.
     queries: int = 0
     nacks: int = 0
+    # Frames full queues dropped on every link during the iteration, by `LOST_KINDS`.
+    queue_drops: dict[str, int] = field(default_factory=dict)
 
     @property
     def resends(self) -> int:
@@ -517,6 +522,7 @@ class Emulation:
         into_ps = [link for (_, v), link in self.links.items() if v == first.ps]
         drops_before = sum(link.counts["tail_drops"] for link in into_ps)
         lost_before = self.lost_by_kind()
+        dropped_before = self.lost_by_kind("dropped")
         self._ps, self.watchers = ps, []
         workers = []
         for index, a in enumerate(rows):
@@ -581,6 +587,7 @@ class Emulation:
             {k: n - lost_before[k] for k, n in self.lost_by_kind().items()},
             sum(s.worker.stats.queries for _, s in workers),
             sum(s.worker.stats.nacks for _, s in workers),
+            {k: n - dropped_before[k] for k, n in self.lost_by_kind("dropped").items()},
         )
 
     def _stall(self, agent: SimSwitch | SimWorker) -> None:
@@ -595,9 +602,10 @@ class Emulation:
         rate = self.stalls.per_second
         self.clock.at(self.clock.now + self._stall_rng.expovariate(rate), stall)
 
-    def lost_by_kind(self) -> dict[str, int]:
-        """Frames every link's impairment dropped so far, by `LOST_KINDS`."""
-        return {k: sum(link.lost[k] for link in self.links.values()) for k in LOST_KINDS}
+    def lost_by_kind(self, cause: str = "lost") -> dict[str, int]:
+        """Frames every link's impairment (`cause` "lost") or full queue ("dropped") dropped
+        so far, by `LOST_KINDS`."""
+        return {k: sum(getattr(link, cause)[k] for link in self.links.values()) for k in LOST_KINDS}
 
 
 class PsIntake:

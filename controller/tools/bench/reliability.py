@@ -8,7 +8,8 @@
   retransmissions and slowdown. Every iteration is journaled as it ends (`loss.jsonl`,
   controller.tools.bench.loss_journal): `--resume` goes on from there.
 - `--item congestion`: every link at 30 % of the workers' pace with 2-packet queues: plan
-  versions without a failure, then the time from a real cut to the new plan.
+  versions without a failure, then the time from a real cut to the new plan; the depth each
+  kind of port marks congestion from (`mark_from`).
 - `--item longrun`: many iterations with one switch restart (at `--every`/2, then every
   `--every`) and one link cut (at each multiple of `--every`, mended after that iteration) in
   every `--every` iterations; RSS of every process after each iteration (controller, switches,
@@ -41,6 +42,7 @@ from controller.emulation.faults.impair import (
     LinkImpairments,
     congest,
     interface_packets,
+    mark_thresholds,
     measured,
 )
 from controller.emulation.faults.longrun import idle_memory, long_run, replan_memory
@@ -525,24 +527,37 @@ def _congestion_run(path: str, args: argparse.Namespace) -> dict:
         label: _congested(path, args, queue)
         for label, queue in (("1000-packet queues", None), ("2-packet queues", 2))
     }
-    _table(
-        "congestion: every link at 30 % of the workers' pace",
-        [
-            {
-                "queues": label,
-                "iterations ended": (
-                    f"{r['congested']['iterations_completed']} of {args.iterations}"
-                ),
-                "plan versions, no failure": r["congested"]["plan_versions"],
-                "exact": r["congested"]["exact"] and r["after_cut"]["exact"],
-                "link-rounds saved by counters": r["congested"]["link_monitor"]["saved_by_traffic"],
-                "plan versions after 1 cut": r["after_cut"]["plan_versions"],
-                "cut → new plan (s)": round(r.get("cut_to_new_plan_seconds") or -1, 2),
-            }
-            for label, r in runs.items()
-        ],
-    )
+    _table("congestion: every link at 30 % of the workers' pace", congestion_rows(runs, args))
     return {"topology": Path(path).stem, "link": args.cut.split(","), "queues": runs}
+
+
+def congestion_rows(runs: dict[str, dict], args: argparse.Namespace) -> list[dict]:
+    """The printed table of `_congestion_run`: a row per queue setting."""
+    return [
+        {
+            "queues": label,
+            "marks from (frames queued)": _mark_from(r["mark_from"]),
+            "iterations ended": f"{r['congested']['iterations_completed']} of {args.iterations}",
+            "plan versions, no failure": r["congested"]["plan_versions"],
+            "exact": r["congested"]["exact"] and r["after_cut"]["exact"],
+            "link-rounds saved by counters": r["congested"]["link_monitor"]["saved_by_traffic"],
+            "plan versions after 1 cut": r["after_cut"]["plan_versions"],
+            "cut → new plan (s)": round(r.get("cut_to_new_plan_seconds") or -1, 2),
+        }
+        for label, r in runs.items()
+    ]
+
+
+def _mark_from(found: dict[str, dict[str, int]]) -> str:
+    """`mark_thresholds`'s answer in a cell: "switch ports 1, worker ports 1" (a kind whose
+    ports differ lists each depth with its count of ports)."""
+    cells = []
+    for kind, depths in found.items():
+        if len(depths) == 1:
+            cells.append(f"{kind} {next(iter(depths))}")
+        elif depths:
+            cells.append(f"{kind} " + " / ".join(f"{d} ({n})" for d, n in depths.items()))
+    return ", ".join(cells)
 
 
 def _congested(path: str, args: argparse.Namespace, queue: int | None) -> dict:
@@ -550,6 +565,7 @@ def _congested(path: str, args: argparse.Namespace, queue: int | None) -> dict:
     events: dict = {}
     with _emulation(path, args) as emu:
         congest(emu, 0.3, queue)
+        events["mark_from"] = mark_thresholds(emu)
         results, error = _until_hang(
             _iterations(emu, args, f"congested, queue {queue or 'default'}")
         )
@@ -864,6 +880,11 @@ def _plot(report: dict, path: Path) -> None:
             [
                 f"{k}\ncut → new plan "
                 f"{runs[k].get('cut_to_new_plan_seconds') or float('nan'):.2f} s"
+                + (
+                    f"\nmarks from: {_mark_from(runs[k]['mark_from'])}"
+                    if "mark_from" in runs[k]
+                    else ""
+                )
                 for k in labels
             ],
         )
