@@ -26,6 +26,7 @@ HZ = os.sysconf("SC_CLK_TCK")
 ROLES = (
     ("switch", r" switch .*--device-id (\d+)"),
     ("worker", r" worker .*--name (\S+)"),
+    ("workers", r" workers ()"),  # several workers' agents in one process (--agent-processes)
     ("ps", r" ps ()"),
     ("controller", r" controller ()"),
     ("runner", r" mininet ()"),
