@@ -9,11 +9,20 @@ sockets see it (in software on veths, in the NIC with rx-vlan offload) and repor
 socket's PACKET_AUXDATA instead; turning the offload off does not help on veths. So the tag is
 put back from there, as libpcap does, and the pipeline sees the frame as it was on the wire
 (p4src/README.md: a tagged frame is not IPv4 and is dropped). The socket options are Linux's
-(<linux/if_packet.h>); Python names none of them, so they are spelled out here.
+(<linux/if_packet.h>, <linux/filter.h>); Python names none of them, so they are spelled out here.
+
+Reading the auxdata takes `recvmsg`, and CPython's `recvmsg` (as `recvfrom`) turns every
+AF_PACKET source address into an interface name with an ioctl: about half the cost of a
+receive. So a socket filter (classic BPF, in the kernel) splits a port in two: `open_raw`'s
+socket gets only untagged frames and never outgoing ones, read with a plain `recv`;
+`open_raw(..., tagged=True)` gets only the tagged ones, read with `receive_tagged` (the
+embedded switch opens both per port; host agents take INA frames only and need no tags).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import fcntl
 import socket
 import struct
@@ -34,12 +43,20 @@ SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
 SOL_PACKET = 263
 PACKET_AUXDATA = 8
+PACKET_IGNORE_OUTGOING = 23  # Linux 4.20 on; the filter drops outgoing frames without it too
+SO_ATTACH_FILTER = 26
 TP_STATUS_VLAN_VALID = 1 << 4
 TP_STATUS_VLAN_TPID_VALID = 1 << 6
 ETH_P_8021Q = 0x8100
 # struct tpacket_auxdata: status, len, snaplen (u32); mac, net, vlan_tci, vlan_tpid (u16).
 _AUXDATA = struct.Struct("=IIIHHHH")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_AUXDATA.size)
+# Classic BPF (<linux/filter.h>): struct sock_filter {u16 code; u8 jt, jf; u32 k}. Loads of
+# the kernel's ancillary fields (SKF_AD_OFF + n) read the frame's metadata, not its bytes.
+_BPF_INSN = struct.Struct("=HBBI")
+_BPF_LD_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, RET|K
+_SKF_AD_PKTTYPE = (-0x1000 + 4) & 0xFFFFFFFF
+_SKF_AD_VLAN_TAG_PRESENT = (-0x1000 + 48) & 0xFFFFFFFF
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
 # A packet loop woken by a frame lets the frames of this many seconds gather before it
 # serves them, as NAPI does with interrupts: one wake-up and one read of every port per
@@ -52,9 +69,35 @@ SIOCOUTQ = termios.TIOCOUTQ  # the same request number: bytes a socket sent not 
 QUEUE_REREAD = 1.0
 
 
-def open_raw(ifname: str) -> socket.socket:
-    """A non-blocking packet socket bound to `ifname` with large buffers."""
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+def port_filter(tagged: bool) -> bytes:
+    """The filter program of one half of a port: frames received (never the host's own
+    output, PACKET_OUTGOING) without a VLAN tag, or with one (`tagged`)."""
+    untagged_to, tagged_to = (0, 1) if not tagged else (1, 0)  # 0: accept, 1: drop
+    program = [
+        (_BPF_LD_ABS, 0, 0, _SKF_AD_PKTTYPE),
+        (_BPF_JEQ_K, 3, 0, PACKET_OUTGOING),  # outgoing: to the last instruction
+        (_BPF_LD_ABS, 0, 0, _SKF_AD_VLAN_TAG_PRESENT),
+        (_BPF_JEQ_K, untagged_to, tagged_to, 0),  # tag present == 0
+        (_BPF_RET_K, 0, 0, MAX_FRAME_BYTES),
+        (_BPF_RET_K, 0, 0, 0),
+    ]
+    return b"".join(_BPF_INSN.pack(*insn) for insn in program)
+
+
+def _attach(sock: socket.socket, program: bytes) -> None:
+    """SO_ATTACH_FILTER: the kernel copies the program from a struct sock_fprog
+    {unsigned short len; struct sock_filter *filter}."""
+    code = ctypes.create_string_buffer(program)
+    fprog = struct.pack("HP", len(program) // _BPF_INSN.size, ctypes.addressof(code))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
+
+
+def open_raw(ifname: str, tagged: bool = False) -> socket.socket:
+    """A non-blocking packet socket bound to `ifname` with large buffers: the frames it
+    receives (not its host's own), untagged ones only (read them with `receive`), or with
+    `tagged` the tagged ones only (with `receive_tagged`)."""
+    # Protocol 0 until bound: it receives nothing before its filter is in place.
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     for option, fallback in (
         (SO_RCVBUFFORCE, socket.SO_RCVBUF),
         (SO_SNDBUFFORCE, socket.SO_SNDBUF),
@@ -63,25 +106,36 @@ def open_raw(ifname: str) -> socket.socket:
             sock.setsockopt(socket.SOL_SOCKET, option, BUFFER_BYTES)
         except PermissionError:
             sock.setsockopt(socket.SOL_SOCKET, fallback, BUFFER_BYTES)
-    sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
-    sock.bind((ifname, 0))
+    if tagged:
+        sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+    with contextlib.suppress(OSError):  # not even handed to the filter
+        sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+    _attach(sock, port_filter(tagged))
+    sock.bind((ifname, ETH_P_ALL))
     sock.setblocking(False)
     return sock
 
 
 def receive(sock: socket.socket) -> bytes | None:
-    """The next incoming frame waiting on `sock`, VLAN tag restored; None when none waits."""
-    while True:
-        try:
-            frame, ancillary, _, address = sock.recvmsg(MAX_FRAME_BYTES, _ANCILLARY_BYTES)
-        except OSError:  # nothing waiting, or the link went down (ENETDOWN, reported once)
-            return None
-        if address[2] != PACKET_OUTGOING:
-            return with_vlan_tag(frame, ancillary)
+    """The next frame waiting on an `open_raw` socket; None when none waits."""
+    try:
+        return sock.recv(MAX_FRAME_BYTES)
+    except OSError:  # nothing waiting, or the link went down (ENETDOWN, reported once)
+        return None
+
+
+def receive_tagged(sock: socket.socket) -> bytes | None:
+    """The next frame waiting on an `open_raw(..., tagged=True)` socket, its VLAN tag put
+    back; None when none waits."""
+    try:
+        frame, ancillary, _, _ = sock.recvmsg(MAX_FRAME_BYTES, _ANCILLARY_BYTES)
+    except OSError:
+        return None
+    return with_vlan_tag(frame, ancillary)
 
 
 def drain(sock: socket.socket, handle: Callable[[bytes], None], limit: int = 256) -> None:
-    """Hand every waiting incoming frame (up to `limit`) to `handle`, VLAN tag restored."""
+    """Hand every frame waiting on an `open_raw` socket (up to `limit`) to `handle`."""
     for _ in range(limit):
         frame = receive(sock)
         if frame is None:

@@ -50,8 +50,11 @@ from dataplane.frame import (
     kind_of,
 )
 from dataplane.gradients import EPOCHS, frag_id, split_frag_id
+from dataplane.pipeline import lane_sum
 from dataplane.ports import GATHER, ina_frames, send
 from dataplane.state import PlanSource
+
+_ELEMS_END = OFF_ELEMS + 4 * K
 
 
 class _ResultSender(Protocol):
@@ -62,11 +65,12 @@ class _ResultSender(Protocol):
 
 
 def result_frame(
-    ps: _ResultSender, fragment_id: int, values: np.ndarray, aux: int, mark: int = 0
+    ps: _ResultSender, fragment_id: int, values: np.ndarray | bytes, aux: int, mark: int = 0
 ) -> bytes:
     """The RESULT of one fragment, to every worker (broadcast; the switches multicast it down
     the tree), with the PS's current result flow id: `aux` as the contribution that completed
-    it (RETRANSMITTED for one sent again) and `mark` (CONGESTED or 0) echoing the mark."""
+    it (RETRANSMITTED for one sent again) and `mark` (CONGESTED or 0) echoing the mark.
+    `values`: the K sums, or already as the K big-endian int32 of the wire."""
     header = InaHeader(
         ps.task.job,
         ps.task.task,
@@ -77,12 +81,17 @@ def result_frame(
         ps.workers,
         aux=aux,
     )
-    return build_frame(ps.me, BROADCAST, header, values.astype(">i4").tobytes())
+    elements = values if isinstance(values, bytes) else values.astype(">i4").tobytes()
+    return build_frame(ps.me, BROADCAST, header, elements)
 
 
 @dataclass
 class ParameterServer:
-    """Finishes the aggregation of `fragments` fragments from `workers` workers."""
+    """Finishes the aggregation of `fragments` fragments from `workers` workers.
+
+    Per frame it works on plain lists and integers, not numpy: a fragment's K sums are one
+    integer (`dataplane.pipeline.lane_sum`, as a switch's slot holds them) and its result the
+    K big-endian int32 of the wire; indexing numpy scalars was most of `handle`'s time."""
 
     sock: socket.socket
     me: Endpoint
@@ -91,11 +100,10 @@ class ParameterServer:
     fragments: int
     result_flow_id: int
     plan: PlanSource | None = None
-    # per flow-id generation: sums and contribution counts of every fragment
-    sums: dict[int, np.ndarray] = field(default_factory=dict)
-    counts: dict[int, np.ndarray] = field(default_factory=dict)
-    done: np.ndarray = field(init=False)
-    result: np.ndarray = field(init=False)
+    # per flow-id generation: sums (K lanes packed in one integer) and contribution counts of
+    # every fragment
+    sums: dict[int, list[int]] = field(default_factory=dict)
+    counts: dict[int, list[int]] = field(default_factory=dict)
     seen: set[tuple[int, int]] = field(default_factory=set)
     finished: int = 0
     results_sent: int = 0
@@ -110,15 +118,26 @@ class ParameterServer:
 
     def __post_init__(self) -> None:
         self.epoch %= EPOCHS  # as it reads back from a fragment id
-        self.done = np.zeros(self.fragments, dtype=bool)
-        self.marked = np.zeros(self.fragments, dtype=bool)  # a sum of it came marked
-        self.result = np.zeros((self.fragments, K), dtype=np.int32)
+        self.finished_at = [False] * self.fragments  # per fragment: finished
+        self.marked = [False] * self.fragments  # a sum of it came marked
+        self.payloads = [bytes(4 * K)] * self.fragments  # finished sums, as on the wire
 
-    def _generation(self, flow: int) -> tuple[np.ndarray, np.ndarray]:
+    @property
+    def done(self) -> np.ndarray:
+        """Which fragments are finished."""
+        return np.array(self.finished_at, dtype=bool)
+
+    @property
+    def result(self) -> np.ndarray:
+        """The finished sums, one row of K int32 per fragment (zeros where unfinished)."""
+        rows = np.frombuffer(b"".join(self.payloads), ">i4").reshape(self.fragments, K)
+        return rows.astype(np.int32)
+
+    def _generation(self, flow: int) -> tuple[list[int], list[int]]:
         gen = flow // FLOW_IDS_PER_GENERATION
         if gen not in self.sums:
-            self.sums[gen] = np.zeros((self.fragments, K), dtype=np.int32)
-            self.counts[gen] = np.zeros(self.fragments, dtype=np.int64)
+            self.sums[gen] = [0] * self.fragments
+            self.counts[gen] = [0] * self.fragments
         return self.sums[gen], self.counts[gen]
 
     def _send_result(self, frag: int, aux: int = RETRANSMITTED, mark: int = 0) -> None:
@@ -126,7 +145,7 @@ class ParameterServer:
         marked RETRANSMITTED (no worker takes its round trip as a sample, dataplane/rto.py).
         `mark`: CONGESTED to echo the congestion mark."""
         fid = frag_id(self.epoch, self.offset + frag)
-        send(self.sock, result_frame(self, fid, self.result[frag], aux, mark))
+        send(self.sock, result_frame(self, fid, self.payloads[frag], aux, mark))
         self.results_sent += 1
 
     def handle(self, frame: bytes) -> None:
@@ -140,13 +159,14 @@ class ParameterServer:
             or not 0 <= frag < self.fragments
         ):
             return
-        if flags == PROBE and count and not self.done[frag]:
+        done = self.finished_at[frag]
+        if flags == PROBE and count and not done:
             if (flow, frag) not in self.seen:
                 self._nack(frame)
             return
-        if flags in (ACK, PROBE) or (flags == DATA and self.done[frag]):
+        if flags in (ACK, PROBE) or (flags == DATA and done):
             self.duplicates_ignored += flags == DATA
-            if self.done[frag]:
+            if done:
                 self._send_result(frag, mark=mark)
             return
         if flags != DATA:
@@ -155,14 +175,17 @@ class ParameterServer:
             self.duplicates_ignored += 1
             return
         self.seen.add((flow, frag))
-        self.marked[frag] |= bool(mark)
+        if mark:
+            self.marked[frag] = True
         sums, counts = self._generation(flow)
-        sums[frag] += np.frombuffer(frame, ">i4", K, OFF_ELEMS).astype(np.int32)
-        counts[frag] += count
-        if counts[frag] >= self.workers:
-            self.miscounted += int(counts[frag] != self.workers)
-            self.done[frag] = True
-            self.result[frag] = sums[frag]
+        total = sums[frag] = lane_sum(
+            sums[frag], int.from_bytes(frame[OFF_ELEMS:_ELEMS_END], "big")
+        )
+        total_count = counts[frag] = counts[frag] + count
+        if total_count >= self.workers:
+            self.miscounted += total_count != self.workers
+            self.finished_at[frag] = True
+            self.payloads[frag] = total.to_bytes(4 * K, "big")
             self.finished += 1
             # Aggregation forwards the `aux` of the contribution that completed a slot, so this
             # is the last contribution to arrive along the fragment's slowest path.

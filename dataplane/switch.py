@@ -23,15 +23,18 @@ import logging
 import select
 import signal
 import socket
+from collections.abc import Callable
 
 import grpc
 
 from dataplane.frame import CPU_PORT
 from dataplane.pipeline import FROM_QUEUE, Pipeline
-from dataplane.ports import GATHER, egress_depth, open_raw, receive, send
+from dataplane.ports import GATHER, egress_depth, open_raw, receive, receive_tagged, send
 from dataplane.server import P4RuntimeService, serve
 
 LOG = logging.getLogger(__name__)
+# A socket of a port, with the function that reads it (`receive` or `receive_tagged`).
+Reader = tuple[int, socket.socket, Callable[[socket.socket], bytes | None]]
 # Rounds of the input arbiter before the loop serves P4Runtime again.
 ROUNDS_PER_TURN = 256
 # Longest wait for gRPC's own shutdown after SIGTERM: grpc.aio's stop can wait on a stream
@@ -49,6 +52,8 @@ async def run_switch(
     `interfaces` (port -> name)."""
     pipeline = Pipeline()
     sockets = {port: open_raw(name) for port, name in interfaces.items()}
+    # each port's tagged frames arrive on a socket of their own (dataplane/ports.py)
+    tagged = {port: open_raw(name, tagged=True) for port, name in interfaces.items()}
     depths = {port: egress_depth(sock) for port, sock in sockets.items()}
 
     def transmit(port: int, frame: bytes) -> None:
@@ -61,18 +66,18 @@ async def run_switch(
     server = await serve(address, service, credentials)
     loop = asyncio.get_running_loop()
 
-    def serve_ports(active: list[tuple[int, socket.socket]]) -> None:
-        """The `active` ports' input queues served round-robin, one frame per port per turn.
-        This is the per-packet path: names are bound locally and nothing is allocated but the
-        frames (see dataplane/README.md, "Throughput")."""
+    def serve_ports(active: list[Reader]) -> None:
+        """The `active` ports' input queues served round-robin, one frame per port per round,
+        each round over the sockets the epoll set reports ready (asking it costs less than a
+        read that finds nothing). This is the per-packet path: names are bound locally and
+        nothing is allocated but the frames (see dataplane/README.md, "Throughput")."""
         process, outputs, marks, mark = pipeline.process, sockets.get, pipeline.marks, pipeline.mark
+        poll, readers = ready.poll, by_fd.__getitem__
         for _ in range(ROUNDS_PER_TURN):
-            busy = []
-            for port, sock in active:
-                frame = receive(sock)
+            for port, sock, read in active:
+                frame = read(sock)
                 if frame is None:
                     continue
-                busy.append((port, sock))
                 for out_port, out in process(port, frame):
                     if out_port == CPU_PORT:
                         service.packet_in(port, out)
@@ -89,9 +94,9 @@ async def run_switch(
                                 out = mark(out_port, out, queued, backlog.depth)
                             send(out_sock, out)
                             depth.sent()
-            if not busy:
+            active = [readers(fd) for fd, _ in poll(0)]
+            if not active:
                 return
-            active = busy
 
     # The loop watches one epoll set of every port (its own file descriptor is readable while
     # any port is). Woken, it stops watching and serves the ports every GATHER seconds until
@@ -99,7 +104,10 @@ async def run_switch(
     # epoll wake-up and a read of every port) per frame, which on paced links was most of a
     # switch's CPU (docs/loop-profile.md).
     ready = select.epoll()
-    by_fd = {sock.fileno(): (port, sock) for port, sock in sockets.items()}
+    by_fd: dict[int, Reader] = {
+        sock.fileno(): (port, sock, receive) for port, sock in sockets.items()
+    }
+    by_fd |= {sock.fileno(): (port, sock, receive_tagged) for port, sock in tagged.items()}
     for fd in by_fd:
         ready.register(fd, select.EPOLLIN)
     pending: list[asyncio.TimerHandle] = []
@@ -132,5 +140,5 @@ async def run_switch(
     for handle in pending:
         handle.cancel()
     ready.close()
-    for sock in sockets.values():
+    for sock in [*sockets.values(), *tagged.values()]:
         sock.close()

@@ -227,8 +227,10 @@ class Worker:
     # Partial aggregation: (first row, flow id, next node) per segment of the rows, ascending
     # (`segment_rows`); empty: every fragment travels as `flow_id`.
     segments: list[tuple[int, int, int]] = field(default_factory=list)
-    result: np.ndarray = field(init=False)
-    have: np.ndarray = field(init=False)  # fragments whose result arrived
+    # per fragment: its result arrived, and the result's K big-endian int32 as on the wire
+    # (plain lists: indexing numpy per frame cost more than the rest of `receive`)
+    got: list[bool] = field(init=False)
+    payloads: list[bytes] = field(init=False)
     done: int = 0
     next_send: float = 0.0
     gap: float = 0.0
@@ -237,8 +239,8 @@ class Worker:
 
     def __post_init__(self) -> None:
         self.epoch %= EPOCHS  # as it reads back from a fragment id
-        self.result = np.zeros((len(self.rows), K), dtype=np.int32)
-        self.have = np.zeros(len(self.rows), dtype=bool)
+        self.got = [False] * len(self.rows)
+        self.payloads = [bytes(4 * K)] * len(self.rows)
         self.rtt = RtoEstimator(initial=self.timeout)
         self.own_rtt = RtoEstimator()
         self._own_depth: Callable[[], int | None] = lambda: None
@@ -247,6 +249,17 @@ class Worker:
             self._depth, self._own_depth = egress, egress.backlog.depth
             # exact from the threshold on: `_send` compares it with the same threshold
             self.queued = lambda: egress.at(self._threshold() or 0)
+
+    @property
+    def have(self) -> np.ndarray:
+        """Which fragments' results arrived."""
+        return np.array(self.got, dtype=bool)
+
+    @property
+    def result(self) -> np.ndarray:
+        """The results, one row of K int32 per fragment (zeros where none arrived)."""
+        rows = np.frombuffer(b"".join(self.payloads), ">i4").reshape(len(self.rows), K)
+        return rows.astype(np.int32)
 
     def _threshold(self) -> int | None:
         """Frames queued ahead from which a DATA is marked: `mark_depth`, else half this
@@ -469,7 +482,7 @@ class Worker:
         self._unblocked[occupant] = now + self.rto
         epoch, wire = split_frag_id(occupant)
         index = wire - self.offset
-        if epoch != self.epoch or not 0 <= index < len(self.rows) or self.have[index]:
+        if epoch != self.epoch or not 0 <= index < len(self.rows) or self.got[index]:
             self._send(index, ACK, epoch)
             self.stats.acks += 1
         elif index in self.lost:  # timed out, its resend waits for the window: send it now
@@ -527,7 +540,7 @@ class Worker:
             else:
                 frag = self.next_frag
                 self.next_frag += 1
-                if frag in self.outstanding or frag in self.lost or self.have[frag]:
+                if frag in self.outstanding or frag in self.lost or self.got[frag]:
                     self.ahead.discard(frag)  # already sent to unblock a slot
                     continue
                 self._first_send(frag, now)
@@ -639,7 +652,7 @@ class Worker:
         fragment is missing there. Resent at once, unless it has been since the query."""
         epoch, wire = split_frag_id(raw_frag)
         frag = wire - self.offset
-        if epoch != self.epoch or not 0 <= frag < len(self.rows) or self.have[frag]:
+        if epoch != self.epoch or not 0 <= frag < len(self.rows) or self.got[frag]:
             return
         self.stats.nacks += 1
         if frag not in self.last_asked:
@@ -654,9 +667,9 @@ class Worker:
         frag = wire - self.offset
         if epoch != self.epoch or not 0 <= frag < len(self.rows):
             return
-        if flags == RESULT and not self.have[frag]:
-            self.result[frag] = np.frombuffer(frame, ">i4", K, OFF_ELEMS)
-            self.have[frag] = True
+        if flags == RESULT and not self.got[frag]:
+            self.payloads[frag] = frame[OFF_ELEMS : OFF_ELEMS + 4 * K]
+            self.got[frag] = True
             self.done += 1
             in_flight = self.outstanding.pop(frag, None) is not None
             waiting = self.lost.pop(frag, None)

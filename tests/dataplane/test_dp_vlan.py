@@ -32,7 +32,7 @@ from dataplane.frame import (
 )
 from dataplane.netns import VethNet
 from dataplane.p4rt_client import Client
-from dataplane.ports import with_vlan_tag
+from dataplane.ports import open_raw, receive, receive_tagged, with_vlan_tag
 from dataplane.schema import load_p4info
 
 pytestmark = pytest.mark.root
@@ -167,3 +167,38 @@ def test_the_tag_is_restored_exactly_from_the_kernels_auxdata():
     ancillary = [(263, 8, struct.pack("=IIIHHHH", *aux))]
     assert with_vlan_tag(untagged, ancillary) == tagged
     assert with_vlan_tag(untagged, []) == untagged
+
+
+def _all(read, sock: socket.socket, wait: float = 0.5) -> list[bytes]:
+    frames, deadline = [], time.monotonic() + wait
+    while select.select([sock], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        frame = read(sock)
+        if frame is not None and len(frame) > OFF_ELEMS:  # not the kernel's IPv6 chatter
+            frames.append(frame)
+    return frames
+
+
+def test_a_port_is_read_in_two_halves_untagged_and_tagged():
+    """`open_raw`'s socket (read with a plain `recv`) gets the untagged frames a port
+    receives, the `tagged` half the tagged ones, tag restored; neither the host's own
+    output, not even one sent by another socket on the same port."""
+    with VethNet(1) as net:
+        far = net.host_socket(1)
+        plain, tagged = (open_raw(net.switch_if[1], tagged=t) for t in (False, True))
+        other = open_raw(net.switch_if[1])
+        try:
+            frames = [_contribution(1, frag) for frag in range(4)]
+            kinds = ["vlan 7", "priority tag", "802.1ad"]
+            on_wire = [frames[0], _tagged(frames[1], kinds[0]), frames[2]]
+            on_wire += [_tagged(frames[3], kind) for kind in kinds[1:]]
+            for frame in on_wire:
+                far.send(frame)
+            assert _all(receive, plain) == [frames[0], frames[2]]
+            assert _all(receive_tagged, tagged) == [on_wire[1], *on_wire[3:]]
+            other.send(frames[0])
+            assert _all(receive, far) == [frames[0]], "it reaches the far end"
+            assert _all(receive, plain, wait=0.2) == []
+            assert _all(receive_tagged, tagged, wait=0.1) == []
+        finally:
+            for sock in (far, plain, tagged, other):
+                sock.close()

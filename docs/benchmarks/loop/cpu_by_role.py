@@ -5,7 +5,9 @@ And of the whole machine.
 Run as root beside `ina mininet` (docs/loop-profile.md): it samples /proc every 0.5 s until
 STOPFILE exists, keeps each process's last utime + stime (processes exit during the run) and
 writes the totals per role (switch by device id, worker by name, ps, controller, runner) and
-the machine's /proc/stat deltas to OUT.json. With ROOT_PID, only that process and its
+the machine's /proc/stat deltas to OUT.json, with every sample's totals per role and the
+machine's busy seconds so far (`series`: CPU within a time window, e.g. one iteration). With
+ROOT_PID, only that process and its
 descendants count (others' tests and runs on the same machine start the same commands).
 
     python docs/benchmarks/loop/cpu_by_role.py OUT.json STOPFILE [ROOT_PID] &
@@ -24,6 +26,7 @@ HZ = os.sysconf("SC_CLK_TCK")
 ROLES = (
     ("switch", r" switch .*--device-id (\d+)"),
     ("worker", r" worker .*--name (\S+)"),
+    ("workers", r" workers ()"),  # several workers' agents in one process (--agent-processes)
     ("ps", r" ps ()"),
     ("controller", r" controller ()"),
     ("runner", r" mininet ()"),
@@ -74,11 +77,23 @@ def sample(last: dict[tuple[str, str], tuple[float, float]], root: str | None) -
         last[(pid, name)] = (int(stat[11]) / HZ, int(stat[12]) / HZ)
 
 
+def totals(last: dict[tuple[str, str], tuple[float, float]]) -> dict[str, float]:
+    """CPU seconds per role so far."""
+    by_role: dict[str, float] = {}
+    for (_, name), (user, system) in last.items():
+        by_role[name] = round(by_role.get(name, 0.0) + user + system, 2)
+    return by_role
+
+
 def main(out: str, stop: str, root: str | None = None) -> None:
     last: dict[tuple[str, str], tuple[float, float]] = {}
     before, started = machine(), time.time()
+    series = []
     while not os.path.exists(stop):
         sample(last, root)
+        now = machine()
+        busy = sum(now[k] - before[k] for k in now if k not in ("idle", "iowait"))
+        series.append([round(time.time(), 2), round(busy, 2), totals(last)])
         time.sleep(0.5)
     after = machine()
     roles: dict[str, dict[str, float]] = {}
@@ -93,6 +108,7 @@ def main(out: str, stop: str, root: str | None = None) -> None:
                 "wall": time.time() - started,
                 "machine": {k: round(after[k] - before[k], 2) for k in before},
                 "roles": roles,
+                "series": series,
             },
             indent=1,
         )
