@@ -161,7 +161,7 @@ def _leftovers_of(network) -> list[str]:
     its run directory (`ina-mininet-*`) or one of its switches' interfaces. Other sessions on a
     shared machine run the same programs, and a bare pgrep counted theirs."""
     listing = subprocess.run(
-        ["pgrep", "-af", "controller.cli (switch|controller|worker|ps)"],
+        ["pgrep", "-af", "(controller.cli|dataplane) (switch|controller|worker|ps)"],
         capture_output=True,
         text=True,
         check=False,

@@ -634,7 +634,7 @@ class Emulation:
                 [
                     sys.executable,
                     "-m",
-                    "controller.cli",
+                    "dataplane",
                     role,
                     "--iface",
                     self.host_intf[host],
@@ -734,7 +734,7 @@ class Emulation:
                 [
                     sys.executable,
                     "-m",
-                    "controller.cli",
+                    "dataplane",
                     "ps",
                     "--iface",
                     self.host_intf[tp.ps],
@@ -851,7 +851,7 @@ class Emulation:
                     [
                         sys.executable,
                         "-m",
-                        "controller.cli",
+                        "dataplane",
                         "worker",
                         "--iface",
                         self.host_intf[worker],

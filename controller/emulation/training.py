@@ -121,7 +121,7 @@ def _run(emu: Emulation, names, config, faults, timeout, result, on_epoch) -> No
         [
             sys.executable,
             "-m",
-            "controller.cli",
+            "dataplane",
             "ps",
             "--session",
             "--iface",

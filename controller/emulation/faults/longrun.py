@@ -48,7 +48,7 @@ def long_lived(emu) -> dict[str, int]:
 
 class AgentPeaks:
     """Peak RSS of every worker and PS agent this process starts, per iteration: a thread
-    polls /proc for children running `controller.cli worker|ps` and keeps each one's last
+    polls /proc for children running `python -m dataplane worker|ps` and keeps each one's last
     VmHWM (read while it lives, so at most AGENT_POLL_SECONDS before it exits)."""
 
     def __init__(self, host_by_ip: dict[str, str]):
@@ -100,7 +100,8 @@ class AgentPeaks:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
         except OSError:
             return None
-        if "controller.cli" not in argv:
+        module = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "-m"), None)
+        if module not in ("dataplane", "controller.cli"):
             return "" if any("dataplane" in a for a in argv) else None
         role = next((a for a in argv if a in ("worker", "ps")), None)
         host = self.host_by_ip.get(argv[argv.index("--ip") + 1]) if "--ip" in argv else None
