@@ -103,15 +103,15 @@ def test_the_simulator_counts_what_each_link_dropped_and_the_resends_per_frame_l
     assert clean.recovery()["resends_per_lost_frame"] is None
 
 
-def test_stalled_agents_make_resends_without_any_loss(fig1):
-    """A loaded machine holds processes off the CPU: the no-loss resends seen on Mininet
-    (docs/loop-profile.md, finding 4) come back in the simulation with stalls, and not
-    without them."""
+def test_stalled_agents_resend_almost_nothing_without_any_loss(fig1):
+    """A loaded machine holds processes off the CPU: before slots were the fragment id mod
+    the region, stalls alone made the no-loss resends seen on Mininet (docs/loop-profile.md,
+    finding 4: 3.4 % of the fragments here); the goal is at most 0.5 %."""
     network, plan = fig1
     stalled = Emulation(network, seed=0, plan=plan, stalls=Stalls(2.0, 0.03))
     it = stalled.iteration(0, GRADIENT_MB, timeout=120)
     _exactly_once(it)
-    assert sum(it.lost.values()) == 0 and it.resends > 0
+    assert sum(it.lost.values()) == 0 and it.recovery()["resent_percent"] <= 0.5
 
 
 def test_five_percent_loss_at_a_megabyte_costs_a_few_unimpaired_iterations_not_twenty(fig1):
