@@ -24,8 +24,11 @@ query's round, p4src/README.md): the first aggregation point whose partial sum l
 contribution answers with a NACK and only then does it resend; one that completed the
 fragment sends its stored sum on again (the lost sum or result is repaired there, once per
 round); one holding its contribution drops the query (a peer's loss, the peer is answered).
-Unanswered for a PTO it asks again, and after QUERY_ROUNDS queries it resends; the timeout
-counts from the query.
+Unanswered for REASK_PTOS PTOs it asks again, and after QUERY_ROUNDS queries it resends;
+the timeout counts from the query. The contributors ask in turns (`Worker._turn`): one at
+once, the others a round trip apart each, so that a lost result, which every contributor
+below the loss misses, is asked about (and its sum sent into the PS) about once; the loser
+of a contribution still resends on its NACK at once.
 """
 
 from __future__ import annotations

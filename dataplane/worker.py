@@ -606,7 +606,7 @@ class Worker:
     def _declare_lost(self, frag: int, now: float) -> None:
         """Take an outstanding fragment as lost without a timeout (found from later results,
         or by the tail probe): out of flight to be resent at once, or with `query`, asked
-        about and left in flight until its answer."""
+        about at its turn (`_turn`) and left in flight until its answer."""
         if self.query and frag in self.last_asked:
             return  # asked already, or waiting for its turn: its own PTO asks again
         self.stats.detected_lost += 1
