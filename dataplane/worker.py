@@ -630,8 +630,11 @@ class Worker:
     def _turn(self, frag: int) -> float:
         """Seconds this worker waits before its first loss query for `frag`: its rank
         among the task's contributors for that fragment (each leads as often) times a round
-        trip, 0 at the tail or when the task's size is unknown."""
-        if self.peers <= 1 or self._tail() or QUERY_TURN_RTTS <= 0:
+        trip; 0 at the tail, when the task's size is unknown, or once congestion marks have
+        come (`MarkReaction.ssthresh`): a queue that overflows drops contributions, each
+        repaired only by its own sender, whom a turn would hold back."""
+        congested = self.marks.ssthresh != float("inf")
+        if self.peers <= 1 or self._tail() or congested or QUERY_TURN_RTTS <= 0:
             return 0.0
         rank = min((self.contributor - self.offset - frag) % self.peers, QUERY_TURN_RANKS)
         return rank * QUERY_TURN_RTTS * (self.rtt.srtt or self.rto)
