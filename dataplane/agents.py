@@ -233,6 +233,7 @@ def _worker_shards(
         "epoch": args.epoch,
         "mark_depth": args.mark_depth,
         "query": args.loss_query,
+        "peers": args.workers or 0,
     }
 
     def watcher(task: int) -> PlanWatcher | ApiWatcher | None:

@@ -24,8 +24,11 @@ query's round, p4src/README.md): the first aggregation point whose partial sum l
 contribution answers with a NACK and only then does it resend; one that completed the
 fragment sends its stored sum on again (the lost sum or result is repaired there, once per
 round); one holding its contribution drops the query (a peer's loss, the peer is answered).
-Unanswered for a PTO it asks again, and after QUERY_ROUNDS queries it resends; the timeout
-counts from the query.
+Unanswered for REASK_PTOS PTOs it asks again, and after QUERY_ROUNDS queries it resends;
+the timeout counts from the query. The contributors ask in turns (`Worker._turn`): one at
+once, the others a round trip apart each, so that a lost result, which every contributor
+below the loss misses, is asked about (and its sum sent into the PS) about once; the loser
+of a contribution still resends on its NACK at once.
 """
 
 from __future__ import annotations
@@ -64,6 +67,20 @@ CUT_FLOOR = 0.25
 # Loss queries a fragment gets, a PTO apart, before it is resent without an answer: 2 left
 # 1.13-1.63 resends per lost frame in the simulation (Fig. 1, 1 %), 3 0.99-1.81, median 1.12.
 QUERY_ROUNDS = 3
+# Round trips between two contributors' first loss queries about one fragment (`Worker._turn`):
+# a result lost above a first hop is missed by every contributor below it, and one query
+# repairs it for all; asking at once sent a completed sum into the PS link per first hop and
+# per round, and the PS link is as full as the plan makes it (Fig. 1, 1 MB, 1 % loss: 2 323
+# sums of finished fragments for 1 024 lost results, 1.29x the unimpaired time).
+QUERY_TURN_RTTS = 1.0
+# Ranks beyond this one wait as long as it does: with 16 contributors, turns of up to 15
+# round trips held a peer's own loss that long (4-leaf/4-spine at 5 % loss: 360 virtual s,
+# 99 s asking at once); 3 gave 32 s at 1 % (47.6 s with 1, 39.5 s uncapped, 124 s at once).
+QUERY_TURN_RANKS = 3
+# PTOs a loss query waits for its answer before it is asked again: a repair crosses the
+# queues into the PS and back, longer than the round trips the PTO is made of (5 % loss: half
+# the first queries were asked again at one PTO, 7 153 of 25 059).
+REASK_PTOS = 2.0
 
 
 class InFlight(dict[int, float]):

@@ -80,6 +80,9 @@ from dataplane.recovery import (
     DETECTED,
     PEER_WAIT_CAP,
     QUERY_ROUNDS,
+    QUERY_TURN_RANKS,
+    QUERY_TURN_RTTS,
+    REASK_PTOS,
     REPLANNED,
     TIMED_OUT,
     TLP_FLOOR,
@@ -149,6 +152,10 @@ class Worker:
     # probe (dataplane/recovery.py, "Loss queries"): needs switches that answer loss queries
     # (both targets do); without them a fragment is resent QUERY_ROUNDS PTOs late.
     query: bool = False
+    # Contributors of the task (0: unknown): with queries, the contributors whose result is
+    # missing ask in turns (`_declare_lost`) so that one query, not one per contributor,
+    # repairs a loss that every contributor sees.
+    peers: int = 0
     stats: WorkerStats = field(default_factory=WorkerStats)
     _unblocked: dict[int, float] = field(default_factory=dict)  # occupant -> next allowed help
     _blocking: dict[int, float] = field(default_factory=dict)  # occupant -> first named (shards)
@@ -565,7 +572,7 @@ class Worker:
         self._resend(frag, now)
         self.stats.resent_on_timeout += why == TIMED_OUT
         self.stats.resent_on_loss += why == DETECTED
-        if self.timeouts.get(frag, 0) >= 2 or (why == DETECTED and self._tail()):
+        if self.timeouts.get(frag, 0) >= 2 or self._tail():
             self._send(frag, PROBE)
             self.stats.probes += 1
 
@@ -590,7 +597,7 @@ class Worker:
             self._lose(frag)
         while (due := self._next_reask()) is not None and due <= now:
             frag = heapq.heappop(self._reask)[1]
-            if self.asked[frag] < QUERY_ROUNDS:
+            if self.asked.get(frag, 0) < QUERY_ROUNDS:
                 self._ask(frag, now)
                 continue
             del self.outstanding[frag]  # unanswered: resent as without queries
@@ -612,17 +619,38 @@ class Worker:
     def _declare_lost(self, frag: int, now: float) -> None:
         """Take an outstanding fragment as lost without a timeout (found from later results,
         or by the tail probe): out of flight to be resent at once, or with `query`, asked
-        about and left in flight until its answer."""
+        about at its turn (`_turn`) and left in flight until its answer."""
+        if self.query and frag in self.last_asked:
+            return  # asked already, or waiting for its turn: its own PTO asks again
         self.stats.detected_lost += 1
         self.sent_once.pop(frag, None)
         self.timeouts_spurious = False  # losses happen: timeouts are resent at once again
         self.detected.add(frag)
         if self.query:
-            self._ask(frag, now)
+            turn = self._turn(frag)
+            if not turn:
+                self._ask(frag, now)
+                return
+            self.asked.setdefault(frag, 0)
+            self.outstanding[frag] = max(self.outstanding.pop(frag), now + turn + self.rto)
+            self.last_asked[frag] = now
+            heapq.heappush(self._reask, (now + turn, frag))
             return
         del self.outstanding[frag]
         self._lose(frag, DETECTED)
         self._detected.append(frag)
+
+    def _turn(self, frag: int) -> float:
+        """Seconds this worker waits before its first loss query for `frag`: its rank
+        among the task's contributors for that fragment (each leads as often) times a round
+        trip; 0 at the tail, when the task's size is unknown, or once congestion marks have
+        come (`MarkReaction.ssthresh`): a queue that overflows drops contributions, each
+        repaired only by its own sender, whom a turn would hold back."""
+        congested = self.marks.ssthresh != float("inf")
+        if self.peers <= 1 or self._tail() or congested or QUERY_TURN_RTTS <= 0:
+            return 0.0
+        rank = min((self.contributor - self.offset - frag) % self.peers, QUERY_TURN_RANKS)
+        return rank * QUERY_TURN_RTTS * (self.rtt.srtt or self.rto)
 
     def _ask(self, frag: int, now: float) -> None:
         """Send a loss query for `frag` along its data path (dataplane/recovery.py, "Loss
@@ -635,7 +663,7 @@ class Worker:
         # a peer's repair takes its own round trip from now: the timeout counts from the query
         self.outstanding[frag] = max(self.outstanding.pop(frag), now + self.rto)
         self.last_asked[frag] = now
-        heapq.heappush(self._reask, (now + self._pto(), frag))
+        heapq.heappush(self._reask, (now + REASK_PTOS * self._pto(), frag))
 
     def _next_reask(self) -> float | None:
         """When the next fragment asked about is due to be resent without an answer
@@ -660,6 +688,9 @@ class Worker:
         self.lost.pop(frag, None)
         self._resend(frag, now)
         self.stats.resent_on_loss += 1
+        if self._tail():  # its first hop may have moved on: the PS answers a PROBE
+            self._send(frag, PROBE)
+            self.stats.probes += 1
 
     def receive(self, flags: int, flow: int, raw_frag: int, frame: bytes, now: float) -> None:
         """A RESULT, or the CONTROL of a collision, of this worker's task."""

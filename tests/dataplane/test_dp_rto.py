@@ -140,10 +140,12 @@ def test_a_lost_fragment_behind_a_full_window_is_resent_before_its_partial_sums_
     worker.pump(0.0)
     worker.on_timeouts(0.8)  # all three lost, window 1.5: one resend
     worker.pump(0.8)
-    assert _sent(observer) == [(DATA, 0), (DATA, 1), (DATA, 2), (DATA, 0)]
+    # nothing new left to send (the tail): a resend brings a PROBE, which the PS answers if
+    # the fragment finished while the first hop moved on
+    assert _sent(observer) == [(DATA, 0), (DATA, 1), (DATA, 2), (DATA, 0), (PROBE, 0)]
     assert worker.pump(0.9) == pytest.approx(BACKOFF_CEILING - 0.9)  # woken when 1, 2 are due
     worker.pump(BACKOFF_CEILING)
-    assert _sent(observer) == [(DATA, 1), (DATA, 2)]
+    assert _sent(observer) == [(DATA, 1), (PROBE, 1), (DATA, 2), (PROBE, 2)]
     assert worker.stats.resent_on_timeout == 3 and not worker.lost
 
 
@@ -212,6 +214,7 @@ def test_a_retransmission_is_marked_and_so_is_the_result_it_completes():
         (DATA, 0, 6),
         (DATA, 1, 6),
         (DATA, 0, 7),
+        (PROBE, 0, 0),  # the tail: a resend brings a PROBE
     ]
 
     ps_sock, ps_observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)

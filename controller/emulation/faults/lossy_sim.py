@@ -546,6 +546,7 @@ class Emulation:
                 queued=self.sockets[a.worker].queued,
                 mark_depth=self.mark_depth,
                 query=self.query,
+                peers=len(rows),
             )
             sim = SimWorker(self.clock, w)
             self._stall(sim)
