@@ -76,10 +76,13 @@ def topology(scheme: str, limit: int, draw) -> dict:
             seed=seed,
         )
     if scheme in POOL:
+        # Ports for every host, both ends of a chain of the switches and one spare: with fewer
+        # no network of the pool connects the workers at all, which ATRO reports (exit 2).
+        switches, max_ports = draw(st.integers(2, 4)), draw(st.integers(4, 6))
         return topogen.pool(
-            switches=draw(st.integers(2, 4)),
-            max_ports=draw(st.integers(4, 6)),
-            workers=draw(st.integers(4, 7)),
+            switches=switches,
+            max_ports=max_ports,
+            workers=draw(st.integers(4, min(7, switches * max_ports - 2 * (switches - 1) - 2))),
             capacity_gbps=10.0,
             seed=seed,
         )
