@@ -208,7 +208,7 @@ def test_an_interrupted_runs_impairment_does_not_outlive_it(fig1):
 def _left_running() -> list[str]:
     """Command lines of an emulation's processes: switches (their `-i PORT@INTERFACE`),
     controller and agents (files in the emulation's work directory), and no one else's."""
-    pattern = r"(controller\.cli|simple_switch).*(ina-mininet-|[0-9]@[^ ]+-eth[0-9])"
+    pattern = r"(controller\.cli|-m dataplane|simple_switch).*(ina-mininet-|[0-9]@[^ ]+-eth[0-9])"
     found = subprocess.run(
         ["pgrep", "-af", pattern], capture_output=True, text=True, check=False
     ).stdout
