@@ -12,7 +12,8 @@ RFC 6298; every DATA names its sender in `aux` and marks a resend, a RESULT carr
 the contribution that completed it: no one samples a result a resend completed, and one a peer
 completed counts as at most PEER_WAIT_CAP of the worker's own round trips) and is backed off per
 fragment; what timed out is resent within the window and the pacing, lowest fragment first (with
-a PROBE from the second timeout of a fragment on, in case its copy of the result was lost).
+a PROBE from the second timeout of a fragment on, in case its copy of the result was lost; with
+loss queries a first timeout sends a query instead, since most are a peer's loss).
 After receiving the result of a fragment it resent on a timeout, the worker sends an ACK so that no
 switch keeps a stale partial sum of it (p4src/README.md, Flags).
 

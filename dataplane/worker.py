@@ -578,7 +578,9 @@ class Worker:
 
     def on_timeouts(self, now: float) -> None:
         """Queue what timed out for resending (`pump` resends it within the window and the
-        pacing); from a fragment's second timeout on, a PROBE follows its resend: the result
+        pacing), with `query` from its second timeout on (the first sends a loss query, as a
+        detection does, without a turn); from a fragment's second timeout on, a PROBE follows
+        its resend: the result
         may have reached every peer but this worker, and then the retransmission waits in a
         slot for contributions that never come again (p4src/README.md, PROBE). The timeouts
         of one round trip are one loss event: they halve the window once."""
@@ -592,6 +594,13 @@ class Worker:
                 # in flight for a backed-off RTO more (as F-RTO, RFC 5682, waits to see
                 # whether the original is answered) instead of adding a duplicate to the queue.
                 self.outstanding[frag] = now + self.rtt.backed_off(1)
+                continue
+            if self.query and self.timeouts[frag] == 1 and frag not in self.last_asked:
+                # Most first timeouts are a peer's loss: with 16 contributors the loser finds
+                # it late too, and every other contributor's duplicate (and its ACK) loaded
+                # the links into the PS. A loss query costs one frame on this worker's link;
+                # its NACK resends, a second timeout or QUERY_ROUNDS unanswered resend.
+                self._ask(frag, now)
                 continue
             del self.outstanding[frag]
             self._lose(frag)

@@ -371,6 +371,25 @@ def test_every_contributor_asks_at_once_at_the_tail_alone_or_under_congestion() 
     assert _queries(sock) == [frag_id(0, 0)]
 
 
+def test_a_first_timeout_asks_and_a_second_resends() -> None:
+    """With 16 contributors most first timeouts were a peer's loss (4-leaf/4-spine, 5 %: 90 %
+    of the fragments that timed out were completed by a peer's resend), and each duplicate
+    and its ACK went towards the PS; a loss query goes one hop when the contribution is held."""
+    worker, sock = _asking_worker(contributor=2, peers=5)
+    del sock[:]
+    deadline = worker.outstanding[3]
+    worker.on_timeouts(deadline)
+    worker.pump(deadline)
+    data = [h.frag_id for h in map(InaHeader.unpack, sock) if h.flags == DATA]
+    assert frag_id(0, 3) in _queries(sock) and frag_id(0, 3) not in data
+    assert worker.outstanding[3] >= deadline + 0.5, "in flight an RTO more"
+    del sock[:]
+    worker.on_timeouts(worker.outstanding[3])
+    worker.pump(worker.last_asked[3] + 0.5)
+    data = [h.frag_id for h in map(InaHeader.unpack, sock) if h.flags == DATA]
+    assert frag_id(0, 3) in data, "unanswered: resent"
+
+
 def test_a_result_lost_above_a_first_hop_sends_about_one_sum_into_the_ps(fig1) -> None:
     """Contributors asking at once sent 2.7-2.9 sums of finished fragments into the PS per
     lost result on these seeds (every first hop's completed slot sent its sum on, each round)
