@@ -580,10 +580,10 @@ class Worker:
         """Queue what timed out for resending (`pump` resends it within the window and the
         pacing), with `query` from its second timeout on (the first sends a loss query, as a
         detection does, without a turn); from a fragment's second timeout on, a PROBE follows
-        its resend: the result
-        may have reached every peer but this worker, and then the retransmission waits in a
-        slot for contributions that never come again (p4src/README.md, PROBE). The timeouts
-        of one round trip are one loss event: they halve the window once."""
+        its resend: the result may have reached every peer but this worker, and then the
+        retransmission waits in a slot for contributions that never come again
+        (p4src/README.md, PROBE). The timeouts of one round trip are one loss event: they
+        halve the window once."""
         for frag in self.outstanding.expired(now):
             self.sent_once.pop(frag, None)  # its result may now come from the peers' resends
             self.timeouts[frag] = self.timeouts.get(frag, 0) + 1
