@@ -70,6 +70,7 @@ OFF_IP = 14
 OFF_UDP = 34
 OFF_INA = 42
 OFF_ELEMS = OFF_INA + INA_HEADER_LEN
+ELEMS_END = OFF_ELEMS + 4 * K  # the K int32 elements are frame[OFF_ELEMS:ELEMS_END]
 ECN_CE = 3
 
 

@@ -46,6 +46,11 @@ def fragments(gradient: np.ndarray) -> np.ndarray:
     return padded.reshape(rows, K)
 
 
+def wire_rows(elements: list[bytes]) -> np.ndarray:
+    """Fragments' K elements as the wire carries them (big-endian int32), one row each."""
+    return np.frombuffer(b"".join(elements), ">i4").reshape(len(elements), K).astype(np.int32)
+
+
 def frag_id(epoch: int, index: int) -> int:
     return (epoch % EPOCHS) << EPOCH_SHIFT | index
 

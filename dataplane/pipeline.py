@@ -20,6 +20,7 @@ from dataplane.frame import (
     CPU_PORT,
     DATA,
     ECN_CE,
+    ELEMS_END,
     ETHERTYPE_IPV4,
     ETHERTYPE_LLDP,
     FLAGS,
@@ -56,7 +57,6 @@ COUNTERS = {
     "forged": MAX_JOBS,
     "port_packets": PORTS,
 }
-_ELEMS_END = OFF_ELEMS + 4 * K
 # A `mark_threshold` entry of action `mark_from_queue`: the port marks from half of its queue.
 FROM_QUEUE = -1
 # From offset 0: EtherType, IPv4 version/IHL and protocol, UDP destination port and length,
@@ -183,7 +183,7 @@ class Pipeline:
         if dport != INA_UDP_PORT:
             return self._ipv4(frame)
         mark, flags = flags & CONGESTED, flags & KIND
-        if length < _ELEMS_END or udp_len != INA_UDP_LEN or k != K or flags not in FLAGS:
+        if length < ELEMS_END or udp_len != INA_UDP_LEN or k != K or flags not in FLAGS:
             self._count("malformed", pipe)  # step 2
             return []
         if port in fwd.host_ports and (port, job) not in fwd.host_jobs:
@@ -230,7 +230,7 @@ class Pipeline:
         depth = self.fwd.mark_depth.get(port)
         if (
             depth is None
-            or len(frame) < _ELEMS_END
+            or len(frame) < ELEMS_END
             or frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT
             or frame[OFF_INA + 3] & KIND == CONTROL
         ):
@@ -303,7 +303,7 @@ class Pipeline:
         s.touched[cell] = now  # a contribution or a duplicate: the partial sum is alive
         if bitmap & act.member:
             return "duplicate"
-        elems = int.from_bytes(frame[OFF_ELEMS:_ELEMS_END], "big")
+        elems = int.from_bytes(frame[OFF_ELEMS:ELEMS_END], "big")
         if free:
             s.frag[cell], s.tag[cell], s.count[cell] = frag, act.tag, count
             s.values[cell], s.mark[cell], s.repaired[cell] = elems, mark, 0
@@ -382,8 +382,8 @@ class Pipeline:
             k,
             aux,
         )
-        elements = frame[OFF_ELEMS:_ELEMS_END] if values is None else values.to_bytes(4 * K, "big")
-        return b"".join((frame[:OFF_UDP], head, elements, frame[_ELEMS_END:]))
+        elements = frame[OFF_ELEMS:ELEMS_END] if values is None else values.to_bytes(4 * K, "big")
+        return b"".join((frame[:OFF_UDP], head, elements, frame[ELEMS_END:]))
 
     def _control(
         self, port: int, frame: bytes, occupant: int, count: int | None = None

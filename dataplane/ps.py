@@ -34,6 +34,7 @@ from dataplane.frame import (
     CONTROL,
     DATA,
     ECN_CE,
+    ELEMS_END,
     FLOW_IDS_PER_GENERATION,
     INA_HEADER,
     OFF_ELEMS,
@@ -49,12 +50,10 @@ from dataplane.frame import (
     build_frame,
     kind_of,
 )
-from dataplane.gradients import EPOCHS, frag_id, split_frag_id
+from dataplane.gradients import EPOCHS, frag_id, split_frag_id, wire_rows
 from dataplane.pipeline import lane_sum
 from dataplane.ports import GATHER, ina_frames, send
 from dataplane.state import PlanSource
-
-_ELEMS_END = OFF_ELEMS + 4 * K
 
 
 class _ResultSender(Protocol):
@@ -130,8 +129,7 @@ class ParameterServer:
     @property
     def result(self) -> np.ndarray:
         """The finished sums, one row of K int32 per fragment (zeros where unfinished)."""
-        rows = np.frombuffer(b"".join(self.payloads), ">i4").reshape(self.fragments, K)
-        return rows.astype(np.int32)
+        return wire_rows(self.payloads)
 
     def _generation(self, flow: int) -> tuple[list[int], list[int]]:
         gen = flow // FLOW_IDS_PER_GENERATION
@@ -178,9 +176,7 @@ class ParameterServer:
         if mark:
             self.marked[frag] = True
         sums, counts = self._generation(flow)
-        total = sums[frag] = lane_sum(
-            sums[frag], int.from_bytes(frame[OFF_ELEMS:_ELEMS_END], "big")
-        )
+        total = sums[frag] = lane_sum(sums[frag], int.from_bytes(frame[OFF_ELEMS:ELEMS_END], "big"))
         total_count = counts[frag] = counts[frag] + count
         if total_count >= self.workers:
             self.miscounted += total_count != self.workers

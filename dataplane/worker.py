@@ -49,6 +49,7 @@ from dataplane.frame import (
     CONGESTED,
     CONTROL,
     DATA,
+    ELEMS_END,
     FRAME_LEN,
     INA_HEADER,
     OFF_ELEMS,
@@ -66,7 +67,7 @@ from dataplane.frame import (
     is_marked,
     kind_of,
 )
-from dataplane.gradients import EPOCHS, frag_id, segment_rows, split_frag_id
+from dataplane.gradients import EPOCHS, frag_id, segment_rows, split_frag_id, wire_rows
 from dataplane.ports import (
     GATHER,
     EgressDepth,
@@ -265,8 +266,7 @@ class Worker:
     @property
     def result(self) -> np.ndarray:
         """The results, one row of K int32 per fragment (zeros where none arrived)."""
-        rows = np.frombuffer(b"".join(self.payloads), ">i4").reshape(len(self.rows), K)
-        return rows.astype(np.int32)
+        return wire_rows(self.payloads)
 
     def _threshold(self) -> int | None:
         """Frames queued ahead from which a DATA is marked: `mark_depth`, else half this
@@ -708,7 +708,7 @@ class Worker:
         if epoch != self.epoch or not 0 <= frag < len(self.rows):
             return
         if flags == RESULT and not self.got[frag]:
-            self.payloads[frag] = frame[OFF_ELEMS : OFF_ELEMS + 4 * K]
+            self.payloads[frag] = frame[OFF_ELEMS:ELEMS_END]
             self.got[frag] = True
             self.done += 1
             in_flight = self.outstanding.pop(frag, None) is not None
