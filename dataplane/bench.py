@@ -84,7 +84,7 @@ class Row:
 
 def _copies(frag: int, senders: int) -> tuple[bytes, ...]:
     """Fragment `frag` as sent by each sender (flow = sender port)."""
-    elements = bytes(range(4 * K))
+    elements = bytes(i % 256 for i in range(4 * K))
     return tuple(
         build_frame(SRC, DST, InaHeader(JOB, TASK, DATA, flow, 0, frag), elements)
         for flow in range(1, senders + 1)

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from functools import lru_cache
 
-K = 32
+K = 128
 MAX_PIPES = 4
 MAX_JOBS = 32  # cells of the per-job `forged` counter
 SLOTS_PER_PIPE = 4096

@@ -43,6 +43,7 @@ class INA(Packet):
             [0] * K,  # type: ignore[list-item]
             SignedIntField("", 0),
             count_from=lambda _: K,
+            max_count=K,  # scapy stops a list at 100 items unless told
         ),
     ]
 

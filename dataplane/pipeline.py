@@ -64,7 +64,7 @@ FROM_QUEUE = -1
 _PARSED = struct.Struct("!12xHB8xB12xHH2xHxB10xH")
 _PARSED_END = _PARSED.size
 # The K elements as one 4K-byte big-endian integer: lane-wise int32 addition (wrapping, as a
-# bit<32> register does) is two masked additions on it, far cheaper than numpy on 32 elements.
+# bit<32> register does) is two masked additions on it, far cheaper than numpy on K elements.
 _LANE_HIGH = int.from_bytes(b"\x80\0\0\0" * K, "big")
 _LANE_LOW = (1 << 32 * K) - 1 ^ _LANE_HIGH
 _UDP_INA = struct.Struct("!HHHHHBBHHIHHI")  # UDP header + INA header: what `_emit` rewrites

@@ -245,8 +245,11 @@ class EgressDepth:
         self.backlog = backlog or Backlog()  # whose `depth` gives the queue's own threshold
 
     def at(self, threshold: int) -> int:
-        """The queue's depth if it may be `threshold` or more, else a number below it."""
-        if self.bound is None or self.bound >= threshold:
+        """The queue's depth if it may be `threshold` or more, else a number below it. Until
+        the backlog knows what one frame is charged, every frame reads: then a read sees at
+        most one frame more than the one before, so the first non-zero read is one frame (a
+        read after several sends could see two or more and take them for one)."""
+        if self.bound is None or self.bound >= threshold or not self.backlog.unit:
             self.bound = self.read()
         return self.bound
 

@@ -26,23 +26,34 @@
 
 // *** SIZES: the only place they are set in P4 (README "Sizes"). dataplane/frame.py holds the
 // same values for the controller and the hosts; tests/dataplane/test_dp_packet.py compares them.
-#define K 32
+#define K 128
 #define MAX_PIPES 4
 #define MAX_JOBS 32              // cells of the per-job `forged` counter (job ids 1..31)
 #define SLOTS_PER_PIPE 4096
 #define MAX_FAN_IN 64            // flows one aggregation point merges: bits of a member bitmap
 #define CELLS 16384              // MAX_PIPES * SLOTS_PER_PIPE
-#define VALUE_CELLS 524288       // CELLS * K
+#define HALF_BITS 2048           // 16 * K: the K elements as two fields, p4c's widest (2048 bits)
+#define VALUE_CELLS 32768        // CELLS * 2: a slot's two halves
 #define PORTS 512                // ingress_port is 9 bits
 #define STALE_AFTER_US 2000000   // a partial sum untouched this long is abandoned (README 4.2)
 #define BMV2_QUEUE_DEPTH 64      // packets simple_switch's egress queue of a port holds by default
+
+// The top bit of each 32-bit lane of half the elements (80000000 K/2 times): the lane-wise sum
+// (README 4.2) adds the low 31 bits of every lane at once and sets the top bits apart, so no
+// carry crosses into the next lane. Built by the preprocessor: LANES repeats K/2 times.
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define TWICE(x) CAT(x, x)
+#define LANES(x) TWICE(TWICE(TWICE(TWICE(TWICE(TWICE(x))))))
+const bit<HALF_BITS> LANE_HIGH = CAT(0x, LANES(80000000));
+const bit<HALF_BITS> LANE_LOW = ~LANE_HIGH;
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_LLDP = 0x88cc;
 const bit<9> CPU_PORT = 510;
 const bit<8> PROTO_UDP = 17;
 const bit<16> INA_UDP_PORT = 20033;
-const bit<16> INA_UDP_LEN = 156;  // 8 (UDP) + 20 (INA header) + 4 * K
+const bit<16> INA_UDP_LEN = 540;  // 8 (UDP) + 20 (INA header) + 4 * K
 
 const bit<8> FLAG_DATA = 0x01;
 const bit<8> FLAG_RESULT = 0x02;
@@ -128,17 +139,11 @@ header ina_t {
     bit<32> aux;
 }
 
-// K = 32 elements; v1model has no header stacks with per-element arithmetic loops, so they are
-// named fields and the aggregation action touches each one through a macro.
+// The K int32 elements as two wide fields: the slot adds each lane by lane in a few operations
+// (LANE_HIGH), where K fields would each need their own read, add and write.
 header ina_data_t {
-    bit<32> e0;  bit<32> e1;  bit<32> e2;  bit<32> e3;
-    bit<32> e4;  bit<32> e5;  bit<32> e6;  bit<32> e7;
-    bit<32> e8;  bit<32> e9;  bit<32> e10; bit<32> e11;
-    bit<32> e12; bit<32> e13; bit<32> e14; bit<32> e15;
-    bit<32> e16; bit<32> e17; bit<32> e18; bit<32> e19;
-    bit<32> e20; bit<32> e21; bit<32> e22; bit<32> e23;
-    bit<32> e24; bit<32> e25; bit<32> e26; bit<32> e27;
-    bit<32> e28; bit<32> e29; bit<32> e30; bit<32> e31;
+    bit<HALF_BITS> elems0;
+    bit<HALF_BITS> elems1;
 }
 
 struct headers_t {
@@ -237,7 +242,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     @name("slot_tag") register<bit<16>>(CELLS) slot_tag;
     @name("slot_bitmap") register<bitmap_t>(CELLS) slot_bitmap;
     @name("slot_count") register<bit<16>>(CELLS) slot_count;
-    @name("slot_values") register<bit<32>>(VALUE_CELLS) slot_values;
+    @name("slot_values") register<bit<HALF_BITS>>(VALUE_CELLS) slot_values;
     @name("slot_time") register<bit<48>>(CELLS) slot_time;  // last contribution or duplicate
     @name("slot_mark") register<bit<8>>(CELLS) slot_mark;   // OR of the contributions' marks
     // The last loss-query round a completed sum was sent on again for (README 4.2).
@@ -317,13 +322,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         size = 256;
     }
 
-// One element of the slot: read, add (or start from the packet when the slot was free),
-// write back when the contribution is taken, and put the sum into the packet when complete.
-#define AGG_ELEM(i) \
-        slot_values.read(v, vbase + i); \
-        sum = free ? hdr.ina_data.e##i : v + hdr.ina_data.e##i; \
-        slot_values.write(vbase + i, take ? sum : v); \
-        hdr.ina_data.e##i = done ? sum : (resend ? v : hdr.ina_data.e##i);
+// Half the slot's elements: start from the packet when the slot was free, else add lane by
+// lane mod 2^32; write back when the contribution is taken, and put the sum (or, sent again,
+// the stored one) into the packet.
+#define AGG_HALF(h) \
+        slot_values.read(v, meta.cell * 2 + h); \
+        e = hdr.ina_data.elems##h; \
+        sum = free ? e : (((v & LANE_LOW) + (e & LANE_LOW)) ^ ((v ^ e) & LANE_HIGH)); \
+        slot_values.write(meta.cell * 2 + h, take ? sum : v); \
+        hdr.ina_data.elems##h = done ? sum : (resend ? v : e);
 
     // The whole slot read-modify-write: one action, so bmv2 runs it atomically (README 4.2).
     @name("aggregate")
@@ -385,17 +392,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         // A sum leaves marked if any contribution summed into it was.
         meta.congested = done ? new_mark : (resend ? (marked | meta.congested) : meta.congested);
 
-        bit<32> vbase = meta.cell * K;
-        bit<32> v;
-        bit<32> sum;
-        AGG_ELEM(0)  AGG_ELEM(1)  AGG_ELEM(2)  AGG_ELEM(3)
-        AGG_ELEM(4)  AGG_ELEM(5)  AGG_ELEM(6)  AGG_ELEM(7)
-        AGG_ELEM(8)  AGG_ELEM(9)  AGG_ELEM(10) AGG_ELEM(11)
-        AGG_ELEM(12) AGG_ELEM(13) AGG_ELEM(14) AGG_ELEM(15)
-        AGG_ELEM(16) AGG_ELEM(17) AGG_ELEM(18) AGG_ELEM(19)
-        AGG_ELEM(20) AGG_ELEM(21) AGG_ELEM(22) AGG_ELEM(23)
-        AGG_ELEM(24) AGG_ELEM(25) AGG_ELEM(26) AGG_ELEM(27)
-        AGG_ELEM(28) AGG_ELEM(29) AGG_ELEM(30) AGG_ELEM(31)
+        bit<HALF_BITS> v;
+        bit<HALF_BITS> e;
+        bit<HALF_BITS> sum;
+        AGG_HALF(0)
+        AGG_HALF(1)
 
         // Nested conditionals in parentheses: p4c groups an unparenthesised chain left to right.
         meta.verdict = collide ? V_COLLIDE

@@ -29,7 +29,17 @@ from test_dp_target import (
     _receive,
 )
 
-from dataplane.frame import CONGESTED, CONTROL, DATA, OFF_INA, InaHeader, is_marked, kind_of
+from dataplane.frame import (
+    CONGESTED,
+    CONTROL,
+    DATA,
+    OFF_ELEMS,
+    OFF_INA,
+    InaHeader,
+    K,
+    is_marked,
+    kind_of,
+)
 from dataplane.p4rt_client import Client
 
 pytestmark = pytest.mark.root
@@ -66,7 +76,7 @@ def test_a_port_with_a_threshold_of_zero_marks_every_ina_packet(target: Target, 
     header = InaHeader.unpack(out)
     assert is_marked(out) and kind_of(header.flags) == DATA and header.count == 2
     np.testing.assert_array_equal(
-        np.frombuffer(out, ">i4", 32, OFF_INA + 20), _elements(1) + _elements(2)
+        np.frombuffer(out, ">i4", K, OFF_ELEMS), _elements(1) + _elements(2)
     )
 
 

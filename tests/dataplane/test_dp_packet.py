@@ -36,7 +36,7 @@ P4SRC = Path(__file__).resolve().parents[2] / "p4src"
 
 
 def test_scapy_layer_matches_the_struct_codec() -> None:
-    elems = np.arange(-16, 16, dtype=np.int32)
+    elems = np.arange(-K // 2, K // 2, dtype=np.int32)
     header = InaHeader(
         job=3, task=1, flags=DATA, flow_id=7, next_node=9, frag_id=70000, count=2, aux=0
     )
@@ -179,7 +179,11 @@ def _p4_header_bits(name: str) -> list[int]:
     program = (P4SRC / "ina.p4").read_text()
     body = re.search(rf"header {name} \{{(.*?)\}}", program, re.DOTALL)
     assert body, name
-    return [int(bits) for bits in re.findall(r"bit<(\d+)>", body.group(1))]
+    sizes = _p4_sizes()  # a width may be a #define (HALF_BITS)
+    return [
+        int(bits) if bits.isdigit() else sizes[bits]
+        for bits in re.findall(r"bit<(\w+)>", body.group(1))
+    ]
 
 
 def test_every_size_in_ina_p4_is_the_wire_modules() -> None:
@@ -190,7 +194,8 @@ def test_every_size_in_ina_p4_is_the_wire_modules() -> None:
         "MAX_JOBS": wire.MAX_JOBS,
         "SLOTS_PER_PIPE": wire.SLOTS_PER_PIPE,
         "CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE,
-        "VALUE_CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE * wire.K,
+        "VALUE_CELLS": wire.MAX_PIPES * wire.SLOTS_PER_PIPE * 2,  # a slot's two halves
+        "HALF_BITS": 16 * wire.K,
         "PORTS": wire.PORTS,
         "STALE_AFTER_US": round(wire.STALE_AFTER_SECONDS * 1_000_000),
         "BMV2_QUEUE_DEPTH": wire.BMV2_QUEUE_DEPTH,
@@ -221,7 +226,7 @@ def test_header_layouts_in_ina_p4_are_the_wire_modules() -> None:
     # field by field, the struct codec reads what the parser extracts
     codec = [8 * struct.calcsize("!" + code) for code in wire.INA_HEADER.format.lstrip("!")]
     assert codec == ina
-    assert _p4_header_bits("ina_data_t") == [32] * wire.K
+    assert _p4_header_bits("ina_data_t") == [16 * wire.K] * 2
     assert wire.FRAME_LEN == wire.OFF_ELEMS + 4 * wire.K
 
 

@@ -217,6 +217,27 @@ def test_contributions_are_summed_exactly(target: Target, sw: Client, fan_in: in
     assert sw.counter("aggregations_completed") == [1, 0, 0, 0]
 
 
+def test_each_element_wraps_mod_2_32_in_its_own_lane(target: Target, sw: Client) -> None:
+    """README 4.2: a slot adds its K elements lane by lane on wide values. Sums that overflow,
+    underflow and cross zero in every lane, the last lane of each half and the lanes around
+    the halves' boundary included, each stay in their lane: the wrapping int32 sum."""
+    _install_aggregation(sw, {1: 0, 2: 0, 3: 0})
+    top, bottom = np.iinfo(np.int32).max, np.iinfo(np.int32).min
+    pattern = [top, bottom, -1, 1, top, bottom, 0, -1]
+    elems = [
+        np.resize(np.array(pattern, np.int32), K),
+        np.resize(np.array([1, -1, 1, -1, top, bottom, -1, 0], np.int32), K),
+        np.resize(np.array([top, bottom, 0, 0, 2, -2, 1, 1], np.int32), K),
+    ]
+    for f in (1, 2, 3):
+        target.sockets[f].send(_frame(f, 5, f, elems[f - 1]))
+    out = _receive(target.sockets[4], expect=2)
+    assert len(out) == 1
+    with np.errstate(over="ignore"):
+        expected = elems[0] + elems[1] + elems[2]  # numpy's int32 sums wrap
+    np.testing.assert_array_equal(_values(out[0]), expected)
+
+
 def test_max_fan_in_flows_merge_into_one_exact_sum_and_one_more_has_no_member_bit(
     target: Target, sw: Client
 ) -> None:
