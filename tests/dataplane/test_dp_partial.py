@@ -44,8 +44,9 @@ from dataplane.targets import KINDS, missing, program_for, start_target
 from dataplane.worker import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
-SIZE_MB, SEED = 0.125, 7
-FRAGMENTS = int(SIZE_MB * 2**20) // 4 // K  # 1024
+FRAGMENTS = 1024  # the shares below cut it at whole rows
+SIZE_MB = FRAGMENTS * K * 4 / 2**20
+SEED = 7
 HOSTS = ("W1", "W2", "W3", "PS")  # on VethNet ports 1..4
 ME = Endpoint(b"\x02\0\0\0\0\x09", bytes([10, 0, 0, 9]))
 

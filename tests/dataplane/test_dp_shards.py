@@ -201,8 +201,9 @@ def test_a_shards_partial_sum_blocking_another_shard_is_freed_a_timeout_later():
 # *** real packets: 3 workers and 2 PSs on one switch
 
 WORKERS, PS_PORTS, SHARES = 3, (4, 5), (0.7, 0.3)
-SIZE_MB, SEED, JOB = 0.125, 7, 1
-FRAGMENTS = int(SIZE_MB * 2**20) // 4 // K  # 1024
+FRAGMENTS = 1024  # the shares below cut it at whole rows
+SIZE_MB = FRAGMENTS * K * 4 / 2**20
+SEED, JOB = 7, 1
 RANGES = [(0, 717), (717, 1024)]  # by hand, as in the first case above
 
 
