@@ -37,7 +37,7 @@ def _switches(path) -> dict:
         return {}
 
 
-@pytest.mark.parametrize(("target", "gradient_mb"), [("embedded", 0.25), ("bmv2", 0.05)])
+@pytest.mark.parametrize(("target", "gradient_mb"), [("embedded", 1.0), ("bmv2", 0.2)])
 def test_the_backup_takes_over_mid_run_and_the_job_completes_exactly(target, gradient_mb):
     if reason := missing(target):
         pytest.skip(reason)
