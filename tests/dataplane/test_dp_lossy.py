@@ -150,16 +150,20 @@ def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
 
 # The congestion case (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
 # what the workers pace at (`controller.emulation.faults.impair.congest(emu, 0.3, 2)`: links at 0.3
-# x MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 0.1 MB iterations, then L1-S1 cut.
+# x MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 820-fragment iterations, then L1-S1 cut.
+# Sized in fragments, not MB: the start costs a hundred frame times or more whatever K is (the
+# first windows overflow the queues, marks cut them, they regrow); at 205 fragments (0.1 MB at
+# K = 128) that was half the link time: 2.37 virtual s against 1.57, at 820 fragments 1.32x.
 CONGESTED_MBPS_PER_GBPS = 0.3 * MBPS_PER_GBPS
-CONGESTED_MB = 0.1
+CONGESTED_FRAGMENTS = 820
+CONGESTED_MB = CONGESTED_FRAGMENTS * 4 * K / 2**20
 
 
 def _link_seconds(sums_per_fragment: int) -> float:
     """Seconds the PS link needs for every fragment's sums at the congested rate: what the
     plan's tree cannot beat, computed from frame size and link rate alone."""
-    fragments = -(-int(CONGESTED_MB * 2**20) // 4 // K)
-    return sums_per_fragment * fragments * FRAME_LEN * 8 / (CONGESTED_MBPS_PER_GBPS * 1e6)
+    frames = sums_per_fragment * CONGESTED_FRAGMENTS
+    return frames * FRAME_LEN * 8 / (CONGESTED_MBPS_PER_GBPS * 1e6)
 
 
 def test_two_packet_queues_at_a_third_of_the_pace_cost_little_before_a_cut(fig1):
