@@ -47,8 +47,10 @@ TLP_FLOOR = 0.01  # least tail-probe timeout (s): a few packets' time on an emul
 # A result that a peer's DATA completed (`aux`, p4src/README.md) waited for that peer to send
 # it: under loss a peer whose window stalls sends seconds late. Such a round trip is sampled
 # as at most PEER_WAIT_CAP times the worker's own (`Worker.own_rtt`, the results its own DATA
-# completed; until it has one, its least round trip: a worker whose DATA never came last took
-# every wait whole, and its RTO reached 5 s on the 4x4 at 5 % loss). Some wait for peers is
+# completed and the NACKs of its first loss queries, which a switch answers at once; until it
+# has one, its least round trip: a worker whose DATA never came last took every wait whole,
+# and its RTO reached 5 s on the 4x4 at 5 % loss; its least sample was a wait too, at K = 128's
+# longer frames: RTOs of 1.2-1.5 s, windows of 1-3). Some wait for peers is
 # real and steady: under congestion every peer is behind its queue, and without that wait
 # timeouts came before the peers' contributions (0.1 MB on Fig. 1 through 2-packet queues:
 # 28 virtual s, where its test allows 3.1). But a stalled peer's seconds are not this

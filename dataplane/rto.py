@@ -26,8 +26,8 @@ seconds (`controller.emulation.faults.lossy_sim`; 2.6-10 s on Mininet), each stu
 waited that long, and iterations hung. A result that a peer's first DATA completed waited for that
 peer to send it, which under loss a stalled window does seconds late: the `aux` also names the
 contributor whose DATA came last, and a worker samples such a result at most at
-PEER_WAIT_CAP times its own round trip, the one it measures on the results its own DATA
-completed (dataplane/recovery.py). In a quarter megabyte at 16 workers and 5 % loss (lossy_sim,
+PEER_WAIT_CAP times its own round trip (its own DATA's results, its first queries' NACKs;
+dataplane/recovery.py). In a quarter megabyte at 16 workers and 5 % loss (lossy_sim,
 seed 0), sampled whole, every sample over 0.5 s was such a wait (the last peer had sent a
 median 0.7-2.5 s, at most 5.1 s, after this worker; the result came at most 0.3 s after
 that), the RTOs reached MAX_RTO and 59 of 2048 fragments were still missing after 60 virtual

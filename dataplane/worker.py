@@ -211,8 +211,8 @@ class Worker:
     # fragments sent exactly once -> when: the only round trips sampled (Karn's rule)
     sent_once: dict[int, float] = field(default_factory=dict)
     rtt: RtoEstimator = field(init=False)
-    # The round trips of the fragments this worker's own DATA completed: the network's, with
-    # no peer to wait for (PEER_WAIT_CAP).
+    # The round trips of the fragments this worker's own DATA completed, and of its first loss
+    # queries to their NACKs: the network's, with no peer to wait for (PEER_WAIT_CAP).
     own_rtt: RtoEstimator = field(init=False)
     # The last result of a fragment that had timed out was completed by an original
     # contribution (`aux` 0), not by a resend: timeouts come from a slow path, not losses, and
@@ -694,6 +694,8 @@ class Worker:
         self.stats.nacks += 1
         if frag not in self.last_asked:
             return  # resent since its query (or never asked): that copy answers
+        if self.asked.get(frag) == 1:  # later rounds: which query it answers is unknown
+            self.own_rtt.sample(now - self.last_asked[frag])
         self.lost.pop(frag, None)
         self._resend(frag, now)
         self.stats.resent_on_loss += 1

@@ -29,7 +29,10 @@ from controller.solvers import SolveOptions, solve
 from dataplane.frame import FRAME_LEN, K
 from dataplane.rto import MIN_RTO
 
-GRADIENT_MB = 0.25  # 2048 fragments: every slot of the job's region holds two of them
+# Sized in fragments: what an iteration pays once (its start, its last recoveries) is spread over
+# as many fragments whatever K is; every slot of the job's region holds two of them.
+GRADIENT_FRAGMENTS = 2048
+GRADIENT_MB = GRADIENT_FRAGMENTS * 4 * K / 2**20
 
 
 @pytest.fixture(scope="module")
@@ -150,16 +153,20 @@ def test_duplication_and_reordering_do_not_stall(fig1, unimpaired, impair):
 
 # The congestion case (tests/test_reliability.py, 2-packet-queue): every link at 30 % of
 # what the workers pace at (`controller.emulation.faults.impair.congest(emu, 0.3, 2)`: links at 0.3
-# x MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 0.1 MB iterations, then L1-S1 cut.
+# x MBPS_PER_GBPS per model Gbps, pfifo of 2 frames), 820-fragment iterations, then L1-S1 cut.
+# Sized in fragments, not MB: the start costs a hundred frame times or more whatever K is (the
+# first windows overflow the queues, marks cut them, they regrow); at 205 fragments (0.1 MB at
+# K = 128) that was half the link time: 2.37 virtual s against 1.57, at 820 fragments 1.32x.
 CONGESTED_MBPS_PER_GBPS = 0.3 * MBPS_PER_GBPS
-CONGESTED_MB = 0.1
+CONGESTED_FRAGMENTS = 820
+CONGESTED_MB = CONGESTED_FRAGMENTS * 4 * K / 2**20
 
 
 def _link_seconds(sums_per_fragment: int) -> float:
     """Seconds the PS link needs for every fragment's sums at the congested rate: what the
     plan's tree cannot beat, computed from frame size and link rate alone."""
-    fragments = -(-int(CONGESTED_MB * 2**20) // 4 // K)
-    return sums_per_fragment * fragments * FRAME_LEN * 8 / (CONGESTED_MBPS_PER_GBPS * 1e6)
+    frames = sums_per_fragment * CONGESTED_FRAGMENTS
+    return frames * FRAME_LEN * 8 / (CONGESTED_MBPS_PER_GBPS * 1e6)
 
 
 def test_two_packet_queues_at_a_third_of_the_pace_cost_little_before_a_cut(fig1):
@@ -262,7 +269,10 @@ def test_sixteen_workers_at_five_percent_loss_take_no_stalled_peer_for_a_round_t
     outlier (51.5 virtual s; 22.5 s with marks off): one burst of marks from recovery traffic
     queued into the PS held every later regrowth to one per window; workers now forget the
     cut's window after QUIET_WINDOWS unmarked windows (31.4 s). The bound is on the median of
-    seeds 0-2, every seed still exact (docs/reliability/congestion.md)."""
+    seeds 0-2, every seed still exact (docs/reliability/congestion.md). Frames of K = 128 take
+    three times as long: workers whose DATA never came last took their least sample, itself a
+    wait, as their own round trip (median 6.3x, 3 of 10 seeds 15-30x at 512 fragments); the
+    NACKs of first loss queries now give them one (test_dp_nack)."""
     network, plan = leaf_spine_16
     clean = Emulation(network, plan=plan).iteration(0, GRADIENT_MB, timeout=60)
     _exactly_once(clean)

@@ -49,6 +49,7 @@ from dataplane.gradients import frag_id, fragments
 from dataplane.p4rt_client import Client
 from dataplane.pipeline import Pipeline, slot_of
 from dataplane.ps import ParameterServer
+from dataplane.recovery import PEER_WAIT_CAP
 from dataplane.worker import Worker
 
 IN_PORT = 1  # flow 1 comes in here; flow 2 on port 2
@@ -388,6 +389,26 @@ def test_a_first_timeout_asks_and_a_second_resends() -> None:
     worker.pump(worker.last_asked[3] + 0.5)
     data = [h.frag_id for h in map(InaHeader.unpack, sock) if h.flags == DATA]
     assert frag_id(0, 3) in data, "unanswered: resent"
+
+
+def test_a_first_query_s_nack_is_a_round_trip_that_caps_what_a_peer_kept_waiting() -> None:
+    """A worker whose DATA never completes a fragment has no round trip of its own to cap its
+    peers' waits by (PEER_WAIT_CAP); its least sample was such a wait. 4-leaf/4-spine, 5 %
+    loss, 512 fragments of K = 128: 11 of 16 workers had none, least samples 0.09-0.40 s,
+    RTOs 1.2-1.5 s, windows at 1-3 for 80 virtual s (seed 7: 113.7 s against 3.7 unimpaired).
+    A switch answers a query at once: the NACK of a first query is the network's round trip.
+    One of a later round is not sampled: which query it answers is unknown (Karn's rule)."""
+    worker, _ = _asking_worker(contributor=2, peers=1)
+    worker._declare_lost(3, 0.1)  # asked at once
+    worker.nack(frag_id(0, 3), 0.14)
+    assert worker.own_rtt.samples == 1
+    worker._declare_lost(5, 0.1)
+    worker._ask(5, 0.3)  # a second round
+    worker.nack(frag_id(0, 5), 0.31)
+    assert worker.own_rtt.samples == 1
+    # fragment 0 went once at 0.0; contributor 0's DATA completed it 2 s later
+    worker.receive(RESULT, OUT_FLOW, frag_id(0, 0), _frame(OUT_FLOW, frag_id(0, 0), RESULT), 2.0)
+    assert worker.rtt.srtt == pytest.approx(PEER_WAIT_CAP * 0.04)
 
 
 def test_a_result_lost_above_a_first_hop_sends_about_one_sum_into_the_ps(fig1) -> None:
