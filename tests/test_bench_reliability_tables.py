@@ -30,8 +30,8 @@ def test_a_wide_table_on_a_narrow_console_keeps_every_header_and_cell_whole():
     for key, value in ROWS[0].items():
         assert key in text, f"header {key!r} cut:\n{text}"
         assert str(value) in text, f"cell {value!r} cut:\n{text}"
-    widths = {len(line) for line in text.splitlines() if line.startswith(("┃", "│"))}
-    assert len(widths) == 1, "rows of different widths: a line was wrapped"
+    rows = [line for line in text.splitlines() if line.startswith(("┃", "│"))]
+    assert all(line.endswith(("┃", "│")) for line in rows), "a line was wrapped"
 
 
 def test_a_row_without_a_finished_iteration_shows_no_counts_rather_than_zeros():
