@@ -193,12 +193,16 @@ class Backlog:
     SIOCOUTQ: the kernel charges each sent frame's buffer (its truesize, about a kilobyte for
     an INA frame, not its length) to the socket until the interface takes it from its queue
     disciplines (a veth hands it to its peer), so the charge is the backlog of this socket's
-    frames behind the port's shaper. The charge of one frame is taken as the least non-zero
-    value read so far: it is what one waiting frame costs, whatever the kernel's sizes. The
-    embedded switch reads it for its congestion mark (p4src/README.md, "Congestion mark")."""
+    frames behind the port's shaper. The charge of one frame is what one waiting frame costs,
+    whatever the kernel's sizes: the least non-zero value read, and the least rise from one read
+    to the next (every charge is a whole number of frames, and a read right after one send that
+    found nothing drained rises by exactly one). A first read can see several frames; the
+    rises of the reads after it correct that (`EgressDepth` reads every frame until they have).
+    The embedded switch reads it for its congestion mark (p4src/README.md, "Congestion mark")."""
 
     def __init__(self, interface: str | None = None) -> None:
         self.unit = 0  # bytes one waiting frame is charged (0: none seen yet)
+        self._last = 0  # the last read's charge
         self.interface = interface
         self._depth: int | None = None
         self._read_at = -QUEUE_REREAD
@@ -209,10 +213,12 @@ class Backlog:
             outq = struct.unpack("i", fcntl.ioctl(sock.fileno(), SIOCOUTQ, b"\0" * 4))[0]
         except OSError:
             return 0
+        rise, self._last = outq - self._last, max(outq, 0)
         if outq <= 0:
             return 0
-        if not self.unit or outq < self.unit:
-            self.unit = outq
+        for charge in (outq, rise):
+            if charge > 0 and (not self.unit or charge < self.unit):
+                self.unit = charge
         return outq // self.unit
 
     def depth(self) -> int | None:
@@ -232,6 +238,9 @@ class Backlog:
         self._depth = qdisc.mark_depth(qdisc.queue_limit(interface))
 
 
+LEARNING_READS = 16  # see EgressDepth
+
+
 class EgressDepth:
     """The frames in a packet socket's egress queue as a congestion mark needs them, read
     (`read`, a Backlog's) only when they may have reached the threshold: the sender counts
@@ -243,14 +252,19 @@ class EgressDepth:
         self.read = read
         self.bound: int | None = None
         self.backlog = backlog or Backlog()  # whose `depth` gives the queue's own threshold
+        # Reads that found frames waiting, up to LEARNING_READS: until then a queue that holds
+        # frames is read after every frame sent, so that the backlog sees a rise of one frame
+        # (its first read, after several sends, could take several frames for one).
+        self._busy_reads = 0
+        self._waiting = False
 
     def at(self, threshold: int) -> int:
-        """The queue's depth if it may be `threshold` or more, else a number below it. Until
-        the backlog knows what one frame is charged, every frame reads: then a read sees at
-        most one frame more than the one before, so the first non-zero read is one frame (a
-        read after several sends could see two or more and take them for one)."""
-        if self.bound is None or self.bound >= threshold or not self.backlog.unit:
+        """The queue's depth if it may be `threshold` or more, else a number below it."""
+        learning = self._waiting and self._busy_reads < LEARNING_READS
+        if self.bound is None or self.bound >= threshold or learning:
             self.bound = self.read()
+            self._waiting = self.bound > 0
+            self._busy_reads += self._waiting
         return self.bound
 
     def sent(self) -> None:

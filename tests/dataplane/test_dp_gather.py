@@ -33,7 +33,7 @@ from dataplane.frame import (
 )
 from dataplane.gradients import fragments
 from dataplane.netns import VethNet
-from dataplane.ports import GATHER, EgressDepth, ina_frames, open_raw, send
+from dataplane.ports import GATHER, LEARNING_READS, EgressDepth, ina_frames, open_raw, send
 from dataplane.ps import ParameterServer, result_frame
 from dataplane.worker import Worker, run_shards
 
@@ -180,3 +180,20 @@ def test_egress_depth_reads_once_while_the_queue_stays_low():
         assert depth.at(500) < 500
         depth.sent()
     assert reads[0] == 1
+
+
+def test_egress_depth_reads_every_frame_while_a_busy_queue_teaches_a_frame_s_charge():
+    """A read that finds frames waiting may have seen several frames since the last one and
+    taken them for one (the backlog learns a frame's charge from the reads): while the queue
+    holds frames, the next LEARNING_READS reads come one per frame sent, then sparse again."""
+    reads = [0]
+
+    def read() -> int:
+        reads[0] += 1
+        return 2
+
+    depth = EgressDepth(read)
+    for _ in range(100):
+        assert depth.at(500) < 500
+        depth.sent()
+    assert reads[0] == LEARNING_READS
