@@ -144,7 +144,10 @@ class Pipeline:
     """One switch's data plane: forwarding state, slot memory and event counters."""
 
     def __init__(
-        self, clock: Callable[[], float] = time.monotonic, keep_results: bool = False
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        keep_results: bool = False,
+        repair_once: bool = False,
     ) -> None:
         # Seconds for the slots' `time` (README 4.2); a simulation passes its virtual clock.
         self.clock = clock
@@ -152,6 +155,9 @@ class Pipeline:
         # (`_keep_result`, `_answer_with_result`): measured in the simulation, not in ina.p4,
         # so off by default and the two targets agree.
         self.keep_results = keep_results
+        # A completed slot sends its sum on again for a loss query's first round only: a
+        # later round is more often a peer's loss than this sum's (`_query`). Simulation only.
+        self.repair_once = repair_once
         self.results_answered = 0  # repairs answered with a kept RESULT
         self.reset()
 
@@ -438,7 +444,7 @@ class Pipeline:
         if s.frag[cell] != frag or s.tag[cell] != act.tag:
             return self._emit(frame, act, None, None)
         if s.bitmap[cell] == 0:
-            if rounds <= s.repaired[cell]:
+            if rounds <= s.repaired[cell] or (self.repair_once and s.repaired[cell]):
                 return None
             s.repaired[cell] = rounds
             return self._emit(

@@ -149,3 +149,19 @@ def test_fig1_at_five_percent_sends_fewer_repairs_into_the_ps() -> None:
         assert all(it.exact) and (it.finished, it.miscounted) == (it.fragments, 0)
         finished_sums.append(it.ps_intake["sums_of_finished"])
     assert finished_sums[1] < finished_sums[0] / 3, finished_sums
+
+
+def test_with_repair_once_only_the_first_query_round_sends_the_sum_on() -> None:
+    """`repair_once`: the sum goes on again for the first query round only; a later round
+    waits (more likely a peer's loss), a resent copy still gets the sum."""
+    pipeline = _pipeline()
+    pipeline.repair_once = True
+    _completed(pipeline)
+    [(port, again)] = pipeline.process(1, _frame(1, 7, PROBE, count=1))
+    assert (port, InaHeader.unpack(again).flags) == (OUT_PORT, DATA)
+    assert pipeline.process(2, _frame(2, 7, PROBE, count=2)) == []
+    [(port, copy)] = pipeline.process(2, _frame(2, 7, value=4))
+    assert (port, InaHeader.unpack(copy).flags, InaHeader.unpack(copy).count) == (OUT_PORT, DATA, 2)
+    pipeline.process(0, _result(7, 16, 99))  # once the result passed, every round gets it
+    assert _is_kept_result(pipeline.process(2, _frame(2, 7, PROBE, count=3)), 7, 16, 99)
+    assert not Pipeline().repair_once

@@ -392,10 +392,10 @@ class Emulation:
         stalls: Stalls = Stalls(),
         query: bool = True,
         keep_results: bool = False,
+        repair_once: bool = False,
     ) -> None:
         self.network = network
         self.query = query  # workers send loss queries (`Worker.query`)
-        self.keep_results = keep_results  # completed slots answer with the RESULT (`Pipeline`)
         self.clock = Clock()
         self.rng = random.Random(seed)
         self.stalls, self._stall_rng = stalls, random.Random(seed + 1)
@@ -416,7 +416,7 @@ class Emulation:
         self.watchers: list[SimPlan] = []
         self._ps: ParameterServer | None = None
         for name in network.switches:
-            pipeline = Pipeline(clock=lambda: self.clock.now, keep_results=keep_results)
+            pipeline = Pipeline(lambda: self.clock.now, keep_results, repair_once)
             entities = Entities(schema, pipeline)
             for entity in programs[name].entities():
                 entities.write(p4r.Update(type=INSERT, entity=entity.encode(finsy_schema)))
@@ -731,6 +731,12 @@ def main(argv: list[str] | None = None) -> int:
         "or a loss query with it, down the tree (the embedded pipeline only)",
     )
     parser.add_argument(
+        "--repair-once",
+        action="store_true",
+        help="a completed slot sends its sum on again for a loss query's first round "
+        "only, not for every round (the embedded pipeline only)",
+    )
+    parser.add_argument(
         "--cut",
         metavar="U-V",
         help="cut link U-V during the last iteration; the plan is recomputed "
@@ -757,6 +763,7 @@ def main(argv: list[str] | None = None) -> int:
         stalls=Stalls(args.stalls, args.stall_ms / 1000),
         query=not args.no_query,
         keep_results=args.keep_results,
+        repair_once=args.repair_once,
     )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:
