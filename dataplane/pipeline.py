@@ -38,6 +38,7 @@ from dataplane.frame import (
     PROBE,
     PROTO_UDP,
     RESULT,
+    RETRANSMITTED,
     SLOTS_PER_PIPE,
     STALE_AFTER_SECONDS,
     K,
@@ -120,6 +121,9 @@ class Slots:
         self.mark = [0] * cells  # CONGESTED if any contribution summed here carried the mark
         # the highest loss-query round a completed sum was sent on again for (README 4.2)
         self.repaired = [0] * cells
+        # `Pipeline.keep_results`: the result flow id of the PS's RESULT that passed this
+        # completed slot (0: none yet); its count and K sums then replace the slot's own.
+        self.result_flow = [0] * cells
 
 
 def slot_of(frag_id: int, base: int, count: int) -> int:
@@ -139,9 +143,22 @@ def lane_sum(a: int, b: int) -> int:
 class Pipeline:
     """One switch's data plane: forwarding state, slot memory and event counters."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        keep_results: bool = False,
+        repair_once: bool = False,
+    ) -> None:
         # Seconds for the slots' `time` (README 4.2); a simulation passes its virtual clock.
         self.clock = clock
+        # A completed slot keeps the PS's RESULT that passes it and answers repairs with it
+        # (`_keep_result`, `_answer_with_result`): measured in the simulation, not in ina.p4,
+        # so off by default and the two targets agree.
+        self.keep_results = keep_results
+        # A completed slot sends its sum on again for a loss query's first round only: a
+        # later round is more often a peer's loss than this sum's (`_query`). Simulation only.
+        self.repair_once = repair_once
+        self.results_answered = 0  # repairs answered with a kept RESULT
         self.reset()
 
     def reset(self) -> None:
@@ -212,8 +229,88 @@ class Pipeline:
         if group is None:
             self._count("unknown_job", pipe)
             return []
+        if self.keep_results:
+            self._keep_result(frame)
         out = _with_checksum(frame)
         return [(p, out) for p in self.fwd.mcast.get(group, ())]
+
+    def _keep_result(self, frame: bytes) -> None:
+        """The PS's RESULT passes: a slot of the task that holds its fragment completed here
+        (same frag id and one of the task's tags, bitmap 0, not stale) keeps it. The PS has
+        every sum once it sends a result, so the slot's partial sum is no longer needed."""
+        job, task, flags, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
+        region = self.fwd.job_slots.get((job, flow >> 14))
+        if region is None:
+            return
+        s, now = self.slots, self.clock()
+        for (j, t, pipe, _), act in self.fwd.aggregate.items():
+            if (j, t) != (job, task) or pipe >= MAX_PIPES:
+                continue
+            cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
+            if (
+                s.frag[cell] == frag
+                and s.tag[cell] == act.tag
+                and s.bitmap[cell] == 0
+                and now - s.touched[cell] <= STALE_AFTER_SECONDS
+            ):
+                s.result_flow[cell], s.count[cell] = flow, count
+                s.values[cell] = int.from_bytes(frame[OFF_ELEMS:ELEMS_END], "big")
+                s.mark[cell] = flags & CONGESTED
+
+    def _answer_with_result(
+        self, act: Aggregate, cell: int, frame: bytes, flags: int, count: int, mark: int
+    ) -> list[tuple[int, bytes]] | None:
+        """A copy of a counted contribution, or a loss query's repair, at a slot that kept
+        the PS's RESULT: that RESULT again, down this switch's result group as the PS's was
+        (aux RETRANSMITTED, no round trip sample), instead of the sum towards the PS. One
+        repair per query round, as for the sum. None: the slot kept no result, go on as
+        before."""
+        s = self.slots
+        job, task, _, _, _, frag, _, k, _ = INA_HEADER.unpack_from(frame, OFF_INA)
+        group = self.fwd.result_group.get((job, task))
+        if (
+            group is None
+            or not s.result_flow[cell]
+            or s.bitmap[cell]
+            or s.tag[cell] != act.tag
+            or s.frag[cell] != frag
+            or self.clock() - s.touched[cell] > STALE_AFTER_SECONDS
+            or (flags == PROBE and not count)
+        ):
+            return None
+        if flags == PROBE:
+            if count <= s.repaired[cell]:
+                return []
+            s.repaired[cell] = count
+        else:
+            self._count("duplicates", cell // SLOTS_PER_PIPE)
+        self.results_answered += 1
+        flow = s.result_flow[cell]
+        out = bytearray(frame)
+        # From the PS (the asker's destination) to every worker (broadcast), as the PS's.
+        out[0:6], out[6:12] = b"\xff" * 6, frame[0:6]
+        out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
+        out[OFF_IP + 16 : OFF_IP + 20] = b"\xff" * 4
+        _UDP_INA.pack_into(
+            out,
+            OFF_UDP,
+            flow,
+            INA_UDP_PORT,
+            INA_UDP_LEN,
+            0,
+            job,
+            task,
+            RESULT | s.mark[cell] | mark,
+            flow,
+            0,
+            frag,
+            s.count[cell] & 0xFFFF,
+            k,
+            RETRANSMITTED,
+        )
+        out[OFF_ELEMS:ELEMS_END] = s.values[cell].to_bytes(4 * K, "big")
+        result = _with_checksum(bytes(out))
+        return [(p, result) for p in self.fwd.mcast.get(group, ())]
 
     def marks(self, port: int) -> bool:
         """Whether packets leaving `port` are marked by its queue (a `mark_threshold` entry):
@@ -251,6 +348,10 @@ class Pipeline:
         )
         if action is not None and region is not None:
             cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
+            if self.keep_results and flags in (DATA, PROBE):
+                answer = self._answer_with_result(action, cell, frame, flags, count, mark)
+                if answer is not None:
+                    return answer
             result = self._aggregate(action, cell, frame, flags, frag, count, mark)
             if result is None:
                 return []
@@ -307,6 +408,7 @@ class Pipeline:
         if free:
             s.frag[cell], s.tag[cell], s.count[cell] = frag, act.tag, count
             s.values[cell], s.mark[cell], s.repaired[cell] = elems, mark, 0
+            s.result_flow[cell] = 0
         else:
             s.count[cell] += count
             s.values[cell] = lane_sum(s.values[cell], elems)
@@ -342,7 +444,7 @@ class Pipeline:
         if s.frag[cell] != frag or s.tag[cell] != act.tag:
             return self._emit(frame, act, None, None)
         if s.bitmap[cell] == 0:
-            if rounds <= s.repaired[cell]:
+            if rounds <= s.repaired[cell] or (self.repair_once and s.repaired[cell]):
                 return None
             s.repaired[cell] = rounds
             return self._emit(

@@ -391,6 +391,8 @@ class Emulation:
         mark_depth: int | None = None,
         stalls: Stalls = Stalls(),
         query: bool = True,
+        keep_results: bool = False,
+        repair_once: bool = False,
     ) -> None:
         self.network = network
         self.query = query  # workers send loss queries (`Worker.query`)
@@ -414,7 +416,7 @@ class Emulation:
         self.watchers: list[SimPlan] = []
         self._ps: ParameterServer | None = None
         for name in network.switches:
-            pipeline = Pipeline(clock=lambda: self.clock.now)
+            pipeline = Pipeline(lambda: self.clock.now, keep_results, repair_once)
             entities = Entities(schema, pipeline)
             for entity in programs[name].entities():
                 entities.write(p4r.Update(type=INSERT, entity=entity.encode(finsy_schema)))
@@ -723,6 +725,18 @@ def main(argv: list[str] | None = None) -> int:
         help="workers resend what they find lost without asking the switches first",
     )
     parser.add_argument(
+        "--keep-results",
+        action="store_true",
+        help="a completed slot keeps the PS's RESULT passing it and answers a copy "
+        "or a loss query with it, down the tree (the embedded pipeline only)",
+    )
+    parser.add_argument(
+        "--repair-once",
+        action="store_true",
+        help="a completed slot sends its sum on again for a loss query's first round "
+        "only, not for every round (the embedded pipeline only)",
+    )
+    parser.add_argument(
         "--cut",
         metavar="U-V",
         help="cut link U-V during the last iteration; the plan is recomputed "
@@ -748,6 +762,8 @@ def main(argv: list[str] | None = None) -> int:
         queue=args.queue,
         stalls=Stalls(args.stalls, args.stall_ms / 1000),
         query=not args.no_query,
+        keep_results=args.keep_results,
+        repair_once=args.repair_once,
     )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:
@@ -762,6 +778,10 @@ def main(argv: list[str] | None = None) -> int:
         row["exact"] = all(it.exact)
         row.update(it.recovery())
         row["plan_version"] = emulation.version
+        if args.keep_results:
+            row["results_answered"] = sum(
+                s.pipeline.results_answered for s in emulation.switches.values()
+            )
         print(
             json.dumps(row if it.seconds is not None else {**row, "waiting": it.waiting}),
             flush=True,
