@@ -146,14 +146,14 @@ class Pipeline:
     def __init__(
         self,
         clock: Callable[[], float] = time.monotonic,
-        keep_results: bool = False,
+        keep_results: bool = True,
         repair_once: bool = False,
     ) -> None:
         # Seconds for the slots' `time` (README 4.2); a simulation passes its virtual clock.
         self.clock = clock
         # A completed slot keeps the PS's RESULT that passes it and answers repairs with it
-        # (`_keep_result`, `_answer_with_result`): measured in the simulation, not in ina.p4,
-        # so off by default and the two targets agree.
+        # (`_keep_result`, `_answer_with_result`; README steps 3 and 4.2, as ina.p4 does).
+        # Off only to measure the pipeline without it.
         self.keep_results = keep_results
         # A completed slot sends its sum on again for a loss query's first round only: a
         # later round is more often a peer's loss than this sum's (`_query`). Simulation only.

@@ -125,8 +125,8 @@ def test_a_result_keeps_nothing_where_the_slot_did_not_complete_its_fragment(sta
     assert (port, InaHeader.unpack(out).flags, InaHeader.unpack(out).count) == (OUT_PORT, DATA, 2)
 
 
-def test_off_by_default_a_passing_result_changes_nothing() -> None:
-    assert not Pipeline().keep_results
+def test_on_by_default_and_when_off_a_passing_result_changes_nothing() -> None:
+    assert Pipeline().keep_results
     pipeline = _pipeline(keep=False)
     _completed(pipeline)
     pipeline.process(0, _result(7, 16, 99))

@@ -27,6 +27,7 @@ from finsy.proto import p4r
 from dataplane.bmv2 import free_tcp_port
 from dataplane.frame import (
     ACK,
+    BROADCAST,
     CONTROL,
     DATA,
     ECN_CE,
@@ -44,6 +45,7 @@ from dataplane.frame import (
     K,
     Task,
     build_frame,
+    ipv4_checksum,
     kind_of,
 )
 from dataplane.gradients import frag_id, fragments
@@ -663,6 +665,126 @@ def test_result_is_multicast_down_the_tree(target: Target, sw: Client) -> None:
             RETRANSMITTED,
         ), "a result keeps its aux"
         np.testing.assert_array_equal(_values(out[0]), _elements(9))
+
+
+# *** a completed slot keeps the PS's result (README 3 and 4.2)
+
+RESULT_FLOW = 200  # the PS's result flow id (generation 0)
+
+
+def _keeping(sw: Client, *, slots: int = 64) -> None:
+    """Flows 1 and 2 summed in pipe 0 toward the PS on port 4, whose port is pipe 1: the
+    RESULT enters by another pipe than the one its fragment was summed in."""
+    _install_aggregation(sw, {1: 0, 2: 0}, slots=slots, pipes={1: 0, 2: 0, 4: 1})
+    sw.write(
+        sw.group(8, [1, 2]),
+        sw.table_entry("result_multicast", {"job": JOB, "task": TASK}, "set_result_group", group=8),
+    )
+
+
+def _ps_result(frag: int, count: int, elems: np.ndarray, task: int = TASK) -> bytes:
+    """The PS's RESULT (dataplane/ps.py): from the PS to every worker."""
+    header = InaHeader(JOB, task, RESULT, RESULT_FLOW, 0, frag, count, aux=2 << 8)
+    return build_frame(PS, BROADCAST, header, elems.astype(">i4").tobytes())
+
+
+def _complete(target: Target, frag: int) -> None:
+    target.sockets[1].send(_frame(1, frag, 1, _elements(1)))
+    target.sockets[2].send(_frame(2, frag, 2, _elements(2)))
+    assert len(_receive(target.sockets[4], expect=1)) == 1, "the sum toward the PS"
+
+
+def _pass_result(target: Target, frag: int, count: int, task: int = TASK) -> None:
+    target.sockets[4].send(_ps_result(frag, count, _elements(9), task))
+    for port in (1, 2):
+        assert len(_receive(target.sockets[port], expect=1)) == 1, "the PS's result"
+
+
+def _sum_goes_on(target: Target, frag: int) -> None:
+    """A copy from flow 1 at the completed slot: the sum toward the PS, nothing down."""
+    target.sockets[1].send(_frame(1, frag, 1, _elements(99)))
+    out = _receive(target.sockets[4], expect=1)
+    assert [(InaHeader.unpack(f).flags, InaHeader.unpack(f).count) for f in out] == [(DATA, 2)]
+    np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
+    assert _receive(target.sockets[2], wait=0.2) == []
+
+
+def _answered_with_result(target: Target, frag: int, count: int) -> None:
+    """The PS's RESULT again, from the slot, down the result group and nothing toward the PS:
+    the PS's flow id (also the UDP source port), count and sums, aux RETRANSMITTED, from the
+    PS's address to broadcast, IPv4 checksum valid."""
+    for port in (1, 2):
+        out = _receive(target.sockets[port], expect=1)
+        assert len(out) == 1, f"no RESULT on port {port}"
+        frame, header = out[0], InaHeader.unpack(out[0])
+        assert (header.flags, header.flow_id, header.frag_id, header.count, header.aux) == (
+            RESULT,
+            RESULT_FLOW,
+            frag,
+            count,
+            RETRANSMITTED,
+        )
+        assert _udp_src(frame) == RESULT_FLOW
+        np.testing.assert_array_equal(_values(frame), _elements(9))
+        assert frame[0:6] == BROADCAST.mac
+        assert frame[OFF_IP + 12 : OFF_IP + 16] == PS.ip
+        assert frame[OFF_IP + 16 : OFF_IP + 20] == BROADCAST.ip
+        assert ipv4_checksum(frame[OFF_IP:OFF_UDP]) == 0
+    assert _receive(target.sockets[4], wait=0.2) == [], "nothing toward the PS"
+
+
+def test_a_copy_or_query_after_the_result_passed_is_answered_with_it(
+    target: Target, sw: Client
+) -> None:
+    _keeping(sw)
+    _complete(target, 50)
+    _sum_goes_on(target, 50)  # before the result passed
+    _pass_result(target, 50, 16)
+    target.sockets[1].send(_frame(1, 50, 1, _elements(99)))
+    _answered_with_result(target, 50, 16)
+    target.sockets[2].send(_frame(2, 50, 2, _elements(99), flags=PROBE, count=1))
+    _answered_with_result(target, 50, 16)
+    target.sockets[1].send(_frame(1, 50, 1, _elements(99), flags=PROBE, count=1))
+    assert _receive(target.sockets[1], wait=0.3) == [], "round 1 was answered"
+    target.sockets[1].send(_frame(1, 50, 1, _elements(99), flags=PROBE, count=2))
+    _answered_with_result(target, 50, 16)
+    assert sw.counter("duplicates") == [2, 0, 0, 0]
+
+
+@pytest.mark.parametrize("other", ["fragment", "task"])
+def test_a_result_for_another_fragment_or_task_marks_nothing(
+    target: Target, sw: Client, other: str
+) -> None:
+    _keeping(sw)
+    sw.write(
+        sw.table_entry(
+            "result_multicast", {"job": JOB, "task": TASK + 1}, "set_result_group", group=8
+        )
+    )
+    _complete(target, 50)
+    if other == "fragment":
+        _pass_result(target, 50 + 64, 16)  # the same slot (region 64), another fragment
+    else:
+        _pass_result(target, 50, 16, task=TASK + 1)
+    _sum_goes_on(target, 50)
+
+
+@pytest.mark.parametrize("when", ["partial", "retaken"])
+def test_a_contribution_taking_the_slot_after_the_result_clears_it(
+    target: Target, sw: Client, when: str
+) -> None:
+    _keeping(sw, slots=1)
+    if when == "partial":  # the result passes a partial sum, which completes afterwards
+        target.sockets[1].send(_frame(1, 50, 1, _elements(1)))
+        _pass_result(target, 50, 16)
+        target.sockets[2].send(_frame(2, 50, 2, _elements(2)))
+        assert len(_receive(target.sockets[4], expect=1)) == 1
+    else:  # fragment 51 takes the slot over, then fragment 50 is summed there again
+        _complete(target, 50)
+        _pass_result(target, 50, 16)
+        _complete(target, 51)
+        _complete(target, 50)
+    _sum_goes_on(target, 50)
 
 
 # *** drops
