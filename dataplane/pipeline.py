@@ -121,9 +121,15 @@ class Slots:
         self.mark = [0] * cells  # CONGESTED if any contribution summed here carried the mark
         # the highest loss-query round a completed sum was sent on again for (README 4.2)
         self.repaired = [0] * cells
-        # `Pipeline.keep_results`: the result flow id of the PS's RESULT that passed this
-        # completed slot (0: none yet); its count and K sums then replace the slot's own.
-        self.result_flow = [0] * cells
+        # `Pipeline.keep_results`: the PS's RESULT that passed, per slot index (not cell: it
+        # may enter by another pipe than its task's), as ina.p4's `result_*` registers; flow 0:
+        # none kept. A contribution taken at the index, in any pipe, clears it.
+        self.kept_flow = [0] * SLOTS_PER_PIPE
+        self.kept_frag = [0] * SLOTS_PER_PIPE
+        self.kept_task = [0] * SLOTS_PER_PIPE
+        self.kept_count = [0] * SLOTS_PER_PIPE
+        self.kept_mark = [0] * SLOTS_PER_PIPE
+        self.kept_values = [0] * SLOTS_PER_PIPE
 
 
 def slot_of(frag_id: int, base: int, count: int) -> int:
@@ -235,27 +241,16 @@ class Pipeline:
         return [(p, out) for p in self.fwd.mcast.get(group, ())]
 
     def _keep_result(self, frame: bytes) -> None:
-        """The PS's RESULT passes: a slot of the task that holds its fragment completed here
-        (same frag id and one of the task's tags, bitmap 0, not stale) keeps it. The PS has
-        every sum once it sends a result, so the slot's partial sum is no longer needed."""
+        """The PS's RESULT passes: its slot index keeps it (README step 3). The PS has every
+        sum once it sends a result, so a completed slot's own sum is no longer needed."""
         job, task, flags, flow, _, frag, count, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         region = self.fwd.job_slots.get((job, flow >> 14))
         if region is None:
             return
-        s, now = self.slots, self.clock()
-        for (j, t, pipe, _), act in self.fwd.aggregate.items():
-            if (j, t) != (job, task) or pipe >= MAX_PIPES:
-                continue
-            cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
-            if (
-                s.frag[cell] == frag
-                and s.tag[cell] == act.tag
-                and s.bitmap[cell] == 0
-                and now - s.touched[cell] <= STALE_AFTER_SECONDS
-            ):
-                s.result_flow[cell], s.count[cell] = flow, count
-                s.values[cell] = int.from_bytes(frame[OFF_ELEMS:ELEMS_END], "big")
-                s.mark[cell] = flags & CONGESTED
+        s, index = self.slots, slot_of(frag, *region)
+        s.kept_flow[index], s.kept_frag[index], s.kept_task[index] = flow, frag, task
+        s.kept_count[index], s.kept_mark[index] = count, flags & CONGESTED
+        s.kept_values[index] = int.from_bytes(frame[OFF_ELEMS:ELEMS_END], "big")
 
     def _answer_with_result(
         self, act: Aggregate, cell: int, frame: bytes, flags: int, count: int, mark: int
@@ -268,9 +263,12 @@ class Pipeline:
         s = self.slots
         job, task, _, _, _, frag, _, k, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         group = self.fwd.result_group.get((job, task))
+        index = cell % SLOTS_PER_PIPE
         if (
             group is None
-            or not s.result_flow[cell]
+            or not s.kept_flow[index]
+            or s.kept_frag[index] != frag
+            or s.kept_task[index] != task
             or s.bitmap[cell]
             or s.tag[cell] != act.tag
             or s.frag[cell] != frag
@@ -285,7 +283,7 @@ class Pipeline:
         else:
             self._count("duplicates", cell // SLOTS_PER_PIPE)
         self.results_answered += 1
-        flow = s.result_flow[cell]
+        flow = s.kept_flow[index]
         out = bytearray(frame)
         # From the PS (the asker's destination) to every worker (broadcast), as the PS's.
         out[0:6], out[6:12] = b"\xff" * 6, frame[0:6]
@@ -300,15 +298,15 @@ class Pipeline:
             0,
             job,
             task,
-            RESULT | s.mark[cell] | mark,
+            RESULT | s.kept_mark[index] | mark,
             flow,
             0,
             frag,
-            s.count[cell] & 0xFFFF,
+            s.kept_count[index] & 0xFFFF,
             k,
             RETRANSMITTED,
         )
-        out[OFF_ELEMS:ELEMS_END] = s.values[cell].to_bytes(4 * K, "big")
+        out[OFF_ELEMS:ELEMS_END] = s.kept_values[index].to_bytes(4 * K, "big")
         result = _with_checksum(bytes(out))
         return [(p, result) for p in self.fwd.mcast.get(group, ())]
 
@@ -405,10 +403,10 @@ class Pipeline:
         if bitmap & act.member:
             return "duplicate"
         elems = int.from_bytes(frame[OFF_ELEMS:ELEMS_END], "big")
+        s.kept_flow[cell % SLOTS_PER_PIPE] = 0  # a contribution taken: no kept result here
         if free:
             s.frag[cell], s.tag[cell], s.count[cell] = frag, act.tag, count
             s.values[cell], s.mark[cell], s.repaired[cell] = elems, mark, 0
-            s.result_flow[cell] = 0
         else:
             s.count[cell] += count
             s.values[cell] = lane_sum(s.values[cell], elems)

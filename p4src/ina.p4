@@ -75,6 +75,10 @@ const bit<4> V_AGAIN = 6;     // a copy of a contribution to a completed slot: t
 const bit<4> V_NACK = 7;      // loss query, the asker's contribution is missing here: NACK it
 const bit<4> V_REPAIR = 8;    // loss query at a completed slot, new round: the sum onward as DATA
 const bit<4> V_QUIET = 9;     // loss query answered already, or a peer's loss: dropped
+const bit<4> V_RESULT = 10;   // copy or loss query at a completed slot that kept the PS's RESULT
+
+// `aux` of a RESULT sent again: no worker takes its round trip as a sample (dataplane/rto.py).
+const bit<32> AUX_RETRANSMITTED = 1;
 
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
 const bit<8> FL_CONTROL = 1;  // field list preserved into the collision clone
@@ -247,6 +251,16 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     @name("slot_mark") register<bit<8>>(CELLS) slot_mark;   // OR of the contributions' marks
     // The last loss-query round a completed sum was sent on again for (README 4.2).
     @name("slot_repaired") register<bit<16>>(CELLS) slot_repaired;
+    // The PS's RESULT that passed this switch, per slot index (README step 3): a RESULT may
+    // enter by a port of another pipe than the one(s) its task is summed in, so it is kept
+    // where every pipe's cell of that index finds it. result_flow 0: none kept; a contribution
+    // taken at the index, in any pipe, clears it.
+    @name("result_flow") register<bit<16>>(SLOTS_PER_PIPE) result_flow;
+    @name("result_frag") register<bit<32>>(SLOTS_PER_PIPE) result_frag;
+    @name("result_task") register<bit<8>>(SLOTS_PER_PIPE) result_task;
+    @name("result_count") register<bit<16>>(SLOTS_PER_PIPE) result_count;
+    @name("result_mark") register<bit<8>>(SLOTS_PER_PIPE) result_mark;
+    @name("result_values") register<bit<HALF_BITS>>(SLOTS_PER_PIPE * 2) result_values;
 
     // Events the controller observes, indexed by pipe.
     @name("aggregations_completed") counter(MAX_PIPES, CounterType.packets) aggregations_completed;
@@ -324,13 +338,14 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
 
 // Half the slot's elements: start from the packet when the slot was free, else add lane by
 // lane mod 2^32; write back when the contribution is taken, and put the sum (or, sent again,
-// the stored one) into the packet.
+// the stored one, or the kept RESULT's) into the packet.
 #define AGG_HALF(h) \
         slot_values.read(v, meta.cell * 2 + h); \
+        result_values.read(r, meta.slot * 2 + h); \
         e = hdr.ina_data.elems##h; \
         sum = free ? e : (((v & LANE_LOW) + (e & LANE_LOW)) ^ ((v ^ e) & LANE_HIGH)); \
         slot_values.write(meta.cell * 2 + h, take ? sum : v); \
-        hdr.ina_data.elems##h = done ? sum : (resend ? v : e);
+        hdr.ina_data.elems##h = done ? sum : (answer ? r : (resend ? v : e));
 
     // The whole slot read-modify-write: one action, so bmv2 runs it atomically (README 4.2).
     @name("aggregate")
@@ -351,6 +366,16 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_time.read(touched, meta.cell);
         slot_mark.read(marked, meta.cell);
         slot_repaired.read(repaired, meta.cell);
+        bit<16> kept_flow;
+        bit<32> kept_frag;
+        bit<8> kept_task;
+        bit<16> kept_count;
+        bit<8> kept_mark;
+        result_flow.read(kept_flow, meta.slot);
+        result_frag.read(kept_frag, meta.slot);
+        result_task.read(kept_task, meta.slot);
+        result_count.read(kept_count, meta.slot);
+        result_mark.read(kept_mark, meta.slot);
 
         bool is_data = hdr.ina.flags == FLAG_DATA;
         bool stale = now - touched > STALE_AFTER_US;
@@ -378,6 +403,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bool nack = query && (q_free || (same && bitmap != 0 && !q_held));
         bool quiet = (q_done && !repair) || (query && q_held);
         bool resend = again || repair;  // the stored sum leaves again
+        // ... unless the PS's RESULT for this fragment passed since: that RESULT leaves instead.
+        bool kept = kept_flow != 0 && kept_frag == hdr.ina.frag_id && kept_task == hdr.ina.task;
+        bool answer = resend && kept;
 
         slot_frag.write(meta.cell, take ? hdr.ina.frag_id : frag);
         // An ACK forgets the owner too: a freed partial sum is not a completed one.
@@ -388,31 +416,49 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_mark.write(meta.cell, take ? new_mark : marked);
         slot_repaired.write(meta.cell,
                             (take && free) ? 16w0 : (repair ? hdr.ina.count : repaired));
-        hdr.ina.count = done ? new_count : (resend ? stored_count : hdr.ina.count);
+        result_flow.write(meta.slot, take ? 16w0 : kept_flow);
+        hdr.ina.count = done ? new_count
+                      : (answer ? kept_count : (resend ? stored_count : hdr.ina.count));
         // A sum leaves marked if any contribution summed into it was.
-        meta.congested = done ? new_mark : (resend ? (marked | meta.congested) : meta.congested);
+        meta.congested = done ? new_mark
+                       : (answer ? (kept_mark | meta.congested)
+                       : (resend ? (marked | meta.congested) : meta.congested));
 
         bit<HALF_BITS> v;
         bit<HALF_BITS> e;
         bit<HALF_BITS> sum;
+        bit<HALF_BITS> r;
         AGG_HALF(0)
         AGG_HALF(1)
 
         // Nested conditionals in parentheses: p4c groups an unparenthesised chain left to right.
         meta.verdict = collide ? V_COLLIDE
                      : (nack ? V_NACK
+                     : (answer ? V_RESULT
                      : (repair ? V_REPAIR
                      : (quiet ? V_QUIET
                      : (dup ? V_DUP
                      : (again ? V_AGAIN
                      : (done ? V_DONE
                      : (take ? V_PARTIAL
-                     : V_OUT)))))));
+                     : V_OUT))))))));
         // A NACK names the queried fragment, a collision's CONTROL the occupying one.
         meta.occupant = nack ? hdr.ina.frag_id : frag;
         meta.nack = nack ? 1w1 : 1w0;
-        meta.out_flow = out_flow;
-        meta.next_node = next_node;
+        meta.out_flow = answer ? kept_flow : out_flow;
+        meta.next_node = answer ? 16w0 : next_node;
+    }
+
+    // The PS's RESULT passing down (README step 3) is kept at its fragment's slot index.
+    @name("keep_result")
+    action keep_result() {
+        result_flow.write(meta.slot, hdr.ina.flow_id);
+        result_frag.write(meta.slot, hdr.ina.frag_id);
+        result_task.write(meta.slot, hdr.ina.task);
+        result_count.write(meta.slot, hdr.ina.count);
+        result_mark.write(meta.slot, meta.congested);
+        result_values.write(meta.slot * 2, hdr.ina_data.elems0);
+        result_values.write(meta.slot * 2 + 1, hdr.ina_data.elems1);
     }
 
     // Where a task's flows entering through a pipe are summed (README step 4.2).
@@ -478,6 +524,20 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         port_pipeline.apply();
         bit<32> pipe = (bit<32>)meta.pipe;
         bool ina_port = hdr.udp.isValid() && hdr.udp.dst_port == INA_UDP_PORT;
+        // The job's slot region (step 4.1) for a RESULT as for a DATA: one apply site.
+        bool region = false;
+        if (hdr.ina.isValid() && standard_metadata.parser_error == error.NoError
+                && hdr.ina.flags != FLAG_CONTROL) {
+            meta.generation = hdr.ina.flow_id[15:14];
+            if (job_slots.apply().hit) {
+                region = true;
+                hash(meta.slot, HashAlgorithm.identity, meta.slot_base, { hdr.ina.frag_id },
+                     meta.slot_count);
+                meta.cell = pipe * SLOTS_PER_PIPE + meta.slot;
+            }
+        }
+        bool passing = false;   // the PS's RESULT on its way down (step 3)
+        bool to_group = false;  // leaves down the task's result group (step 3)
 
         if (!hdr.packet_out.isValid()) {
             port_packets.count((bit<32>)standard_metadata.ingress_port);
@@ -502,17 +562,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             forged.count(meta.job_cell);
             mark_to_drop(standard_metadata);
         } else if (hdr.ina.isValid() && hdr.ina.flags == FLAG_RESULT) {
-            if (!result_multicast.apply().hit) {
-                unknown_job.count(pipe);
-                mark_to_drop(standard_metadata);
-            }
+            passing = true;
+            to_group = true;
         } else if (hdr.ina.isValid() && hdr.ina.flags != FLAG_CONTROL) {
             meta.verdict = V_PASS;
-            meta.generation = hdr.ina.flow_id[15:14];
-            if (job_slots.apply().hit) {
-                hash(meta.slot, HashAlgorithm.identity, meta.slot_base, { hdr.ina.frag_id },
-                     meta.slot_count);
-                meta.cell = pipe * SLOTS_PER_PIPE + meta.slot;
+            if (region) {
                 ina_aggregate.apply();
             }
             if (meta.verdict == V_COLLIDE || meta.verdict == V_NACK) {
@@ -527,6 +581,22 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
                 mark_to_drop(standard_metadata);
             } else if (meta.verdict == V_PARTIAL || meta.verdict == V_QUIET) {
                 mark_to_drop(standard_metadata);
+            } else if (meta.verdict == V_RESULT) {
+                // The kept RESULT again, from the PS (the asker's destination) to every worker.
+                if (hdr.ina.flags == FLAG_DATA) {
+                    duplicates.count(pipe);
+                }
+                hdr.ina.flags = FLAG_RESULT;
+                hdr.ina.flow_id = meta.out_flow;
+                hdr.udp.src_port = meta.out_flow;
+                hdr.udp.checksum = 0;
+                hdr.ina.next_node = meta.next_node;
+                hdr.ina.aux = AUX_RETRANSMITTED;
+                hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+                hdr.ethernet.dst_addr = 0xffffffffffff;
+                hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+                hdr.ipv4.dst_addr = 0xffffffff;
+                to_group = true;
             } else {
                 if (meta.verdict == V_DONE) {
                     aggregations_completed.count(pipe);
@@ -553,6 +623,14 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             }
         } else {
             mark_to_drop(standard_metadata);
+        }
+        if (to_group) {
+            if (!result_multicast.apply().hit) {
+                unknown_job.count(pipe);
+                mark_to_drop(standard_metadata);
+            } else if (passing && region) {
+                keep_result();
+            }
         }
         if (hdr.ina.isValid()) {
             hdr.ina.flags = hdr.ina.flags | meta.congested;

@@ -1,9 +1,8 @@
 """A completed slot keeps the PS's RESULT and answers repairs with it (`Pipeline.keep_results`).
 
-Measured in the simulation only (docs/reliability/loss.md, "A completed slot keeps the
-result"): not in ina.p4, so the embedded pipeline does it only when asked and both targets
-otherwise agree. Frame by frame on the embedded pipeline, then the whole on the 4-leaf/4-spine
-at 5 % loss against the same run without it.
+On by default, as in ina.p4 (docs/reliability/loss.md, "A completed slot keeps the result";
+both targets: tests/dataplane/test_dp_target.py). Frame by frame on the embedded pipeline,
+then the whole on Fig. 1 at 5 % loss against the same run without it.
 """
 
 from __future__ import annotations
