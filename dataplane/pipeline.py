@@ -346,7 +346,11 @@ class Pipeline:
         )
         if action is not None and region is not None:
             cell = pipe * SLOTS_PER_PIPE + slot_of(frag, *region)
-            if self.keep_results and flags in (DATA, PROBE):
+            if (
+                self.keep_results
+                and flags in (DATA, PROBE)
+                and self.slots.kept_flow[cell % SLOTS_PER_PIPE]
+            ):
                 answer = self._answer_with_result(action, cell, frame, flags, count, mark)
                 if answer is not None:
                     return answer
