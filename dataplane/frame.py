@@ -42,6 +42,11 @@ PROTO_UDP = 17
 INA_HEADER_LEN = 20
 INA_UDP_LEN = 8 + INA_HEADER_LEN + 4 * K
 FRAME_LEN = 14 + 20 + INA_UDP_LEN
+# ACK, PROBE (and loss queries) and CONTROL (and NACKs) end after the INA header, `k` = 0: they
+# carry no elements, and at K = 128 a full frame cost 9 of them on the links that recovery
+# loads (p4src/README.md, "Packet format").
+SHORT_UDP_LEN = 8 + INA_HEADER_LEN
+SHORT_FRAME_LEN = 14 + 20 + SHORT_UDP_LEN
 
 DATA, RESULT, CONTROL, ACK, PROBE = 0x01, 0x02, 0x04, 0x08, 0x10
 # `aux` of DATA and RESULT (p4src/README.md): bit 0 marks a retransmitted contribution, and a
@@ -51,6 +56,7 @@ DATA, RESULT, CONTROL, ACK, PROBE = 0x01, 0x02, 0x04, 0x08, 0x10
 RETRANSMITTED = 1
 CONTRIBUTOR_SHIFT = 1
 FLAGS = frozenset((DATA, RESULT, CONTROL, ACK, PROBE))
+WITH_ELEMENTS = frozenset((DATA, RESULT))  # the kinds that carry the K elements
 # Bit 7 of `flags` beside the kind (p4src/README.md, "Congestion mark"): a switch sets it on a
 # DATA, ACK, PROBE or RESULT that found at least the port's threshold of frames queued ahead of
 # it, aggregation ORs it over the contributions, the PS echoes it in the result. Its own bit, not
@@ -175,23 +181,41 @@ def ipv4_checksum(header: bytes | bytearray | memoryview) -> int:
     return ~total & 0xFFFF
 
 
+def udp_len(flags: int) -> int:
+    """The UDP length of an INA packet of kind `flags` (the mark ignored)."""
+    return INA_UDP_LEN if flags & KIND in WITH_ELEMENTS else SHORT_UDP_LEN
+
+
 def build_frame(
-    src: Endpoint, dst: Endpoint, header: InaHeader, elements: bytes, ecn: int = 0
+    src: Endpoint, dst: Endpoint, header: InaHeader, elements: bytes = b"", ecn: int = 0
 ) -> bytes:
-    """A complete Ethernet/IPv4/UDP/INA frame; `elements` are K big-endian int32 (4K bytes).
+    """A complete Ethernet/IPv4/UDP/INA frame. A DATA or RESULT carries `elements`, K
+    big-endian int32 (4K bytes), and `k` = K; every other kind ends after the header, `k` = 0,
+    whatever `elements` says.
 
     The UDP source port is the flow id, so plain OpenFlow switches can forward per flow.
     """
-    return (
-        _eth_ip(src, dst, ecn)
-        + _UDP.pack(header.flow_id, INA_UDP_PORT, INA_UDP_LEN, 0)
-        + header.pack()
-        + elements
+    h = header
+    length = udp_len(h.flags)
+    k = h.k
+    if length == SHORT_UDP_LEN:
+        elements, k = b"", 0
+    elif len(elements) != 4 * K:
+        raise ValueError(f"a DATA or RESULT carries {4 * K} bytes of elements, not {len(elements)}")
+    return b"".join(
+        (
+            _eth_ip(src, dst, ecn, length),
+            _UDP.pack(h.flow_id, INA_UDP_PORT, length, 0),
+            INA_HEADER.pack(
+                h.job, h.task, h.flags, h.flow_id, h.next_node, h.frag_id, h.count, k, h.aux
+            ),
+            elements,
+        )
     )
 
 
 @lru_cache(maxsize=256)
-def _eth_ip(src: Endpoint, dst: Endpoint, ecn: int) -> bytes:
+def _eth_ip(src: Endpoint, dst: Endpoint, ecn: int, length: int = INA_UDP_LEN) -> bytes:
     """The Ethernet and IPv4 headers of a frame from `src` to `dst`, checksum included: the
     same for every frame between two ends, so an agent computes them once, not per packet."""
     eth_ip = bytearray(
@@ -201,7 +225,7 @@ def _eth_ip(src: Endpoint, dst: Endpoint, ecn: int) -> bytes:
             ETHERTYPE_IPV4,
             0x45,
             ecn,
-            20 + INA_UDP_LEN,
+            20 + length,
             0,
             0,
             64,
@@ -211,7 +235,7 @@ def _eth_ip(src: Endpoint, dst: Endpoint, ecn: int) -> bytes:
             dst.ip,
             0,
             INA_UDP_PORT,
-            INA_UDP_LEN,
+            length,
             0,
         )
     )[:OFF_UDP]

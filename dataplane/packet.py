@@ -6,6 +6,8 @@ port INA_UDP_PORT dissects as INA (the source port is the flow id, so it names n
 
 from __future__ import annotations
 
+import struct
+
 from scapy.fields import (
     ByteEnumField,
     ByteField,
@@ -17,13 +19,23 @@ from scapy.fields import (
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 
-from dataplane.frame import ACK, CONTROL, DATA, INA_UDP_PORT, PROBE, RESULT, K
+from dataplane.frame import (
+    ACK,
+    CONTROL,
+    DATA,
+    INA_UDP_PORT,
+    KIND,
+    PROBE,
+    RESULT,
+    WITH_ELEMENTS,
+    K,
+)
 
 FLAG_NAMES = {DATA: "data", RESULT: "result", CONTROL: "control", ACK: "ack", PROBE: "probe"}
 
 
 class INA(Packet):
-    """INA header followed by K signed 32-bit elements."""
+    """INA header, followed by K signed 32-bit elements on a DATA or RESULT."""
 
     name = "INA"
     fields_desc = [  # noqa: RUF012 (scapy reads this class attribute)
@@ -34,18 +46,26 @@ class INA(Packet):
         ShortField("next_node", 0),
         IntField("frag_id", 0),
         ShortField("count", 1),
-        ShortField("k", K),
+        # None: K on a DATA or RESULT, 0 on the kinds that carry no elements (`post_build`).
+        ShortField("k", None),
         IntField("aux", 0),
-        # Always K elements on the wire: `k` is a claim the switch checks, not a length.
-        # scapy's hint asks for fields as the default; it is the values.
         FieldListField(
             "elements",
-            [0] * K,  # type: ignore[list-item]
+            [],  # type: ignore[arg-type]
             SignedIntField("", 0),
-            count_from=lambda _: K,
+            count_from=lambda pkt: pkt.k,
             max_count=K,  # scapy stops a list at 100 items unless told
         ),
     ]
+
+    def post_build(self, pkt: bytes, pay: bytes) -> bytes:
+        """Fill in `k` and, on a DATA or RESULT given no elements, K zeros."""
+        if self.k is None:
+            carries = self.flags & KIND in WITH_ELEMENTS
+            pkt = pkt[:14] + struct.pack("!H", K if carries else 0) + pkt[16:]
+            if carries and not self.elements:
+                pkt += bytes(4 * K)
+        return pkt + pay
 
 
 bind_layers(UDP, INA, dport=INA_UDP_PORT)

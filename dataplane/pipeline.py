@@ -39,11 +39,13 @@ from dataplane.frame import (
     PROTO_UDP,
     RESULT,
     RETRANSMITTED,
+    SHORT_UDP_LEN,
     SLOTS_PER_PIPE,
     STALE_AFTER_SECONDS,
     K,
     ipv4_checksum,
     set_ipv4_checksum,
+    udp_len,
     with_mark,
 )
 
@@ -70,6 +72,7 @@ _LANE_HIGH = int.from_bytes(b"\x80\0\0\0" * K, "big")
 _LANE_LOW = (1 << 32 * K) - 1 ^ _LANE_HIGH
 _UDP_INA = struct.Struct("!HHHHHBBHHIHHI")  # UDP header + INA header: what `_emit` rewrites
 _INA_PORT = INA_UDP_PORT.to_bytes(2, "big")
+_FULL_IP_LEN = (20 + INA_UDP_LEN).to_bytes(2, "big")
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +193,7 @@ class Pipeline:
         length = len(frame)
         # Every field the parser checks, in one call; a frame cut short reads as zeros past
         # its end, and the length checks below reject it where the parser would.
-        ethertype, version, proto, dport, udp_len, job, flags, k = _PARSED.unpack_from(
+        ethertype, version, proto, dport, udp_length, job, flags, k = _PARSED.unpack_from(
             frame if length >= _PARSED_END else frame.ljust(_PARSED_END, b"\0")
         )
         if ethertype == ETHERTYPE_LLDP:
@@ -206,7 +209,13 @@ class Pipeline:
         if dport != INA_UDP_PORT:
             return self._ipv4(frame)
         mark, flags = flags & CONGESTED, flags & KIND
-        if length < ELEMS_END or udp_len != INA_UDP_LEN or k != K or flags not in FLAGS:
+        elements = udp_length == INA_UDP_LEN
+        if (
+            flags not in FLAGS
+            or udp_length != udp_len(flags)
+            or k != (K if elements else 0)
+            or length < (ELEMS_END if elements else OFF_ELEMS)
+        ):
             self._count("malformed", pipe)  # step 2
             return []
         if port in fwd.host_ports and (port, job) not in fwd.host_jobs:
@@ -261,7 +270,7 @@ class Pipeline:
         repair per query round, as for the sum. None: the slot kept no result, go on as
         before."""
         s = self.slots
-        job, task, _, _, _, frag, _, k, _ = INA_HEADER.unpack_from(frame, OFF_INA)
+        job, task, _, _, _, frag, _, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         group = self.fwd.result_group.get((job, task))
         index = cell % SLOTS_PER_PIPE
         if (
@@ -284,7 +293,7 @@ class Pipeline:
             self._count("duplicates", cell // SLOTS_PER_PIPE)
         self.results_answered += 1
         flow = s.kept_flow[index]
-        out = bytearray(frame)
+        out = _with_elements(frame, s.kept_values[index])
         # From the PS (the asker's destination) to every worker (broadcast), as the PS's.
         out[0:6], out[6:12] = b"\xff" * 6, frame[0:6]
         out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
@@ -303,10 +312,9 @@ class Pipeline:
             0,
             frag,
             s.kept_count[index] & 0xFFFF,
-            k,
+            K,
             RETRANSMITTED,
         )
-        out[OFF_ELEMS:ELEMS_END] = s.kept_values[index].to_bytes(4 * K, "big")
         result = _with_checksum(bytes(out))
         return [(p, result) for p in self.fwd.mcast.get(group, ())]
 
@@ -325,7 +333,7 @@ class Pipeline:
         depth = self.fwd.mark_depth.get(port)
         if (
             depth is None
-            or len(frame) < ELEMS_END
+            or len(frame) < OFF_ELEMS
             or frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT
             or frame[OFF_INA + 3] & KIND == CONTROL
         ):
@@ -467,10 +475,14 @@ class Pipeline:
     ) -> bytes:
         """The frame with flow id (also the UDP source port), next node, no UDP checksum and,
         on completion, the count, the sums and the sum's congestion mark: UDP and INA headers
-        packed in one call."""
+        packed in one call. With `values` a short frame (a loss query's repair) grows the K
+        elements (its IPv4 checksum is redone on the way out)."""
         (_, dport, length, _, job, task, flags, _, _, frag, old_count, k, aux) = (
             _UDP_INA.unpack_from(frame, OFF_UDP)
         )
+        if values is not None and length == SHORT_UDP_LEN:  # IPv4 total length to match
+            frame = b"".join((frame[: OFF_IP + 2], _FULL_IP_LEN, frame[OFF_IP + 4 : OFF_ELEMS]))
+            length, k = INA_UDP_LEN, K
         head = _UDP_INA.pack(
             act.out_flow,
             dport,
@@ -492,12 +504,16 @@ class Pipeline:
     def _control(
         self, port: int, frame: bytes, occupant: int, count: int | None = None
     ) -> list[tuple[int, bytes]]:
-        """The I2E clone of a collision, rewritten as egress does (README Flags: CONTROL);
-        with `count` 0, the NACK of a loss query (occupant: the queried fragment)."""
+        """The I2E clone of a collision, rewritten as egress does (README Flags: CONTROL, a
+        short frame); with `count` 0, the NACK of a loss query (occupant: the queried
+        fragment)."""
         ports = self.fwd.clone.get(port)
         if not ports:
             return []
-        out = bytearray(frame)
+        out = bytearray(frame[:OFF_ELEMS])
+        struct.pack_into("!H", out, OFF_IP + 2, 20 + SHORT_UDP_LEN)
+        struct.pack_into("!H", out, OFF_UDP + 4, SHORT_UDP_LEN)
+        struct.pack_into("!H", out, OFF_INA + 14, 0)
         out[0:6], out[6:12] = frame[6:12], frame[0:6]
         out[OFF_IP + 1] = (frame[OFF_IP + 1] & 0xFC) | ECN_CE
         out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
@@ -518,6 +534,17 @@ class Pipeline:
             if (dst ^ value) >> (32 - length) == 0:
                 return [(self.fwd.lpm[(length, value)], _with_checksum(frame))]
         return []
+
+
+def _with_elements(frame: bytes, values: int) -> bytearray:
+    """`frame`'s headers followed by `values` as its K elements, with the lengths of a frame
+    that carries them (a short query turned into a sum or a result; `k` and the IPv4
+    checksum are the caller's)."""
+    out = bytearray(frame[:OFF_ELEMS])
+    out += values.to_bytes(4 * K, "big")
+    struct.pack_into("!H", out, OFF_IP + 2, 20 + INA_UDP_LEN)
+    struct.pack_into("!H", out, OFF_UDP + 4, INA_UDP_LEN)
+    return out
 
 
 def _with_checksum(frame: bytes) -> bytes:

@@ -33,7 +33,7 @@ import weakref
 from collections.abc import Callable
 
 from dataplane import qdisc
-from dataplane.frame import INA_UDP_PORT, OFF_ELEMS, OFF_UDP, K
+from dataplane.frame import INA_UDP_PORT, OFF_ELEMS, OFF_UDP
 
 ETH_P_ALL = 0x0003
 MAX_FRAME_BYTES = 65535
@@ -150,7 +150,7 @@ def ina_frames(sock: socket.socket) -> list[bytes]:
         sock,
         lambda f: (
             frames.append(f)
-            if f[OFF_UDP + 2 : OFF_UDP + 4] == _INA_PORT and len(f) >= OFF_ELEMS + 4 * K
+            if f[OFF_UDP + 2 : OFF_UDP + 4] == _INA_PORT and len(f) >= OFF_ELEMS
             else None
         ),
         limit=4096,

@@ -193,7 +193,7 @@ class ParameterServer:
         job, task, _, flow, node, raw, *_ = INA_HEADER.unpack_from(query, OFF_INA)
         asker = Endpoint(bytes(query[6:12]), bytes(query[OFF_IP + 12 : OFF_IP + 16]))
         header = InaHeader(job, task, CONTROL, flow, node, raw, 0, aux=raw)
-        send(self.sock, build_frame(self.me, asker, header, bytes(4 * K), ECN_CE))
+        send(self.sock, build_frame(self.me, asker, header, ecn=ECN_CE))
         self.nacks_sent += 1
 
     def flows_per_fragment(self) -> float:

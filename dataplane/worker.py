@@ -353,7 +353,7 @@ class Worker:
             count,
             aux=aux,
         )
-        payload = self.rows[frag].tobytes() if flags == DATA else bytes(4 * K)
+        payload = self.rows[frag].tobytes() if flags == DATA else b""
         send(self.sock, build_frame(self.me, self.ps, header, payload))
         if self._depth is not None:
             self._depth.sent()

@@ -54,6 +54,7 @@ const bit<9> CPU_PORT = 510;
 const bit<8> PROTO_UDP = 17;
 const bit<16> INA_UDP_PORT = 20033;
 const bit<16> INA_UDP_LEN = 540;  // 8 (UDP) + 20 (INA header) + 4 * K
+const bit<16> SHORT_UDP_LEN = 28;  // 8 (UDP) + 20 (INA header): ACK, PROBE, CONTROL
 
 const bit<8> FLAG_DATA = 0x01;
 const bit<8> FLAG_RESULT = 0x02;
@@ -221,11 +222,21 @@ parser InaParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
         // The mark is kept apart while ingress looks at the kind; ingress puts it back.
         meta.congested = hdr.ina.flags & FLAG_CONGESTED;
         hdr.ina.flags = hdr.ina.flags & FLAG_KIND;
-        verify(hdr.udp.length == INA_UDP_LEN && hdr.ina.k == K, error.InaBadLength);
         verify(hdr.ina.flags == FLAG_DATA || hdr.ina.flags == FLAG_RESULT
                || hdr.ina.flags == FLAG_CONTROL || hdr.ina.flags == FLAG_ACK
                || hdr.ina.flags == FLAG_PROBE,
                error.InaBadFlags);
+        // Only a DATA or a RESULT carries the K elements; the other kinds end here.
+        bool elements = hdr.ina.flags == FLAG_DATA || hdr.ina.flags == FLAG_RESULT;
+        verify(elements ? (hdr.udp.length == INA_UDP_LEN && hdr.ina.k == K)
+                        : (hdr.udp.length == SHORT_UDP_LEN && hdr.ina.k == 0),
+               error.InaBadLength);
+        transition select(hdr.ina.k) {
+            0: accept;
+            default: parse_ina_data;
+        }
+    }
+    state parse_ina_data {
         packet.extract(hdr.ina_data);
         transition accept;
     }
@@ -566,8 +577,23 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             to_group = true;
         } else if (hdr.ina.isValid() && hdr.ina.flags != FLAG_CONTROL) {
             meta.verdict = V_PASS;
+            // A short packet (ACK, PROBE) gets room for the elements the slot's action may
+            // write: a loss query's repair leaves as a sum, its answer as a result.
+            bool short = !hdr.ina_data.isValid();
+            if (short) {
+                hdr.ina_data.setValid();
+                hdr.ina_data.elems0 = 0;
+                hdr.ina_data.elems1 = 0;
+            }
             if (region) {
                 ina_aggregate.apply();
+            }
+            if (meta.verdict == V_REPAIR || meta.verdict == V_RESULT) {
+                hdr.ina.k = K;
+                hdr.udp.length = INA_UDP_LEN;
+                hdr.ipv4.total_len = 20 + INA_UDP_LEN;
+            } else if (short) {
+                hdr.ina_data.setInvalid();
             }
             if (meta.verdict == V_COLLIDE || meta.verdict == V_NACK) {
                 if (meta.verdict == V_COLLIDE) {
@@ -678,7 +704,11 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta,
             }
         } else if (standard_metadata.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE
                 && hdr.ina.isValid()) {
-            hdr.ina.flags = FLAG_CONTROL;
+            hdr.ina.flags = FLAG_CONTROL;  // a short packet, as every CONTROL
+            hdr.ina_data.setInvalid();
+            hdr.ina.k = 0;
+            hdr.udp.length = SHORT_UDP_LEN;
+            hdr.ipv4.total_len = 20 + SHORT_UDP_LEN;
             hdr.ina.aux = meta.occupant;
             if (meta.nack == 1) {
                 hdr.ina.count = 0;

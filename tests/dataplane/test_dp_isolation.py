@@ -30,7 +30,16 @@ from test_dp_target import (
     _values,
 )
 
-from dataplane.frame import ACK, DATA, INA_UDP_PORT, PROBE, RESULT, InaHeader, kind_of
+from dataplane.frame import (
+    ACK,
+    DATA,
+    INA_UDP_PORT,
+    PROBE,
+    RESULT,
+    WITH_ELEMENTS,
+    InaHeader,
+    kind_of,
+)
 from dataplane.packet import INA
 
 pytestmark = pytest.mark.root
@@ -68,7 +77,7 @@ def _forged(flags: int, frag: int, flow: int, job: int = JOB_A, seed: int = 666)
             next_node=77,
             frag_id=frag,
             count=1 if flags == DATA else 2,
-            elements=[int(v) for v in _elements(seed)],
+            elements=[int(v) for v in _elements(seed)] if flags in WITH_ELEMENTS else [],
         )
     )
     return bytes(packet)

@@ -26,6 +26,7 @@ from test_dp_target import (
     _install_aggregation,
     _receive,
     _values,
+    well_formed,
 )
 from test_dp_target import _frame as _target_frame
 
@@ -138,6 +139,7 @@ def _nack_to(target: Target, host: int, frag: int) -> bool:
     return (
         (header.flags, header.count, header.frag_id, header.aux, header.flow_id)
         == (CONTROL, 0, frag, frag, host)
+        and well_formed(out[0])
         and out[0][OFF_IP + 1] & 3 == ECN_CE
         and out[0][OFF_IP + 16 : OFF_IP + 20] == HOSTS[host].ip
         and out[0][0:6] == HOSTS[host].mac
@@ -180,6 +182,7 @@ def test_a_target_sends_a_completed_sum_on_once_per_query_round(target: Target, 
     [again] = _receive(target.sockets[4], expect=1)
     header = InaHeader.unpack(again)
     assert (header.flags, header.flow_id, header.count, header.frag_id) == (DATA, OUT_FLOW, 2, 9)
+    assert well_formed(again), "the short query left as a sum with the K elements"
     np.testing.assert_array_equal(_values(again), a + b)
     _ask(target, 2, 9)
     assert _quiet(target), "round 1 was answered already"

@@ -15,11 +15,16 @@ from scapy.layers.l2 import Ether
 
 from dataplane import frame as wire
 from dataplane.frame import (
+    ACK,
     CONTROL,
     DATA,
     FRAME_LEN,
     INA_UDP_PORT,
     OFF_UDP,
+    PROBE,
+    RESULT,
+    SHORT_FRAME_LEN,
+    SHORT_UDP_LEN,
     Endpoint,
     InaHeader,
     K,
@@ -33,6 +38,8 @@ from dataplane.pipeline import COUNTERS, slot_of
 from dataplane.schema import P4INFO_PATH, Schema, SchemaError, load_p4info
 
 P4SRC = Path(__file__).resolve().parents[2] / "p4src"
+SRC = Endpoint(mac_bytes("02:00:00:00:00:01"), ip_bytes("10.0.0.1"))
+DST = Endpoint(mac_bytes("02:00:00:00:00:02"), ip_bytes("10.0.0.2"))
 
 
 def test_scapy_layer_matches_the_struct_codec() -> None:
@@ -81,10 +88,23 @@ def test_scapy_layer_matches_the_struct_codec() -> None:
     assert bytes(built) == raw
 
 
-def test_scapy_layer_names_flags_and_defaults_to_k_elements() -> None:
+def test_scapy_layer_names_flags_and_gives_elements_to_data_and_results_only() -> None:
     pkt = INA(flags=CONTROL)
     assert pkt.sprintf("%INA.flags%") == "control"
-    assert len(bytes(pkt)) == 20 + 4 * K
+    assert len(bytes(pkt)) == 20 and INA(bytes(pkt)).k == 0
+    for kind in (DATA, RESULT):
+        assert len(bytes(INA(flags=kind))) == 20 + 4 * K and INA(bytes(INA(flags=kind))).k == K
+
+
+@pytest.mark.parametrize("kind", [ACK, PROBE, CONTROL])
+def test_a_kind_without_elements_is_a_short_frame_the_scapy_layer_reads(kind: int) -> None:
+    header = InaHeader(3, 1, kind, 7, 9, 70000, 2, aux=5)
+    raw = build_frame(SRC, DST, header, bytes(4 * K))
+    assert len(raw) == SHORT_FRAME_LEN == 14 + 20 + SHORT_UDP_LEN
+    packet = Ether(raw)
+    assert packet[UDP].len == SHORT_UDP_LEN and packet[IP].len == 20 + SHORT_UDP_LEN
+    assert (packet[INA].flags, packet[INA].k, packet[INA].aux) == (kind, 0, 5)
+    assert not packet[INA].elements
 
 
 def test_slot_is_the_fragment_id_mod_the_region_so_neighbours_never_share_one() -> None:
@@ -206,6 +226,7 @@ def test_every_size_in_ina_p4_is_the_wire_modules() -> None:
         "PROTO_UDP": wire.PROTO_UDP,
         "INA_UDP_PORT": wire.INA_UDP_PORT,
         "INA_UDP_LEN": wire.INA_UDP_LEN,
+        "SHORT_UDP_LEN": wire.SHORT_UDP_LEN,
         "FLAG_DATA": wire.DATA,
         "FLAG_RESULT": wire.RESULT,
         "FLAG_CONTROL": wire.CONTROL,

@@ -32,6 +32,8 @@ from dataplane.frame import (
     CONTROL,
     DATA,
     ECN_CE,
+    FRAME_LEN,
+    INA_UDP_LEN,
     INA_UDP_PORT,
     MAX_FAN_IN,
     OFF_ELEMS,
@@ -40,7 +42,10 @@ from dataplane.frame import (
     PROBE,
     RESULT,
     RETRANSMITTED,
+    SHORT_FRAME_LEN,
+    SHORT_UDP_LEN,
     STALE_AFTER_SECONDS,
+    WITH_ELEMENTS,
     Endpoint,
     InaHeader,
     K,
@@ -134,6 +139,21 @@ def _frame(
 ) -> bytes:
     header = InaHeader(job, TASK, flags, flow, NEXT_NODE, frag, count, aux=aux)
     return build_frame(HOSTS[host], PS, header, elems.astype(">i4").tobytes())
+
+
+def well_formed(frame: bytes) -> bool:
+    """Whether `frame` has its kind's length in every header that says it (a DATA or RESULT
+    the K elements, any other kind none; p4src/README.md "Packet format"), checksum valid."""
+    header = InaHeader.unpack(frame)
+    elements = kind_of(header.flags) in WITH_ELEMENTS
+    udp_len = INA_UDP_LEN if elements else SHORT_UDP_LEN
+    return (
+        len(frame) == (FRAME_LEN if elements else SHORT_FRAME_LEN)
+        and int.from_bytes(frame[OFF_IP + 2 : OFF_IP + 4], "big") == 20 + udp_len
+        and int.from_bytes(frame[OFF_UDP + 4 : OFF_UDP + 6], "big") == udp_len
+        and header.k == (K if elements else 0)
+        and ipv4_checksum(frame[OFF_IP:OFF_UDP]) == 0
+    )
 
 
 def _receive(sock: socket.socket, wait: float = 0.5, expect: int | None = None) -> list[bytes]:
@@ -356,6 +376,7 @@ def test_collision_sends_control_to_the_sender_and_drops_data(target: Target, sw
     assert len(control) == 1
     header = InaHeader.unpack(control[0])
     assert (header.flags, header.frag_id, header.aux, header.flow_id) == (CONTROL, 11, 10, 2)
+    assert well_formed(control[0]), "a CONTROL is a short frame"
     assert control[0][OFF_IP + 1] & 0x3 == ECN_CE
     assert control[0][OFF_IP + 16 : OFF_IP + 20] == HOSTS[2].ip and control[0][0:6] == HOSTS[2].mac
     assert _receive(target.sockets[4], wait=0.2) == [] and _receive(target.sockets[1], wait=0) == []
@@ -737,7 +758,7 @@ def _answered_with_result(target: Target, frag: int, count: int) -> None:
         assert frame[0:6] == BROADCAST.mac
         assert frame[OFF_IP + 12 : OFF_IP + 16] == PS.ip
         assert frame[OFF_IP + 16 : OFF_IP + 20] == BROADCAST.ip
-        assert ipv4_checksum(frame[OFF_IP:OFF_UDP]) == 0
+        assert well_formed(frame), "a RESULT, from a short query too, carries the elements"
     assert _receive(target.sockets[4], wait=0.2) == [], "nothing toward the PS"
 
 
@@ -817,7 +838,15 @@ def _malformed_frames() -> list[bytes]:
         np.random.default_rng(0).integers(0, 256, len(good) - OFF_UDP - 8, dtype=np.uint8).tobytes()
     )
     garbage[OFF_UDP + 8 + 3] = 0x03  # two flags at once
-    return [truncated, bytes(bad_k), bytes(bad_udp_len), bytes(garbage)]
+    # A DATA cut to a short frame's lengths, and an ACK carrying elements (README lengths).
+    short_data = bytearray(_frame(1, 1, 1, _elements(1), flags=ACK))
+    short_data[OFF_UDP + 8 + 3] = DATA
+    long_ack = bytearray(good)
+    long_ack[OFF_UDP + 8 + 3] = ACK
+    return [truncated, bytes(bad_k), bytes(bad_udp_len), bytes(garbage)] + [
+        bytes(short_data),
+        bytes(long_ack),
+    ]
 
 
 def test_malformed_is_dropped_and_counted_and_the_target_keeps_serving(

@@ -50,9 +50,9 @@ from dataplane.frame import (
     BROADCAST,
     CPU_PORT,
     DATA,
-    FRAME_LEN,
     INA_HEADER,
     INA_UDP_PORT,
+    OFF_ELEMS,
     OFF_INA,
     OFF_UDP,
     PROBE,
@@ -391,7 +391,7 @@ class Emulation:
         mark_depth: int | None = None,
         stalls: Stalls = Stalls(),
         query: bool = True,
-        keep_results: bool = False,
+        keep_results: bool = True,
         repair_once: bool = False,
     ) -> None:
         self.network = network
@@ -623,7 +623,7 @@ class PsIntake:
         self.counts = dict.fromkeys(self.KINDS, 0)
 
     def receive(self, frame: bytes) -> None:
-        if frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT or len(frame) < FRAME_LEN:
+        if frame[OFF_UDP + 2 : OFF_UDP + 4] != _INA_PORT or len(frame) < OFF_ELEMS:
             return
         job, task, flags, flow, _, raw, *_ = INA_HEADER.unpack_from(frame, OFF_INA)
         flags = kind_of(flags)
@@ -725,10 +725,10 @@ def main(argv: list[str] | None = None) -> int:
         help="workers resend what they find lost without asking the switches first",
     )
     parser.add_argument(
-        "--keep-results",
+        "--no-keep-results",
         action="store_true",
-        help="a completed slot keeps the PS's RESULT passing it and answers a copy "
-        "or a loss query with it, down the tree (the embedded pipeline only)",
+        help="completed slots keep no RESULT and answer every copy or loss query with "
+        "the sum towards the PS (both targets keep results)",
     )
     parser.add_argument(
         "--repair-once",
@@ -762,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
         queue=args.queue,
         stalls=Stalls(args.stalls, args.stall_ms / 1000),
         query=not args.no_query,
-        keep_results=args.keep_results,
+        keep_results=not args.no_keep_results,
         repair_once=args.repair_once,
     )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
@@ -778,7 +778,7 @@ def main(argv: list[str] | None = None) -> int:
         row["exact"] = all(it.exact)
         row.update(it.recovery())
         row["plan_version"] = emulation.version
-        if args.keep_results:
+        if not args.no_keep_results:
             row["results_answered"] = sum(
                 s.pipeline.results_answered for s in emulation.switches.values()
             )
