@@ -156,7 +156,7 @@ class Pipeline:
         self,
         clock: Callable[[], float] = time.monotonic,
         keep_results: bool = True,
-        repair_once: bool = False,
+        repair_once: bool = True,
     ) -> None:
         # Seconds for the slots' `time` (README 4.2); a simulation passes its virtual clock.
         self.clock = clock
@@ -165,7 +165,8 @@ class Pipeline:
         # Off only to measure the pipeline without it.
         self.keep_results = keep_results
         # A completed slot sends its sum on again for a loss query's first round only: a
-        # later round is more often a peer's loss than this sum's (`_query`). Simulation only.
+        # later round is more often a peer's loss than this sum's (`_query`; README 4.2, as
+        # ina.p4 does). Off only to measure the pipeline without it.
         self.repair_once = repair_once
         self.results_answered = 0  # repairs answered with a kept RESULT
         self.reset()

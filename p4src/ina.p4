@@ -409,13 +409,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bool query = hdr.ina.flags == FLAG_PROBE && hdr.ina.count != 0;
         bool q_free = (bitmap == 0 && owner == 0) || stale;
         bool q_done = query && !q_free && same && bitmap == 0;
-        bool repair = q_done && hdr.ina.count > repaired;
+        // ... unless the PS's RESULT for this fragment passed since: that RESULT leaves instead.
+        bool kept = kept_flow != 0 && kept_frag == hdr.ina.frag_id && kept_task == hdr.ina.task;
+        // The sum goes on again for the first round only (a later one is more often a peer's
+        // loss than this sum's); a kept RESULT answers every new round.
+        bool repair = q_done && hdr.ina.count > repaired && (kept || repaired == 0);
         bool q_held = !q_free && same && bitmap != 0 && (bitmap & member) != 0;
         bool nack = query && (q_free || (same && bitmap != 0 && !q_held));
         bool quiet = (q_done && !repair) || (query && q_held);
-        bool resend = again || repair;  // the stored sum leaves again
-        // ... unless the PS's RESULT for this fragment passed since: that RESULT leaves instead.
-        bool kept = kept_flow != 0 && kept_frag == hdr.ina.frag_id && kept_task == hdr.ina.task;
+        bool resend = again || repair;  // the stored sum leaves again, or the kept RESULT
         bool answer = resend && kept;
 
         slot_frag.write(meta.cell, take ? hdr.ina.frag_id : frag);

@@ -142,7 +142,12 @@ def test_fig1_at_five_percent_sends_fewer_repairs_into_the_ps() -> None:
     finished_sums = []
     for keep in (False, True):
         it = Emulation(
-            network, Impairments(loss=0.05), seed=0, plan=plan, keep_results=keep
+            network,
+            Impairments(loss=0.05),
+            seed=0,
+            plan=plan,
+            keep_results=keep,
+            repair_once=False,  # the rule alone
         ).iteration(0, 0.25, timeout=120)
         assert it.seconds is not None, it.waiting
         assert all(it.exact) and (it.finished, it.miscounted) == (it.fragments, 0)
@@ -163,4 +168,4 @@ def test_with_repair_once_only_the_first_query_round_sends_the_sum_on() -> None:
     assert (port, InaHeader.unpack(copy).flags, InaHeader.unpack(copy).count) == (OUT_PORT, DATA, 2)
     pipeline.process(0, _result(7, 16, 99))  # once the result passed, every round gets it
     assert _is_kept_result(pipeline.process(2, _frame(2, 7, PROBE, count=3)), 7, 16, 99)
-    assert not Pipeline().repair_once
+    assert Pipeline().repair_once

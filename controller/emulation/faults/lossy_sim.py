@@ -392,7 +392,7 @@ class Emulation:
         stalls: Stalls = Stalls(),
         query: bool = True,
         keep_results: bool = True,
-        repair_once: bool = False,
+        repair_once: bool = True,
     ) -> None:
         self.network = network
         self.query = query  # workers send loss queries (`Worker.query`)
@@ -731,10 +731,10 @@ def main(argv: list[str] | None = None) -> int:
         "the sum towards the PS (both targets keep results)",
     )
     parser.add_argument(
-        "--repair-once",
+        "--repair-every-round",
         action="store_true",
-        help="a completed slot sends its sum on again for a loss query's first round "
-        "only, not for every round (the embedded pipeline only)",
+        help="a completed slot sends its sum on again for every loss query round, not "
+        "for the first only (both targets repair once)",
     )
     parser.add_argument(
         "--cut",
@@ -763,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
         stalls=Stalls(args.stalls, args.stall_ms / 1000),
         query=not args.no_query,
         keep_results=not args.no_keep_results,
-        repair_once=args.repair_once,
+        repair_once=not args.repair_every_round,
     )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:
