@@ -843,7 +843,11 @@ def _malformed_frames() -> list[bytes]:
     short_data[OFF_UDP + 8 + 3] = DATA
     long_ack = bytearray(good)
     long_ack[OFF_UDP + 8 + 3] = ACK
-    return [truncated, bytes(bad_k), bytes(bad_udp_len), bytes(garbage)] + [
+    return [
+        truncated,
+        bytes(bad_k),
+        bytes(bad_udp_len),
+        bytes(garbage),
         bytes(short_data),
         bytes(long_ack),
     ]
