@@ -24,6 +24,7 @@ from dataplane.frame import (
     ETHERTYPE_IPV4,
     ETHERTYPE_LLDP,
     FLAGS,
+    HELD,
     INA_HEADER,
     INA_UDP_LEN,
     INA_UDP_PORT,
@@ -154,6 +155,7 @@ class Pipeline:
         clock: Callable[[], float] = time.monotonic,
         keep_results: bool = True,
         repair_once: bool = False,
+        pass_queries: bool = False,
     ) -> None:
         # Seconds for the slots' `time` (README 4.2); a simulation passes its virtual clock.
         self.clock = clock
@@ -164,6 +166,12 @@ class Pipeline:
         # A completed slot sends its sum on again for a loss query's first round only: a
         # later round is more often a peer's loss than this sum's (`_query`). Simulation only.
         self.repair_once = repair_once
+        # A loss query passes a completed slot on towards the PS (as a PROBE, no sum) and a
+        # partial sum holding the asker's contribution answers it HELD (`_query`): only the PS
+        # knows whether the sums above it arrived, and on the 4-leaf/4-spine the sums a
+        # completed slot sent on for a peer's loss were most of the PS's intake. Not in
+        # ina.p4 yet (docs/reliability/loss.md, "Queries pass completed slots").
+        self.pass_queries = pass_queries
         self.results_answered = 0  # repairs answered with a kept RESULT
         self.reset()
 
@@ -365,6 +373,8 @@ class Pipeline:
                 return []
             if result == "nack":
                 return self._control(port, frame, frag, count=0)
+            if result == "held":
+                return self._control(port, frame, frag, count=HELD)
             assert isinstance(result, bytes)
             frame = result
             flow = action.out_flow
@@ -439,11 +449,16 @@ class Pipeline:
         holding the asker's bit: the loss is a peer's, nothing to do; a slot another fragment
         took since: this one left, the query goes on as a PROBE does, for the next
         aggregation point to answer; otherwise (a partial sum without the asker's bit, a free
-        or stale slot) the asker's contribution is missing here: "nack", answered towards it."""
+        or stale slot) the asker's contribution is missing here: "nack", answered towards it.
+        With `pass_queries` a completed slot passes the query on unchanged (the next
+        aggregation point or the PS answers) and a partial sum holding the asker's bit
+        answers "held", so the asker waits instead of resending a copy."""
         s = self.slots
         if (s.bitmap[cell] == 0 and s.tag[cell] == 0) or stale:
             return "nack"
         if s.frag[cell] != frag or s.tag[cell] != act.tag:
+            return self._emit(frame, act, None, None)
+        if s.bitmap[cell] == 0 and self.pass_queries:
             return self._emit(frame, act, None, None)
         if s.bitmap[cell] == 0:
             if rounds <= s.repaired[cell] or (self.repair_once and s.repaired[cell]):
@@ -453,7 +468,7 @@ class Pipeline:
                 frame, act, s.count[cell] & 0xFFFF, s.values[cell], s.mark[cell] | mark, DATA
             )
         if s.bitmap[cell] & act.member:
-            return None
+            return "held" if self.pass_queries else None
         return "nack"
 
     @staticmethod

@@ -328,6 +328,7 @@ class Iteration:
     nacks: int = 0
     # Frames full queues dropped on every link during the iteration, by `LOST_KINDS`.
     queue_drops: dict[str, int] = field(default_factory=dict)
+    held: int = 0  # HELD answers the workers received: a peer's loss, no copy sent
 
     @property
     def resends(self) -> int:
@@ -393,6 +394,7 @@ class Emulation:
         query: bool = True,
         keep_results: bool = False,
         repair_once: bool = False,
+        pass_queries: bool = False,
     ) -> None:
         self.network = network
         self.query = query  # workers send loss queries (`Worker.query`)
@@ -416,7 +418,7 @@ class Emulation:
         self.watchers: list[SimPlan] = []
         self._ps: ParameterServer | None = None
         for name in network.switches:
-            pipeline = Pipeline(lambda: self.clock.now, keep_results, repair_once)
+            pipeline = Pipeline(lambda: self.clock.now, keep_results, repair_once, pass_queries)
             entities = Entities(schema, pipeline)
             for entity in programs[name].entities():
                 entities.write(p4r.Update(type=INSERT, entity=entity.encode(finsy_schema)))
@@ -591,6 +593,7 @@ class Emulation:
             sum(s.worker.stats.queries for _, s in workers),
             sum(s.worker.stats.nacks for _, s in workers),
             {k: n - dropped_before[k] for k, n in self.lost_by_kind("dropped").items()},
+            sum(s.worker.stats.held for _, s in workers),
         )
 
     def _stall(self, agent: SimSwitch | SimWorker) -> None:
@@ -737,6 +740,13 @@ def main(argv: list[str] | None = None) -> int:
         "only, not for every round (the embedded pipeline only)",
     )
     parser.add_argument(
+        "--pass-queries",
+        action="store_true",
+        help="a completed slot passes a loss query on towards the PS instead of sending "
+        "its sum, and a partial sum holding the asker's contribution answers HELD "
+        "(the embedded pipeline only)",
+    )
+    parser.add_argument(
         "--cut",
         metavar="U-V",
         help="cut link U-V during the last iteration; the plan is recomputed "
@@ -764,6 +774,7 @@ def main(argv: list[str] | None = None) -> int:
         query=not args.no_query,
         keep_results=args.keep_results,
         repair_once=args.repair_once,
+        pass_queries=args.pass_queries,
     )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:
