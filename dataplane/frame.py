@@ -57,6 +57,9 @@ RETRANSMITTED = 1
 CONTRIBUTOR_SHIFT = 1
 FLAGS = frozenset((DATA, RESULT, CONTROL, ACK, PROBE))
 WITH_ELEMENTS = frozenset((DATA, RESULT))  # the kinds that carry the K elements
+# `count` of a CONTROL that answers a loss query with "held" (p4src/README.md, Flags): the
+# asker's contribution is held where the query stopped, waiting for a peer's; a NACK has 0.
+HELD = 0xFFFF
 # Bit 7 of `flags` beside the kind (p4src/README.md, "Congestion mark"): a switch sets it on a
 # DATA, ACK, PROBE or RESULT that found at least the port's threshold of frames queued ahead of
 # it, aggregation ORs it over the contributions, the PS echoes it in the result. Its own bit, not

@@ -24,6 +24,7 @@ from dataplane.frame import (
     ETHERTYPE_IPV4,
     ETHERTYPE_LLDP,
     FLAGS,
+    HELD,
     INA_HEADER,
     INA_UDP_LEN,
     INA_UDP_PORT,
@@ -156,7 +157,7 @@ class Pipeline:
         self,
         clock: Callable[[], float] = time.monotonic,
         keep_results: bool = True,
-        repair_once: bool = True,
+        pass_queries: bool = True,
     ) -> None:
         # Seconds for the slots' `time` (README 4.2); a simulation passes its virtual clock.
         self.clock = clock
@@ -164,10 +165,13 @@ class Pipeline:
         # (`_keep_result`, `_answer_with_result`; README steps 3 and 4.2, as ina.p4 does).
         # Off only to measure the pipeline without it.
         self.keep_results = keep_results
-        # A completed slot sends its sum on again for a loss query's first round only: a
-        # later round is more often a peer's loss than this sum's (`_query`; README 4.2, as
-        # ina.p4 does). Off only to measure the pipeline without it.
-        self.repair_once = repair_once
+        # A loss query passes a completed slot on towards the PS (as a PROBE, no sum) and a
+        # partial sum holding the asker's contribution answers it HELD (`_query`; README
+        # 4.2, as ina.p4 does): only the PS knows whether the sums above it arrived, and on
+        # the 4-leaf/4-spine the sums completed slots sent on for a peer's loss were most of
+        # the PS's intake. Off only to measure the pipeline without it (a completed slot
+        # then sends its sum on once per query round, a held one stays silent).
+        self.pass_queries = pass_queries
         self.results_answered = 0  # repairs answered with a kept RESULT
         self.reset()
 
@@ -374,6 +378,8 @@ class Pipeline:
                 return []
             if result == "nack":
                 return self._control(port, frame, frag, count=0)
+            if result == "held":
+                return self._control(port, frame, frag, count=HELD)
             assert isinstance(result, bytes)
             frame = result
             flow = action.out_flow
@@ -443,26 +449,30 @@ class Pipeline:
         stale: bool,
     ) -> bytes | str | None:
         """A loss query (a PROBE with its round in `count`, README 4.2): whose loss is it?
-        Completed here: the loss is further on, and the stored sum goes on again as a DATA,
-        once per round (the sum is repaired here, not by every worker below); a partial sum
-        holding the asker's bit: the loss is a peer's, nothing to do; a slot another fragment
-        took since: this one left, the query goes on as a PROBE does, for the next
-        aggregation point to answer; otherwise (a partial sum without the asker's bit, a free
-        or stale slot) the asker's contribution is missing here: "nack", answered towards it."""
+        Completed here: the loss is further on, the query goes on as a PROBE does, for the
+        next aggregation point or the PS to answer (a slot that kept the PS's RESULT answered
+        before, `_answer_with_result`); a slot another fragment took since: this one left,
+        the query goes on the same way; a partial sum holding the asker's bit: the loss is a
+        peer's, "held", answered towards the asker, who waits; otherwise (a partial sum
+        without the asker's bit, a free or stale slot) the asker's contribution is missing
+        here: "nack", answered towards it. Without `pass_queries` a completed slot sends its
+        stored sum on as a DATA once per round instead, and a held one stays silent."""
         s = self.slots
         if (s.bitmap[cell] == 0 and s.tag[cell] == 0) or stale:
             return "nack"
         if s.frag[cell] != frag or s.tag[cell] != act.tag:
             return self._emit(frame, act, None, None)
+        if s.bitmap[cell] == 0 and self.pass_queries:
+            return self._emit(frame, act, None, None)
         if s.bitmap[cell] == 0:
-            if rounds <= s.repaired[cell] or (self.repair_once and s.repaired[cell]):
+            if rounds <= s.repaired[cell]:
                 return None
             s.repaired[cell] = rounds
             return self._emit(
                 frame, act, s.count[cell] & 0xFFFF, s.values[cell], s.mark[cell] | mark, DATA
             )
         if s.bitmap[cell] & act.member:
-            return None
+            return "held" if self.pass_queries else None
         return "nack"
 
     @staticmethod

@@ -5,8 +5,9 @@ PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 workers, and sends one RESULT per fragment that the switches multicast to the workers, under the
 task's result flow id (published by the controller as `result_flow_id`). A DATA, ACK or PROBE
 for a finished fragment makes it send the result again (a worker lost it); a loss query (a PROBE
-with a round in `count`) for an unfinished fragment whose flow it has not counted gets a NACK
-back to its sender. It keeps no timer: recovery is the workers' (dataplane/recovery.py).
+with a round in `count`) for an unfinished fragment gets a NACK back to its sender when the PS
+has not counted its flow, else HELD (the loss is another flow's: the asker waits). It keeps
+no timer: recovery is the workers' (dataplane/recovery.py).
 
 Congestion: a result carries the congestion mark (p4src/README.md, "Congestion mark") when any
 sum the PS added into it came marked, and a result sent again carries the mark of the packet
@@ -36,6 +37,7 @@ from dataplane.frame import (
     ECN_CE,
     ELEMS_END,
     FLOW_IDS_PER_GENERATION,
+    HELD,
     INA_HEADER,
     OFF_ELEMS,
     OFF_INA,
@@ -112,6 +114,7 @@ class ParameterServer:
     duplicates_ignored: int = 0
     miscounted: int = 0
     nacks_sent: int = 0  # answers to loss queries: the asker's contribution is missing here
+    held_sent: int = 0  # answers to loss queries: the asker's flow is counted, a peer's is not
     epoch: int = 0  # the iteration; fragments of other iterations are ignored
     offset: int = 0  # wire index of this PS's first fragment (its shard's place in the model)
 
@@ -159,8 +162,7 @@ class ParameterServer:
             return
         done = self.finished_at[frag]
         if flags == PROBE and count and not done:
-            if (flow, frag) not in self.seen:
-                self._nack(frame)
+            self._nack(frame, HELD if (flow, frag) in self.seen else 0)
             return
         if flags in (ACK, PROBE) or (flags == DATA and done):
             self.duplicates_ignored += flags == DATA
@@ -187,14 +189,15 @@ class ParameterServer:
             # is the last contribution to arrive along the fragment's slowest path.
             self._send_result(frag, aux, CONGESTED if self.marked[frag] else 0)
 
-    def _nack(self, query: bytes) -> None:
+    def _nack(self, query: bytes, count: int = 0) -> None:
         """Answer a loss query to its sender as a switch does (p4src/README.md, PROBE): a
-        CONTROL with `count` 0 naming the fragment, ECN CE as every CONTROL."""
+        CONTROL with `count` 0 (NACK) or HELD naming the fragment, ECN CE as every CONTROL."""
         job, task, _, flow, node, raw, *_ = INA_HEADER.unpack_from(query, OFF_INA)
         asker = Endpoint(bytes(query[6:12]), bytes(query[OFF_IP + 12 : OFF_IP + 16]))
-        header = InaHeader(job, task, CONTROL, flow, node, raw, 0, aux=raw)
+        header = InaHeader(job, task, CONTROL, flow, node, raw, count, aux=raw)
         send(self.sock, build_frame(self.me, asker, header, ecn=ECN_CE))
-        self.nacks_sent += 1
+        self.nacks_sent += not count
+        self.held_sent += count == HELD
 
     def flows_per_fragment(self) -> float:
         """Distinct (flow, fragment) contributions that reached the PS per fragment: how many

@@ -30,6 +30,14 @@ the timeout counts from the query. The contributors ask in turns (`Worker._turn`
 once, the others a round trip apart each, so that a lost result, which every contributor
 below the loss misses, is asked about (and its sum sent into the PS) about once; the loser
 of a contribution still resends on its NACK at once.
+
+HELD (`Worker.hold`): with `Pipeline(pass_queries=True)` a completed slot passes a query on
+towards the PS instead of sending its sum, a partial sum holding the asker's contribution
+answers HELD, and the PS answers HELD when it has counted the asker's flow: the loss is a
+peer's. The asker then sends no copy; it asks again an RTO later (doubled per HELD). On the
+4-leaf/4-spine the PS receives three sums per fragment, and the sums that completed slots sent
+on for a peer's loss (and the copies after QUERY_ROUNDS silent queries) were most of what its
+link carried under loss (docs/reliability/loss.md, "Queries pass completed slots").
 """
 
 from __future__ import annotations

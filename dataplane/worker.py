@@ -51,6 +51,7 @@ from dataplane.frame import (
     DATA,
     ELEMS_END,
     FRAME_LEN,
+    HELD,
     INA_HEADER,
     OFF_ELEMS,
     OFF_INA,
@@ -118,6 +119,7 @@ class WorkerStats:
     timed_out: int = 0  # retransmission timeouts
     queries: int = 0  # loss queries sent (`Worker.query`)
     nacks: int = 0  # NACKs received: the path named this worker's contribution missing
+    held: int = 0  # HELD answers received: its contribution is there, a peer's is missing
     seconds: float = 0.0
 
 
@@ -206,6 +208,8 @@ class Worker:
     # NACK may be lost, or the repair late; a window full of fragments waiting for answers
     # sends nothing whose result would show it)
     _reask: list[tuple[float, int]] = field(default_factory=list)
+    # fragment -> (HELD answers since its last send, when it is asked about again)
+    held: dict[int, tuple[int, float]] = field(default_factory=dict)
     controlled: dict[int, float] = field(default_factory=dict)  # fragment -> next CONTROL resend
     timeouts: dict[int, int] = field(default_factory=dict)  # fragment -> timeouts so far
     # fragments sent exactly once -> when: the only round trips sampled (Karn's rule)
@@ -463,6 +467,7 @@ class Worker:
         """Send `frag` again; its next deadline is the RTO backed off by its timeouts so far."""
         self._send(frag)
         self.resent.add(frag)
+        self.held.pop(frag, None)  # its own copy goes: no longer only waiting for a peer
         self.sent_once.pop(frag, None)
         self._track(frag, now, now + self.rtt.backed_off(self.timeouts.get(frag, 0)))
 
@@ -606,6 +611,8 @@ class Worker:
             self._lose(frag)
         while (due := self._next_reask()) is not None and due <= now:
             frag = heapq.heappop(self._reask)[1]
+            if due < self.held.get(frag, (0, 0.0))[1]:
+                continue  # a re-ask of a query answered HELD since: the hold asks again
             if self.asked.get(frag, 0) < QUERY_ROUNDS:
                 self._ask(frag, now)
                 continue
@@ -703,6 +710,32 @@ class Worker:
             self._send(frag, PROBE)
             self.stats.probes += 1
 
+    def hold(self, raw_frag: int, now: float) -> None:
+        """A switch or the PS answered a loss query HELD: this worker's contribution (or the
+        sum it is in) is there and the fragment waits for a peer's, whom the path NACKs. No
+        copy then, and no query for a while: the rounds start over after an RTO, doubled with
+        every HELD since the fragment's last send (at most BACKOFF_CEILING), in case the peer's
+        repair or this worker's copy of the result is lost. From the second HELD on, after
+        a copy of its own, and at the tail, a PROBE goes too: the PS answers it with the
+        result if it has one (a copy may have opened a partial sum that nobody completes, and
+        that sum answers HELD until it goes stale)."""
+        epoch, wire = split_frag_id(raw_frag)
+        frag = wire - self.offset
+        if epoch != self.epoch or not 0 <= frag < len(self.rows) or self.got[frag]:
+            return
+        self.stats.held += 1
+        if frag not in self.last_asked or frag not in self.outstanding:
+            return  # resent since its query: that copy answers
+        times = self.held.get(frag, (0, 0.0))[0] + 1
+        until = now + min(BACKOFF_CEILING, self.rto * 2 ** (times - 1))
+        self.held[frag] = (times, until)
+        self.asked[frag] = 0
+        if times >= 2 or frag in self.resent or self._tail():
+            self._send(frag, PROBE)
+            self.stats.probes += 1
+        self.outstanding[frag] = max(self.outstanding.pop(frag), until + self.rto)
+        heapq.heappush(self._reask, (until, frag))
+
     def receive(self, flags: int, flow: int, raw_frag: int, frame: bytes, now: float) -> None:
         """A RESULT, or the CONTROL of a collision, of this worker's task."""
         epoch, wire = split_frag_id(raw_frag)
@@ -717,6 +750,7 @@ class Worker:
             waiting = self.lost.pop(frag, None)
             self.ahead.discard(frag)
             asked = self.last_asked.pop(frag, None)
+            self.held.pop(frag, None)
             sent = self.sent_once.pop(frag, None)
             # Karn's rule across workers (`aux`, p4src/README.md): a result that a
             # retransmission completed waited for a recovery, and one that a peer's DATA
@@ -854,6 +888,9 @@ def dispatch(
         return
     if flags == CONTROL and count == 0:  # a NACK: the answer to a loss query
         shard.nack(raw, now)
+        return
+    if flags == CONTROL and count == HELD:  # the other answer: the loss is a peer's
+        shard.hold(raw, now)
         return
     if flags == CONTROL:
         shard.stats.controls += 1

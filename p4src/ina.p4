@@ -74,9 +74,13 @@ const bit<4> V_DUP = 4;       // contribution already counted
 const bit<4> V_COLLIDE = 5;   // slot busy with another fragment
 const bit<4> V_AGAIN = 6;     // a copy of a contribution to a completed slot: the sum onward again
 const bit<4> V_NACK = 7;      // loss query, the asker's contribution is missing here: NACK it
-const bit<4> V_REPAIR = 8;    // loss query at a completed slot, new round: the sum onward as DATA
-const bit<4> V_QUIET = 9;     // loss query answered already, or a peer's loss: dropped
+const bit<4> V_HELD = 8;      // loss query, the asker's contribution is held here: HELD back
+const bit<4> V_QUIET = 9;     // loss query whose round the kept RESULT answered already: dropped
 const bit<4> V_RESULT = 10;   // copy or loss query at a completed slot that kept the PS's RESULT
+
+// `count` of the CONTROL that answers a loss query whose asker's contribution is held (a NACK
+// has 0): the fragment waits for a peer's.
+const bit<16> HELD = 0xFFFF;
 
 // `aux` of a RESULT sent again: no worker takes its round trip as a sample (dataplane/rto.py).
 const bit<32> AUX_RETRANSMITTED = 1;
@@ -174,8 +178,10 @@ struct metadata_t {
     bit<16> next_node;
     @field_list(1)  // FL_CONTROL
     bit<32> occupant;
-    @field_list(1)  // FL_CONTROL: the CONTROL is a loss query's NACK (count 0)
-    bit<1> nack;
+    @field_list(1)  // FL_CONTROL: the CONTROL answers a loss query (NACK or HELD)
+    bit<1> answer;
+    @field_list(1)  // FL_CONTROL: ... with HELD (count 0xFFFF), not a NACK (count 0)
+    bit<1> held;
     bit<8> congested;   // the packet's congestion mark (FLAG_CONGESTED or 0), kept apart
     bit<19> mark_depth; // the egress port's `mark_threshold`
 }
@@ -409,14 +415,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bool query = hdr.ina.flags == FLAG_PROBE && hdr.ina.count != 0;
         bool q_free = (bitmap == 0 && owner == 0) || stale;
         bool q_done = query && !q_free && same && bitmap == 0;
-        // ... unless the PS's RESULT for this fragment passed since: that RESULT leaves instead.
+        // The PS's RESULT for this fragment passed since it completed here: a copy or a new
+        // query round gets that RESULT. Without it, a completed slot passes the query on
+        // towards the PS (V_OUT): only the PS knows whether the sums above arrived.
         bool kept = kept_flow != 0 && kept_frag == hdr.ina.frag_id && kept_task == hdr.ina.task;
-        // The sum goes on again for the first round only (a later one is more often a peer's
-        // loss than this sum's); a kept RESULT answers every new round.
-        bool repair = q_done && hdr.ina.count > repaired && (kept || repaired == 0);
+        bool repair = q_done && kept && hdr.ina.count > repaired;
         bool q_held = !q_free && same && bitmap != 0 && (bitmap & member) != 0;
         bool nack = query && (q_free || (same && bitmap != 0 && !q_held));
-        bool quiet = (q_done && !repair) || (query && q_held);
+        bool held = query && q_held;
+        bool quiet = q_done && kept && !repair;
         bool resend = again || repair;  // the stored sum leaves again, or the kept RESULT
         bool answer = resend && kept;
 
@@ -447,17 +454,18 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         // Nested conditionals in parentheses: p4c groups an unparenthesised chain left to right.
         meta.verdict = collide ? V_COLLIDE
                      : (nack ? V_NACK
+                     : (held ? V_HELD
                      : (answer ? V_RESULT
-                     : (repair ? V_REPAIR
                      : (quiet ? V_QUIET
                      : (dup ? V_DUP
                      : (again ? V_AGAIN
                      : (done ? V_DONE
                      : (take ? V_PARTIAL
                      : V_OUT))))))));
-        // A NACK names the queried fragment, a collision's CONTROL the occupying one.
-        meta.occupant = nack ? hdr.ina.frag_id : frag;
-        meta.nack = nack ? 1w1 : 1w0;
+        // An answer names the queried fragment, a collision's CONTROL the occupying one.
+        meta.occupant = (nack || held) ? hdr.ina.frag_id : frag;
+        meta.answer = (nack || held) ? 1w1 : 1w0;
+        meta.held = held ? 1w1 : 1w0;
         meta.out_flow = answer ? kept_flow : out_flow;
         meta.next_node = answer ? 16w0 : next_node;
     }
@@ -590,14 +598,15 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             if (region) {
                 ina_aggregate.apply();
             }
-            if (meta.verdict == V_REPAIR || meta.verdict == V_RESULT) {
+            if (meta.verdict == V_RESULT) {
                 hdr.ina.k = K;
                 hdr.udp.length = INA_UDP_LEN;
                 hdr.ipv4.total_len = 20 + INA_UDP_LEN;
             } else if (short) {
                 hdr.ina_data.setInvalid();
             }
-            if (meta.verdict == V_COLLIDE || meta.verdict == V_NACK) {
+            if (meta.verdict == V_COLLIDE || meta.verdict == V_NACK
+                    || meta.verdict == V_HELD) {
                 if (meta.verdict == V_COLLIDE) {
                     collisions.count(pipe);
                 }
@@ -630,8 +639,6 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
                     aggregations_completed.count(pipe);
                 } else if (meta.verdict == V_AGAIN) {
                     duplicates.count(pipe);
-                } else if (meta.verdict == V_REPAIR) {
-                    hdr.ina.flags = FLAG_DATA;  // the stored sum, like a copy of a contribution
                 }
                 if (meta.verdict != V_PASS) {
                     // The UDP source port is the flow id on every INA packet (README).
@@ -668,8 +675,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
 
 // *** EGRESS
 // Only the I2E clone is rewritten: it becomes the ECN-marked CONTROL packet naming the
-// fragment (and, in aux, the fragment occupying the slot; for a loss query's NACK, the queried
-// fragment, with count 0) and goes back toward the sender.
+// fragment (and, in aux, the fragment occupying the slot; for a loss query's answer, the
+// queried fragment, with count 0 for a NACK and HELD for a held contribution) and goes back
+// toward the sender.
 
 // Every other INA packet but CONTROL is marked congested when it found at least the port's
 // threshold of packets queued ahead of it (README "Congestion mark").
@@ -712,8 +720,8 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta,
             hdr.udp.length = SHORT_UDP_LEN;
             hdr.ipv4.total_len = 20 + SHORT_UDP_LEN;
             hdr.ina.aux = meta.occupant;
-            if (meta.nack == 1) {
-                hdr.ina.count = 0;
+            if (meta.answer == 1) {
+                hdr.ina.count = meta.held == 1 ? HELD : 16w0;
             }
             bit<48> mac = hdr.ethernet.dst_addr;
             hdr.ethernet.dst_addr = hdr.ethernet.src_addr;

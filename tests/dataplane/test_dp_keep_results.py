@@ -147,7 +147,7 @@ def test_fig1_at_five_percent_sends_fewer_repairs_into_the_ps() -> None:
             seed=0,
             plan=plan,
             keep_results=keep,
-            repair_once=False,  # the rule alone
+            pass_queries=False,  # the rule alone: completed slots repair every round
         ).iteration(0, 0.25, timeout=120)
         assert it.seconds is not None, it.waiting
         assert all(it.exact) and (it.finished, it.miscounted) == (it.fragments, 0)
@@ -155,17 +155,18 @@ def test_fig1_at_five_percent_sends_fewer_repairs_into_the_ps() -> None:
     assert finished_sums[1] < finished_sums[0] / 3, finished_sums
 
 
-def test_with_repair_once_only_the_first_query_round_sends_the_sum_on() -> None:
-    """`repair_once`: the sum goes on again for the first query round only; a later round
-    waits (more likely a peer's loss), a resent copy still gets the sum."""
+def test_a_query_passes_a_completed_slot_until_its_result_passed_then_gets_it() -> None:
+    """A completed slot passes a query on towards the PS (no sum: only the PS knows whether
+    it has it), a resent copy still gets the sum, and once the PS's RESULT passed every new
+    query round gets it."""
     pipeline = _pipeline()
-    pipeline.repair_once = True
     _completed(pipeline)
-    [(port, again)] = pipeline.process(1, _frame(1, 7, PROBE, count=1))
-    assert (port, InaHeader.unpack(again).flags) == (OUT_PORT, DATA)
-    assert pipeline.process(2, _frame(2, 7, PROBE, count=2)) == []
+    [(port, on)] = pipeline.process(1, _frame(1, 7, PROBE, count=1))
+    assert (port, InaHeader.unpack(on).flags, InaHeader.unpack(on).count) == (OUT_PORT, PROBE, 1)
     [(port, copy)] = pipeline.process(2, _frame(2, 7, value=4))
     assert (port, InaHeader.unpack(copy).flags, InaHeader.unpack(copy).count) == (OUT_PORT, DATA, 2)
-    pipeline.process(0, _result(7, 16, 99))  # once the result passed, every round gets it
-    assert _is_kept_result(pipeline.process(2, _frame(2, 7, PROBE, count=3)), 7, 16, 99)
-    assert Pipeline().repair_once
+    pipeline.process(0, _result(7, 16, 99))
+    assert _is_kept_result(pipeline.process(2, _frame(2, 7, PROBE, count=1)), 7, 16, 99)
+    assert pipeline.process(1, _frame(1, 7, PROBE, count=1)) == [], "round 1 was answered"
+    assert _is_kept_result(pipeline.process(2, _frame(2, 7, PROBE, count=2)), 7, 16, 99)
+    assert Pipeline().pass_queries

@@ -37,6 +37,7 @@ from dataplane.frame import (
     CONTROL,
     DATA,
     ECN_CE,
+    HELD,
     OFF_ELEMS,
     OFF_IP,
     PROBE,
@@ -89,18 +90,18 @@ def test_a_query_missing_from_a_partial_sum_is_answered_towards_its_asker() -> N
     pipeline = _pipeline()
     assert pipeline.process(2, _frame(2, 7)) == []  # flow 2's contribution waits in the slot
     assert _is_nack(pipeline.process(IN_PORT, _query(1, 7)), IN_PORT, 7)
-    assert pipeline.process(2, _query(2, 7)) == [], "flow 2's own is there: a peer's loss"
+    [(_, held)] = pipeline.process(2, _query(2, 7))  # flow 2's own is there: a peer's loss
+    assert (InaHeader.unpack(held).flags, InaHeader.unpack(held).count) == (CONTROL, HELD)
 
 
 def test_a_query_finding_no_partial_sum_is_answered_too() -> None:
     assert _is_nack(_pipeline().process(IN_PORT, _query(1, 7)), IN_PORT, 7)
 
 
-@pytest.mark.parametrize("repair_once", [True, False])
-def test_a_query_at_a_completed_slot_sends_the_sum_on_once(repair_once: bool) -> None:
-    """For the first round only (the default, as ina.p4), or once per round."""
+def test_without_passing_a_query_at_a_completed_slot_sends_the_sum_on_once_per_round() -> None:
+    """`pass_queries` off (the default passes it on: test_dp_held.py)."""
     pipeline = _pipeline()
-    pipeline.repair_once = repair_once
+    pipeline.pass_queries = False
     pipeline.process(1, _frame(1, 7, value=3))
     [(port, done)] = pipeline.process(2, _frame(2, 7, value=4))
     [(port, again)] = pipeline.process(1, _query(1, 7))
@@ -108,7 +109,7 @@ def test_a_query_at_a_completed_slot_sends_the_sum_on_once(repair_once: bool) ->
     assert (port, header.flags, header.flow_id, header.count) == (OUT_PORT, DATA, OUT_FLOW, 2)
     assert again[OFF_ELEMS:] == done[OFF_ELEMS:] == np.full(K, 7, ">i4").tobytes()
     assert pipeline.process(2, _query(2, 7)) == [], "round 1 was answered already"
-    assert len(pipeline.process(2, _query(2, 7, rounds=2))) == (0 if repair_once else 1)
+    assert len(pipeline.process(2, _query(2, 7, rounds=2))) == 1
 
 
 def test_a_query_whose_slot_another_fragment_took_goes_on_for_the_next_hop() -> None:
@@ -131,17 +132,18 @@ def _ask(target: Target, host: int, frag: int, rounds: int = 1) -> None:
     )
 
 
-def _nack_to(target: Target, host: int, frag: int) -> bool:
-    """One NACK back to `host`. bmv2 clones to each replica a clone session was ever given,
-    and the fixture inserts the sessions again after each test's pipeline reset
-    (p4lang/behavioral-model#891): there, copies of the one NACK are allowed."""
+def _nack_to(target: Target, host: int, frag: int, count: int = 0) -> bool:
+    """One NACK (or with `count` HELD, one HELD) back to `host`. bmv2 clones to each replica
+    a clone session was ever given, and the fixture inserts the sessions again after each
+    test's pipeline reset (p4lang/behavioral-model#891): there, copies of the one answer are
+    allowed."""
     out = _receive(target.sockets[host], wait=0.5)
     if not out or out != [out[0]] * len(out) or (len(out) > 1 and target.kind != "bmv2"):
         return False
     header = InaHeader.unpack(out[0])
     return (
         (header.flags, header.count, header.frag_id, header.aux, header.flow_id)
-        == (CONTROL, 0, frag, frag, host)
+        == (CONTROL, count, frag, frag, host)
         and well_formed(out[0])
         and out[0][OFF_IP + 1] & 3 == ECN_CE
         and out[0][OFF_IP + 16 : OFF_IP + 20] == HOSTS[host].ip
@@ -160,7 +162,8 @@ def test_a_target_answers_a_query_missing_from_a_partial_sum(target: Target, sw:
     _ask(target, 1, 7)
     assert _nack_to(target, 1, 7), "flow 1's contribution is missing: a NACK back to it"
     _ask(target, 2, 7)
-    assert _quiet(target), "flow 2's own is there: a peer's loss, the query is dropped"
+    assert _nack_to(target, 2, 7, HELD), "flow 2's own is there: a peer's loss, HELD back"
+    assert _quiet(target)
     target.sockets[1].send(_target_frame(1, 7, 1, _elements(1)))  # the resend completes it
     out = _receive(target.sockets[4], expect=1)
     np.testing.assert_array_equal(_values(out[0]), _elements(1) + _elements(2))
@@ -175,27 +178,32 @@ def test_a_target_answers_a_query_finding_no_partial_sum(target: Target, sw: Cli
 
 
 @pytest.mark.root
-def test_a_target_sends_a_completed_sum_on_for_the_first_query_round_only(
+def test_a_target_passes_a_query_at_a_completed_slot_on_towards_the_ps(
     target: Target, sw: Client
 ) -> None:
+    """Only the PS knows whether the sum above arrived: the query goes on, every round, as
+    a short PROBE under the outgoing flow id; a resent copy still gets the sum."""
     _install_aggregation(sw, {1: 0, 2: 0})
     a, b = _elements(1), _elements(2)
     target.sockets[1].send(_target_frame(1, 9, 1, a))
     target.sockets[2].send(_target_frame(2, 9, 2, b))
     assert len(_receive(target.sockets[4], expect=1)) == 1
-    _ask(target, 1, 9)
-    [again] = _receive(target.sockets[4], expect=1)
-    header = InaHeader.unpack(again)
-    assert (header.flags, header.flow_id, header.count, header.frag_id) == (DATA, OUT_FLOW, 2, 9)
-    assert well_formed(again), "the short query left as a sum with the K elements"
-    np.testing.assert_array_equal(_values(again), a + b)
-    _ask(target, 2, 9)
-    assert _quiet(target), "round 1 was answered already"
-    _ask(target, 2, 9, rounds=2)
-    assert _quiet(target), "a later round is more often a peer's loss: dropped"
+    for host, rounds in ((1, 1), (2, 1), (2, 2)):
+        _ask(target, host, 9, rounds)
+        [on] = _receive(target.sockets[4], expect=1)
+        header = InaHeader.unpack(on)
+        assert (header.flags, header.flow_id, header.count, header.frag_id) == (
+            PROBE,
+            OUT_FLOW,
+            rounds,
+            9,
+        )
+        assert well_formed(on) and _quiet(target)
     target.sockets[2].send(_target_frame(2, 9, 2, b))  # a copy still gets the sum
-    assert len(_receive(target.sockets[4], expect=1)) == 1
-    assert sw.counter("duplicates") == [1, 0, 0, 0], "a repair is not a duplicate, a copy is"
+    [again] = _receive(target.sockets[4], expect=1)
+    assert well_formed(again) and InaHeader.unpack(again).flags == DATA
+    np.testing.assert_array_equal(_values(again), a + b)
+    assert sw.counter("duplicates") == [1, 0, 0, 0], "a query is not a duplicate, a copy is"
 
 
 @pytest.mark.root
@@ -282,7 +290,9 @@ def test_the_ps_answers_a_query_for_a_flow_it_has_not_counted_and_repeats_a_resu
     ps = ParameterServer(sock, DST, Task(JOB, TASK), 2, 4, result_flow_id=99)  # type: ignore[arg-type]
     ps.handle(_frame(2, 1))
     ps.handle(_query(2, 1))
-    assert sock == [], "flow 2 is counted: the loss is another flow's"
+    [held] = sock  # flow 2 is counted: the loss is another flow's (test_dp_held.py)
+    assert (InaHeader.unpack(held).flags, InaHeader.unpack(held).count) == (CONTROL, HELD)
+    del sock[:]
     ps.handle(_query(1, 1))
     [nack] = sock
     header = InaHeader.unpack(nack)

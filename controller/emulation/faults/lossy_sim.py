@@ -328,6 +328,7 @@ class Iteration:
     nacks: int = 0
     # Frames full queues dropped on every link during the iteration, by `LOST_KINDS`.
     queue_drops: dict[str, int] = field(default_factory=dict)
+    held: int = 0  # HELD answers the workers received: a peer's loss, no copy sent
 
     @property
     def resends(self) -> int:
@@ -392,7 +393,7 @@ class Emulation:
         stalls: Stalls = Stalls(),
         query: bool = True,
         keep_results: bool = True,
-        repair_once: bool = True,
+        pass_queries: bool = True,
     ) -> None:
         self.network = network
         self.query = query  # workers send loss queries (`Worker.query`)
@@ -416,7 +417,7 @@ class Emulation:
         self.watchers: list[SimPlan] = []
         self._ps: ParameterServer | None = None
         for name in network.switches:
-            pipeline = Pipeline(lambda: self.clock.now, keep_results, repair_once)
+            pipeline = Pipeline(lambda: self.clock.now, keep_results, pass_queries)
             entities = Entities(schema, pipeline)
             for entity in programs[name].entities():
                 entities.write(p4r.Update(type=INSERT, entity=entity.encode(finsy_schema)))
@@ -591,6 +592,7 @@ class Emulation:
             sum(s.worker.stats.queries for _, s in workers),
             sum(s.worker.stats.nacks for _, s in workers),
             {k: n - dropped_before[k] for k, n in self.lost_by_kind("dropped").items()},
+            sum(s.worker.stats.held for _, s in workers),
         )
 
     def _stall(self, agent: SimSwitch | SimWorker) -> None:
@@ -731,10 +733,11 @@ def main(argv: list[str] | None = None) -> int:
         "the sum towards the PS (both targets keep results)",
     )
     parser.add_argument(
-        "--repair-every-round",
+        "--no-pass-queries",
         action="store_true",
-        help="a completed slot sends its sum on again for every loss query round, not "
-        "for the first only (both targets repair once)",
+        help="a completed slot sends its sum on again for each loss query round and a "
+        "partial sum holding the asker's contribution stays silent (both targets pass "
+        "queries on and answer HELD)",
     )
     parser.add_argument(
         "--cut",
@@ -763,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         stalls=Stalls(args.stalls, args.stall_ms / 1000),
         query=not args.no_query,
         keep_results=not args.no_keep_results,
-        repair_once=not args.repair_every_round,
+        pass_queries=not args.no_pass_queries,
     )
     cut = tuple(args.cut.split("-", 1)) if args.cut else None
     if cut and cut not in emulation.links:
