@@ -23,21 +23,21 @@ each resending on detection made 3-5 resends per lost frame. With queries a work
 a fragment lost sends a loss query along its data path instead (a PROBE whose `count` is the
 query's round, p4src/README.md): the first aggregation point whose partial sum lacks its
 contribution answers with a NACK and only then does it resend; one that completed the
-fragment sends its stored sum on again (the lost sum or result is repaired there, once per
-round); one holding its contribution drops the query (a peer's loss, the peer is answered).
-Unanswered for REASK_PTOS PTOs it asks again, and after QUERY_ROUNDS queries it resends;
+fragment passes the query on (or answers with the PS's RESULT if it kept it); one holding its
+contribution answers HELD (a peer's loss, the peer is NACKed), and so does the PS when it has
+counted the asker's flow. Unanswered for REASK_PTOS PTOs it asks again, and after
+QUERY_ROUNDS queries it resends;
 the timeout counts from the query. The contributors ask in turns (`Worker._turn`): one at
 once, the others a round trip apart each, so that a lost result, which every contributor
 below the loss misses, is asked about (and its sum sent into the PS) about once; the loser
 of a contribution still resends on its NACK at once.
 
-HELD (`Worker.hold`): with `Pipeline(pass_queries=True)` a completed slot passes a query on
-towards the PS instead of sending its sum, a partial sum holding the asker's contribution
-answers HELD, and the PS answers HELD when it has counted the asker's flow: the loss is a
-peer's. The asker then sends no copy; it asks again an RTO later (doubled per HELD). On the
-4-leaf/4-spine the PS receives three sums per fragment, and the sums that completed slots sent
-on for a peer's loss (and the copies after QUERY_ROUNDS silent queries) were most of what its
-link carried under loss (docs/reliability/loss.md, "Queries pass completed slots").
+HELD (`Worker.hold`): the asker sends no copy; it asks again an RTO later (doubled per HELD).
+A completed slot passes queries on rather than sending its sum (both targets,
+`Pipeline.pass_queries`): on the 4-leaf/4-spine the PS receives three sums per fragment, and
+the sums that completed slots sent on for a peer's loss (and the copies after QUERY_ROUNDS
+silent queries) were most of what its link carried under loss (docs/reliability/loss.md,
+"Queries pass completed slots").
 """
 
 from __future__ import annotations
