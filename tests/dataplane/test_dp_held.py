@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 from conftest import ROOT
 from test_dp_fastpath import DST, JOB, OUT_FLOW, OUT_PORT, SRC, TASK, aggregating
+from test_dp_nack import _asking_worker, _Sent
 
 from controller.emulation.faults.lossy_sim import Emulation, Impairments
 from controller.model.network import load_topology
@@ -28,16 +29,11 @@ from dataplane.frame import (
     Task,
     build_frame,
 )
-from dataplane.gradients import frag_id, fragments
+from dataplane.gradients import frag_id
 from dataplane.pipeline import Pipeline
 from dataplane.ps import ParameterServer
 from dataplane.recovery import QUERY_ROUNDS
-from dataplane.worker import Worker, dispatch
-
-
-class _Sent(list):
-    def send(self, frame: bytes) -> None:
-        self.append(frame)
+from dataplane.worker import dispatch
 
 
 def _frame(flow: int, frag: int, flags: int = DATA, count: int = 1, value: int = 0) -> bytes:
@@ -110,26 +106,6 @@ def test_the_ps_answers_held_for_a_flow_it_has_counted_of_an_unfinished_fragment
     assert (ps.held_sent, ps.nacks_sent) == (1, 0)
 
 
-def _worker() -> tuple[Worker, _Sent]:
-    sock = _Sent()
-    rows = fragments(np.arange(20 * K, dtype=np.int32))
-    worker = Worker(
-        sock,  # type: ignore[arg-type]
-        SRC,
-        DST,
-        Task(JOB, TASK),
-        1,
-        0,
-        rows,
-        timeout=0.5,
-        query=True,
-        queued=lambda: 0,
-    )
-    worker.start(0.0)
-    worker.pump(0.0)  # fragments 0-15 in flight, 4 left: not yet the tail
-    return worker, sock
-
-
 def _held(frag: int) -> bytes:
     header = InaHeader(JOB, TASK, CONTROL, 1, 0, frag_id(0, frag), HELD, aux=frag_id(0, frag))
     return build_frame(DST, SRC, header, bytes(4 * K))
@@ -145,7 +121,7 @@ def _sent(sock: _Sent, frag: int) -> list[tuple[int, int]]:
 def test_a_held_fragment_is_asked_about_again_an_rto_later_and_never_copied() -> None:
     """Unanswered queries were resent after QUERY_ROUNDS (4-leaf/4-spine, 5 %: 11 666 copies
     of contributions their first hop held, each a sum into the PS)."""
-    worker, sock = _worker()
+    worker, sock = _asking_worker(contributor=0, peers=0)
     worker._declare_lost(3, 0.1)  # no peers given: asked at once
     del sock[:]
     dispatch([worker], {(JOB, TASK): worker}, _held(3), 0.12)
