@@ -123,7 +123,8 @@ class Slots:
         self.touched = [0.0] * cells  # monotonic seconds of the last contribution or duplicate
         self.values = [0] * cells  # the K int32 partial sums as one integer (see _LANE_HIGH)
         self.mark = [0] * cells  # CONGESTED if any contribution summed here carried the mark
-        # the highest loss-query round a completed sum was sent on again for (README 4.2)
+        # the highest loss-query round a kept RESULT (or, without `pass_queries`, the completed
+        # sum) answered (README 4.2)
         self.repaired = [0] * cells
         # `Pipeline.keep_results`: the PS's RESULT that passed, per slot index (not cell: it
         # may enter by another pipe than its task's), as ina.p4's `result_*` registers; flow 0:
@@ -298,7 +299,7 @@ class Pipeline:
             self._count("duplicates", cell // SLOTS_PER_PIPE)
         self.results_answered += 1
         flow = s.kept_flow[index]
-        out = _with_elements(frame, s.kept_values[index])
+        out = bytearray(_full_headers(frame)) + s.kept_values[index].to_bytes(4 * K, "big")
         # From the PS (the asker's destination) to every worker (broadcast), as the PS's.
         out[0:6], out[6:12] = b"\xff" * 6, frame[0:6]
         out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
@@ -491,9 +492,8 @@ class Pipeline:
         (_, dport, length, _, job, task, flags, _, _, frag, old_count, k, aux) = (
             _UDP_INA.unpack_from(frame, OFF_UDP)
         )
-        if values is not None and length == SHORT_UDP_LEN:  # IPv4 total length to match
-            frame = b"".join((frame[: OFF_IP + 2], _FULL_IP_LEN, frame[OFF_IP + 4 : OFF_ELEMS]))
-            length, k = INA_UDP_LEN, K
+        if values is not None and length == SHORT_UDP_LEN:
+            frame, length, k = _full_headers(frame), INA_UDP_LEN, K
         head = _UDP_INA.pack(
             act.out_flow,
             dport,
@@ -547,15 +547,12 @@ class Pipeline:
         return []
 
 
-def _with_elements(frame: bytes, values: int) -> bytearray:
-    """`frame`'s headers followed by `values` as its K elements, with the lengths of a frame
-    that carries them (a short query turned into a sum or a result; `k` and the IPv4
-    checksum are the caller's)."""
-    out = bytearray(frame[:OFF_ELEMS])
-    out += values.to_bytes(4 * K, "big")
-    struct.pack_into("!H", out, OFF_IP + 2, 20 + INA_UDP_LEN)
-    struct.pack_into("!H", out, OFF_UDP + 4, INA_UDP_LEN)
-    return out
+def _full_headers(frame: bytes) -> bytes:
+    """`frame`'s headers up to its elements, with the IPv4 total length of a frame that
+    carries them: a short query turned into a sum or a result. Its caller appends the
+    elements and packs the UDP and INA headers (UDP length, `k`); egress redoes the
+    checksum."""
+    return b"".join((frame[: OFF_IP + 2], _FULL_IP_LEN, frame[OFF_IP + 4 : OFF_ELEMS]))
 
 
 def _with_checksum(frame: bytes) -> bytes:

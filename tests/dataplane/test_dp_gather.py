@@ -168,32 +168,22 @@ def test_egress_depth_decides_every_mark_as_a_read_per_frame_would(threshold, st
             assert (depth.at(threshold) >= threshold) == (queue[0] >= threshold)
 
 
-def test_egress_depth_reads_once_while_the_queue_stays_low():
+@pytest.mark.parametrize("waiting, reads_expected", [(0, 1), (2, LEARNING_READS)])
+def test_egress_depth_reads_sparsely_unless_a_busy_queue_teaches_a_frame_s_charge(
+    waiting: int, reads_expected: int
+) -> None:
+    """Below the threshold one read bounds the queue for the frames sent after it. But a read
+    that finds frames waiting may have seen several frames since the last one and taken them
+    for one (the backlog learns a frame's charge from the reads): while the queue holds
+    frames, the next LEARNING_READS reads come one per frame sent, then sparse again."""
     reads = [0]
 
     def read() -> int:
         reads[0] += 1
-        return 0
+        return waiting
 
     depth = EgressDepth(read)
     for _ in range(100):
         assert depth.at(500) < 500
         depth.sent()
-    assert reads[0] == 1
-
-
-def test_egress_depth_reads_every_frame_while_a_busy_queue_teaches_a_frame_s_charge():
-    """A read that finds frames waiting may have seen several frames since the last one and
-    taken them for one (the backlog learns a frame's charge from the reads): while the queue
-    holds frames, the next LEARNING_READS reads come one per frame sent, then sparse again."""
-    reads = [0]
-
-    def read() -> int:
-        reads[0] += 1
-        return 2
-
-    depth = EgressDepth(read)
-    for _ in range(100):
-        assert depth.at(500) < 500
-        depth.sent()
-    assert reads[0] == LEARNING_READS
+    assert reads[0] == reads_expected
