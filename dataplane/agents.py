@@ -448,6 +448,7 @@ def cmd_ps(args: argparse.Namespace) -> int:
         "duplicates_ignored": ps.duplicates_ignored,
         "miscounted": ps.miscounted,
         "results_sent": ps.results_sent,
+        "queries_quiet": ps.queries_quiet,
         "flows_per_fragment": ps.flows_per_fragment(),
         "seconds": round(time.monotonic() - start, 3),
         **_ps_check(args, ps, elements),

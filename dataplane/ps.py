@@ -4,10 +4,13 @@ PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
 workers, and sends one RESULT per fragment that the switches multicast to the workers, under the
 task's result flow id (published by the controller as `result_flow_id`). A DATA, ACK or PROBE
-for a finished fragment makes it send the result again (a worker lost it); a loss query (a PROBE
-with a round in `count`) for an unfinished fragment gets a NACK back to its sender when the PS
-has not counted its flow, else HELD (the loss is another flow's: the asker waits). It keeps
-no timer: recovery is the workers' (dataplane/recovery.py).
+for a finished fragment makes it send the result again (a worker lost it), a loss query (a PROBE
+with a round in `count`) once per round, as a switch's kept RESULT answers: the peers of a
+contributor whose loss delayed the fragment ask in the same round, their queries cross the
+result on its way down, and each sent it to every worker again. A loss query for an
+unfinished fragment gets a NACK back to its sender when the PS has not counted its flow, else
+HELD (the loss is another flow's: the asker waits). It keeps no timer: recovery is the
+workers' (dataplane/recovery.py).
 
 Congestion: a result carries the congestion mark (p4src/README.md, "Congestion mark") when any
 sum the PS added into it came marked, and a result sent again carries the mark of the packet
@@ -115,6 +118,7 @@ class ParameterServer:
     miscounted: int = 0
     nacks_sent: int = 0  # answers to loss queries: the asker's contribution is missing here
     held_sent: int = 0  # answers to loss queries: the asker's flow is counted, a peer's is not
+    queries_quiet: int = 0  # loss queries of a finished fragment whose round was answered
     epoch: int = 0  # the iteration; fragments of other iterations are ignored
     offset: int = 0  # wire index of this PS's first fragment (its shard's place in the model)
 
@@ -123,6 +127,7 @@ class ParameterServer:
         self.finished_at = [False] * self.fragments  # per fragment: finished
         self.marked = [False] * self.fragments  # a sum of it came marked
         self.payloads = [bytes(4 * K)] * self.fragments  # finished sums, as on the wire
+        self.answered = [0] * self.fragments  # per finished fragment: last query round answered
 
     @property
     def done(self) -> np.ndarray:
@@ -164,6 +169,11 @@ class ParameterServer:
         if flags == PROBE and count and not done:
             self._nack(frame, HELD if (flow, frag) in self.seen else 0)
             return
+        if flags == PROBE and count:
+            if count <= self.answered[frag]:
+                self.queries_quiet += 1
+                return
+            self.answered[frag] = count
         if flags in (ACK, PROBE) or (flags == DATA and done):
             self.duplicates_ignored += flags == DATA
             if done:
