@@ -24,8 +24,12 @@ a fragment lost sends a loss query along its data path instead (a PROBE whose `c
 query's round, p4src/README.md): the first aggregation point whose partial sum lacks its
 contribution answers with a NACK and only then does it resend; one that completed the
 fragment passes the query on (or answers with the PS's RESULT if it kept it); one holding its
-contribution answers HELD (a peer's loss, the peer is NACKed), and so does the PS when it has
-counted the asker's flow. Unanswered for REASK_PTOS PTOs it asks again, and after
+contribution answers HELD (a peer's loss: the peer's own query is NACKed), and so does the PS
+when it has counted the asker's flow. The PS answers a query about a finished fragment with
+the result once per round, as a kept RESULT does: the peers of a late contributor ask in the
+same round, their queries crossed the result on its way down, and a result sent to every
+worker for each of them made bursts that bmv2's queues dropped (docs/reliability/loss.md,
+"The PS answers each query round once"). Unanswered for REASK_PTOS PTOs it asks again, and after
 QUERY_ROUNDS queries it resends;
 the timeout counts from the query. The contributors ask in turns (`Worker._turn`): one at
 once, the others a round trip apart each, so that a lost result, which every contributor

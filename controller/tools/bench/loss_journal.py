@@ -68,12 +68,19 @@ def iteration_record(it: IterationResult) -> dict:
         # loss queries sent and NACKs received (Worker.query): not resends
         "queries": sum(r.get("queries", 0) for r in reports),
         "nacks": sum(r.get("nacks", 0) for r in reports),
+        # HELD answers received, and results that came with the congestion mark
+        "held": sum(r.get("held", 0) for r in reports),
+        "marked": sum(r.get("marked", 0) for r in reports),
         # the workers' retransmission timeout at the end of the iteration (median, ms)
         "rto_ms": statistics.median(r.get("rto_ms", 0) for r in reports),
         "fragments": it.ps_report.get("fragments", 0),
         "fragments_finished": it.ps_report.get("finished", 0),
         "miscounted": it.ps_report.get("miscounted", 0),
         "duplicates_ignored_at_ps": it.ps_report.get("duplicates_ignored", 0),
+        # results the PS sent (one per fragment, more for repairs) and query rounds it had
+        # answered already (dataplane/ps.py)
+        "results_sent_by_ps": it.ps_report.get("results_sent", 0),
+        "queries_quiet_at_ps": it.ps_report.get("queries_quiet", 0),
         "workers": len(it.worker_reports),
     }
 
