@@ -28,7 +28,7 @@ contribution answers HELD (a peer's loss: the peer's own query is NACKed), and s
 when it has counted the asker's flow. The PS answers a query about a finished fragment with
 the result once per round, as a kept RESULT does: the peers of a late contributor ask in the
 same round, their queries crossed the result on its way down, and a result sent to every
-worker for each of them made bursts that bmv2's queues dropped (docs/reliability/loss.md,
+worker for each of them doubled bmv2's 4-leaf/4-spine at 1 % loss (docs/reliability/loss.md,
 "The PS answers each query round once"). Unanswered for REASK_PTOS PTOs it asks again, and after
 QUERY_ROUNDS queries it resends;
 the timeout counts from the query. The contributors ask in turns (`Worker._turn`): one at
