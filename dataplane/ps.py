@@ -5,10 +5,9 @@ PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 workers, and sends one RESULT per fragment that the switches multicast to the workers, under the
 task's result flow id (published by the controller as `result_flow_id`). A DATA, ACK or PROBE
 for a finished fragment makes it send the result again (a worker lost it), a loss query (a PROBE
-with a round in `count`) once per round from the second on, as a switch's kept RESULT answers
-once per round: the peers of a contributor whose loss delayed the fragment ask in the same
-round, their queries cross the result on its way down, and each sent it to every worker
-again. A loss query for an
+with a round in `count`) once per round, as a switch's kept RESULT answers: the peers of a
+contributor whose loss delayed the fragment ask in the same round, their queries cross the
+result on its way down, and each sent it to every worker again. A loss query for an
 unfinished fragment gets a NACK back to its sender when the PS has not counted its flow, else
 HELD (the loss is another flow's: the asker waits). It keeps no timer: recovery is the
 workers' (dataplane/recovery.py).
@@ -128,11 +127,7 @@ class ParameterServer:
         self.finished_at = [False] * self.fragments  # per fragment: finished
         self.marked = [False] * self.fragments  # a sum of it came marked
         self.payloads = [bytes(4 * K)] * self.fragments  # finished sums, as on the wire
-        # Per fragment, the last query round answered with the result. The result itself
-        # answers the first: a first-round query that finds the fragment finished crossed the
-        # result on its way (a third of the queries of bmv2's 4-leaf/4-spine at 1 % loss),
-        # and a worker that lost its copy asks again.
-        self.answered = [1] * self.fragments
+        self.answered = [0] * self.fragments  # per finished fragment: last query round answered
 
     @property
     def done(self) -> np.ndarray:

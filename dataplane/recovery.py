@@ -26,8 +26,7 @@ contribution answers with a NACK and only then does it resend; one that complete
 fragment passes the query on (or answers with the PS's RESULT if it kept it); one holding its
 contribution answers HELD (a peer's loss: the peer's own query is NACKed), and so does the PS
 when it has counted the asker's flow. The PS answers a query about a finished fragment with
-the result once per round from the second on (the result itself answers the first), as a kept
-RESULT answers once per round: the peers of a late contributor ask in the
+the result once per round, as a kept RESULT does: the peers of a late contributor ask in the
 same round, their queries crossed the result on its way down, and a result sent to every
 worker for each of them doubled bmv2's 4-leaf/4-spine at 1 % loss (docs/reliability/loss.md,
 "The PS answers each query round once"). Unanswered for REASK_PTOS PTOs it asks again, and after
