@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 from conftest import leaf_spine_doc
 from hypothesis import HealthCheck, event, given, settings
@@ -210,6 +211,15 @@ def _topology_is_usable_or_rejected(doc) -> None:
 @given(mutated(TOPOLOGY))
 def test_mutated_topologies_are_usable_or_rejected(doc):
     _topology_is_usable_or_rejected(doc)
+
+
+def test_a_node_name_with_a_line_break_is_rejected_in_one_line():
+    """A case the fuzzing found: the location names the link by its nodes' names."""
+    doc = copy.deepcopy(TOPOLOGY)
+    doc["links"][0]["a"] = "\n"
+    with pytest.raises(InputError) as exc:
+        build_network(doc, "fuzz.yaml")
+    _rejected(exc.value, "fuzz.yaml")
 
 
 @settings(FUZZ, max_examples=EXAMPLES // 4)

@@ -57,8 +57,14 @@ class InputError(Exception):
 
     def __init__(self, source: str, where: str, problem: str):
         self.source, self.where, self.problem = source, where, problem
-        location = f" at {where}" if where else ""
+        location = f" at {_printable(where)}" if where else ""
         super().__init__(f"{source}{location}: {problem}")
+
+
+def _printable(text: str) -> str:
+    """`text` with control characters escaped: a location names the user's nodes, and a name
+    with a line break in it must not break the one-line message."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def read_text(path: str | Path, error: type[InputError] = InputError) -> str:
