@@ -166,10 +166,10 @@ class ParameterServer:
         ):
             return
         done = self.finished_at[frag]
-        if flags == PROBE and count and not done:
-            self._nack(frame, HELD if (flow, frag) in self.seen else 0)
-            return
-        if flags == PROBE and count:
+        if flags == PROBE and count:  # a loss query
+            if not done:
+                self._nack(frame, HELD if (flow, frag) in self.seen else 0)
+                return
             if count <= self.answered[frag]:
                 self.queries_quiet += 1
                 return
