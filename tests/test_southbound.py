@@ -79,3 +79,29 @@ def test_a_plan_change_cut_off_by_a_closing_channel_is_finished_when_the_switch_
 
     assert asyncio.run(scenario()) == []
     assert driver.problems == []
+
+
+def test_a_reinstall_that_times_out_on_a_busy_switch_is_tried_again(embedded_switch_process):
+    """A reinstall whose reads time out (the switch stopped, its channel still up) leaves the
+    switch unprogrammed with the reason; once the switch answers again the driver reinstalls
+    on its own: nothing else would, since the channel never dropped."""
+    address, proc = embedded_switch_process
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    programs, _ = compile_plan(network, _fig1_plan())
+    driver = InaSwitchDriver(SwitchTarget("S1", address), programs["S1"])
+
+    async def scenario() -> list[str]:
+        async with Controller([driver.switch]):
+            await asyncio.wait_for(driver.ready.wait(), 30)
+            proc.send_signal(signal.SIGSTOP)
+            await asyncio.wait_for(driver.reinstall(), 30)  # finsy's reads time out in 10 s
+            assert not driver.installed and driver.problems, driver.problems
+            assert driver.switch.is_up  # no reconnect will reconcile it
+            proc.send_signal(signal.SIGCONT)
+            async with asyncio.timeout(30):
+                while len(driver.pushes) < 2:
+                    await asyncio.sleep(0.1)
+            assert driver.installed and driver.problems == []
+            return await verify(driver.switch, driver.program)
+
+    assert asyncio.run(scenario()) == []

@@ -81,6 +81,12 @@ TRANSIENT = (
 )
 
 
+# A reinstall that failed on a transient answer (`TRANSIENT`) while the channel stayed up is
+# tried again after this many seconds, doubled per failure up to the ceiling.
+REINSTALL_RETRY_SECONDS = 1.0
+REINSTALL_RETRY_CEILING = 8.0
+
+
 class SouthboundError(RuntimeError):
     """A switch that cannot be programmed; the message names the switch."""
 
@@ -129,6 +135,9 @@ class InaSwitchDriver:
     switch: Switch = field(init=False)
     started: float = field(default_factory=time.monotonic)
     _reading: asyncio.Task | None = field(default=None, init=False, repr=False)
+    # The last reinstall failed on an answer a retry may change (`_reinstall_later`).
+    install_failed_transiently: bool = False
+    _retrying: asyncio.Task | None = field(default=None, init=False, repr=False)
     _installing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -175,6 +184,9 @@ class InaSwitchDriver:
         if self._reading is not None:  # a read on the old channel: the next poll starts anew
             self._reading.cancel()
             self._reading = None
+        if self._retrying is not None:  # the reconnect's ready handler reconciles instead
+            self._retrying.cancel()
+            self._retrying = None
         LOG.warning(
             "%s: P4Runtime channel down; the switch is not programmed until it is back",
             self.target.name,
@@ -340,11 +352,16 @@ class InaSwitchDriver:
                 self.problems = [f"{sw.name} refused the plan's entries: {reason}"]
                 self.installed = False
                 self.ready.set()
+                code = exc.code if isinstance(exc, P4ClientError) else GRPCStatusCode.CANCELLED
+                self.install_failed_transiently = code in TRANSIENT
+                if self.install_failed_transiently and self._retrying is None:
+                    self._retrying = asyncio.create_task(self._reinstall_later())
                 return
             self.problems = await verify(sw, self.program)
         self.pushes.append(time.perf_counter() - started)
         self.ready_at = time.monotonic()
         self.installed = self.responsive = True
+        self.install_failed_transiently = False
         self.answered_at = time.monotonic()
         self.failure = self.failure_code = None
         self.failure_repeats = 0
@@ -358,6 +375,23 @@ class InaSwitchDriver:
         self.ready.set()
         if self.on_programmed:
             self.on_programmed()
+
+    async def _reinstall_later(self) -> None:
+        """Reinstall after a transient failure (a busy switch let a read or write time out)
+        while the channel stays up: nothing else would, since only a reconnect or a switch
+        back from failing runs `reinstall`. Backs off from REINSTALL_RETRY_SECONDS to
+        REINSTALL_RETRY_CEILING until a reinstall succeeds or fails for good; a channel that
+        drops ends it (`_on_down`: the reconnect reconciles)."""
+        wait = REINSTALL_RETRY_SECONDS
+        try:
+            while self.switch.is_up and self.switch.is_primary and self.install_failed_transiently:
+                await asyncio.sleep(wait)
+                LOG.warning("%s: reinstalling (%s)", self.target.name, "; ".join(self.problems))
+                await self.reinstall()
+                wait = min(2 * wait, REINSTALL_RETRY_CEILING)
+        finally:
+            if self._retrying is asyncio.current_task():
+                self._retrying = None
 
 
 class FailureReports(logging.Filter):

@@ -221,7 +221,7 @@ def _injector(
                     return
                 time.sleep(0.02)
         except RunnerError as exc:  # recorded: this thread's exceptions would be lost
-            event["error"] = str(exc)[:500]
+            event["error"] = str(exc)[:2000]
 
     return inject
 
