@@ -34,8 +34,12 @@ def judged(network, plan):
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(exponent=st.floats(-9, 9), scheme=st.sampled_from(GRID))
 @example(exponent=-9.0, scheme="grid")
+@example(exponent=0.3, scheme="grid")  # T = 2: the LP at T alone drew 1.8 Gbps at best
+@example(exponent=0.375, scheme="grid")  # T = 2.37: it drew 2.25
 def test_any_maximum_sending_rate_gives_a_plan_capped_at_it(exponent, scheme):
-    """T from 1e-9 (the smallest accepted) to 1e9 Gbps: GRID Fig. 1 reaches min(T, 3)."""
+    """T from 1e-9 (the smallest accepted) to 1e9 Gbps: GRID Fig. 1 reaches min(T, 3).
+    `grid-opt` proves it; `grid`'s two draws of seed 0 at T = B_α reach 3, and a lower T
+    never gives less than them capped at T (the next test)."""
     t = 10.0**exponent
     network = load_topology(EXAMPLES / "grid-fig1.yaml")
     plan = solve(
@@ -45,6 +49,21 @@ def test_any_maximum_sending_rate_gives_a_plan_capped_at_it(exponent, scheme):
     )
     judged(network, plan)
     assert plan.objective == pytest.approx(min(t, 3.0), rel=1e-6)
+
+
+@pytest.mark.parametrize("t", [1.6, 2.0, 2.37, 2.9])
+def test_a_lower_t_never_gives_less_than_the_plan_at_b_alpha_capped_at_it(t):
+    """Below B_α (9 Gbps), `grid` draws from the LP at B_α too, as a run at T = B_α does,
+    number for number: whatever the seed, its plan carries at least that run's rate capped
+    at T. (The LP at T alone drew less than min(T, 3) from just above 1.5 to 2.92 Gbps.)"""
+    network = load_topology(EXAMPLES / "grid-fig1.yaml")
+    for seed in range(8):
+        at_b_alpha = solve(network, "grid", SolveOptions(seed=seed, params={"draws": 2}))
+        plan = solve(
+            network, "grid", SolveOptions(seed=seed, params={"max_rate_gbps": t, "draws": 2})
+        )
+        judged(network, plan)
+        assert plan.objective >= min(t, at_b_alpha.objective) * (1 - 1e-9), seed
 
 
 @pytest.mark.parametrize("t", [1e-9, 1e9])

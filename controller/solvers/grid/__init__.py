@@ -13,7 +13,9 @@ Taken from the paper, per task (tasks are independent, as the paper says of PSs)
   topology's `schemes.grid.max_rate_gbps`), by default B_α as Sec. 4.2 says ("i.e., the
   ingress bandwidth of the PS"); the paper's Fig. 1 reasons with T = the worker link. T caps
   λ in (1), bounds r_n^s ≤ x_n^s·T in the LP (so it changes R-GRIA's draws too), and caps
-  the plan's rates: workers never send faster than T.
+  the plan's rates: workers never send faster than T. Below B_α, `grid` draws from the LP at
+  B_α too, capped at T, and keeps the better plan (`details.drawn_from`; why in
+  `rgria.run_variant`): a lower T never gives less than the plan at T = B_α capped at it.
 * LP relaxation x ∈ [0, 1] (`lp.py`, OR-Tools GLOP); its λ̃ is `lp_value_gbps`, an upper bound
   for (1) (not for the network: the evaluator may find more).
 * R-GRIA (Alg. 1): worker n goes to s with probability r̃_n^s / Σ_s r̃_n^s, drawn with the
