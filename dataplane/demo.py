@@ -52,6 +52,7 @@ def program_aggregation(client: Client, senders: list[int], out_port: int, slots
                 full=full,
                 out_flow=AGG_FLOW,
                 next_node=PS_NODE,
+                name_group=0,
             )
         )
         entities.append(

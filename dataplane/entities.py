@@ -312,7 +312,7 @@ class Entities:
         self.pipeline.fwd.mcast.pop(group.multicast_group_id, None)
         if kind != DELETE:
             self.pipeline.fwd.mcast[group.multicast_group_id] = [
-                r.egress_port for r in group.replicas
+                (r.egress_port, r.instance) for r in group.replicas
             ]
 
     def _write_session(self, kind: int, session: p4r.CloneSessionEntry) -> None:
@@ -542,7 +542,9 @@ def _aggregation(action: Params) -> Aggregate:
         raise P4Error(
             StatusCode.INVALID_ARGUMENT, "aggregate: tag must be non-zero, member one bit of full"
         )
-    return Aggregate(tag, member, full, action["out_flow"], action["next_node"])
+    return Aggregate(
+        tag, member, full, action["out_flow"], action["next_node"], action["name_group"]
+    )
 
 
 def _check_index(counter: str, index: int, size: int) -> None:

@@ -31,6 +31,7 @@ from dataplane.frame import (
     KIND,
     MAX_JOBS,
     MAX_PIPES,
+    NAMED,
     OFF_ELEMS,
     OFF_INA,
     OFF_IP,
@@ -85,6 +86,9 @@ class Aggregate:
     full: int
     out_flow: int
     next_node: int
+    # the multicast group that reaches the point's worker members, one replica per member
+    # (its port, instance its member bit); 0: the point names no one (`Pipeline._name`)
+    name_group: int = 0
 
 
 @dataclass
@@ -100,7 +104,7 @@ class Forwarding:
     result_group: dict[tuple[int, int], int] = field(default_factory=dict)
     # (prefix length, prefix value) -> port; searched longest prefix first.
     lpm: dict[tuple[int, int], int] = field(default_factory=dict)
-    mcast: dict[int, list[int]] = field(default_factory=dict)
+    mcast: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # (port, instance)
     clone: dict[int, list[int]] = field(default_factory=dict)
     # Default entries of the two tables whose action runs on a miss (the others act only on
     # a hit): `port_pipeline`'s pipe and `ina_aggregate`'s parameters (None: NoAction).
@@ -126,6 +130,9 @@ class Slots:
         # the highest loss-query round a kept RESULT (or, without `pass_queries`, the completed
         # sum) answered (README 4.2)
         self.repaired = [0] * cells
+        # the highest loss-query round whose missing members this partial sum NACKed
+        # (`Pipeline._name`; 0: none since it opened)
+        self.named = [0] * cells
         # `Pipeline.keep_results`: the PS's RESULT that passed, per slot index (not cell: it
         # may enter by another pipe than its task's), as ina.p4's `result_*` registers; flow 0:
         # none kept. A contribution taken at the index, in any pipe, clears it.
@@ -253,7 +260,7 @@ class Pipeline:
         if self.keep_results:
             self._keep_result(frame)
         out = _with_checksum(frame)
-        return [(p, out) for p in self.fwd.mcast.get(group, ())]
+        return [(p, out) for p, _ in self.fwd.mcast.get(group, ())]
 
     def _keep_result(self, frame: bytes) -> None:
         """The PS's RESULT passes: its slot index keeps it (README step 3). The PS has every
@@ -322,7 +329,7 @@ class Pipeline:
             RETRANSMITTED,
         )
         result = _with_checksum(bytes(out))
-        return [(p, result) for p in self.fwd.mcast.get(group, ())]
+        return [(p, result) for p, _ in self.fwd.mcast.get(group, ())]
 
     def marks(self, port: int) -> bool:
         """Whether packets leaving `port` are marked by its queue (a `mark_threshold` entry):
@@ -377,10 +384,9 @@ class Pipeline:
             if result == "duplicate":
                 self._count("duplicates", pipe)
                 return []
-            if result == "nack":
-                return self._control(port, frame, frag, count=0)
-            if result == "held":
-                return self._control(port, frame, frag, count=HELD)
+            if result in ("nack", "held"):
+                answer = self._control(port, frame, frag, count=0 if result == "nack" else HELD)
+                return answer + self._name(action, cell, frame, frag, count)
             assert isinstance(result, bytes)
             frame = result
             flow = action.out_flow
@@ -427,6 +433,7 @@ class Pipeline:
         if free:
             s.frag[cell], s.tag[cell], s.count[cell] = frag, act.tag, count
             s.values[cell], s.mark[cell], s.repaired[cell] = elems, mark, 0
+            s.named[cell] = 0
         else:
             s.count[cell] += count
             s.values[cell] = lane_sum(s.values[cell], elems)
@@ -475,6 +482,42 @@ class Pipeline:
         if s.bitmap[cell] & act.member:
             return "held" if self.pass_queries else None
         return "nack"
+
+    def _name(
+        self, act: Aggregate, cell: int, frame: bytes, frag: int, rounds: int
+    ) -> list[tuple[int, bytes]]:
+        """A loss query answered at a partial sum of its fragment also NACKs the worker
+        members missing from it but the asker, once per slot and query round: down the
+        point's `name_group`, whose replicas of members not missing egress drops (README 4.2,
+        "Loss query")."""
+        s = self.slots
+        if (
+            not act.name_group
+            or s.bitmap[cell] == 0
+            or s.frag[cell] != frag
+            or s.tag[cell] != act.tag
+            or self.clock() - s.touched[cell] > STALE_AFTER_SECONDS
+            or rounds <= s.named[cell]
+        ):
+            return []
+        s.named[cell] = rounds
+        missing = act.full & ~s.bitmap[cell] & ~act.member
+        replicas = [p for p, rid in self.fwd.mcast.get(act.name_group, ()) if missing >> rid & 1]
+        if not replicas:
+            return []
+        out = bytearray(frame[:OFF_ELEMS])
+        # From the PS (the asker's destination) to the member's host (broadcast), as a RESULT.
+        out[0:6], out[6:12] = b"\xff" * 6, frame[0:6]
+        out[OFF_IP + 1] = (frame[OFF_IP + 1] & 0xFC) | ECN_CE
+        out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
+        out[OFF_IP + 16 : OFF_IP + 20] = b"\xff" * 4
+        out[OFF_UDP + 6 : OFF_UDP + 8] = b"\0\0"
+        out[OFF_INA + 3] = CONTROL
+        struct.pack_into("!HIH", out, OFF_INA + 6, NAMED, frag, 0)
+        struct.pack_into("!I", out, OFF_INA + 16, frag)
+        set_ipv4_checksum(out)
+        nack = bytes(out)
+        return [(p, nack) for p in replicas]
 
     @staticmethod
     def _emit(

@@ -63,6 +63,7 @@ REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
         ("full", MAX_FAN_IN),
         ("out_flow", 16),
         ("next_node", 16),
+        ("name_group", 16),
     ),
     "InaIngress.forward": (("port", 9),),
     "InaIngress.set_result_group": (("group", 16),),

@@ -53,6 +53,7 @@ from dataplane.frame import (
     FRAME_LEN,
     HELD,
     INA_HEADER,
+    NAMED,
     OFF_ELEMS,
     OFF_INA,
     PROBE,
@@ -120,6 +121,10 @@ class WorkerStats:
     queries: int = 0  # loss queries sent (`Worker.query`)
     nacks: int = 0  # NACKs received: the path named this worker's contribution missing
     held: int = 0  # HELD answers received: its contribution is there, a peer's is missing
+    # unsolicited NACKs received (a peer's query found a partial sum without this worker's
+    # contribution, `Worker.named_missing`), and the resends they made
+    named: int = 0
+    resent_on_named: int = 0
     seconds: float = 0.0
 
 
@@ -710,6 +715,26 @@ class Worker:
             self._send(frag, PROBE)
             self.stats.probes += 1
 
+    def named_missing(self, raw_frag: int, now: float) -> None:
+        """A switch named this worker's contribution missing from a partial sum that a peer's
+        loss query found (an unsolicited NACK, p4src/README.md "Loss query"): resent at once
+        if in flight or waiting to be resent, which ends its turn or query; ignored if its
+        result is in, if it was never sent (its first copy goes in order), or if its last
+        copy went less than its own round trip ago (that copy may not have arrived yet)."""
+        epoch, wire = split_frag_id(raw_frag)
+        frag = wire - self.offset
+        if epoch != self.epoch or not 0 <= frag < len(self.rows) or self.got[frag]:
+            return
+        self.stats.named += 1
+        if frag not in self.outstanding and frag not in self.lost:
+            return
+        if now - self.last_sent.get(frag, 0.0) < (self.own_rtt.srtt or self.min_rtt or self.rto):
+            return
+        self.lost.pop(frag, None)
+        self._resend(frag, now)
+        self.stats.resent_on_loss += 1
+        self.stats.resent_on_named += 1
+
     def hold(self, raw_frag: int, now: float) -> None:
         """A switch or the PS answered a loss query HELD: this worker's contribution (or the
         sum it is in) is there and the fragment waits for a peer's, whom the path NACKs. No
@@ -881,10 +906,15 @@ def dispatch(
     """Hand one received INA frame to the shard of its task (a CONTROL's occupant first to
     the shard owning it); `controller.emulation.faults.lossy_sim` drives workers through this
     too."""
-    job, task, flags, flow, _, raw, count, _, occupant = INA_HEADER.unpack_from(frame, OFF_INA)
+    job, task, flags, flow, next_node, raw, count, _, occupant = INA_HEADER.unpack_from(
+        frame, OFF_INA
+    )
     flags = kind_of(flags)  # the mark is read from the frame (`Worker.receive`)
     shard = by_task.get((job, task))
     if shard is None:
+        return
+    if flags == CONTROL and count == 0 and next_node == NAMED:  # a peer's query found it missing
+        shard.named_missing(raw, now)
         return
     if flags == CONTROL and count == 0:  # a NACK: the answer to a loss query
         shard.nack(raw, now)

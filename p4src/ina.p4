@@ -86,6 +86,9 @@ const bit<16> HELD = 0xFFFF;
 const bit<32> AUX_RETRANSMITTED = 1;
 
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
+// `next_node` of the unsolicited NACK a loss query sends to each worker member missing from
+// the partial sum it found (README "Loss query"): the worker resends at once.
+const bit<16> NAMED = 0xFFFF;
 const bit<8> FL_CONTROL = 1;  // field list preserved into the collision clone
 
 error { InaBadLength, InaBadFlags }
@@ -183,6 +186,12 @@ struct metadata_t {
     @field_list(1)  // FL_CONTROL: ... with HELD (count 0xFFFF), not a NACK (count 0)
     bit<1> held;
     bit<8> congested;   // the packet's congestion mark (FLAG_CONGESTED or 0), kept apart
+    // A loss query that names the members `missing` from a partial sum: it goes down the
+    // point's name group, and egress keeps the replica whose rid (member bit) is missing.
+    // Not in FL_CONTROL: the answer's clone is no naming replica.
+    bit<1> naming;
+    bit<16> name_group;
+    bitmap_t missing;
     bit<19> mark_depth; // the egress port's `mark_threshold`
 }
 
@@ -268,6 +277,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     @name("slot_mark") register<bit<8>>(CELLS) slot_mark;   // OR of the contributions' marks
     // The last loss-query round a completed sum was sent on again for (README 4.2).
     @name("slot_repaired") register<bit<16>>(CELLS) slot_repaired;
+    // The highest loss-query round whose missing members a partial sum NACKed (0: none since
+    // it opened): they are named once per round, however many peers ask.
+    @name("slot_named") register<bit<16>>(CELLS) slot_named;
     // The PS's RESULT that passed this switch, per slot index (README step 3): a RESULT may
     // enter by a port of another pipe than the one(s) its task is summed in, so it is kept
     // where every pipe's cell of that index finds it. result_flow 0: none kept; a contribution
@@ -367,7 +379,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
     // The whole slot read-modify-write: one action, so bmv2 runs it atomically (README 4.2).
     @name("aggregate")
     action aggregate(bit<16> tag, bitmap_t member, bitmap_t full, bit<16> out_flow,
-                     bit<16> next_node) {
+                     bit<16> next_node, bit<16> name_group) {
         bit<32> frag;
         bit<16> owner;
         bitmap_t bitmap;
@@ -375,6 +387,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bit<48> touched;
         bit<8> marked;
         bit<16> repaired;
+        bit<16> named;
         bit<48> now = standard_metadata.ingress_global_timestamp;
         slot_frag.read(frag, meta.cell);
         slot_tag.read(owner, meta.cell);
@@ -383,6 +396,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_time.read(touched, meta.cell);
         slot_mark.read(marked, meta.cell);
         slot_repaired.read(repaired, meta.cell);
+        slot_named.read(named, meta.cell);
         bit<16> kept_flow;
         bit<32> kept_frag;
         bit<8> kept_task;
@@ -424,6 +438,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         bool nack = query && (q_free || (same && bitmap != 0 && !q_held));
         bool held = query && q_held;
         bool quiet = q_done && kept && !repair;
+        // A query answered at a partial sum of its fragment also names the worker members
+        // missing from it, once per round (README "Loss query").
+        bool name = query && !q_free && same && bitmap != 0 && hdr.ina.count > named
+                    && name_group != 0;
+        bitmap_t missing = full & ~bitmap & ~member;
         bool resend = again || repair;  // the stored sum leaves again, or the kept RESULT
         bool answer = resend && kept;
 
@@ -436,6 +455,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         slot_mark.write(meta.cell, take ? new_mark : marked);
         slot_repaired.write(meta.cell,
                             (take && free) ? 16w0 : (repair ? hdr.ina.count : repaired));
+        slot_named.write(meta.cell, (take && free) ? 16w0 : (name ? hdr.ina.count : named));
         result_flow.write(meta.slot, take ? 16w0 : kept_flow);
         hdr.ina.count = done ? new_count
                       : (answer ? kept_count : (resend ? stored_count : hdr.ina.count));
@@ -468,6 +488,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         meta.held = held ? 1w1 : 1w0;
         meta.out_flow = answer ? kept_flow : out_flow;
         meta.next_node = answer ? 16w0 : next_node;
+        meta.naming = (name && missing != 0) ? 1w1 : 1w0;
+        meta.name_group = name_group;
+        meta.missing = missing;
     }
 
     // The PS's RESULT passing down (README step 3) is kept at its fragment's slot index.
@@ -613,6 +636,11 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
                 clone_preserving_field_list(CloneType.I2E,
                                             (bit<32>)standard_metadata.ingress_port, FL_CONTROL);
                 mark_to_drop(standard_metadata);
+                if (meta.naming == 1) {
+                    // bmv2 replicates a packet with a group whatever its egress_spec, and
+                    // each replica keeps the user metadata.
+                    standard_metadata.mcast_grp = meta.name_group;
+                }
             } else if (meta.verdict == V_DUP) {
                 duplicates.count(pipe);
                 mark_to_drop(standard_metadata);
@@ -706,7 +734,25 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta,
     }
 
     apply {
-        if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE
+        if (meta.naming == 1) {
+            // A replica of a naming query (README "Loss query"): an unsolicited NACK for the
+            // member whose bit is the replica's rid, if it is missing.
+            // (a shift takes at most 8 bits here; a member bit is below MAX_FAN_IN)
+            if (((meta.missing >> (bit<8>)standard_metadata.egress_rid) & 1) == 0) {
+                mark_to_drop(standard_metadata);
+            }
+            hdr.ina.flags = FLAG_CONTROL;
+            hdr.ina.next_node = NAMED;
+            hdr.ina.count = 0;
+            hdr.ina.aux = hdr.ina.frag_id;
+            // From the PS (the asker's destination) to the member's host, as a RESULT.
+            hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+            hdr.ethernet.dst_addr = 0xffffffffffff;
+            hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+            hdr.ipv4.dst_addr = 0xffffffff;
+            hdr.ipv4.ecn = 3;
+            hdr.udp.checksum = 0;
+        } else if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE
                 && hdr.ina.isValid() && (hdr.ina.flags & FLAG_KIND) != FLAG_CONTROL) {
             if (mark_threshold.apply().hit
                     && standard_metadata.enq_qdepth >= meta.mark_depth) {

@@ -11,7 +11,11 @@ switches realise exactly the flows the evaluator scored:
   flow;
 * `ina_forward` sends each flow leaving a switch to its planned next hop;
 * `ina_aggregate` has one entry per flow merged at a point, with the point's `tag`, the flow's
-  `member` bit and the point's `full` bitmap;
+  `member` bit, the point's `full` bitmap and its `name_group`: a multicast group with one
+  replica per worker member (the port its flow arrives on, instance its member bit), down
+  which a loss query at a partial sum NACKs the members missing from it (p4src/README.md,
+  "Loss query"); a member that is a switch's sum, or that arrives through another switch,
+  has no replica (0: no group, when no member has one);
 * results go back down a tree: the first reversed worker path to reach a node chooses its
   parent, so every worker receives each result exactly once even where the plan splits paths;
 * a task with partial aggregation (`share` < 1) is compiled segment by segment
@@ -204,6 +208,9 @@ def compile_plan(
     share = region // max(1, len(jobs))
     assignments: list[WorkerAssignment] = []
     group_ids: dict[tuple[str, str], int] = {}
+    # (switch, job key) -> name groups to number once every result group has its id, which
+    # so stays what it was before name groups: [(replicas, the entries that use the group)]
+    naming: dict[tuple[str, str], list[tuple[list[tuple[int, int]], list[P4TableEntry]]]] = {}
     for task in number_tasks(network, plan, version, layout):
         tp, job_id, task_id = task.plan, task.job_id, task.task_id
         for (switch, flow_id), port in flow_routes(network, task).items():
@@ -215,13 +222,20 @@ def compile_plan(
                     port=port,
                 )
             )
+        first = gen * GROUPS_PER_GENERATION + (
+            0 if layout is None else job_layout(layout, tp.job).group_base
+        )
+        job_key = "" if layout is None else tp.job
         for seg in task.segments:
-            _aggregation(ids, programs, tp, seg, job_id, task_id, gen)
+            for switch, replicas, entries in _aggregation(
+                network, ids, tp, seg, job_id, task_id, gen
+            ):
+                programs[switch].table_entries += entries
+                if replicas:
+                    group_ids.setdefault((switch, job_key), first)
+                    naming.setdefault((switch, job_key), []).append((replicas, entries))
         for switch, ports in result_children(network, task).items():
-            first = gen * GROUPS_PER_GENERATION + (
-                0 if layout is None else job_layout(layout, tp.job).group_base
-            )
-            key = (switch, "" if layout is None else tp.job)
+            key = (switch, job_key)
             group = group_ids[key] = group_ids.get(key, first) + 1
             prog = programs[switch]
             prog.multicast_groups.append(
@@ -252,6 +266,15 @@ def compile_plan(
                     )
                 )
         assignments += _assignments(ids, task, version)
+    for (switch, job_key), points in naming.items():
+        for replicas, entries in points:
+            group = group_ids[(switch, job_key)] = group_ids[(switch, job_key)] + 1
+            programs[switch].multicast_groups.append(
+                P4MulticastGroupEntry(group, replicas=replicas)
+            )
+            for entry in entries:
+                assert isinstance(entry.action, P4TableAction)
+                entry.action.args["name_group"] = group
     return programs, assignments
 
 
@@ -458,17 +481,20 @@ def host_routes(network: Network, ids: Numbering, switch: str) -> dict[str, int]
 
 
 def _aggregation(
+    network: Network,
     ids: Numbering,
-    programs,
     tp: TaskPlan,
     seg: SegmentNumbering,
     job_id: int,
     task_id: int,
     gen: int,
-) -> None:
-    """`ina_aggregate` entries of one segment. A point keeps its tag in every segment: the
-    segments' fragments differ, so their partial sums never share a (fragment, tag)."""
+) -> list[tuple[str, list[tuple[int, int]], list[P4TableEntry]]]:
+    """Per aggregation point of one segment: its switch, the replicas of its name group
+    (`naming_replicas`) and its `ina_aggregate` entries, whose `name_group` the caller sets.
+    A point keeps its tag in every segment: the segments' fragments differ, so their partial
+    sums never share a (fragment, tag)."""
     flows, flow_ids = seg.flows, seg.flow_ids
+    out = []
     for point in seg.plan.aggregation:
         inflows = sorted(
             flows.inflow_ids.get((point.switch, point.pipeline), ()), key=flow_ids.__getitem__
@@ -483,8 +509,9 @@ def _aggregation(
         full = (1 << len(inflows)) - 1
         out_flow = flow_ids[("agg", point.switch, point.pipeline)]
         next_node = _next_aggregator(ids, tp, flows, out_flow, flow_ids)
+        entries = []
         for bit, flow in enumerate(inflows):
-            programs[point.switch].table_entries.append(
+            entries.append(
                 _entry(
                     "ina_aggregate",
                     {
@@ -499,8 +526,28 @@ def _aggregation(
                     full=full,
                     out_flow=out_flow,
                     next_node=next_node,
+                    name_group=0,
                 )
             )
+        replicas = naming_replicas(network, seg, point.switch, inflows)
+        out.append((point.switch, replicas, entries))
+    return out
+
+
+def naming_replicas(
+    network: Network, seg: SegmentNumbering, switch: str, inflows: list[FlowId]
+) -> list[tuple[int, int]]:
+    """(port, instance) per worker member of a point at `switch` whose flow arrives straight
+    from its host: the port back to that host and the member's bit. A NACK sent there reaches
+    the worker with broadcast addresses; a member that is a sum, or a worker's flow that
+    crossed another switch, is left to its workers' own queries."""
+    replicas = []
+    for bit, flow in enumerate(inflows):
+        trace = seg.flows.traces.get(flow) if isinstance(flow, str) else None
+        hop = next((h for h in trace or () if h.v == switch), None)
+        if hop is not None and hop.u == flow:
+            replicas.append((network.graph.edges[switch, hop.u]["out_port"], bit))
+    return replicas
 
 
 def _tag(gen: int, job_id: int, task_id: int, index: int) -> int:

@@ -38,7 +38,7 @@ def _pipeline(keep: bool = True) -> Pipeline:
     pipeline = aggregating(2)
     pipeline.keep_results = keep
     pipeline.fwd.result_group[(JOB, TASK)] = GROUP
-    pipeline.fwd.mcast[GROUP] = DOWN
+    pipeline.fwd.mcast[GROUP] = [(port, 0) for port in DOWN]
     return pipeline
 
 

@@ -236,6 +236,7 @@ def test_every_size_in_ina_p4_is_the_wire_modules() -> None:
         "FLAG_KIND": wire.KIND,
         "AUX_RETRANSMITTED": wire.RETRANSMITTED,
         "HELD": wire.HELD,
+        "NAMED": wire.NAMED,
     }
     assert _p4_sizes() == expected
 

@@ -246,6 +246,7 @@ def _program(client: Client) -> None:
                     full=(1 << WORKERS) - 1,
                     out_flow=out_flow,
                     next_node=200 + task,
+                    name_group=0,
                 )
             )
     for port in [*workers, *PS_PORTS]:

@@ -189,9 +189,15 @@ def _wait_for(condition, timeout: float = 2.0) -> None:
 
 
 def _install_aggregation(
-    sw: Client, flows: dict[int, int], *, slots: int = 64, pipes: dict[int, int] | None = None
+    sw: Client,
+    flows: dict[int, int],
+    *,
+    slots: int = 64,
+    pipes: dict[int, int] | None = None,
+    name_group: int = 0,
 ) -> None:
-    """Flows `flows` (flow id -> pipe) are summed at this switch and leave through port 4."""
+    """Flows `flows` (flow id -> pipe) are summed at this switch and leave through port 4;
+    a loss query there names the missing members down multicast group `name_group`."""
     full = sum(1 << (f - 1) for f in flows)
     entities = [
         sw.table_entry(
@@ -212,6 +218,7 @@ def _install_aggregation(
                 full=full,
                 out_flow=OUT_FLOW,
                 next_node=NEXT_NODE + 1,
+                name_group=name_group,
             )
         )
     for port, pipe in (pipes or {}).items():
@@ -281,6 +288,7 @@ def test_max_fan_in_flows_merge_into_one_exact_sum_and_one_more_has_no_member_bi
             full=full,
             out_flow=OUT_FLOW,
             next_node=NEXT_NODE + 1,
+            name_group=0,
         )
         for full in ((1 << MAX_FAN_IN) - 1, (1 << extra) - 1)
     ]
@@ -656,6 +664,7 @@ def test_two_pipelines_never_mix(target: Target, sw: Client) -> None:
             full=3,
             out_flow=OUT_FLOW,
             next_node=NEXT_NODE + 1,
+            name_group=0,
         )
     )
     _install_aggregation(sw, {1: 0, 2: 0}, pipes={1: 0, 2: 0, 3: 1})

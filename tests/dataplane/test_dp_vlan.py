@@ -99,6 +99,7 @@ def sw(switch) -> Iterator[Client]:
                 full=full,
                 out_flow=OUT_FLOW,
                 next_node=9,
+                name_group=0,
             )
             for f in (1, 2, 3)
         ),

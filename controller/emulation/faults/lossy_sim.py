@@ -329,6 +329,10 @@ class Iteration:
     # Frames full queues dropped on every link during the iteration, by `LOST_KINDS`.
     queue_drops: dict[str, int] = field(default_factory=dict)
     held: int = 0  # HELD answers the workers received: a peer's loss, no copy sent
+    # unsolicited NACKs the workers received (a peer's query found their contribution
+    # missing, `Worker.named_missing`), and the resends they made
+    named: int = 0
+    resent_on_named: int = 0
 
     @property
     def resends(self) -> int:
@@ -593,6 +597,8 @@ class Emulation:
             sum(s.worker.stats.nacks for _, s in workers),
             {k: n - dropped_before[k] for k, n in self.lost_by_kind("dropped").items()},
             sum(s.worker.stats.held for _, s in workers),
+            sum(s.worker.stats.named for _, s in workers),
+            sum(s.worker.stats.resent_on_named for _, s in workers),
         )
 
     def _stall(self, agent: SimSwitch | SimWorker) -> None:
