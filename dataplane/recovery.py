@@ -36,6 +36,12 @@ once, the others a round trip apart each, so that a lost result, which every con
 below the loss misses, is asked about (and its sum sent into the PS) about once; the loser
 of a contribution still resends on its NACK at once.
 
+Named NACKs (`Worker.named_missing`, both targets): a query that finds a partial sum of its
+fragment also NACKs the worker members missing from it, once per slot and query round, so
+the loser need not wait for its own turn to ask (p4src/README.md, "Loss query"); it resends
+at once unless its last copy is younger than its own round trip. Only workers whose flow
+enters the aggregation point straight from their host are named (the NACK goes to broadcast).
+
 HELD (`Worker.hold`): the asker sends no copy; it asks again an RTO later (doubled per HELD).
 A completed slot passes queries on rather than sending its sum (both targets,
 `Pipeline.pass_queries`): on the 4-leaf/4-spine the PS receives three sums per fragment, and
