@@ -73,6 +73,7 @@ class Entities:
             )
         }
         self._translate[schema.table_named("InaEgress.mark_threshold").id] = self._mark_threshold
+        self._translate[schema.table_named("InaEgress.named_host").id] = self._named_host
         self._counters = {
             c.id: c.name.removeprefix(COUNTER_PREFIX)
             for c in schema.counters.values()
@@ -401,6 +402,13 @@ class Entities:
         else:
             # mark_above(depth), or mark_from_queue(): half of the port's own queue
             self.pipeline.fwd.mark_depth[port] = action.get("depth", FROM_QUEUE)
+
+    def _named_host(self, key: Key, action: Params | None) -> None:
+        match = (_int(key[0][1]), _int(key[1][1]))
+        if action is None:
+            self.pipeline.fwd.named_host.pop(match, None)
+        else:
+            self.pipeline.fwd.named_host[match] = action["addr"]
 
     def _job_slots(self, key: Key, action: Params | None) -> None:
         job, generation = _int(key[0][1]), _int(key[1][1])

@@ -113,6 +113,8 @@ class Forwarding:
     # `mark_threshold`: egress port -> frames queued ahead of a packet from which it is marked
     # (FROM_QUEUE: half of the frames the port's own queue holds, which the target knows)
     mark_depth: dict[int, int] = field(default_factory=dict)
+    # `named_host`: (name group, replica instance) -> the IPv4 address of that worker member
+    named_host: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 class Slots:
@@ -502,22 +504,25 @@ class Pipeline:
             return []
         s.named[cell] = rounds
         missing = act.full & ~s.bitmap[cell] & ~act.member
-        replicas = [p for p, rid in self.fwd.mcast.get(act.name_group, ()) if missing >> rid & 1]
-        if not replicas:
-            return []
-        out = bytearray(frame[:OFF_ELEMS])
-        # From the PS (the asker's destination) to the member's host (broadcast), as a RESULT.
-        out[0:6], out[6:12] = b"\xff" * 6, frame[0:6]
-        out[OFF_IP + 1] = (frame[OFF_IP + 1] & 0xFC) | ECN_CE
-        out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
-        out[OFF_IP + 16 : OFF_IP + 20] = b"\xff" * 4
-        out[OFF_UDP + 6 : OFF_UDP + 8] = b"\0\0"
-        out[OFF_INA + 3] = CONTROL
-        struct.pack_into("!HIH", out, OFF_INA + 6, NAMED, frag, 0)
-        struct.pack_into("!I", out, OFF_INA + 16, frag)
-        set_ipv4_checksum(out)
-        nack = bytes(out)
-        return [(p, nack) for p in replicas]
+        sent = []
+        for port, rid in self.fwd.mcast.get(act.name_group, ()):
+            if not missing >> rid & 1:
+                continue
+            out = bytearray(frame[:OFF_ELEMS])
+            # From the PS (the asker's destination) to the member's host (`named_host`, else
+            # broadcast), Ethernet broadcast, as a RESULT.
+            out[0:6], out[6:12] = b"\xff" * 6, frame[0:6]
+            out[OFF_IP + 1] = (frame[OFF_IP + 1] & 0xFC) | ECN_CE
+            out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
+            host = self.fwd.named_host.get((act.name_group, rid), 0xFFFFFFFF)
+            struct.pack_into("!I", out, OFF_IP + 16, host)
+            out[OFF_UDP + 6 : OFF_UDP + 8] = b"\0\0"
+            out[OFF_INA + 3] = CONTROL
+            struct.pack_into("!HIH", out, OFF_INA + 6, NAMED, frag, 0)
+            struct.pack_into("!I", out, OFF_INA + 16, frag)
+            set_ipv4_checksum(out)
+            sent.append((port, bytes(out)))
+        return sent
 
     @staticmethod
     def _emit(

@@ -39,8 +39,8 @@ of a contribution still resends on its NACK at once.
 Named NACKs (`Worker.named_missing`, both targets): a query that finds a partial sum of its
 fragment also NACKs the worker members missing from it, once per slot and query round, so
 the loser need not wait for its own turn to ask (p4src/README.md, "Loss query"); it resends
-at once unless its last copy is younger than its own round trip. Only workers whose flow
-enters the aggregation point straight from their host are named (the NACK goes to broadcast).
+at once unless its last copy is younger than its own round trip. Members that are sums are
+not named: their workers' own queries find them.
 
 HELD (`Worker.hold`): the asker sends no copy; it asks again an RTO later (doubled per HELD).
 A completed slot passes queries on rather than sending its sum (both targets,

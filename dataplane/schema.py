@@ -52,6 +52,10 @@ REQUIRED_TABLES: dict[str, tuple[tuple[tuple[str, int, str], ...], tuple[str, ..
         (("egress_port", 9, "EXACT"),),
         ("InaEgress.mark_above", "InaEgress.mark_from_queue"),
     ),
+    "InaEgress.named_host": (
+        (("group", 16, "EXACT"), ("rid", 16, "EXACT")),
+        ("InaEgress.set_named_host",),
+    ),
 }
 REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.set_pipeline": (("pipe", 8),),
@@ -71,6 +75,7 @@ REQUIRED_ACTIONS: dict[str, tuple[tuple[str, int], ...]] = {
     "InaIngress.permit_job": (),
     "InaEgress.mark_above": (("depth", 19),),
     "InaEgress.mark_from_queue": (),
+    "InaEgress.set_named_host": (("addr", 32),),
 }
 COUNTER_PREFIX = "InaIngress."
 # Controller headers (packet-in / packet-out through CPU_PORT): name -> its one metadata field.

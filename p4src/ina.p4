@@ -733,6 +733,25 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta,
         size = 512;
     }
 
+    @name("set_named_host")
+    action set_named_host(bit<32> addr) {
+        hdr.ipv4.dst_addr = addr;
+    }
+
+    // The host of each worker member a name group reaches, by the replica's rid (its member
+    // bit): a worker behind a switch that does not aggregate its flow is reached through
+    // that switch's `ipv4_lpm` (README "Loss query"). A miss leaves the broadcast address.
+    @name("named_host")
+    table named_host {
+        key = {
+            meta.name_group: exact @name("group");
+            standard_metadata.egress_rid: exact @name("rid");
+        }
+        actions = { set_named_host; NoAction; }
+        default_action = NoAction();
+        size = 4096;
+    }
+
     apply {
         if (meta.naming == 1) {
             // A replica of a naming query (README "Loss query"): an unsolicited NACK for the
@@ -750,6 +769,7 @@ control InaEgress(inout headers_t hdr, inout metadata_t meta,
             hdr.ethernet.dst_addr = 0xffffffffffff;
             hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
             hdr.ipv4.dst_addr = 0xffffffff;
+            named_host.apply();
             hdr.ipv4.ecn = 3;
             hdr.udp.checksum = 0;
         } else if (standard_metadata.instance_type != PKT_INSTANCE_TYPE_INGRESS_CLONE

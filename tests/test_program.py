@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import numpy as np
 import pytest
 from conftest import EXAMPLES, leaf_spine_doc
@@ -10,7 +12,7 @@ from finsy.proto import p4r
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.compiler.program import CompileError, compile_plan
+from controller.compiler.program import CompileError, Numbering, compile_plan
 from controller.evaluator.evaluate import evaluate
 from controller.model.network import build_network, load_topology
 from controller.model.plan import AggregationPoint, Plan, TaskPlan
@@ -59,6 +61,27 @@ def test_fig1_aggregation_entries_chain_to_the_ps():
     by_worker = {w.worker: w for w in workers}
     assert by_worker["W0"].next_node != by_worker["W4"].next_node  # L1 vs S1
     assert len({w.flow_id for w in workers}) == 5
+
+
+def test_each_point_names_its_worker_members_down_a_group_of_their_own():
+    """A point's name group has one replica per worker member, through the port its flow
+    arrives on (W4's crosses L3, which routes the NACK by `named_host`'s address), instance
+    its member bit; sums (L1's and L2's at S1) have none. Result groups keep their ids."""
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    programs, _ = compile_plan(network, _fig1_plan())
+    s1 = programs["S1"]
+    [result, named] = s1.multicast_groups
+    assert result.multicast_group_id == 1 and named.multicast_group_id == 2
+    [w4] = [e for e in _entries(s1, "ina_aggregate") if e.match["flow_id"] == 5]
+    bit = w4.action.args["member"].bit_length() - 1
+    from_l3 = network.graph.edges["S1", "L3"]["out_port"]
+    assert list(named.replicas) == [(from_l3, bit)]
+    assert {e.action.args["name_group"] for e in _entries(s1, "ina_aggregate")} == {2}
+    [host] = _entries(s1, "named_host")
+    assert (host.match["group"], host.match["rid"]) == (2, bit)
+    assert host.action.args["addr"] == int(ipaddress.ip_address(Numbering(network).host_ip["W4"]))
+    l1_named = programs["L1"].multicast_groups[-1]
+    assert sorted(instance for _, instance in l1_named.replicas) == [0, 1]
 
 
 def test_results_reach_every_worker_once():

@@ -13,9 +13,9 @@ switches realise exactly the flows the evaluator scored:
 * `ina_aggregate` has one entry per flow merged at a point, with the point's `tag`, the flow's
   `member` bit, the point's `full` bitmap and its `name_group`: a multicast group with one
   replica per worker member (the port its flow arrives on, instance its member bit), down
-  which a loss query at a partial sum NACKs the members missing from it (p4src/README.md,
-  "Loss query"); a member that is a switch's sum, or that arrives through another switch,
-  has no replica (0: no group, when no member has one);
+  which a loss query at a partial sum NACKs the members missing from it, and `named_host`
+  gives each replica its worker's address (p4src/README.md, "Loss query"); a member that is
+  a switch's sum has no replica (0: no group, when no member has one);
 * results go back down a tree: the first reversed worker path to reach a node chooses its
   parent, so every worker receives each result exactly once even where the plan splits paths;
 * a task with partial aggregation (`share` < 1) is compiled segment by segment
@@ -96,6 +96,7 @@ class JobLayout:
 
 
 Layout = dict[str, JobLayout]  # job name -> its ids
+Replica = tuple[int, int, str]  # a name group's: (port, instance = member bit, worker)
 
 
 @dataclass
@@ -210,7 +211,7 @@ def compile_plan(
     group_ids: dict[tuple[str, str], int] = {}
     # (switch, job key) -> name groups to number once every result group has its id, which
     # so stays what it was before name groups: [(replicas, the entries that use the group)]
-    naming: dict[tuple[str, str], list[tuple[list[tuple[int, int]], list[P4TableEntry]]]] = {}
+    naming: dict[tuple[str, str], list[tuple[list[Replica], list[P4TableEntry]]]] = {}
     for task in number_tasks(network, plan, version, layout):
         tp, job_id, task_id = task.plan, task.job_id, task.task_id
         for (switch, flow_id), port in flow_routes(network, task).items():
@@ -269,9 +270,19 @@ def compile_plan(
     for (switch, job_key), points in naming.items():
         for replicas, entries in points:
             group = group_ids[(switch, job_key)] = group_ids[(switch, job_key)] + 1
-            programs[switch].multicast_groups.append(
-                P4MulticastGroupEntry(group, replicas=replicas)
+            prog = programs[switch]
+            prog.multicast_groups.append(
+                P4MulticastGroupEntry(group, replicas=[(port, rid) for port, rid, _ in replicas])
             )
+            prog.table_entries += [
+                _entry(
+                    "named_host",
+                    {"group": group, "rid": rid},
+                    "set_named_host",
+                    addr=int(ipaddress.ip_address(ids.host_ip[worker])),
+                )
+                for _, rid, worker in replicas
+            ]
             for entry in entries:
                 assert isinstance(entry.action, P4TableAction)
                 entry.action.args["name_group"] = group
@@ -488,7 +499,7 @@ def _aggregation(
     job_id: int,
     task_id: int,
     gen: int,
-) -> list[tuple[str, list[tuple[int, int]], list[P4TableEntry]]]:
+) -> list[tuple[str, list[Replica], list[P4TableEntry]]]:
     """Per aggregation point of one segment: its switch, the replicas of its name group
     (`naming_replicas`) and its `ina_aggregate` entries, whose `name_group` the caller sets.
     A point keeps its tag in every segment: the segments' fragments differ, so their partial
@@ -536,17 +547,16 @@ def _aggregation(
 
 def naming_replicas(
     network: Network, seg: SegmentNumbering, switch: str, inflows: list[FlowId]
-) -> list[tuple[int, int]]:
-    """(port, instance) per worker member of a point at `switch` whose flow arrives straight
-    from its host: the port back to that host and the member's bit. A NACK sent there reaches
-    the worker with broadcast addresses; a member that is a sum, or a worker's flow that
-    crossed another switch, is left to its workers' own queries."""
+) -> list[Replica]:
+    """(port, instance, worker) per worker member of a point at `switch`: the port its flow
+    arrives on, its member bit, the worker. A member that is a sum is left to its workers'
+    own queries."""
     replicas = []
     for bit, flow in enumerate(inflows):
         trace = seg.flows.traces.get(flow) if isinstance(flow, str) else None
         hop = next((h for h in trace or () if h.v == switch), None)
-        if hop is not None and hop.u == flow:
-            replicas.append((network.graph.edges[switch, hop.u]["out_port"], bit))
+        if hop is not None and isinstance(flow, str):
+            replicas.append((network.graph.edges[switch, hop.u]["out_port"], bit, flow))
     return replicas
 
 

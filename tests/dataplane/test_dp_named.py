@@ -31,6 +31,7 @@ from dataplane.pipeline import Aggregate, Pipeline
 from dataplane.worker import Worker, dispatch
 
 GROUP = 40
+HOST_1 = bytes([10, 0, 0, 1])  # flow 1's worker
 target = test_dp_target.target
 sw = test_dp_target.sw
 
@@ -43,11 +44,13 @@ def _pipeline() -> Pipeline:
         fwd.aggregate[key] = Aggregate(act.tag, act.member, act.full, act.out_flow, 0, GROUP)
     fwd.clone.update({p: [p] for p in (1, 2, 3)})
     fwd.mcast[GROUP] = [(p, p - 1) for p in (1, 2, 3)]
+    fwd.named_host[(GROUP, 0)] = int.from_bytes(HOST_1)
     return pipeline
 
 
-def _named(frame: bytes, frag: int, source: bytes) -> bool:
-    """An unsolicited NACK of `frag`, from `source` (the PS) to broadcast."""
+def _named(frame: bytes, frag: int, source: bytes, to: bytes = b"\xff" * 4) -> bool:
+    """An unsolicited NACK of `frag`, from `source` (the PS) to address `to` (by default
+    broadcast, without a `named_host` entry), Ethernet broadcast."""
     header = InaHeader.unpack(frame)
     return (
         (header.flags, header.count, header.next_node, header.frag_id, header.aux)
@@ -56,7 +59,7 @@ def _named(frame: bytes, frag: int, source: bytes) -> bool:
         and frame[OFF_IP + 1] & 3 == ECN_CE
         and frame[0:6] == b"\xff" * 6
         and frame[OFF_IP + 12 : OFF_IP + 16] == source
-        and frame[OFF_IP + 16 : OFF_IP + 20] == b"\xff" * 4
+        and frame[OFF_IP + 16 : OFF_IP + 20] == to
     )
 
 
@@ -71,12 +74,13 @@ def test_a_query_at_a_partial_sum_names_its_missing_members_once_per_round() -> 
     out = dict(pipeline.process(3, _query(3, 7)))  # flow 3's lost: NACKed, flow 1 named
     assert sorted(out) == [1, 3]
     assert _answer(out[3])[:2] == (CONTROL, 0) and _answer(out[3])[2] != NAMED
-    assert _named(out[1], 7, DST.ip)
+    assert _named(out[1], 7, DST.ip, HOST_1)
     assert len(pipeline.process(3, _query(3, 7))) == 1, "round 1 named its members already"
     [(port, held)] = pipeline.process(2, _query(2, 7))  # a held asker: HELD, no one named
     assert (port, *_answer(held)[:2]) == (2, CONTROL, HELD)
     out = dict(pipeline.process(2, _query(2, 7, rounds=2)))
-    assert sorted(out) == [1, 2, 3] and _named(out[1], 7, DST.ip) and _named(out[3], 7, DST.ip)
+    assert sorted(out) == [1, 2, 3] and _named(out[1], 7, DST.ip, HOST_1)
+    assert _named(out[3], 7, DST.ip), "no `named_host` entry: broadcast"
     assert _answer(out[2])[:2] == (CONTROL, HELD)
 
 
@@ -139,12 +143,17 @@ def test_a_resend_on_a_named_nack_ends_the_fragment_s_turn_to_ask() -> None:
 
 
 def _name_group(sw: Client) -> None:
-    """Group GROUP: one replica per worker port 1-3, instance its flow's member bit."""
+    """Group GROUP: one replica per worker port 1-3, instance its flow's member bit; flow 1's
+    has its host's address (flow 3's none: broadcast)."""
     entity = sw.group(GROUP, [])
     group = entity.packet_replication_engine_entry.multicast_group_entry
     for port in (1, 2, 3):
         group.replicas.add(egress_port=port, instance=port - 1)
-    sw.write(entity)
+    host = int.from_bytes(test_dp_target.HOSTS[1].ip)
+    sw.write(
+        entity,
+        sw.table_entry("named_host", {"group": GROUP, "rid": 0}, "set_named_host", addr=host),
+    )
 
 
 def _got(target: Target) -> dict[int, list[bytes]]:
@@ -164,7 +173,8 @@ def test_a_target_names_the_missing_worker_once_per_round_and_it_resends(
     target.sockets[3].send(_target_frame(3, frag, 3, _elements(3), flags=PROBE, count=1))
     got = _got(target)
     # bmv2 clones to each replica a clone session was ever given (test_dp_nack.py `_nack_to`)
-    assert got[1] and all(_named(f, frag, test_dp_target.PS.ip) for f in got[1]), got
+    to_1 = test_dp_target.HOSTS[1].ip
+    assert got[1] and all(_named(f, frag, test_dp_target.PS.ip, to_1) for f in got[1]), got
     assert len(got[1]) == 1, "one replica per missing member"
     assert got[3] and {_answer(f)[:2] for f in got[3]} == {(CONTROL, 0)}, "the asker's NACK"
     assert got[2] == [] and got[4] == [], "the held member and the PS get nothing"
@@ -179,7 +189,8 @@ def test_a_target_names_the_missing_worker_once_per_round_and_it_resends(
     target.sockets[2].send(_target_frame(2, frag, 2, _elements(2), flags=PROBE, count=2))
     got = _got(target)
     assert [len(got[p]) for p in (1, 3)] == [1, 1], "round 2 names flows 1 and 3"
-    assert all(_named(got[p][0], frag, test_dp_target.PS.ip) for p in (1, 3))
+    assert _named(got[1][0], frag, test_dp_target.PS.ip, to_1)
+    assert _named(got[3][0], frag, test_dp_target.PS.ip)
     worker, sock = _asking_worker(contributor=0, peers=3)  # what flow 1's worker does with it
     del sock[:]
     _hand(worker, got[1][0], 1.0)
