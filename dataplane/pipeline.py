@@ -87,7 +87,8 @@ class Aggregate:
     out_flow: int
     next_node: int
     # the multicast group that reaches the point's worker members, one replica per member
-    # (its port, instance its member bit); 0: the point names no one (`Pipeline._name`)
+    # (the port its flow arrives on, instance its member bit; `Forwarding.named_host` its
+    # address); 0: the point names no one (`Pipeline._name`)
     name_group: int = 0
 
 

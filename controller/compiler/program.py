@@ -553,9 +553,8 @@ def naming_replicas(
     own queries."""
     replicas = []
     for bit, flow in enumerate(inflows):
-        trace = seg.flows.traces.get(flow) if isinstance(flow, str) else None
-        hop = next((h for h in trace or () if h.v == switch), None)
-        if hop is not None and isinstance(flow, str):
+        if isinstance(flow, str):  # a worker's own flow, not a sum
+            hop = next(h for h in seg.flows.traces[flow] if h.v == switch)
             replicas.append((network.graph.edges[switch, hop.u]["out_port"], bit, flow))
     return replicas
 
