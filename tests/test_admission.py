@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from controller.compiler.program import compile_plan
+from controller.compiler.program import CompileError, compile_plan
 from controller.evaluator.evaluate import evaluate
 from controller.model.network import build_network
 from controller.service import admission
@@ -267,3 +267,15 @@ def test_a_job_cut_off_by_dead_links_is_refused_as_unreachable(scheme):
         )
     assert (refused.value.reason, refused.value.status) == ("no path", 409)
     assert "H20" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_job_whose_groups_overflow_its_block_is_refused_with_the_switch_named(monkeypatch):
+    """A job's result and name groups on one switch must fit its block of group ids; past it
+    they would take the next job's ids. Shrunk to one group, the block cannot hold a
+    switch's result group and a name group."""
+    from controller.compiler import program
+
+    network, plan, layout = start("atp")
+    monkeypatch.setattr(program, "GROUP_BLOCK", 1)
+    with pytest.raises(CompileError, match=r"switch \w+ needs 2 multicast groups for job"):
+        compile_plan(network, plan, layout=layout)

@@ -66,6 +66,7 @@ from dataplane.frame import (
     FLOW_IDS_PER_GENERATION,
     GENERATIONS,
     MAX_FAN_IN,
+    MAX_JOBS,
     SLOTS_PER_PIPE,
 )
 
@@ -74,6 +75,7 @@ from dataplane.frame import (
 # (make-before-break) and a new plan never meets partial sums an old one left in slots until
 # GENERATIONS re-plans later.
 GROUPS_PER_GENERATION = 4096
+GROUP_BLOCK = GROUPS_PER_GENERATION // MAX_JOBS  # a job's multicast groups under a JobLayout
 HOST_SUBNET = ipaddress.ip_network("10.0.0.0/16")
 
 
@@ -208,7 +210,8 @@ def compile_plan(
     region = SLOTS_PER_PIPE // GENERATIONS
     share = region // max(1, len(jobs))
     assignments: list[WorkerAssignment] = []
-    group_ids: dict[tuple[str, str], int] = {}
+    group_ids: dict[tuple[str, str], int] = {}  # (switch, job key) -> the last group id given
+    firsts: dict[str, int] = {}  # job key -> the group id before its first
     # (switch, job key) -> name groups to number once every result group has its id, which
     # so stays what it was before name groups: [(replicas, the entries that use the group)]
     naming: dict[tuple[str, str], list[tuple[list[Replica], list[P4TableEntry]]]] = {}
@@ -227,6 +230,7 @@ def compile_plan(
             0 if layout is None else job_layout(layout, tp.job).group_base
         )
         job_key = "" if layout is None else tp.job
+        firsts[job_key] = first
         for seg in task.segments:
             for switch, replicas, entries in _aggregation(
                 network, ids, tp, seg, job_id, task_id, gen
@@ -286,6 +290,15 @@ def compile_plan(
             for entry in entries:
                 assert isinstance(entry.action, P4TableAction)
                 entry.action.args["name_group"] = group
+    block = GROUPS_PER_GENERATION if layout is None else GROUP_BLOCK
+    for (switch, job_key), last in group_ids.items():
+        if last - firsts[job_key] > block:
+            whose = f"job {job_key}" if job_key else "the plan"
+            raise CompileError(
+                f"switch {switch} needs {last - firsts[job_key]} multicast groups for {whose} "
+                f"(a result group per task, a name group per aggregation point and segment), "
+                f"more than the {block} it has"
+            )
     return programs, assignments
 
 

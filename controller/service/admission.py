@@ -29,7 +29,7 @@ from pathlib import Path
 import networkx as nx
 
 from controller.compiler.program import (
-    GROUPS_PER_GENERATION,
+    GROUP_BLOCK,
     CompileError,
     JobLayout,
     Layout,
@@ -46,7 +46,6 @@ from dataplane.frame import FLOW_IDS_PER_GENERATION, MAX_JOBS
 
 MAX_JOB_ID = MAX_JOBS - 1  # ids 1..31: the tags' 5 bits, the per-job `forged` counter cells
 FLOW_BLOCK = FLOW_IDS_PER_GENERATION // MAX_JOBS  # 512 flow ids per job id
-GROUP_BLOCK = GROUPS_PER_GENERATION // MAX_JOBS  # 128 multicast groups per job id
 TASK = "t0"  # a job submitted through the API has one task
 _TINY = 1e-9  # Gbps: residual capacity below this is none (rounding of the running rates)
 
