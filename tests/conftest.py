@@ -268,3 +268,40 @@ def partial_plan():
     return Plan(
         "hand", "heuristic", 1.0, None, 0.0, None, [TaskPlan("j", "t", "PS", 1.0, paths, points)]
     )
+
+
+def start_portless_switch(kind: str) -> tuple[subprocess.Popen, str]:
+    """A switch of `kind` without ports (P4Runtime only: no root needed), and its address."""
+    from dataplane.bmv2 import bmv2_command, wait_listening
+    from dataplane.targets import missing
+
+    if reason := missing(kind):
+        pytest.skip(reason)
+    address = f"127.0.0.1:{free_port()}"
+    if kind == "bmv2":
+        command = bmv2_command({}, address)
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "dataplane",
+            "switch",
+            "--grpc-addr",
+            address,
+            "--log-level",
+            "warning",
+        ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_listening(address, process)
+    return process, address
+
+
+def program_files(kind: str) -> dict:
+    """The P4Info and device config a controller pushes to a switch of `kind`."""
+    from controller.southbound.p4runtime import EMBEDDED_BLOB, P4INFO
+    from dataplane.p4build import compile_for_bmv2
+
+    if kind == "bmv2":
+        built = compile_for_bmv2()
+        return {"p4info": built.p4info, "p4blob": built.json}
+    return {"p4info": P4INFO, "p4blob": EMBEDDED_BLOB}

@@ -18,7 +18,7 @@ import sys
 import time
 
 import pytest
-from conftest import EXAMPLES, free_port
+from conftest import EXAMPLES, program_files, start_portless_switch
 from finsy import (
     Controller,
     P4CloneSessionEntry,
@@ -32,56 +32,22 @@ from controller.compiler.program import compile_plan
 from controller.model.network import load_topology
 from controller.solvers import SolveOptions, solve
 from controller.southbound.p4runtime import (
-    EMBEDDED_BLOB,
-    P4INFO,
     InaSwitchDriver,
     SwitchTarget,
     diff_programs,
 )
-from dataplane.bmv2 import bmv2_command, wait_listening
-from dataplane.p4build import compile_for_bmv2
-from dataplane.targets import KINDS, missing
+from dataplane.targets import KINDS
 
 TOPOLOGY = EXAMPLES / "aro-fig1.yaml"
-
-
-def _start_switch(kind: str) -> tuple[subprocess.Popen, str]:
-    """A switch of `kind` without ports (P4Runtime only: no root needed), and its address."""
-    if reason := missing(kind):
-        pytest.skip(reason)
-    address = f"127.0.0.1:{free_port()}"
-    if kind == "bmv2":
-        command = bmv2_command({}, address)
-    else:
-        command = [
-            sys.executable,
-            "-m",
-            "dataplane",
-            "switch",
-            "--grpc-addr",
-            address,
-            "--log-level",
-            "warning",
-        ]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_listening(address, process)
-    return process, address
 
 
 @pytest.fixture(params=KINDS)
 def switch(request):
     """(kind, address) of a switch without ports."""
-    process, address = _start_switch(request.param)
+    process, address = start_portless_switch(request.param)
     yield request.param, address
     process.terminate()
     process.wait(timeout=10)
-
-
-def _program_files(kind: str) -> dict:
-    if kind == "bmv2":
-        built = compile_for_bmv2()
-        return {"p4info": built.p4info, "p4blob": built.json}
-    return {"p4info": P4INFO, "p4blob": EMBEDDED_BLOB}
 
 
 def _programs(scheme: str):
@@ -115,7 +81,7 @@ def test_the_backup_writes_nothing_then_takes_over_writing_only_the_difference(s
     writes exactly the updates that turn A's program into its own (counted independently by
     `diff_programs`, the make-before-break differ), after which the switch holds B's program."""
     kind, address = switch
-    files = _program_files(kind)
+    files = program_files(kind)
     old, new = _programs("shortest"), _programs("aro")
     inserts, modifies, deletes = diff_programs(old, new)
     expected = len(inserts) + len(modifies) + len(deletes)
@@ -155,7 +121,7 @@ def _controller(
     switches = tmp_path / "switches.json"
     switches.write_text(json.dumps({"S1": {"address": address}}))
     files = (
-        [arg for key, path in _program_files(kind).items() for arg in (f"--{key}", str(path))]
+        [arg for key, path in program_files(kind).items() for arg in (f"--{key}", str(path))]
         if kind == "bmv2"
         else []
     )
@@ -207,7 +173,7 @@ def test_two_controller_processes_fail_over_without_rewriting_the_switch(tmp_pat
     """`ina controller --election-id 20` and `--election-id 10` on one embedded switch: the
     second stands by; SIGKILL the first and the second is primary with zero writes (the same
     plan is already there). The first, restarted, finds the second primary and stands by."""
-    switch, address = _start_switch("embedded")
+    switch, address = start_portless_switch("embedded")
     primary = _controller(tmp_path, "a", address, 20)
     backup = restarted = None
     try:
@@ -241,7 +207,7 @@ HUNG_TAKEOVER_BOUND = 10.0
 def _holds_plan(kind: str, address: str) -> bool:
     """A third client (a backup, election id 1) reads the switch: does it hold exactly the
     `shortest` plan that every `ina controller` here installs?"""
-    files = _program_files(kind)
+    files = program_files(kind)
 
     async def read() -> bool:
         reader = Switch(
@@ -292,7 +258,7 @@ def test_a_stopped_primary_controller_is_replaced_by_the_backup(tmp_path):
     HUNG_TAKEOVER_BOUND seconds with 0 writes, and the switch holds the plan. SIGCONT: the
     stopped one finds its stream gone, reconnects, finds the id taken, bids lower and stands
     by (P4Runtime: the highest live election id is primary)."""
-    switch, address = _start_switch("embedded")
+    switch, address = start_portless_switch("embedded")
     controllers = []
     try:
         writes_a = _primary_and_backup(tmp_path, address, "embedded", controllers)
@@ -325,7 +291,7 @@ def test_on_bmv2_a_stopped_primary_is_replaced_only_by_a_higher_election_id(tmp_
     controller's state file goes stale, and the backup started again with a higher election
     id preempts (P4Runtime arbitration) and writes nothing; resumed, the stopped one is told
     it is a backup and writes nothing."""
-    switch, address = _start_switch("bmv2")
+    switch, address = start_portless_switch("bmv2")
     controllers = []
     try:
         writes_a = _primary_and_backup(tmp_path, address, "bmv2", controllers)
@@ -365,7 +331,7 @@ def test_on_bmv2_a_backup_watching_the_primary_takes_over_from_a_hung_one(tmp_pa
     advertises an id above A's: within the staleness (2 s here) and a few polls it is primary
     with 0 writes, and the switch holds the plan. Resumed, A is told it is a backup and
     writes nothing."""
-    switch, address = _start_switch("bmv2")
+    switch, address = start_portless_switch("bmv2")
     controllers = []
     try:
         controllers.append(_controller(tmp_path, "a", address, 20, "bmv2"))

@@ -506,6 +506,7 @@ def _fingerprints(sw: Switch, entities: Iterable) -> dict[tuple, tuple[bytes, P4
                 ),
             )
         else:
+            _sort_replicas(message)
             pre = message.packet_replication_engine_entry
             kind = pre.WhichOneof("type")
             inner = getattr(pre, kind)
@@ -548,8 +549,24 @@ def _encoded(sw: Switch, entities: Iterable) -> set[bytes]:
         message = entity.encode(sw.p4info)
         if hasattr(message, "counter_data"):
             message.ClearField("counter_data")
+        _sort_replicas(message)
         out.add(message.SerializeToString(deterministic=True))
     return out
+
+
+def _sort_replicas(message) -> None:
+    """A multicast group's replicas in (port, instance) order: bmv2 keeps a group's replicas
+    per instance and reads them back in its own order, and their order means nothing."""
+    pre = getattr(message, "packet_replication_engine_entry", None)
+    if pre is None or pre.WhichOneof("type") != "multicast_group_entry":
+        return
+    replicas = pre.multicast_group_entry.replicas
+    ordered = sorted(replicas, key=lambda r: (r.egress_port, r.port, r.instance))
+    copies = [type(r)() for r in ordered]
+    for copy, replica in zip(copies, ordered, strict=True):
+        copy.CopyFrom(replica)
+    del replicas[:]
+    replicas.extend(copies)
 
 
 def _diff(switch: str, kind: str, wanted: set[bytes], got: set[bytes]) -> list[str]:
