@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -270,16 +271,20 @@ def partial_plan():
     )
 
 
-def start_portless_switch(kind: str) -> tuple[subprocess.Popen, str]:
-    """A switch of `kind` without ports (P4Runtime only: no root needed), and its address."""
+def start_portless_switch(
+    kind: str, address: str | None = None, options: Sequence[str] = ()
+) -> tuple[subprocess.Popen, str]:
+    """A switch of `kind` without ports (P4Runtime only: no root needed) on `address` (a free
+    loopback port by default) with simple_switch_grpc's server `options` (both targets take
+    them), and its address."""
     from dataplane.bmv2 import bmv2_command, wait_listening
     from dataplane.targets import missing
 
     if reason := missing(kind):
         pytest.skip(reason)
-    address = f"127.0.0.1:{free_port()}"
+    address = address or f"127.0.0.1:{free_port()}"
     if kind == "bmv2":
-        command = bmv2_command({}, address)
+        command = [*bmv2_command({}, address), *options]
     else:
         command = [
             sys.executable,
@@ -290,6 +295,7 @@ def start_portless_switch(kind: str) -> tuple[subprocess.Popen, str]:
             address,
             "--log-level",
             "warning",
+            *options,
         ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_listening(address, process)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from certs import CA
-from conftest import EXAMPLES, free_port
+from conftest import EXAMPLES, free_port, start_portless_switch
 
-from dataplane.bmv2 import bmv2_command, wait_listening
+from dataplane.bmv2 import wait_listening
 from dataplane.p4build import compile_for_bmv2
 from dataplane.targets import KINDS, missing
 from dataplane.tls import is_loopback
@@ -49,23 +49,7 @@ def _tls_switch(kind: str, pair, address: str, client_ca: Path | None = None):
     ]
     if client_ca is not None:
         options += ["--grpc-server-cacert", str(client_ca), "--grpc-server-with-client-auth"]
-    if kind == "bmv2":
-        command = bmv2_command({}, address) + options
-    else:
-        command = [
-            sys.executable,
-            "-m",
-            "dataplane",
-            "switch",
-            "--grpc-addr",
-            address,
-            "--log-level",
-            "warning",
-            *options,
-        ]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_listening(address, process)
-    return process
+    return start_portless_switch(kind, address, options)[0]
 
 
 @pytest.fixture
