@@ -696,12 +696,20 @@ class Worker:
             heapq.heappop(self._reask)
         return None
 
-    def nack(self, raw_frag: int, now: float) -> None:
-        """A switch or the PS answered a loss query: this worker's contribution to the
-        fragment is missing there. Resent at once, unless it has been since the query."""
+    def _awaited(self, raw_frag: int) -> int | None:
+        """The fragment a loss answer (NACK, named NACK, HELD) names, if it is one of this
+        worker's in this epoch whose result is not in yet."""
         epoch, wire = split_frag_id(raw_frag)
         frag = wire - self.offset
         if epoch != self.epoch or not 0 <= frag < len(self.rows) or self.got[frag]:
+            return None
+        return frag
+
+    def nack(self, raw_frag: int, now: float) -> None:
+        """A switch or the PS answered a loss query: this worker's contribution to the
+        fragment is missing there. Resent at once, unless it has been since the query."""
+        frag = self._awaited(raw_frag)
+        if frag is None:
             return
         self.stats.nacks += 1
         if frag not in self.last_asked:
@@ -721,9 +729,8 @@ class Worker:
         if in flight or waiting to be resent, which ends its turn or query; ignored if its
         result is in, if it was never sent (its first copy goes in order), or if its last
         copy went less than its own round trip ago (that copy may not have arrived yet)."""
-        epoch, wire = split_frag_id(raw_frag)
-        frag = wire - self.offset
-        if epoch != self.epoch or not 0 <= frag < len(self.rows) or self.got[frag]:
+        frag = self._awaited(raw_frag)
+        if frag is None:
             return
         self.stats.named += 1
         if frag not in self.outstanding and frag not in self.lost:
@@ -744,9 +751,8 @@ class Worker:
         a copy of its own, and at the tail, a PROBE goes too: the PS answers it with the
         result if it has one (a copy may have opened a partial sum that nobody completes, and
         that sum answers HELD until it goes stale)."""
-        epoch, wire = split_frag_id(raw_frag)
-        frag = wire - self.offset
-        if epoch != self.epoch or not 0 <= frag < len(self.rows) or self.got[frag]:
+        frag = self._awaited(raw_frag)
+        if frag is None:
             return
         self.stats.held += 1
         if frag not in self.last_asked or frag not in self.outstanding:

@@ -271,6 +271,20 @@ def partial_plan():
     )
 
 
+def embedded_command(address: str) -> list[str]:
+    """The embedded switch (`python -m dataplane switch`) on `address`, without ports."""
+    return [
+        sys.executable,
+        "-m",
+        "dataplane",
+        "switch",
+        "--grpc-addr",
+        address,
+        "--log-level",
+        "warning",
+    ]
+
+
 def start_portless_switch(
     kind: str, address: str | None = None, options: Sequence[str] = ()
 ) -> tuple[subprocess.Popen, str]:
@@ -286,17 +300,7 @@ def start_portless_switch(
     if kind == "bmv2":
         command = [*bmv2_command({}, address), *options]
     else:
-        command = [
-            sys.executable,
-            "-m",
-            "dataplane",
-            "switch",
-            "--grpc-addr",
-            address,
-            "--log-level",
-            "warning",
-            *options,
-        ]
+        command = [*embedded_command(address), *options]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_listening(address, process)
     return process, address

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from certs import CA
-from conftest import EXAMPLES, free_port, start_portless_switch
+from conftest import EXAMPLES, embedded_command, free_port, start_portless_switch
 
 from dataplane.bmv2 import wait_listening
 from dataplane.p4build import compile_for_bmv2
@@ -261,16 +261,7 @@ def test_a_second_switch_on_an_address_in_use_exits_naming_it() -> None:
     """gRPC binds with SO_REUSEPORT by default: two switches on one address would silently
     share the controllers' connections (and P4Runtime sessions). The second must refuse."""
     address = f"127.0.0.1:{free_port()}"
-    command = [
-        sys.executable,
-        "-m",
-        "dataplane",
-        "switch",
-        "--grpc-addr",
-        address,
-        "--log-level",
-        "warning",
-    ]
+    command = embedded_command(address)
     first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(address, first)

@@ -560,13 +560,7 @@ def _sort_replicas(message) -> None:
     pre = getattr(message, "packet_replication_engine_entry", None)
     if pre is None or pre.WhichOneof("type") != "multicast_group_entry":
         return
-    replicas = pre.multicast_group_entry.replicas
-    ordered = sorted(replicas, key=lambda r: (r.egress_port, r.port, r.instance))
-    copies = [type(r)() for r in ordered]
-    for copy, replica in zip(copies, ordered, strict=True):
-        copy.CopyFrom(replica)
-    del replicas[:]
-    replicas.extend(copies)
+    pre.multicast_group_entry.replicas.sort(key=lambda r: (r.egress_port, r.port, r.instance))
 
 
 def _diff(switch: str, kind: str, wanted: set[bytes], got: set[bytes]) -> list[str]:
