@@ -61,7 +61,8 @@ WITH_ELEMENTS = frozenset((DATA, RESULT))  # the kinds that carry the K elements
 # asker's contribution is held where the query stopped, waiting for a peer's; a NACK has 0.
 HELD = 0xFFFF
 # `next_node` of an unsolicited NACK (p4src/README.md, "Loss query"): a loss query that found a
-# partial sum also NACKs the worker members missing from it, whose own queries would come late.
+# partial sum also NACKs the members missing from it (a sum through one of its workers), whose
+# own queries would come late.
 NAMED = 0xFFFF
 # Bit 7 of `flags` beside the kind (p4src/README.md, "Congestion mark"): a switch sets it on a
 # DATA, ACK, PROBE or RESULT that found at least the port's threshold of frames queued ahead of

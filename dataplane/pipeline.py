@@ -86,9 +86,9 @@ class Aggregate:
     full: int
     out_flow: int
     next_node: int
-    # the multicast group that reaches the point's worker members, one replica per member
-    # (the port its flow arrives on, instance its member bit; `Forwarding.named_host` its
-    # address); 0: the point names no one (`Pipeline._name`)
+    # the multicast group that reaches the point's members, one replica per member (the
+    # port its flow arrives on, instance its member bit; `Forwarding.named_host` the address
+    # of its worker, or of one worker in it for a sum); 0: the point names no one (`_name`)
     name_group: int = 0
 
 
@@ -489,9 +489,10 @@ class Pipeline:
     def _name(
         self, act: Aggregate, cell: int, frame: bytes, frag: int, rounds: int
     ) -> list[tuple[int, bytes]]:
-        """A loss query answered at a partial sum of its fragment also NACKs the worker
-        members missing from it but the asker, once per slot and query round: down the
-        point's `name_group`, whose replicas of members not missing egress drops (README 4.2,
+        """A loss query answered at a partial sum of its fragment also NACKs the members
+        missing from it but the asker (a sum through one of its workers, `named_host`),
+        once per slot and query round: down the point's `name_group`, whose replicas of
+        members not missing egress drops (README 4.2,
         "Loss query")."""
         s = self.slots
         if (

@@ -37,10 +37,12 @@ below the loss misses, is asked about (and its sum sent into the PS) about once;
 of a contribution still resends on its NACK at once.
 
 Named NACKs (`Worker.named_missing`, both targets): a query that finds a partial sum of its
-fragment also NACKs the worker members missing from it, once per slot and query round, so
-the loser need not wait for its own turn to ask (p4src/README.md, "Loss query"); it resends
-at once unless its last copy is younger than its own round trip. Members that are sums are
-not named: their workers' own queries find them.
+fragment also NACKs the members missing from it, once per slot and query round, so the
+loser need not wait for its own turn to ask (p4src/README.md, "Loss query"); it resends at
+once unless its last copy is younger than its own round trip. A member that is a switch's
+sum is named through one worker whose contribution is in it: that copy meets the completed
+slot, which sends its stored sum again (4-leaf/4-spine at 5 % loss in the simulation: 1.43x
+to 1.37x, a fifth fewer queries).
 
 HELD (`Worker.hold`): the asker sends no copy; it asks again an RTO later (doubled per HELD).
 A completed slot passes queries on rather than sending its sum (both targets,

@@ -86,8 +86,8 @@ const bit<16> HELD = 0xFFFF;
 const bit<32> AUX_RETRANSMITTED = 1;
 
 const bit<32> PKT_INSTANCE_TYPE_INGRESS_CLONE = 1;
-// `next_node` of the unsolicited NACK a loss query sends to each worker member missing from
-// the partial sum it found (README "Loss query"): the worker resends at once.
+// `next_node` of the unsolicited NACK a loss query sends for each member missing from the
+// partial sum it found (README "Loss query"): the named worker resends at once.
 const bit<16> NAMED = 0xFFFF;
 const bit<8> FL_CONTROL = 1;  // field list preserved into the collision clone
 

@@ -63,23 +63,35 @@ def test_fig1_aggregation_entries_chain_to_the_ps():
     assert len({w.flow_id for w in workers}) == 5
 
 
-def test_each_point_names_its_worker_members_down_a_group_of_their_own():
-    """A point's name group has one replica per worker member, through the port its flow
-    arrives on (W4's crosses L3, which routes the NACK by `named_host`'s address), instance
-    its member bit; sums (L1's and L2's at S1) have none. Result groups keep their ids."""
+def test_each_point_names_its_members_down_a_group_of_their_own():
+    """A point's name group has one replica per member, through the port its flow arrives on
+    (W4's crosses L3, which routes the NACK by `named_host`'s address), instance its member
+    bit; a sum (L1's and L2's at S1) is named through the first of its workers, whose copy
+    makes the leaf send its sum again. Result groups keep their ids."""
     network = load_topology(EXAMPLES / "aro-fig1.yaml")
     programs, _ = compile_plan(network, _fig1_plan())
     s1 = programs["S1"]
     [result, named] = s1.multicast_groups
     assert result.multicast_group_id == 1 and named.multicast_group_id == 2
-    [w4] = [e for e in _entries(s1, "ina_aggregate") if e.match["flow_id"] == 5]
-    bit = w4.action.args["member"].bit_length() - 1
-    from_l3 = network.graph.edges["S1", "L3"]["out_port"]
-    assert list(named.replicas) == [(from_l3, bit)]
+    bits = {
+        e.match["flow_id"]: e.action.args["member"].bit_length() - 1
+        for e in _entries(s1, "ina_aggregate")
+    }
+    l1_sum = _entries(programs["L1"], "ina_aggregate")[0].action.args["out_flow"]
+    l2_sum = _entries(programs["L2"], "ina_aggregate")[0].action.args["out_flow"]
+    port = {leaf: network.graph.edges["S1", leaf]["out_port"] for leaf in ("L1", "L2", "L3")}
+    assert sorted(named.replicas) == sorted(
+        [(port["L3"], bits[5]), (port["L1"], bits[l1_sum]), (port["L2"], bits[l2_sum])]
+    )
     assert {e.action.args["name_group"] for e in _entries(s1, "ina_aggregate")} == {2}
-    [host] = _entries(s1, "named_host")
-    assert (host.match["group"], host.match["rid"]) == (2, bit)
-    assert host.action.args["addr"] == int(ipaddress.ip_address(Numbering(network).host_ip["W4"]))
+    ips = Numbering(network).host_ip
+    hosts = {e.match["rid"]: e.action.args["addr"] for e in _entries(s1, "named_host")}
+    assert {e.match["group"] for e in _entries(s1, "named_host")} == {2}
+    assert hosts == {
+        bits[5]: int(ipaddress.ip_address(ips["W4"])),
+        bits[l1_sum]: int(ipaddress.ip_address(ips["W0"])),
+        bits[l2_sum]: int(ipaddress.ip_address(ips["W2"])),
+    }
     l1_named = programs["L1"].multicast_groups[-1]
     assert sorted(instance for _, instance in l1_named.replicas) == [0, 1]
 

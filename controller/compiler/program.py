@@ -12,10 +12,10 @@ switches realise exactly the flows the evaluator scored:
 * `ina_forward` sends each flow leaving a switch to its planned next hop;
 * `ina_aggregate` has one entry per flow merged at a point, with the point's `tag`, the flow's
   `member` bit, the point's `full` bitmap and its `name_group`: a multicast group with one
-  replica per worker member (the port its flow arrives on, instance its member bit), down
+  replica per member (the port its flow arrives on, instance its member bit), down
   which a loss query at a partial sum NACKs the members missing from it, and `named_host`
   gives each replica its worker's address (p4src/README.md, "Loss query"); a member that is
-  a switch's sum has no replica (0: no group, when no member has one);
+  a switch's sum is named through one worker whose contribution is in it (`naming_replicas`);
 * results go back down a tree: the first reversed worker path to reach a node chooses its
   parent, so every worker receives each result exactly once even where the plan splits paths;
 * a task with partial aggregation (`share` < 1) is compiled segment by segment
@@ -561,15 +561,27 @@ def _aggregation(
 def naming_replicas(
     network: Network, seg: SegmentNumbering, switch: str, inflows: list[FlowId]
 ) -> list[Replica]:
-    """(port, instance, worker) per worker member of a point at `switch`: the port its flow
-    arrives on, its member bit, the worker. A member that is a sum is left to its workers'
-    own queries."""
+    """(port, instance, worker) per member of a point at `switch`: the port its flow arrives
+    on, its member bit, and the worker named when it is missing: its own, or for a member
+    that is a switch's sum the first worker (by name) whose contribution is in that sum. That
+    worker's resend reaches the slot that made the sum, which sends its stored sum again if
+    it completed (`again`, p4src/README.md step 4.2) and is a duplicate there if not: a lost
+    sum is repaired without its workers' own queries, and the switches need nothing new."""
     replicas = []
     for bit, flow in enumerate(inflows):
-        if isinstance(flow, str):  # a worker's own flow, not a sum
-            hop = next(h for h in seg.flows.traces[flow] if h.v == switch)
-            replicas.append((network.graph.edges[switch, hop.u]["out_port"], bit, flow))
+        worker = flow if isinstance(flow, str) else _first_contributor(seg, switch, flow)
+        hop = next(h for h in seg.flows.traces[worker] if h.v == switch and h.arriving == flow)
+        replicas.append((network.graph.edges[switch, hop.u]["out_port"], bit, worker))
     return replicas
+
+
+def _first_contributor(seg: SegmentNumbering, switch: str, flow: FlowId) -> str:
+    """The first worker, by name, whose trace reaches `switch` as `flow` (a sum)."""
+    return next(
+        worker
+        for worker in sorted(seg.flows.traces)
+        if any(h.v == switch and h.arriving == flow for h in seg.flows.traces[worker])
+    )
 
 
 def _tag(gen: int, job_id: int, task_id: int, index: int) -> int:

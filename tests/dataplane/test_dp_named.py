@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import pytest
 import test_dp_target
+from conftest import EXAMPLES
 from test_dp_fastpath import DST, JOB, SRC, TASK, aggregating
 from test_dp_nack import _asking_worker, _frame, _query
 from test_dp_target import Target, _elements, _install_aggregation, _receive, well_formed
 from test_dp_target import _frame as _target_frame
 
+from controller.emulation.faults.lossy_sim import Emulation
+from controller.model.network import load_topology
 from dataplane.frame import (
     CONTROL,
     DATA,
     ECN_CE,
     HELD,
+    KIND,
     NAMED,
     OFF_IP,
     PROBE,
@@ -25,7 +29,7 @@ from dataplane.frame import (
     InaHeader,
     build_frame,
 )
-from dataplane.gradients import frag_id
+from dataplane.gradients import frag_id, split_frag_id
 from dataplane.p4rt_client import Client
 from dataplane.pipeline import Aggregate, Pipeline
 from dataplane.worker import Worker, dispatch
@@ -137,6 +141,35 @@ def test_a_resend_on_a_named_nack_ends_the_fragment_s_turn_to_ask() -> None:
     worker.on_timeouts(1.15)  # its turn is past, its copy's deadline (1.2) not yet
     queries = [h.frag_id for h in map(InaHeader.unpack, sock) if h.flags == PROBE and h.count]
     assert frag_id(0, 0) not in queries
+
+
+# *** a lost sum, in a simulated Fig. 1
+
+
+def test_a_lost_sum_is_repaired_through_a_worker_of_the_leaf_that_made_it() -> None:
+    """L1's sums of fragments 1-4 are lost on their way to S1. A peer's query at S1's partial
+    sum names L1's sum, through W0 (the first of its workers): W0's copy meets L1's completed
+    slot, which sends the sum again. Named only as worker members, the sums waited for L1's
+    workers' own queries, and no one was named."""
+    network = load_topology(EXAMPLES / "aro-fig1.yaml")
+    emulation = Emulation(network)
+    link = emulation.links["L1", "S1"]
+    deliver, dropped = link.deliver, set()
+
+    def lose_first_sums(frame: bytes) -> None:
+        header = InaHeader.unpack(frame)
+        frag = split_frag_id(header.frag_id)[1]
+        if header.flags & KIND == DATA and 1 <= frag <= 4 and frag not in dropped:
+            dropped.add(frag)
+            return
+        deliver(frame)
+
+    link.deliver = lose_first_sums
+    it = emulation.iteration(0, 0.05, timeout=60)
+    assert it.seconds is not None, it.waiting
+    assert all(it.exact) and (it.finished, it.miscounted) == (it.fragments, 0)
+    assert dropped == {1, 2, 3, 4}
+    assert it.resent_on_named >= 1, (it.named, it.resent_on_named, it.queries)
 
 
 # *** both targets, through real ports
