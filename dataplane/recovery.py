@@ -44,7 +44,8 @@ sum is named through one worker whose contribution is in it: that copy meets the
 slot, which sends its stored sum again (4-leaf/4-spine at 5 % loss in the simulation: 1.43x
 to 1.37x, a fifth fewer queries).
 
-HELD (`Worker.hold`): the asker sends no copy; it asks again an RTO later (doubled per HELD).
+HELD (`Worker.hold`): the asker sends no copy; it asks again an RTO later (doubled per HELD;
+at the tail two PTOs, at most an RTO, and a resend's timeout is not doubled there either).
 A completed slot passes queries on rather than sending its sum (both targets,
 `Pipeline.pass_queries`): on the 4-leaf/4-spine the PS receives three sums per fragment, and
 the sums that completed slots sent on for a peer's loss (and the copies after QUERY_ROUNDS
@@ -104,6 +105,14 @@ QUERY_TURN_RANKS = 3
 # queues into the PS and back, longer than the round trips the PTO is made of (5 % loss: half
 # the first queries were asked again at one PTO, 7 153 of 25 059).
 REASK_PTOS = 2.0
+# PTOs a HELD fragment waits at the tail (the worker has sent every fragment once) before it is
+# asked about again, at most an RTO and never doubled; a resend's timeout is not doubled there
+# either. Backing off spares a loaded path new copies, but at the tail the few fragments left
+# are all a worker sends, and each lost repair of a peer's loss or lost result copy waited out
+# a doubled 0.5 s RTO floor with the link idle (the simulation at 5 % loss: from 99 % of the
+# fragments to the last 0.75 s on the 4-leaf/4-spine and 0.99 s on Fig. 1; with this rule
+# 0.46 s and 0.57 s, docs/reliability/loss.md).
+TAIL_HOLD_PTOS = 2.0
 
 
 class InFlight(dict[int, float]):

@@ -87,6 +87,7 @@ from dataplane.recovery import (
     QUERY_TURN_RTTS,
     REASK_PTOS,
     REPLANNED,
+    TAIL_HOLD_PTOS,
     TIMED_OUT,
     TLP_FLOOR,
     InFlight,
@@ -469,12 +470,14 @@ class Worker:
         return None
 
     def _resend(self, frag: int, now: float) -> None:
-        """Send `frag` again; its next deadline is the RTO backed off by its timeouts so far."""
+        """Send `frag` again; its next deadline is the RTO backed off by its timeouts so far,
+        at the tail the RTO alone (TAIL_HOLD_PTOS)."""
         self._send(frag)
         self.resent.add(frag)
         self.held.pop(frag, None)  # its own copy goes: no longer only waiting for a peer
         self.sent_once.pop(frag, None)
-        self._track(frag, now, now + self.rtt.backed_off(self.timeouts.get(frag, 0)))
+        backoff = self.rtt.backed_off(self.timeouts.get(frag, 0))
+        self._track(frag, now, now + (min(self.rto, backoff) if self._tail() else backoff))
 
     def unblock(self, occupant: int, now: float, other_shard: bool = False) -> None:
         """A slot on this worker's path is held by fragment id `occupant`; help it leave.
@@ -746,8 +749,9 @@ class Worker:
         """A switch or the PS answered a loss query HELD: this worker's contribution (or the
         sum it is in) is there and the fragment waits for a peer's, whom the path NACKs. No
         copy then, and no query for a while: the rounds start over after an RTO, doubled with
-        every HELD since the fragment's last send (at most BACKOFF_CEILING), in case the peer's
-        repair or this worker's copy of the result is lost. From the second HELD on, after
+        every HELD since the fragment's last send (at most BACKOFF_CEILING; at the tail
+        TAIL_HOLD_PTOS PTOs, at most an RTO), in case the peer's repair or this worker's copy
+        of the result is lost. From the second HELD on, after
         a copy of its own, and at the tail, a PROBE goes too: the PS answers it with the
         result if it has one (a copy may have opened a partial sum that nobody completes, and
         that sum answers HELD until it goes stale)."""
@@ -758,7 +762,10 @@ class Worker:
         if frag not in self.last_asked or frag not in self.outstanding:
             return  # resent since its query: that copy answers
         times = self.held.get(frag, (0, 0.0))[0] + 1
-        until = now + min(BACKOFF_CEILING, self.rto * 2 ** (times - 1))
+        if self._tail():  # nothing left to send: a lost repair must not cost a doubled RTO
+            until = now + min(self.rto, TAIL_HOLD_PTOS * self._pto())
+        else:
+            until = now + min(BACKOFF_CEILING, self.rto * 2 ** (times - 1))
         self.held[frag] = (times, until)
         self.asked[frag] = 0
         if times >= 2 or frag in self.resent or self._tail():

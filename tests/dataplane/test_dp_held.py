@@ -10,6 +10,7 @@ sent on again for a peer's loss.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import ROOT
 from test_dp_fastpath import DST, JOB, OUT_FLOW, OUT_PORT, SRC, TASK, aggregating
 from test_dp_nack import _asking_worker, _Sent
@@ -33,7 +34,7 @@ from dataplane.frame import (
 from dataplane.gradients import frag_id
 from dataplane.pipeline import Pipeline
 from dataplane.ps import ParameterServer
-from dataplane.recovery import QUERY_ROUNDS
+from dataplane.recovery import QUERY_ROUNDS, TAIL_HOLD_PTOS
 from dataplane.worker import dispatch
 
 
@@ -182,3 +183,24 @@ def test_at_five_percent_loss_the_ps_of_the_leaf_spine_gets_few_sums_again() -> 
         assert all(it.exact) and (it.finished, it.miscounted) == (it.fragments, 0)
         again.append(it.ps_intake["repeated_sums"] + it.ps_intake["sums_of_finished"])
     assert again[1] < again[0] / 5, again
+
+
+def test_at_the_tail_a_held_fragment_waits_two_ptos_and_a_resend_is_not_backed_off() -> None:
+    """Once every fragment went out, a HELD waits TAIL_HOLD_PTOS PTOs (at most an RTO), the
+    second as long as the first, and a fragment resent after timeouts waits one RTO: at 5 %
+    loss the last fragments sat out doubled 0.5 s waits with the link idle."""
+    worker, _ = _asking_worker(contributor=0, peers=0)
+    worker.rtt.sample(0.02)  # SRTT 20 ms: a PTO of 40 ms, an RTO of 0.5 s (the floor)
+    for frag in range(16):
+        worker.receive(RESULT, 100, frag_id(0, frag), _frame(100, frag_id(0, frag), RESULT), 0.05)
+    worker.pump(0.05)  # fragments 16-19: the tail
+    assert worker._tail()
+    worker._declare_lost(17, 0.1)
+    pto = worker._pto()
+    assert pto < worker.rto / 2
+    for held_at in (0.11, 0.2):
+        dispatch([worker], {(JOB, TASK): worker}, _held(17), held_at)
+        assert worker.held[17][1] == pytest.approx(held_at + TAIL_HOLD_PTOS * pto)
+    worker.timeouts[18] = 3
+    worker._resend(18, 0.3)
+    assert worker.outstanding[18] == pytest.approx(0.3 + worker.rto), "not doubled"
