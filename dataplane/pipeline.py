@@ -492,8 +492,7 @@ class Pipeline:
         """A loss query answered at a partial sum of its fragment also NACKs the members
         missing from it but the asker (a sum through one of its workers, `named_host`),
         once per slot and query round: down the point's `name_group`, whose replicas of
-        members not missing egress drops (README 4.2,
-        "Loss query")."""
+        members not missing egress drops (README 4.2, "Loss query")."""
         s = self.slots
         if (
             not act.name_group

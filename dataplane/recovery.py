@@ -42,7 +42,7 @@ loser need not wait for its own turn to ask (p4src/README.md, "Loss query"); it 
 once unless its last copy is younger than its own round trip. A member that is a switch's
 sum is named through one worker whose contribution is in it: that copy meets the completed
 slot, which sends its stored sum again (4-leaf/4-spine at 5 % loss in the simulation: 1.43x
-to 1.37x, a fifth fewer queries).
+to 1.37x, a sixth fewer queries).
 
 HELD (`Worker.hold`): the asker sends no copy; it asks again an RTO later (doubled per HELD;
 at the tail two PTOs, at most an RTO, and a resend's timeout is not doubled there either).
