@@ -34,6 +34,7 @@ from controller.solvers import SolveOptions, solve
 from controller.southbound.p4runtime import (
     InaSwitchDriver,
     SwitchTarget,
+    canonical,
     diff_programs,
 )
 from dataplane.targets import KINDS
@@ -61,11 +62,11 @@ async def _held(sw) -> set[bytes]:
     entities = [e async for e in sw.read(P4TableEntry())]
     entities += [e async for e in sw.read(P4MulticastGroupEntry())]
     entities += [e async for e in sw.read(P4CloneSessionEntry())]
-    return {e.encode(sw.p4info).SerializeToString(deterministic=True) for e in entities}
+    return canonical(sw, entities)
 
 
 def _wanted(sw, program) -> set[bytes]:
-    return {e.encode(sw.p4info).SerializeToString(deterministic=True) for e in program.entities()}
+    return canonical(sw, program.entities())
 
 
 async def _wait(condition, timeout: float = 30.0) -> None:

@@ -531,19 +531,21 @@ def diff_programs(old: SwitchProgram, new: SwitchProgram) -> tuple[list, list, l
 async def verify(sw: Switch, program: SwitchProgram) -> list[str]:
     """Read back tables, multicast groups and clone sessions; describe every difference."""
     problems: list[str] = []
-    wanted_tables = _encoded(sw, program.table_entries)
-    got_tables = _encoded(sw, [e async for e in _read(sw, P4TableEntry())])
+    wanted_tables = canonical(sw, program.table_entries)
+    got_tables = canonical(sw, [e async for e in _read(sw, P4TableEntry())])
     problems += _diff(sw.name, "table entry", wanted_tables, got_tables)
-    wanted_groups = _encoded(sw, program.multicast_groups)
-    got_groups = _encoded(sw, [e async for e in _read(sw, P4MulticastGroupEntry())])
+    wanted_groups = canonical(sw, program.multicast_groups)
+    got_groups = canonical(sw, [e async for e in _read(sw, P4MulticastGroupEntry())])
     problems += _diff(sw.name, "multicast group", wanted_groups, got_groups)
-    wanted_clones = _encoded(sw, program.clone_sessions)
-    got_clones = _encoded(sw, [e async for e in _read(sw, P4CloneSessionEntry())])
+    wanted_clones = canonical(sw, program.clone_sessions)
+    got_clones = canonical(sw, [e async for e in _read(sw, P4CloneSessionEntry())])
     problems += _diff(sw.name, "clone session", wanted_clones, got_clones)
     return problems
 
 
-def _encoded(sw: Switch, entities: Iterable) -> set[bytes]:
+def canonical(sw: Switch, entities: Iterable) -> set[bytes]:
+    """`entities` as bytes that compare equal when a switch holds what was written: counter
+    data cleared, a multicast group's replicas in (port, instance) order."""
     out = set()
     for entity in entities:
         message = entity.encode(sw.p4info)
