@@ -751,10 +751,10 @@ class Worker:
         copy then, and no query for a while: the rounds start over after an RTO, doubled with
         every HELD since the fragment's last send (at most BACKOFF_CEILING; at the tail
         TAIL_HOLD_PTOS PTOs, at most an RTO), in case the peer's repair or this worker's copy
-        of the result is lost. From the second HELD on, after
-        a copy of its own, and at the tail, a PROBE goes too: the PS answers it with the
-        result if it has one (a copy may have opened a partial sum that nobody completes, and
-        that sum answers HELD until it goes stale)."""
+        of the result is lost. From the second HELD on, after a copy of its own, and at the
+        tail, a PROBE goes too: the PS answers it with the result if it has one (a copy may
+        have opened a partial sum that nobody completes, and that sum answers HELD until it
+        goes stale)."""
         frag = self._awaited(raw_frag)
         if frag is None:
             return

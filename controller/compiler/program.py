@@ -567,21 +567,18 @@ def naming_replicas(
     worker's resend reaches the slot that made the sum, which sends its stored sum again if
     it completed (`again`, p4src/README.md step 4.2) and is a duplicate there if not: a lost
     sum is repaired without its workers' own queries, and the switches need nothing new."""
+    traces = seg.flows.traces
     replicas = []
     for bit, flow in enumerate(inflows):
-        worker = flow if isinstance(flow, str) else _first_contributor(seg, switch, flow)
-        hop = next(h for h in seg.flows.traces[worker] if h.v == switch and h.arriving == flow)
+        candidates = [flow] if isinstance(flow, str) else sorted(traces)
+        worker, hop = next(
+            (worker, h)
+            for worker in candidates
+            for h in traces[worker]
+            if h.v == switch and h.arriving == flow
+        )
         replicas.append((network.graph.edges[switch, hop.u]["out_port"], bit, worker))
     return replicas
-
-
-def _first_contributor(seg: SegmentNumbering, switch: str, flow: FlowId) -> str:
-    """The first worker, by name, whose trace reaches `switch` as `flow` (a sum)."""
-    return next(
-        worker
-        for worker in sorted(seg.flows.traces)
-        if any(h.v == switch and h.arriving == flow for h in seg.flows.traces[worker])
-    )
 
 
 def _tag(gen: int, job_id: int, task_id: int, index: int) -> int:
