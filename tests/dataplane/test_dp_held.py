@@ -204,3 +204,18 @@ def test_at_the_tail_a_held_fragment_waits_two_ptos_and_a_resend_is_not_backed_o
     worker.timeouts[18] = 3
     worker._resend(18, 0.3)
     assert worker.outstanding[18] == pytest.approx(0.3 + worker.rto), "not doubled"
+
+
+def test_a_held_fragment_takes_no_place_in_the_window() -> None:
+    """A HELD contribution sits in a slot waiting for a peer's repair: counted in the window,
+    each worker of the 4-leaf/4-spine at 5 % loss was window-bound for a quarter of the
+    iteration."""
+    worker, sock = _asking_worker(contributor=0, peers=0)
+    assert len(worker.outstanding) == int(worker.window) == 16, "the window is full"
+    worker._declare_lost(3, 0.1)
+    worker.pump(0.1)
+    assert _sent(sock, 16) == [], "asked, not held: still in the window"
+    dispatch([worker], {(JOB, TASK): worker}, _held(3), 0.12)
+    worker.pump(0.12)
+    assert _sent(sock, 16) == [(DATA, 1)] and _sent(sock, 17) == [], "one place freed"
+    assert 3 in worker.outstanding, "still awaited"
