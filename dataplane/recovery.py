@@ -46,8 +46,8 @@ to 1.37x, a sixth fewer queries).
 
 HELD (`Worker.hold`): the asker sends no copy; it asks again an RTO later (doubled per HELD;
 at the tail two PTOs, at most an RTO, and a resend's timeout is not doubled there either),
-and the fragment takes no place in its window meanwhile (4-leaf/4-spine at 5 % loss in the
-simulation: 1.37x to 1.25x).
+and up to half a window of such fragments take no place in it meanwhile (4-leaf/4-spine at
+5 % loss in the simulation: 1.37x to 1.26x).
 A completed slot passes queries on rather than sending its sum (both targets,
 `Pipeline.pass_queries`): on the 4-leaf/4-spine the PS receives three sums per fragment, and
 the sums that completed slots sent on for a peer's loss (and the copies after QUERY_ROUNDS

@@ -206,11 +206,11 @@ def test_at_the_tail_a_held_fragment_waits_two_ptos_and_a_resend_is_not_backed_o
     assert worker.outstanding[18] == pytest.approx(0.3 + worker.rto), "not doubled"
 
 
-def test_a_held_fragment_takes_no_place_in_the_window() -> None:
+def test_held_fragments_take_no_place_in_the_window_up_to_half_of_it() -> None:
     """A HELD contribution sits in a slot waiting for a peer's repair: counted in the window,
     each worker of the 4-leaf/4-spine at 5 % loss was window-bound for a quarter of the
-    iteration."""
-    worker, sock = _asking_worker(contributor=0, peers=0)
+    iteration. Half a window of them at most, so that slow switches do not queue 2 windows."""
+    worker, sock = _asking_worker(contributor=0, peers=0, count=40)
     assert len(worker.outstanding) == int(worker.window) == 16, "the window is full"
     worker._declare_lost(3, 0.1)
     worker.pump(0.1)
@@ -219,3 +219,9 @@ def test_a_held_fragment_takes_no_place_in_the_window() -> None:
     worker.pump(0.12)
     assert _sent(sock, 16) == [(DATA, 1)] and _sent(sock, 17) == [], "one place freed"
     assert 3 in worker.outstanding, "still awaited"
+    for frag in range(4, 14):  # 11 held in all
+        worker._declare_lost(frag, 0.13)
+        dispatch([worker], {(JOB, TASK): worker}, _held(frag), 0.14)
+    worker.pump(0.14)
+    newest = max(h.frag_id for h in map(InaHeader.unpack, sock) if h.flags == DATA)
+    assert newest == frag_id(0, 16 + 8 - 1), "8 places freed, not 11"

@@ -326,9 +326,9 @@ def test_about_one_resend_per_lost_frame_at_one_percent_loss(fig1) -> None:
     assert statistics.median(per_lost) <= 1.5, per_lost
 
 
-def _asking_worker(contributor: int, peers: int) -> tuple[Worker, _Sent]:
+def _asking_worker(contributor: int, peers: int, count: int = 20) -> tuple[Worker, _Sent]:
     sock = _Sent()
-    rows = fragments(np.arange(20 * K, dtype=np.int32))
+    rows = fragments(np.arange(count * K, dtype=np.int32))
     worker = Worker(
         sock,  # type: ignore[arg-type]
         SRC,
