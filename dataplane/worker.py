@@ -12,11 +12,10 @@ can block a slot for good. Fragments sent ahead of order that way take no place 
 a window full of them would wait for fragments that only its own in-order sending can provide
 (a deadlock seen after re-plans). Nor do fragments a loss query found HELD, up to half a
 window: the contribution is in a slot, the wait is a peer's repair, and under loss windows
-full of them idled links.
-Optionally paced at the task's published rate. A result carrying the congestion mark cuts
-the window as DCTCP does and grows nothing (dataplane/congestion.py); the worker's own egress
-queue marks its DATA as a switch port would, so that workers outpacing their own links hear
-of it too.
+full of them idled links. Optionally paced at the task's published rate. A result carrying
+the congestion mark cuts the window as DCTCP does and grows nothing (dataplane/congestion.py);
+the worker's own egress queue marks its DATA as a switch port would, so that workers
+outpacing their own links hear of it too.
 
 Model sharding (EINA Sec. III-C): when the controller's state file gives the tasks of the job
 a `model_share`, the worker splits its fragments into contiguous shards, one per task in task
