@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from controller.emulation.mininet_runner import IterationResult
 from controller.tools.bench.loss_journal import (
     Journal,
     JournalMismatch,
     code_revision,
+    iteration_record,
     recovery_cost,
 )
 
@@ -333,3 +335,25 @@ def test_recovery_cost_sets_resends_against_the_frames_the_loss_rules_dropped(tm
     journal.ended("fig1", "none", _session(1000, 0, 1000, 1))
     unimpaired = recovery_cost(journal.row("fig1", "none").report())
     assert unimpaired["resends_per_lost_frame"] is None and unimpaired["resent_percent"] is None
+
+
+def test_an_iteration_record_keeps_how_the_workers_found_their_losses():
+    """Slow and fast iterations of one row did the same recovery work but not the same
+    timeouts: each record keeps the workers' timeouts, detections, PROBEs, named NACKs and
+    the largest smoothed round trip, summed from their reports."""
+    reports = {
+        name: {
+            "resent_on_timeout": 1,
+            "resent_on_control": 0,
+            "timed_out": timed_out,
+            "detected_lost": 10,
+            "probes": 3,
+            "named": 2,
+            "srtt_ms": srtt,
+        }
+        for name, timed_out, srtt in (("h1", 4, 20.5), ("h2", 7, 31.0))
+    }
+    it = IterationResult(1, 2.0, 2.5, True, {}, 0, 0.0, 0.0, worker_reports=reports)
+    record = iteration_record(it)
+    assert (record["timed_out"], record["detected_lost"], record["probes"]) == (11, 20, 6)
+    assert (record["named"], record["srtt_ms"]) == (4, 31.0)

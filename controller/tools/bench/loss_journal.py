@@ -71,6 +71,15 @@ def iteration_record(it: IterationResult) -> dict:
         # HELD answers received, and results that came with the congestion mark
         "held": sum(r.get("held", 0) for r in reports),
         "marked": sum(r.get("marked", 0) for r in reports),
+        # how losses were found (retransmission timeouts; later results or the tail probe),
+        # the PROBEs sent (each one the PS answers with a result to every worker) and named
+        # NACKs received: what sets a slow iteration apart from a fast one of the same row
+        "timed_out": sum(r.get("timed_out", 0) for r in reports),
+        "detected_lost": sum(r.get("detected_lost", 0) for r in reports),
+        "probes": sum(r.get("probes", 0) for r in reports),
+        "named": sum(r.get("named", 0) for r in reports),
+        # the largest smoothed round trip among the workers at the end of the iteration (ms)
+        "srtt_ms": max((r.get("srtt_ms", 0.0) for r in reports), default=0.0),
         # the workers' retransmission timeout at the end of the iteration (median, ms)
         "rto_ms": statistics.median(r.get("rto_ms", 0) for r in reports),
         "fragments": it.ps_report.get("fragments", 0),
