@@ -3,14 +3,16 @@
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
 workers, and sends one RESULT per fragment that the switches multicast to the workers, under the
-task's result flow id (published by the controller as `result_flow_id`). A DATA, ACK or PROBE
-for a finished fragment makes it send the result again (a worker lost it), a loss query (a PROBE
-with a round in `count`) once per round, as a switch's kept RESULT answers: the peers of a
-contributor whose loss delayed the fragment ask in the same round, their queries cross the
-result on its way down, and each sent it to every worker again. A loss query for an
-unfinished fragment gets a NACK back to its sender when the PS has not counted its flow, else
-HELD (the loss is another flow's: the asker waits). It keeps no timer: recovery is the
-workers' (dataplane/recovery.py).
+task's result flow id (published by the controller as `result_flow_id`). A DATA or a PROBE
+for a finished fragment makes it send the result again, to that worker only (`repeat_to`: the
+switches route it by address): one worker lost it, and a result sent to every worker for each
+of them was replicated by every switch of the tree. An ACK gets nothing: its sender holds the
+result. A loss query (a PROBE with a round in `count`) is answered to every worker, once per
+round, as a switch's kept RESULT answers: the peers of a contributor whose loss delayed the
+fragment ask in the same round, and their queries cross the result on its way down. A loss
+query for an unfinished fragment gets a NACK back to its sender when the PS has not counted
+its flow, else HELD (the loss is another flow's: the asker waits). It keeps no timer: recovery
+is the workers' (dataplane/recovery.py).
 
 Congestion: a result carries the congestion mark (p4src/README.md, "Congestion mark") when any
 sum the PS added into it came marked, and a result sent again carries the mark of the packet
@@ -69,12 +71,18 @@ class _ResultSender(Protocol):
 
 
 def result_frame(
-    ps: _ResultSender, fragment_id: int, values: np.ndarray | bytes, aux: int, mark: int = 0
+    ps: _ResultSender,
+    fragment_id: int,
+    values: np.ndarray | bytes,
+    aux: int,
+    mark: int = 0,
+    to: Endpoint = BROADCAST,
 ) -> bytes:
     """The RESULT of one fragment, to every worker (broadcast; the switches multicast it down
-    the tree), with the PS's current result flow id: `aux` as the contribution that completed
-    it (RETRANSMITTED for one sent again) and `mark` (CONGESTED or 0) echoing the mark.
-    `values`: the K sums, or already as the K big-endian int32 of the wire."""
+    the tree) or to the one worker `to` (`asker_of`), with the PS's current result flow id:
+    `aux` as the contribution that completed it (RETRANSMITTED for one sent again) and `mark`
+    (CONGESTED or 0) echoing the mark. `values`: the K sums, or already as the K big-endian
+    int32 of the wire."""
     header = InaHeader(
         ps.task.job,
         ps.task.task,
@@ -86,7 +94,21 @@ def result_frame(
         aux=aux,
     )
     elements = values if isinstance(values, bytes) else values.astype(">i4").tobytes()
-    return build_frame(ps.me, BROADCAST, header, elements)
+    return build_frame(ps.me, to, header, elements)
+
+
+def repeat_to(frame: bytes) -> Endpoint | None:
+    """Where the result of a finished fragment goes again for `frame` (a DATA, ACK or PROBE
+    of that fragment): a loss query's answer to every worker; a copy's or a PROBE's to its
+    sender alone, addressed as a named NACK is (IPv4 the sender's, Ethernet broadcast; the
+    switches route a RESULT to a host address as a CONTROL, p4src/README.md step 3); none
+    for an ACK, whose sender holds the result."""
+    flags, count = kind_of(frame[OFF_INA + 3]), INA_HEADER.unpack_from(frame, OFF_INA)[6]
+    if flags == ACK:
+        return None
+    if flags == PROBE and count:
+        return BROADCAST
+    return Endpoint(BROADCAST.mac, bytes(frame[OFF_IP + 12 : OFF_IP + 16]))
 
 
 @dataclass
@@ -146,12 +168,14 @@ class ParameterServer:
             self.counts[gen] = [0] * self.fragments
         return self.sums[gen], self.counts[gen]
 
-    def _send_result(self, frag: int, aux: int = RETRANSMITTED, mark: int = 0) -> None:
+    def _send_result(
+        self, frag: int, aux: int = RETRANSMITTED, mark: int = 0, to: Endpoint = BROADCAST
+    ) -> None:
         """`aux`: that of the contribution that completed the fragment; a repeated result is
         marked RETRANSMITTED (no worker takes its round trip as a sample, dataplane/rto.py).
-        `mark`: CONGESTED to echo the congestion mark."""
+        `mark`: CONGESTED to echo the congestion mark. `to`: every worker, or one."""
         fid = frag_id(self.epoch, self.offset + frag)
-        send(self.sock, result_frame(self, fid, self.payloads[frag], aux, mark))
+        send(self.sock, result_frame(self, fid, self.payloads[frag], aux, mark, to))
         self.results_sent += 1
 
     def handle(self, frame: bytes) -> None:
@@ -176,8 +200,8 @@ class ParameterServer:
             self.answered[frag] = count
         if flags in (ACK, PROBE) or (flags == DATA and done):
             self.duplicates_ignored += flags == DATA
-            if done:
-                self._send_result(frag, mark=mark)
+            if done and (to := repeat_to(frame)) is not None:
+                self._send_result(frag, mark=mark, to=to)
             return
         if flags != DATA:
             return

@@ -6,8 +6,8 @@ one all-reduce per step, of sizes the PS does not know (the rounds of dataplane/
 so this one keeps its state per fragment id as fragments arrive: per epoch (the step), per
 fragment the sums per flow-id generation, the flows counted and, once `workers` contributions
 are in, the result. It finishes and answers fragments exactly as `ParameterServer` does
-(`ps.result_frame`, the congestion mark echoed). A step's results stay for the next
-KEEP_EPOCHS - 1 epochs seen: a worker that lost one asks again (ACK, PROBE) while its peers
+(`ps.result_frame`, the congestion mark echoed, `ps.repeat_to`). A step's results stay for
+the next KEEP_EPOCHS - 1 epochs seen: a worker that lost one asks again (PROBE) while its peers
 already send the next step; no worker can be further behind, since a step completes only with
 every worker's contribution.
 """
@@ -26,6 +26,7 @@ import numpy as np
 
 from dataplane.frame import (
     ACK,
+    BROADCAST,
     CONGESTED,
     DATA,
     FLOW_IDS_PER_GENERATION,
@@ -41,7 +42,7 @@ from dataplane.frame import (
 )
 from dataplane.gradients import frag_id, split_frag_id
 from dataplane.ports import ina_frames, send
-from dataplane.ps import result_frame
+from dataplane.ps import repeat_to, result_frame
 from dataplane.state import PlanSource
 
 KEEP_EPOCHS = 8
@@ -74,9 +75,15 @@ class SessionPS:
     steps: int = 0  # epochs seen
 
     def _send_result(
-        self, epoch: int, wire: int, values: np.ndarray, aux: int, mark: int = 0
+        self,
+        epoch: int,
+        wire: int,
+        values: np.ndarray,
+        aux: int,
+        mark: int = 0,
+        to: Endpoint = BROADCAST,
     ) -> None:
-        send(self.sock, result_frame(self, frag_id(epoch, wire), values, aux, mark))
+        send(self.sock, result_frame(self, frag_id(epoch, wire), values, aux, mark, to))
         self.results_sent += 1
 
     def _epoch(self, epoch: int) -> _Epoch:
@@ -98,8 +105,8 @@ class SessionPS:
         done = known.results.get(wire) if known is not None else None
         if flags in (ACK, PROBE) or (flags == DATA and done is not None):
             self.duplicates_ignored += flags == DATA
-            if done is not None:
-                self._send_result(epoch, wire, done, RETRANSMITTED, mark)
+            if done is not None and (to := repeat_to(frame)) is not None:
+                self._send_result(epoch, wire, done, RETRANSMITTED, mark, to)
             return
         if flags != DATA:
             return

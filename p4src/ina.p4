@@ -582,6 +582,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
         }
         bool passing = false;   // the PS's RESULT on its way down (step 3)
         bool to_group = false;  // leaves down the task's result group (step 3)
+        bool by_address = false;  // routed by its IPv4 destination (step 5)
 
         if (!hdr.packet_out.isValid()) {
             port_packets.count((bit<32>)standard_metadata.ingress_port);
@@ -647,9 +648,12 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             } else if (meta.verdict == V_PARTIAL || meta.verdict == V_QUIET) {
                 mark_to_drop(standard_metadata);
             } else if (meta.verdict == V_RESULT) {
-                // The kept RESULT again, from the PS (the asker's destination) to every worker.
+                // The kept RESULT again, from the PS (the asker's destination): a query's
+                // repair to every worker, a copy's to its sender by address.
+                bit<32> to = 0xffffffff;
                 if (hdr.ina.flags == FLAG_DATA) {
                     duplicates.count(pipe);
+                    to = hdr.ipv4.src_addr;
                 }
                 hdr.ina.flags = FLAG_RESULT;
                 hdr.ina.flow_id = meta.out_flow;
@@ -660,7 +664,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
                 hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
                 hdr.ethernet.dst_addr = 0xffffffffffff;
                 hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-                hdr.ipv4.dst_addr = 0xffffffff;
+                hdr.ipv4.dst_addr = to;
                 to_group = true;
             } else {
                 if (meta.verdict == V_DONE) {
@@ -681,19 +685,29 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
                 }
             }
         } else if (hdr.ipv4.isValid()) {
-            if (!ipv4_lpm.apply().hit) {
-                mark_to_drop(standard_metadata);
-            }
+            by_address = true;
         } else {
             mark_to_drop(standard_metadata);
         }
         if (to_group) {
-            if (!result_multicast.apply().hit) {
+            // A RESULT to one worker's address (sent again for it alone) is routed as a
+            // CONTROL; kept, as every RESULT, where the task has a group.
+            bool one = hdr.ipv4.dst_addr != 0xffffffff;
+            if (result_multicast.apply().hit) {
+                if (passing && region) {
+                    keep_result();
+                }
+            } else if (!one) {
                 unknown_job.count(pipe);
                 mark_to_drop(standard_metadata);
-            } else if (passing && region) {
-                keep_result();
             }
+            if (one) {
+                standard_metadata.mcast_grp = 0;
+                by_address = true;
+            }
+        }
+        if (by_address && !ipv4_lpm.apply().hit) {
+            mark_to_drop(standard_metadata);
         }
         if (hdr.ina.isValid()) {
             hdr.ina.flags = hdr.ina.flags | meta.congested;

@@ -186,7 +186,7 @@ def test_the_ps_echoes_a_mark_on_any_sum_of_the_fragment_in_its_result(
     assert kind_of(result[45]) == RESULT and is_marked(result) == marked
     assert np.frombuffer(result, ">i4", K, 62).tolist() == [2] * K
     # A result sent again answers the packet that asked for it with that packet's mark.
-    ps.handle(_marked(_frame(1, 2, ACK, count=0)))
+    ps.handle(_marked(_frame(1, 2, PROBE, count=0)))
     ps.handle(_frame(1, 2, PROBE, count=0))
     assert [is_marked(r) for r in _sent(observer)] == [True, False]
     assert (ps.finished, ps.miscounted) == (1, 0)

@@ -13,8 +13,10 @@ import pytest
 from dataplane.demo import run_demo
 from dataplane.frame import (
     ACK,
+    BROADCAST,
     DATA,
     OFF_ELEMS,
+    OFF_IP,
     OFF_UDP,
     PROBE,
     RESULT,
@@ -66,10 +68,35 @@ def test_ps_counts_each_flow_once_and_mixes_partial_and_raw_fragments() -> None:
     results = _results(observer)
     assert len(results) == 1
     np.testing.assert_array_equal(results[0], partial + raw)
-    ps.handle(_frame(3, 0, 0, np.zeros(K, np.int32), flags=ACK))  # a worker lost the result
+    ps.handle(_frame(3, 0, 0, np.zeros(K, np.int32), flags=PROBE))  # a worker lost the result
     np.testing.assert_array_equal(_results(observer)[0], partial + raw)
-    ps.handle(_frame(3, 0, 0, np.zeros(K, np.int32), flags=PROBE))  # so did another one
-    np.testing.assert_array_equal(_results(observer)[0], partial + raw)
+
+
+def test_a_result_goes_again_to_the_worker_that_asked_to_all_for_a_query_and_not_for_an_ack():
+    ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    observer.setblocking(False)
+    ps = ParameterServer(ps_end, ME, Task(1, 0), workers=1, fragments=1, result_flow_id=RESULT_FLOW)
+    ps.handle(_frame(1, 0, 1, np.ones(K, np.int32)))
+    observer.recv(4096)
+    asker = Endpoint(b"\x02\0\0\0\0\x05", bytes([10, 0, 0, 5]))
+    zeros = np.zeros(K, np.int32).astype(">i4").tobytes()
+
+    def sent_to(flags: int, count: int = 0) -> list[bytes]:
+        header = InaHeader(1, 0, flags, 1, 0, 0, count)
+        ps.handle(build_frame(asker, ME, header, zeros))
+        frames = []
+        while True:
+            try:
+                frames.append(observer.recv(4096))
+            except BlockingIOError:
+                return [f[OFF_IP + 16 : OFF_IP + 20] for f in frames]
+
+    assert sent_to(PROBE) == [asker.ip]  # its copy of the result was lost
+    assert sent_to(DATA, 1) == [asker.ip]  # a copy after the result
+    assert sent_to(PROBE, count=1) == [BROADCAST.ip]  # a loss query: every worker, once a round
+    assert sent_to(PROBE, count=1) == []
+    assert sent_to(ACK) == []  # its sender holds the result
+    assert ps.results_sent == 4
 
 
 def test_ps_ignores_a_probe_for_an_unfinished_fragment() -> None:

@@ -32,6 +32,7 @@ from test_dp_target import (
 
 from dataplane.frame import (
     ACK,
+    BROADCAST,
     DATA,
     INA_UDP_PORT,
     PROBE,
@@ -63,8 +64,9 @@ def _bind(sw: Client, jobs: dict[int, int]) -> None:
 
 
 def _forged(flags: int, frag: int, flow: int, job: int = JOB_A, seed: int = 666) -> bytes:
-    """A frame from the forger's host claiming `job`'s task, `flow` and fragment `frag`."""
-    src, dst = HOSTS[FORGER], HOSTS[5]
+    """A frame from the forger's host claiming `job`'s task, `flow` and fragment `frag`; a
+    RESULT to every worker, as the PS sends it."""
+    src, dst = HOSTS[FORGER], (BROADCAST if flags == RESULT else HOSTS[5])
     packet = (
         Ether(src=src.mac, dst=dst.mac)
         / IP(src=".".join(map(str, src.ip)), dst=".".join(map(str, dst.ip)))

@@ -24,6 +24,7 @@ from dataplane.frame import (
     PROBE,
     RESULT,
     RETRANSMITTED,
+    Endpoint,
     InaHeader,
     K,
     build_frame,
@@ -34,11 +35,16 @@ from dataplane.pipeline import Pipeline
 RESULT_FLOW, GROUP, DOWN = 200, 5, [1, 2]  # the PS's result flow id; ports below the switch
 
 
+SRC_PORT = 1  # where the route to SRC (the worker that sends the test's DATA) leaves
+
+
 def _pipeline(keep: bool = True) -> Pipeline:
     pipeline = aggregating(2)
     pipeline.keep_results = keep
     pipeline.fwd.result_group[(JOB, TASK)] = GROUP
     pipeline.fwd.mcast[GROUP] = [(port, 0) for port in DOWN]
+    pipeline.fwd.lpm[(32, int.from_bytes(SRC.ip, "big"))] = SRC_PORT
+    pipeline.lpm_changed()
     return pipeline
 
 
@@ -47,11 +53,11 @@ def _frame(flow: int, frag: int, flags: int = DATA, count: int = 1, value: int =
     return build_frame(SRC, DST, InaHeader(JOB, TASK, flags, flow, 0, frag, count), elements)
 
 
-def _result(frag: int, count: int, value: int) -> bytes:
-    """The PS's RESULT (dataplane/ps.py): from the PS to every worker."""
+def _result(frag: int, count: int, value: int, to: Endpoint = BROADCAST) -> bytes:
+    """The PS's RESULT (dataplane/ps.py): from the PS to every worker, or to one."""
     elements = np.full(K, value, dtype=">i4").tobytes()
     header = InaHeader(JOB, TASK, RESULT, RESULT_FLOW, 0, frag, count, aux=2 << 8)
-    return build_frame(DST, BROADCAST, header, elements)
+    return build_frame(DST, to, header, elements)
 
 
 def _completed(pipeline: Pipeline, frag: int = 7) -> None:
@@ -60,10 +66,14 @@ def _completed(pipeline: Pipeline, frag: int = 7) -> None:
     assert port == OUT_PORT
 
 
-def _is_kept_result(out: list[tuple[int, bytes]], frag: int, count: int, value: int) -> bool:
-    """`out` is the RESULT the PS sent, again, down the result group: the PS's flow id and
-    sums, aux RETRANSMITTED (no round-trip sample), from the PS to broadcast, checksum valid."""
-    if sorted(port for port, _ in out) != DOWN or len({f for _, f in out}) != 1:
+def _is_kept_result(
+    out: list[tuple[int, bytes]], frag: int, count: int, value: int, to: bytes = BROADCAST.ip
+) -> bool:
+    """`out` is the RESULT the PS sent, again: the PS's flow id and sums, aux RETRANSMITTED
+    (no round-trip sample), from the PS to broadcast down the result group, or to the address
+    `to` out of its route, checksum valid."""
+    ports = DOWN if to == BROADCAST.ip else [SRC_PORT]
+    if sorted(port for port, _ in out) != ports or len({f for _, f in out}) != 1:
         return False
     frame = out[0][1]
     header = InaHeader.unpack(frame)
@@ -74,19 +84,30 @@ def _is_kept_result(out: list[tuple[int, bytes]], frag: int, count: int, value: 
         and frame[OFF_ELEMS:] == np.full(K, value, ">i4").tobytes()
         and frame[0:6] == BROADCAST.mac
         and frame[OFF_IP + 12 : OFF_IP + 16] == DST.ip
-        and frame[OFF_IP + 16 : OFF_IP + 20] == BROADCAST.ip
+        and frame[OFF_IP + 16 : OFF_IP + 20] == to
         and ipv4_checksum(frame[OFF_IP:OFF_UDP]) == 0
     )
 
 
-def test_a_copy_after_the_result_passed_is_answered_with_that_result_down_the_tree() -> None:
+def test_a_copy_after_the_result_passed_is_answered_with_that_result_to_its_sender() -> None:
     pipeline = _pipeline()
     _completed(pipeline)
     passed = pipeline.process(0, _result(7, 16, 99))  # the PS's sum of 16 workers
     assert sorted(port for port, _ in passed) == DOWN
     answer = pipeline.process(1, _frame(1, 7, value=3))
-    assert _is_kept_result(answer, 7, 16, 99), answer
+    assert _is_kept_result(answer, 7, 16, 99, to=SRC.ip), answer
     assert pipeline.results_answered == 1
+
+
+def test_a_result_sent_again_to_one_worker_is_routed_to_it_and_kept() -> None:
+    pipeline = _pipeline()
+    _completed(pipeline)
+    [(port, frame)] = pipeline.process(0, _result(7, 16, 99, to=SRC))
+    assert port == SRC_PORT and frame[OFF_IP + 16 : OFF_IP + 20] == SRC.ip
+    assert _is_kept_result(pipeline.process(1, _frame(1, 7, PROBE, count=1)), 7, 16, 99)
+    pipeline.fwd.result_group.clear()  # a switch off the task's tree routes it all the same
+    assert [p for p, _ in pipeline.process(0, _result(8, 16, 99, to=SRC))] == [SRC_PORT]
+    assert pipeline.counters["unknown_job"][0] == 0
 
 
 def test_a_query_after_the_result_passed_is_answered_with_it_once_per_round() -> None:

@@ -137,8 +137,10 @@ def _frame(
     count: int = 1,
     aux: int = 0,
 ) -> bytes:
+    """From `host` to the PS; a RESULT to every worker (broadcast), as the PS sends it."""
     header = InaHeader(job, TASK, flags, flow, NEXT_NODE, frag, count, aux=aux)
-    return build_frame(HOSTS[host], PS, header, elems.astype(">i4").tobytes())
+    to = BROADCAST if flags == RESULT else PS
+    return build_frame(HOSTS[host], to, header, elems.astype(">i4").tobytes())
 
 
 def well_formed(frame: bytes) -> bool:
@@ -747,11 +749,22 @@ def _sum_goes_on(target: Target, frag: int) -> None:
     assert _receive(target.sockets[2], wait=0.2) == []
 
 
-def _answered_with_result(target: Target, frag: int, count: int) -> None:
-    """The PS's RESULT again, from the slot, down the result group and nothing toward the PS:
-    the PS's flow id (also the UDP source port), count and sums, aux RETRANSMITTED, from the
-    PS's address to broadcast, IPv4 checksum valid."""
-    for port in (1, 2):
+def _route_to_hosts(sw: Client) -> None:
+    """`ipv4_lpm`: each host's address out of its port, as the controller routes CONTROLs."""
+    sw.write(
+        *(
+            sw.table_entry("ipv4_lpm", {"dst_addr": (0x0A000000 + p, 32)}, "forward", port=p)
+            for p in (1, 2)
+        )
+    )
+
+
+def _answered_with_result(target: Target, frag: int, count: int, to: int | None = None) -> None:
+    """The PS's RESULT again, from the slot, down the result group (or to host `to` alone, by
+    its route) and nothing toward the PS: the PS's flow id (also the UDP source port), count
+    and sums, aux RETRANSMITTED, from the PS's address to broadcast (or `to`'s address), IPv4
+    checksum valid."""
+    for port in (1, 2) if to is None else (to,):
         out = _receive(target.sockets[port], expect=1)
         assert len(out) == 1, f"no RESULT on port {port}"
         frame, header = out[0], InaHeader.unpack(out[0])
@@ -766,20 +779,23 @@ def _answered_with_result(target: Target, frag: int, count: int) -> None:
         np.testing.assert_array_equal(_values(frame), _elements(9))
         assert frame[0:6] == BROADCAST.mac
         assert frame[OFF_IP + 12 : OFF_IP + 16] == PS.ip
-        assert frame[OFF_IP + 16 : OFF_IP + 20] == BROADCAST.ip
+        assert frame[OFF_IP + 16 : OFF_IP + 20] == (BROADCAST if to is None else HOSTS[to]).ip
         assert well_formed(frame), "a RESULT, from a short query too, carries the elements"
     assert _receive(target.sockets[4], wait=0.2) == [], "nothing toward the PS"
+    if to is not None:
+        assert _receive(target.sockets[3 - to], wait=0.2) == [], "nothing to the peer"
 
 
 def test_a_copy_or_query_after_the_result_passed_is_answered_with_it(
     target: Target, sw: Client
 ) -> None:
     _keeping(sw)
+    _route_to_hosts(sw)
     _complete(target, 50)
     _sum_goes_on(target, 50)  # before the result passed
     _pass_result(target, 50, 16)
     target.sockets[1].send(_frame(1, 50, 1, _elements(99)))
-    _answered_with_result(target, 50, 16)
+    _answered_with_result(target, 50, 16, to=1)  # a copy: its sender lost the result
     target.sockets[2].send(_frame(2, 50, 2, _elements(99), flags=PROBE, count=1))
     _answered_with_result(target, 50, 16)
     target.sockets[1].send(_frame(1, 50, 1, _elements(99), flags=PROBE, count=1))
@@ -787,6 +803,25 @@ def test_a_copy_or_query_after_the_result_passed_is_answered_with_it(
     target.sockets[1].send(_frame(1, 50, 1, _elements(99), flags=PROBE, count=2))
     _answered_with_result(target, 50, 16)
     assert sw.counter("duplicates") == [2, 0, 0, 0]
+
+
+def test_a_result_sent_again_to_one_worker_goes_by_its_address_and_is_kept(
+    target: Target, sw: Client
+) -> None:
+    """README step 3: the PS's result of a PROBE or a copy, to its sender alone."""
+    _keeping(sw)
+    _route_to_hosts(sw)
+    _complete(target, 50)
+    header = InaHeader(JOB, TASK, RESULT, RESULT_FLOW, 0, 50, 16, aux=RETRANSMITTED)
+    target.sockets[4].send(build_frame(PS, HOSTS[2], header, _elements(9).astype(">i4").tobytes()))
+    [frame] = _receive(target.sockets[2], expect=1)
+    assert (
+        InaHeader.unpack(frame).flags == RESULT and frame[OFF_IP + 16 : OFF_IP + 20] == HOSTS[2].ip
+    )
+    assert _receive(target.sockets[1], wait=0.2) == [], "not down the result group"
+    target.sockets[1].send(_frame(1, 50, 1, _elements(99), flags=PROBE, count=1))
+    _answered_with_result(target, 50, 16)  # the slot kept it
+    assert sw.counter("unknown_job") == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("other", ["fragment", "task"])
