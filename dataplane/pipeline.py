@@ -256,8 +256,8 @@ class Pipeline:
             self.counters[name][pipe] += 1
 
     def _result(self, pipe: int, frame: bytes) -> list[tuple[int, bytes]]:
-        """Step 3: down the task's result group, or to one worker's address (a result sent
-        again for that worker alone) by step 5; kept either way where the task has a group."""
+        """Step 3: down the task's result group, or to one worker's address (the PS's answer
+        to its PROBE) by step 5; kept either way where the task has a group."""
         job, task = struct.unpack_from("!HB", frame, OFF_INA)
         group = self.fwd.result_group.get((job, task))
         one = frame[OFF_IP + 16 : OFF_IP + 20] != BROADCAST.ip
@@ -287,11 +287,10 @@ class Pipeline:
         self, act: Aggregate, cell: int, frame: bytes, flags: int, count: int, mark: int
     ) -> list[tuple[int, bytes]] | None:
         """A copy of a counted contribution, or a loss query's repair, at a slot that kept
-        the PS's RESULT: that RESULT again (aux RETRANSMITTED, no round trip sample) instead
-        of the sum towards the PS; a repair down this switch's result group as the PS's was,
-        once per query round, as for the sum; a copy to its sender alone, by address (its
-        peers got the result, or ask for it themselves). None: the slot kept no result, go
-        on as before."""
+        the PS's RESULT: that RESULT again, down this switch's result group as the PS's was
+        (aux RETRANSMITTED, no round trip sample), instead of the sum towards the PS. One
+        repair per query round, as for the sum. None: the slot kept no result, go on as
+        before."""
         s = self.slots
         job, task, _, _, _, frag, _, _, _ = INA_HEADER.unpack_from(frame, OFF_INA)
         group = self.fwd.result_group.get((job, task))
@@ -317,12 +316,10 @@ class Pipeline:
         self.results_answered += 1
         flow = s.kept_flow[index]
         out = bytearray(_full_headers(frame)) + s.kept_values[index].to_bytes(4 * K, "big")
-        # From the PS (the asker's destination) to every worker (broadcast), as the PS's, or
-        # a copy's to its sender.
+        # From the PS (the asker's destination) to every worker (broadcast), as the PS's.
         out[0:6], out[6:12] = b"\xff" * 6, frame[0:6]
         out[OFF_IP + 12 : OFF_IP + 16] = frame[OFF_IP + 16 : OFF_IP + 20]
-        copy = flags != PROBE
-        out[OFF_IP + 16 : OFF_IP + 20] = frame[OFF_IP + 12 : OFF_IP + 16] if copy else BROADCAST.ip
+        out[OFF_IP + 16 : OFF_IP + 20] = BROADCAST.ip
         _UDP_INA.pack_into(
             out,
             OFF_UDP,
@@ -340,8 +337,6 @@ class Pipeline:
             K,
             RETRANSMITTED,
         )
-        if copy:
-            return self._ipv4(bytes(out))
         result = _with_checksum(bytes(out))
         return [(p, result) for p, _ in self.fwd.mcast.get(group, ())]
 

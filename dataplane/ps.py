@@ -3,16 +3,18 @@
 PS: adds whatever arrives (raw fragments and partial aggregates), counting each
 (flow id, fragment) once, finishes a fragment when the summed `count` reaches the number of
 workers, and sends one RESULT per fragment that the switches multicast to the workers, under the
-task's result flow id (published by the controller as `result_flow_id`). A DATA or a PROBE
-for a finished fragment makes it send the result again, to that worker only (`repeat_to`: the
-switches route it by address): one worker lost it, and a result sent to every worker for each
-of them was replicated by every switch of the tree. An ACK gets nothing: its sender holds the
-result. A loss query (a PROBE with a round in `count`) is answered to every worker, once per
-round, as a switch's kept RESULT answers: the peers of a contributor whose loss delayed the
-fragment ask in the same round, and their queries cross the result on its way down. A loss
-query for an unfinished fragment gets a NACK back to its sender when the PS has not counted
-its flow, else HELD (the loss is another flow's: the asker waits). It keeps no timer: recovery
-is the workers' (dataplane/recovery.py).
+task's result flow id (published by the controller as `result_flow_id`). A PROBE for a
+finished fragment makes it send the result again to the PROBE's sender alone (`repeat_to`: the
+switches route it by address): a PROBE is one worker's rescue, its copy of the result lost
+while its peers got theirs (p4src/README.md, PROBE), and one sent to every worker was
+replicated by every switch of the tree. A DATA for a finished fragment (a copy) gets the
+result to every worker, and so does a loss query (a PROBE with a round in `count`), once per
+round, as a switch's kept RESULT answers: a result lost under congestion is lost to several
+workers at once, and the peers of a contributor whose loss delayed the fragment ask in the
+same round, their queries crossing the result on its way down. An ACK gets nothing: its
+sender holds the result. A loss query for an unfinished fragment gets a NACK back to its
+sender when the PS has not counted its flow, else HELD (the loss is another flow's: the asker
+waits). It keeps no timer: recovery is the workers' (dataplane/recovery.py).
 
 Congestion: a result carries the congestion mark (p4src/README.md, "Congestion mark") when any
 sum the PS added into it came marked, and a result sent again carries the mark of the packet
@@ -99,16 +101,18 @@ def result_frame(
 
 def repeat_to(frame: bytes) -> Endpoint | None:
     """Where the result of a finished fragment goes again for `frame` (a DATA, ACK or PROBE
-    of that fragment): a loss query's answer to every worker; a copy's or a PROBE's to its
-    sender alone, addressed as a named NACK is (IPv4 the sender's, Ethernet broadcast; the
-    switches route a RESULT to a host address as a CONTROL, p4src/README.md step 3); none
-    for an ACK, whose sender holds the result."""
+    of that fragment): a PROBE's to its sender alone, addressed as a named NACK is (IPv4 the
+    sender's, Ethernet broadcast; the switches route a RESULT to a host address as a
+    CONTROL, p4src/README.md step 3); a copy's and a loss query's to every worker (the PS
+    sent one to every worker on the congested Fig. 1 of tests/dataplane/test_dp_lossy.py:
+    8.7 virtual s, against 10.0 s with copies answered to their sender); none for an ACK,
+    whose sender holds the result."""
     flags, count = kind_of(frame[OFF_INA + 3]), INA_HEADER.unpack_from(frame, OFF_INA)[6]
     if flags == ACK:
         return None
-    if flags == PROBE and count:
-        return BROADCAST
-    return Endpoint(BROADCAST.mac, bytes(frame[OFF_IP + 12 : OFF_IP + 16]))
+    if flags == PROBE and not count:
+        return Endpoint(BROADCAST.mac, bytes(frame[OFF_IP + 12 : OFF_IP + 16]))
+    return BROADCAST
 
 
 @dataclass

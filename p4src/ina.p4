@@ -648,12 +648,9 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             } else if (meta.verdict == V_PARTIAL || meta.verdict == V_QUIET) {
                 mark_to_drop(standard_metadata);
             } else if (meta.verdict == V_RESULT) {
-                // The kept RESULT again, from the PS (the asker's destination): a query's
-                // repair to every worker, a copy's to its sender by address.
-                bit<32> to = 0xffffffff;
+                // The kept RESULT again, from the PS (the asker's destination) to every worker.
                 if (hdr.ina.flags == FLAG_DATA) {
                     duplicates.count(pipe);
-                    to = hdr.ipv4.src_addr;
                 }
                 hdr.ina.flags = FLAG_RESULT;
                 hdr.ina.flow_id = meta.out_flow;
@@ -664,7 +661,7 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
                 hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
                 hdr.ethernet.dst_addr = 0xffffffffffff;
                 hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-                hdr.ipv4.dst_addr = to;
+                hdr.ipv4.dst_addr = 0xffffffff;
                 to_group = true;
             } else {
                 if (meta.verdict == V_DONE) {
@@ -690,8 +687,8 @@ control InaIngress(inout headers_t hdr, inout metadata_t meta,
             mark_to_drop(standard_metadata);
         }
         if (to_group) {
-            // A RESULT to one worker's address (sent again for it alone) is routed as a
-            // CONTROL; kept, as every RESULT, where the task has a group.
+            // A RESULT to one worker's address (the PS's answer to its PROBE) is routed as
+            // a CONTROL; kept, as every RESULT, where the task has a group.
             bool one = hdr.ipv4.dst_addr != 0xffffffff;
             if (result_multicast.apply().hit) {
                 if (passing && region) {

@@ -21,9 +21,9 @@ from dataplane.allreduce import PeerMissing, Session, SessionError, _Route
 from dataplane.bmv2 import free_tcp_port
 from dataplane.demo import JOB, RESULT_FLOW, SWITCH_NODE, TASK, program_aggregation
 from dataplane.frame import (
-    ACK,
     DATA,
     OFF_ELEMS,
+    PROBE,
     SLOTS_PER_PIPE,
     Endpoint,
     InaHeader,
@@ -71,12 +71,12 @@ def test_the_session_ps_serves_step_after_step_of_any_size_and_answers_the_last_
             assert _results(observer) == []
             ps.handle(_data(epoch, wire, 2, 2 * ones))
             assert _results(observer) == [(epoch, wire, [3, 3])]
-    ps.handle(_data(0, 2, 1, ones, ACK))  # a worker lost step 0's last result
+    ps.handle(_data(0, 2, 1, ones, PROBE))  # a worker lost step 0's last result
     assert _results(observer) == [(0, 2, [3, 3])]
     assert (ps.steps, ps.finished, ps.miscounted) == (2, 43, 0)
     for epoch in range(2, 2 + KEEP_EPOCHS):
         ps.handle(_data(epoch, 0, 1, ones))
-    ps.handle(_data(0, 2, 1, ones, ACK))  # long gone: nothing to answer
+    ps.handle(_data(0, 2, 1, ones, PROBE))  # long gone: nothing to answer
     assert _results(observer) == []
 
 

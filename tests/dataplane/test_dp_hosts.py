@@ -72,7 +72,7 @@ def test_ps_counts_each_flow_once_and_mixes_partial_and_raw_fragments() -> None:
     np.testing.assert_array_equal(_results(observer)[0], partial + raw)
 
 
-def test_a_result_goes_again_to_the_worker_that_asked_to_all_for_a_query_and_not_for_an_ack():
+def test_a_result_goes_again_to_a_prober_alone_to_all_for_a_copy_or_query_not_for_an_ack():
     ps_end, observer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     observer.setblocking(False)
     ps = ParameterServer(ps_end, ME, Task(1, 0), workers=1, fragments=1, result_flow_id=RESULT_FLOW)
@@ -92,7 +92,7 @@ def test_a_result_goes_again_to_the_worker_that_asked_to_all_for_a_query_and_not
                 return [f[OFF_IP + 16 : OFF_IP + 20] for f in frames]
 
     assert sent_to(PROBE) == [asker.ip]  # its copy of the result was lost
-    assert sent_to(DATA, 1) == [asker.ip]  # a copy after the result
+    assert sent_to(DATA, 1) == [BROADCAST.ip]  # a copy: under congestion its peers lost it too
     assert sent_to(PROBE, count=1) == [BROADCAST.ip]  # a loss query: every worker, once a round
     assert sent_to(PROBE, count=1) == []
     assert sent_to(ACK) == []  # its sender holds the result

@@ -66,14 +66,10 @@ def _completed(pipeline: Pipeline, frag: int = 7) -> None:
     assert port == OUT_PORT
 
 
-def _is_kept_result(
-    out: list[tuple[int, bytes]], frag: int, count: int, value: int, to: bytes = BROADCAST.ip
-) -> bool:
-    """`out` is the RESULT the PS sent, again: the PS's flow id and sums, aux RETRANSMITTED
-    (no round-trip sample), from the PS to broadcast down the result group, or to the address
-    `to` out of its route, checksum valid."""
-    ports = DOWN if to == BROADCAST.ip else [SRC_PORT]
-    if sorted(port for port, _ in out) != ports or len({f for _, f in out}) != 1:
+def _is_kept_result(out: list[tuple[int, bytes]], frag: int, count: int, value: int) -> bool:
+    """`out` is the RESULT the PS sent, again, down the result group: the PS's flow id and
+    sums, aux RETRANSMITTED (no round-trip sample), from the PS to broadcast, checksum valid."""
+    if sorted(port for port, _ in out) != DOWN or len({f for _, f in out}) != 1:
         return False
     frame = out[0][1]
     header = InaHeader.unpack(frame)
@@ -84,22 +80,23 @@ def _is_kept_result(
         and frame[OFF_ELEMS:] == np.full(K, value, ">i4").tobytes()
         and frame[0:6] == BROADCAST.mac
         and frame[OFF_IP + 12 : OFF_IP + 16] == DST.ip
-        and frame[OFF_IP + 16 : OFF_IP + 20] == to
+        and frame[OFF_IP + 16 : OFF_IP + 20] == BROADCAST.ip
         and ipv4_checksum(frame[OFF_IP:OFF_UDP]) == 0
     )
 
 
-def test_a_copy_after_the_result_passed_is_answered_with_that_result_to_its_sender() -> None:
+def test_a_copy_after_the_result_passed_is_answered_with_that_result_down_the_tree() -> None:
     pipeline = _pipeline()
     _completed(pipeline)
     passed = pipeline.process(0, _result(7, 16, 99))  # the PS's sum of 16 workers
     assert sorted(port for port, _ in passed) == DOWN
     answer = pipeline.process(1, _frame(1, 7, value=3))
-    assert _is_kept_result(answer, 7, 16, 99, to=SRC.ip), answer
+    assert _is_kept_result(answer, 7, 16, 99), answer
     assert pipeline.results_answered == 1
 
 
-def test_a_result_sent_again_to_one_worker_is_routed_to_it_and_kept() -> None:
+def test_a_result_to_one_worker_is_routed_to_it_and_kept() -> None:
+    """The PS's answer to a PROBE (README step 3)."""
     pipeline = _pipeline()
     _completed(pipeline)
     [(port, frame)] = pipeline.process(0, _result(7, 16, 99, to=SRC))

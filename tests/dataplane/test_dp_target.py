@@ -759,12 +759,11 @@ def _route_to_hosts(sw: Client) -> None:
     )
 
 
-def _answered_with_result(target: Target, frag: int, count: int, to: int | None = None) -> None:
-    """The PS's RESULT again, from the slot, down the result group (or to host `to` alone, by
-    its route) and nothing toward the PS: the PS's flow id (also the UDP source port), count
-    and sums, aux RETRANSMITTED, from the PS's address to broadcast (or `to`'s address), IPv4
-    checksum valid."""
-    for port in (1, 2) if to is None else (to,):
+def _answered_with_result(target: Target, frag: int, count: int) -> None:
+    """The PS's RESULT again, from the slot, down the result group and nothing toward the PS:
+    the PS's flow id (also the UDP source port), count and sums, aux RETRANSMITTED, from the
+    PS's address to broadcast, IPv4 checksum valid."""
+    for port in (1, 2):
         out = _receive(target.sockets[port], expect=1)
         assert len(out) == 1, f"no RESULT on port {port}"
         frame, header = out[0], InaHeader.unpack(out[0])
@@ -779,23 +778,20 @@ def _answered_with_result(target: Target, frag: int, count: int, to: int | None 
         np.testing.assert_array_equal(_values(frame), _elements(9))
         assert frame[0:6] == BROADCAST.mac
         assert frame[OFF_IP + 12 : OFF_IP + 16] == PS.ip
-        assert frame[OFF_IP + 16 : OFF_IP + 20] == (BROADCAST if to is None else HOSTS[to]).ip
+        assert frame[OFF_IP + 16 : OFF_IP + 20] == BROADCAST.ip
         assert well_formed(frame), "a RESULT, from a short query too, carries the elements"
     assert _receive(target.sockets[4], wait=0.2) == [], "nothing toward the PS"
-    if to is not None:
-        assert _receive(target.sockets[3 - to], wait=0.2) == [], "nothing to the peer"
 
 
 def test_a_copy_or_query_after_the_result_passed_is_answered_with_it(
     target: Target, sw: Client
 ) -> None:
     _keeping(sw)
-    _route_to_hosts(sw)
     _complete(target, 50)
     _sum_goes_on(target, 50)  # before the result passed
     _pass_result(target, 50, 16)
     target.sockets[1].send(_frame(1, 50, 1, _elements(99)))
-    _answered_with_result(target, 50, 16, to=1)  # a copy: its sender lost the result
+    _answered_with_result(target, 50, 16)
     target.sockets[2].send(_frame(2, 50, 2, _elements(99), flags=PROBE, count=1))
     _answered_with_result(target, 50, 16)
     target.sockets[1].send(_frame(1, 50, 1, _elements(99), flags=PROBE, count=1))
@@ -808,7 +804,7 @@ def test_a_copy_or_query_after_the_result_passed_is_answered_with_it(
 def test_a_result_sent_again_to_one_worker_goes_by_its_address_and_is_kept(
     target: Target, sw: Client
 ) -> None:
-    """README step 3: the PS's result of a PROBE or a copy, to its sender alone."""
+    """README step 3: the PS's answer to a PROBE, to its sender alone."""
     _keeping(sw)
     _route_to_hosts(sw)
     _complete(target, 50)
