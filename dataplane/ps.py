@@ -81,7 +81,7 @@ def result_frame(
     to: Endpoint = BROADCAST,
 ) -> bytes:
     """The RESULT of one fragment, to every worker (broadcast; the switches multicast it down
-    the tree) or to the one worker `to` (`asker_of`), with the PS's current result flow id:
+    the tree) or to the one worker `to` (`repeat_to`), with the PS's current result flow id:
     `aux` as the contribution that completed it (RETRANSMITTED for one sent again) and `mark`
     (CONGESTED or 0) echoing the mark. `values`: the K sums, or already as the K big-endian
     int32 of the wire."""
@@ -103,10 +103,10 @@ def repeat_to(frame: bytes) -> Endpoint | None:
     """Where the result of a finished fragment goes again for `frame` (a DATA, ACK or PROBE
     of that fragment): a PROBE's to its sender alone, addressed as a named NACK is (IPv4 the
     sender's, Ethernet broadcast; the switches route a RESULT to a host address as a
-    CONTROL, p4src/README.md step 3); a copy's and a loss query's to every worker (the PS
-    sent one to every worker on the congested Fig. 1 of tests/dataplane/test_dp_lossy.py:
-    8.7 virtual s, against 10.0 s with copies answered to their sender); none for an ACK,
-    whose sender holds the result."""
+    CONTROL, p4src/README.md step 3); a copy's and a loss query's to every worker (copies
+    answered to their sender alone made the congested Fig. 1 of
+    tests/dataplane/test_dp_lossy.py take 10.0 virtual s per iteration, against 8.7); none
+    for an ACK, whose sender holds the result."""
     flags, count = kind_of(frame[OFF_INA + 3]), INA_HEADER.unpack_from(frame, OFF_INA)[6]
     if flags == ACK:
         return None
