@@ -99,18 +99,17 @@ def result_frame(
     return build_frame(ps.me, to, header, elements)
 
 
-def repeat_to(frame: bytes) -> Endpoint | None:
+def repeat_to(kind: int, count: int, frame: bytes) -> Endpoint | None:
     """Where the result of a finished fragment goes again for `frame` (a DATA, ACK or PROBE
-    of that fragment): a PROBE's to its sender alone, addressed as a named NACK is (IPv4 the
-    sender's, Ethernet broadcast; the switches route a RESULT to a host address as a
-    CONTROL, p4src/README.md step 3); a copy's and a loss query's to every worker (copies
-    answered to their sender alone made the congested Fig. 1 of
-    tests/dataplane/test_dp_lossy.py take 10.0 virtual s per iteration, against 8.7); none
-    for an ACK, whose sender holds the result."""
-    flags, count = kind_of(frame[OFF_INA + 3]), INA_HEADER.unpack_from(frame, OFF_INA)[6]
-    if flags == ACK:
+    of that fragment, `kind` and `count` from its header): a PROBE's to its sender alone,
+    addressed as a named NACK is (IPv4 the sender's, Ethernet broadcast; the switches route
+    a RESULT to a host address as a CONTROL, p4src/README.md step 3); a copy's and a loss
+    query's to every worker (copies answered to their sender alone made the congested Fig. 1
+    of tests/dataplane/test_dp_lossy.py take 10.0 virtual s per iteration, against 8.7);
+    none for an ACK, whose sender holds the result."""
+    if kind == ACK:
         return None
-    if flags == PROBE and not count:
+    if kind == PROBE and not count:
         return Endpoint(BROADCAST.mac, bytes(frame[OFF_IP + 12 : OFF_IP + 16]))
     return BROADCAST
 
@@ -204,7 +203,7 @@ class ParameterServer:
             self.answered[frag] = count
         if flags in (ACK, PROBE) or (flags == DATA and done):
             self.duplicates_ignored += flags == DATA
-            if done and (to := repeat_to(frame)) is not None:
+            if done and (to := repeat_to(flags, count, frame)) is not None:
                 self._send_result(frag, mark=mark, to=to)
             return
         if flags != DATA:

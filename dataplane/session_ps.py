@@ -105,7 +105,7 @@ class SessionPS:
         done = known.results.get(wire) if known is not None else None
         if flags in (ACK, PROBE) or (flags == DATA and done is not None):
             self.duplicates_ignored += flags == DATA
-            if done is not None and (to := repeat_to(frame)) is not None:
+            if done is not None and (to := repeat_to(flags, count, frame)) is not None:
                 self._send_result(epoch, wire, done, RETRANSMITTED, mark, to)
             return
         if flags != DATA:

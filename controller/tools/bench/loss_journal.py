@@ -72,7 +72,7 @@ def iteration_record(it: IterationResult) -> dict:
         "held": sum(r.get("held", 0) for r in reports),
         "marked": sum(r.get("marked", 0) for r in reports),
         # how losses were found (retransmission timeouts; later results or the tail probe),
-        # the PROBEs sent (each one the PS answers with a result to every worker) and named
+        # the PROBEs sent (each one the PS answers with a result to its sender) and named
         # NACKs received: what sets a slow iteration apart from a fast one of the same row
         "timed_out": sum(r.get("timed_out", 0) for r in reports),
         "detected_lost": sum(r.get("detected_lost", 0) for r in reports),
